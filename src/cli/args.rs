@@ -1,0 +1,256 @@
+//! The command-line grammar (clap derive). Nothing here touches the database.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sendonce",
+    version,
+    about = "Email and SMS sending with an exactly-once ledger in one SQLite file",
+    long_about = "Email and SMS sending with an exactly-once ledger in one SQLite file.\n\n\
+        Each recipient of a campaign gets the message once, even if a worker is killed between \
+        the provider's answer and the database write: a lease is committed before every call and \
+        a fenced confirmation after it. Calls whose outcome cannot be known are parked \
+        `in_doubt` (see `sendonce doubts`), never silently retried or dropped.",
+    after_help = "Exit codes: 0 success, 1 operational failure, 2 usage error, \
+        3 finished with sends in doubt, 4 finished with permanent failures (notify)."
+)]
+pub struct Cli {
+    /// Database file.
+    #[arg(
+        long,
+        global = true,
+        env = "SENDONCE_DB",
+        default_value = "./sendonce.db"
+    )]
+    pub db: PathBuf,
+    /// Machine-readable output: one JSON document per command on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+    /// More logging (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create the database file (or upgrade its schema).
+    Init,
+    /// Run the whole job end to end in a temporary directory, on the outbox provider.
+    Demo {
+        /// Subscribers to create.
+        #[arg(long, default_value_t = 1000)]
+        recipients: u32,
+        /// Directory for the files (default: a new temporary directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Tenants.
+    #[command(subcommand)]
+    Account(AccountCmd),
+    /// Subscribers of an account.
+    #[command(subcommand)]
+    Subscriber(SubscriberCmd),
+    /// Per-account suppression lists: a suppressed address is never claimed.
+    #[command(subcommand)]
+    Suppress(SuppressCmd),
+    /// Campaigns: create, approve, pause, resume, cancel, status, report.
+    #[command(subcommand)]
+    Campaign(CampaignCmd),
+    /// Send: claim due rows, call the provider, record outcomes.
+    Run(RunArgs),
+    /// Sends whose outcome is unknown, and the operator's decision on them.
+    #[command(subcommand)]
+    Doubts(DoubtsCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AccountCmd {
+    /// Add an account; prints its id.
+    Add { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SubscriberCmd {
+    /// Add one subscriber; prints its id.
+    Add {
+        #[arg(long)]
+        account: i64,
+        #[arg(long, required_unless_present = "phone")]
+        email: Option<String>,
+        /// E.164 phone number (+14155550100).
+        #[arg(long)]
+        phone: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+        /// Free attribute, usable in templates as {{ key }}. Repeatable.
+        #[arg(long = "attr", value_name = "KEY=VALUE")]
+        attrs: Vec<String>,
+        /// pending, confirmed, unsubscribed or bounced. Only confirmed subscribers are sent to.
+        #[arg(long, default_value = "confirmed")]
+        status: String,
+    },
+    /// Import a CSV file (header: email and/or phone, optional name, status, any attributes).
+    /// All-or-nothing unless --skip-invalid.
+    Import {
+        #[arg(long)]
+        account: i64,
+        file: PathBuf,
+        /// Import the valid rows and report every skipped one (with its line number).
+        #[arg(long)]
+        skip_invalid: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SuppressCmd {
+    /// Suppress an address: from the moment this returns, no new claim sends to it.
+    Add {
+        #[arg(long)]
+        account: i64,
+        #[arg(long, value_parser = ["email", "sms"])]
+        channel: String,
+        address: String,
+        #[arg(long, default_value = "manual")]
+        reason: String,
+    },
+    /// Remove an address from the suppression list.
+    Remove {
+        #[arg(long)]
+        account: i64,
+        #[arg(long, value_parser = ["email", "sms"])]
+        channel: String,
+        address: String,
+    },
+    /// List an account's suppressions.
+    List {
+        #[arg(long)]
+        account: i64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CampaignCmd {
+    /// Create a draft campaign; prints its id. Templates are checked now, not mid-send.
+    Create {
+        #[arg(long)]
+        account: i64,
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_parser = ["email", "sms"])]
+        channel: String,
+        /// Sender address or number.
+        #[arg(long)]
+        from: Option<String>,
+        /// Subject template (email).
+        #[arg(long)]
+        subject: Option<String>,
+        /// Body template file (minijinja syntax: {{ name }}, {{ email }}, attributes).
+        #[arg(long)]
+        body_file: PathBuf,
+    },
+    /// Approve a draft: freezes its content and schedules it (now, or --at).
+    Approve {
+        id: i64,
+        /// RFC 3339 time to start sending, e.g. 2026-12-24T09:00:00Z.
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// Stop claiming for a campaign; in-flight calls finish.
+    Pause { id: i64 },
+    /// Resume a paused campaign.
+    Resume { id: i64 },
+    /// Cancel a campaign; queued sends are cancelled.
+    Cancel { id: i64 },
+    /// Counts per send state.
+    Status {
+        id: i64,
+        /// Show a progress bar until the campaign is no longer sending.
+        #[arg(long)]
+        watch: bool,
+    },
+    /// Every recipient: state, attempts, provider id, reason.
+    Report {
+        id: i64,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Csv)]
+        format: ReportFormat,
+    },
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum ReportFormat {
+    Csv,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Process everything due, then exit (instead of running until stopped).
+    #[arg(long)]
+    pub once: bool,
+    /// Provider: outbox:PATH[?idempotent=false] or null.
+    #[arg(
+        long,
+        env = "SENDONCE_PROVIDER",
+        default_value = "outbox:./outbox.jsonl"
+    )]
+    pub provider: String,
+    /// Rows per claim.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Provider calls in flight at most.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Lease length (renewed at dispatch; calls time out at half of it).
+    #[arg(long, default_value = "60s")]
+    pub lease: String,
+    /// How often to look for due campaigns when idle.
+    #[arg(long, default_value = "1s")]
+    pub tick: String,
+    /// Name in the ledger's lease_owner column (default: host-pid).
+    #[arg(long)]
+    pub worker_id: Option<String>,
+    /// Attempts before a definitely-not-sent message is failed.
+    #[arg(long, default_value_t = 8)]
+    pub max_attempts: i64,
+    /// First retry delay (doubles per attempt, up to 5m).
+    #[arg(long, default_value = "1s")]
+    pub retry_base: String,
+    /// After SIGTERM/Ctrl-C, how long in-flight calls may take.
+    #[arg(long, default_value = "30s")]
+    pub drain: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DoubtsCmd {
+    /// Sends in doubt for a campaign.
+    List {
+        #[arg(long)]
+        campaign: i64,
+    },
+    /// Decide a send in doubt: it was delivered, or it may be sent again.
+    Resolve {
+        send_id: i64,
+        /// It was delivered (checked with the provider or the recipient).
+        #[arg(long, conflicts_with = "requeue", required_unless_present = "requeue")]
+        as_sent: bool,
+        /// It was not delivered: queue it again.
+        #[arg(long)]
+        requeue: bool,
+    },
+}

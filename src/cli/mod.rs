@@ -1,0 +1,513 @@
+//! The CLI layer: turns parsed arguments into validated calls on the store and the worker, and
+//! prints either text for people or one JSON document (`--json`). Exit codes come from `exit`.
+
+pub mod args;
+
+use crate::address::Channel;
+use crate::error::{Error, Result};
+use crate::exit;
+use crate::store::{NewCampaign, OpenOptions, Store};
+use crate::{clock, import, provider, template, worker};
+use args::*;
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a command produced: a JSON document, the same for people, and its exit code.
+pub struct Output {
+    pub json: serde_json::Value,
+    pub text: String,
+    pub code: i32,
+}
+
+impl Output {
+    fn ok(json: serde_json::Value, text: impl Into<String>) -> Self {
+        Output {
+            json,
+            text: text.into(),
+            code: exit::SUCCESS,
+        }
+    }
+    /// Output already written by the command itself (streamed reports).
+    fn streamed() -> Self {
+        Output {
+            json: serde_json::Value::Null,
+            text: String::new(),
+            code: exit::SUCCESS,
+        }
+    }
+}
+
+fn open(db: &Path) -> Result<Store> {
+    Store::open(db, &OpenOptions::default())
+}
+
+fn channel(s: &str) -> Result<Channel> {
+    s.parse()
+}
+
+/// Run one parsed command. Printing and exit codes are the caller's (main.rs).
+pub fn dispatch(cli: &Cli) -> Result<Output> {
+    match &cli.command {
+        Command::Init => {
+            let store = Store::open(
+                &cli.db,
+                &OpenOptions {
+                    create: true,
+                    ..Default::default()
+                },
+            )?;
+            let mode = store.journal_mode()?;
+            Ok(Output::ok(
+                json!({"db": cli.db, "schema_version": crate::store::SCHEMA_VERSION, "journal_mode": mode}),
+                format!(
+                    "database ready: {} (schema {}, journal {mode})",
+                    cli.db.display(),
+                    crate::store::SCHEMA_VERSION
+                ),
+            ))
+        }
+        Command::Demo { recipients, dir } => {
+            let report = crate::demo::run(*recipients, dir.as_deref())?;
+            let text = report.text();
+            Ok(Output {
+                json: serde_json::to_value(&report).unwrap_or_default(),
+                text,
+                code: exit::SUCCESS,
+            })
+        }
+        Command::Account(AccountCmd::Add { name }) => {
+            let id = open(&cli.db)?.add_account(name)?;
+            Ok(Output::ok(json!({"id": id, "name": name}), id.to_string()))
+        }
+        Command::Subscriber(cmd) => subscriber(cli, cmd),
+        Command::Suppress(cmd) => suppress(cli, cmd),
+        Command::Campaign(cmd) => campaign(cli, cmd),
+        Command::Run(a) => run(cli, a),
+        Command::Doubts(cmd) => doubts(cli, cmd),
+    }
+}
+
+fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
+    match cmd {
+        SubscriberCmd::Add {
+            account,
+            email,
+            phone,
+            name,
+            attrs,
+            status,
+        } => {
+            let attrs = attrs
+                .iter()
+                .map(|a| import::parse_attr(a))
+                .collect::<Result<Vec<_>>>()?;
+            let s = import::subscriber(
+                email.as_deref(),
+                phone.as_deref(),
+                name.as_deref(),
+                Some(status),
+                &attrs,
+            )?;
+            let id = open(&cli.db)?.add_subscriber(*account, &s)?;
+            Ok(Output::ok(json!({"id": id}), id.to_string()))
+        }
+        SubscriberCmd::Import {
+            account,
+            file,
+            skip_invalid,
+        } => {
+            let store = open(&cli.db)?;
+            store.account_exists(*account)?;
+            let rows = import::read_csv(file)?;
+            let report = store.import_subscribers(*account, rows, *skip_invalid)?;
+            let mut text = format!("imported {} subscribers", report.imported);
+            if !report.skipped.is_empty() {
+                text.push_str(&format!(", skipped {}:", report.skipped.len()));
+                for s in &report.skipped {
+                    text.push_str(&format!("\n  line {}: {}", s.line, s.reason));
+                }
+            }
+            Ok(Output::ok(
+                serde_json::to_value(&report).unwrap_or_default(),
+                text,
+            ))
+        }
+    }
+}
+
+fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
+    match cmd {
+        SuppressCmd::Add {
+            account,
+            channel: ch,
+            address,
+            reason,
+        } => {
+            let ch = channel(ch)?;
+            let addr = crate::address::normalize_for(ch, address)?;
+            let added = open(&cli.db)?.suppress(*account, ch, &addr, reason, "manual")?;
+            let text = if added {
+                format!("suppressed {addr} ({ch})")
+            } else {
+                format!("{addr} ({ch}) was already suppressed")
+            };
+            Ok(Output::ok(
+                json!({"address": addr, "channel": ch, "added": added}),
+                text,
+            ))
+        }
+        SuppressCmd::Remove {
+            account,
+            channel: ch,
+            address,
+        } => {
+            let ch = channel(ch)?;
+            let addr = crate::address::normalize_for(ch, address)?;
+            open(&cli.db)?.unsuppress(*account, ch, &addr)?;
+            Ok(Output::ok(
+                json!({"address": addr, "channel": ch, "removed": true}),
+                format!("removed {addr} ({ch}) from the suppression list"),
+            ))
+        }
+        SuppressCmd::List { account } => {
+            let list = open(&cli.db)?.suppressions(*account)?;
+            let mut text = String::new();
+            for s in &list {
+                text.push_str(&format!(
+                    "{}\t{}\t{}\t{}\t{}\n",
+                    s.channel,
+                    s.address,
+                    s.reason,
+                    s.source,
+                    clock::format_ms(s.created_at)
+                ));
+            }
+            if list.is_empty() {
+                text.push_str("no suppressions");
+            }
+            Ok(Output::ok(
+                json!({"suppressions": list}),
+                text.trim_end().to_string(),
+            ))
+        }
+    }
+}
+
+fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
+    match cmd {
+        CampaignCmd::Create {
+            account,
+            name,
+            channel: ch,
+            from,
+            subject,
+            body_file,
+        } => {
+            let ch = channel(ch)?;
+            let body = std::fs::read(body_file)
+                .map_err(|e| Error::io(&format!("cannot read {}", body_file.display()), e))?;
+            let body = String::from_utf8(body).map_err(|_| {
+                Error::invalid(format!("{} is not valid UTF-8", body_file.display()))
+            })?;
+            if name.trim().is_empty() {
+                return Err(Error::invalid("the campaign name is empty"));
+            }
+            if ch == Channel::Sms && subject.is_some() {
+                return Err(Error::invalid("an sms campaign has no subject"));
+            }
+            if ch == Channel::Email && subject.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                return Err(Error::invalid("an email campaign needs --subject"));
+            }
+            for (what, v) in [
+                ("--from", from.as_deref()),
+                ("--subject", subject.as_deref()),
+            ] {
+                if v.is_some_and(|v| v.chars().any(|c| c.is_control())) {
+                    return Err(Error::invalid(format!(
+                        "{what} contains a control character (CR, LF, NUL...)"
+                    )));
+                }
+            }
+            if let Some(f) = from {
+                crate::address::normalize_for(ch, f).map_err(|e| e.context("--from"))?;
+            }
+            let store = open(&cli.db)?;
+            store.account_exists(*account)?;
+            let attrs = store.attribute_names(*account)?;
+            template::check(subject.as_deref(), &body, &attrs)?;
+            let id = store.create_campaign(&NewCampaign {
+                account_id: *account,
+                name: name.trim(),
+                channel: ch,
+                sender: from.as_deref(),
+                subject: subject.as_deref(),
+                body: &body,
+            })?;
+            Ok(Output::ok(json!({"id": id}), id.to_string()))
+        }
+        CampaignCmd::Approve { id, at } => {
+            let at = match at {
+                Some(s) => clock::parse_rfc3339_ms(s)?,
+                None => clock::now_ms(),
+            };
+            let c = open(&cli.db)?.approve_campaign(*id, at)?;
+            Ok(Output::ok(
+                json!({"id": id, "status": c.status, "scheduled_for": clock::format_ms(at)}),
+                format!("campaign {id} approved for {}", clock::format_ms(at)),
+            ))
+        }
+        CampaignCmd::Pause { id } => transition_out(open(&cli.db)?.pause_campaign(*id)?),
+        CampaignCmd::Resume { id } => transition_out(open(&cli.db)?.resume_campaign(*id)?),
+        CampaignCmd::Cancel { id } => transition_out(open(&cli.db)?.cancel_campaign(*id)?),
+        CampaignCmd::Status { id, watch } => {
+            let store = open(&cli.db)?;
+            if *watch {
+                watch_status(&store, *id, cli.json)?;
+            }
+            let s = store.status_counts(*id)?;
+            let mut text = format!("campaign {id}: {} ({} recipients)", s.status, s.total);
+            for (k, v) in &s.counts {
+                text.push_str(&format!("\n  {k:<11} {v}"));
+            }
+            let mut doc = json!({"id": id, "status": s.status, "total": s.total,
+                                 "list_complete": s.list_complete});
+            for (k, v) in &s.counts {
+                doc[*k] = json!(v);
+            }
+            Ok(Output::ok(doc, text))
+        }
+        CampaignCmd::Report { id, format } => {
+            let store = open(&cli.db)?;
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let w = |e: std::io::Error| Error::io("writing the report", e);
+            match format {
+                ReportFormat::Csv => {
+                    let mut csvw = csv::Writer::from_writer(&mut out);
+                    csvw.write_record([
+                        "send_id",
+                        "job_id",
+                        "address",
+                        "status",
+                        "attempts",
+                        "provider_message_id",
+                        "reason",
+                        "sent_at",
+                    ])
+                    .map_err(|e| w(e.into()))?;
+                    store.report(*id, |r| {
+                        csvw.write_record([
+                            r.send_id.to_string(),
+                            r.job_id,
+                            r.address,
+                            r.status,
+                            r.attempts.to_string(),
+                            r.provider_message_id.unwrap_or_default(),
+                            r.reason.unwrap_or_default(),
+                            r.sent_at.map(clock::format_ms).unwrap_or_default(),
+                        ])
+                        .map_err(|e| w(e.into()))
+                    })?;
+                    csvw.flush().map_err(w)?;
+                }
+                ReportFormat::Json => {
+                    out.write_all(b"[").map_err(w)?;
+                    let mut first = true;
+                    store.report(*id, |r| {
+                        if !first {
+                            out.write_all(b",\n").map_err(w)?;
+                        }
+                        first = false;
+                        serde_json::to_writer(&mut out, &r).map_err(|e| w(e.into()))
+                    })?;
+                    out.write_all(b"]\n").map_err(w)?;
+                }
+            }
+            out.flush().map_err(w)?;
+            Ok(Output::streamed())
+        }
+    }
+}
+
+fn transition_out(c: crate::store::Campaign) -> Result<Output> {
+    Ok(Output::ok(
+        json!({"id": c.id, "status": c.status}),
+        format!("campaign {} is {}", c.id, c.status),
+    ))
+}
+
+fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    loop {
+        let s = store.status_counts(id)?;
+        let open = s.counts["queued"] + s.counts["leased"];
+        bar.set_length(s.total);
+        bar.set_position(s.total - open);
+        bar.set_message(format!(
+            "{} sent {} failed {} suppressed {} in doubt {}",
+            s.status,
+            s.counts["sent"],
+            s.counts["failed"],
+            s.counts["suppressed"],
+            s.counts["in_doubt"]
+        ));
+        use crate::model::CampaignStatus::*;
+        if matches!(s.status, Sent | Cancelled | Draft)
+            || (s.status == Sending && open == 0 && s.list_complete)
+        {
+            bar.finish();
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
+    let lease = clock::parse_duration(&a.lease)?;
+    let tick = clock::parse_duration(&a.tick)?;
+    let retry_base = clock::parse_duration(&a.retry_base)?;
+    let drain = clock::parse_duration(&a.drain)?;
+    if a.batch == 0 || a.batch > 10_000 {
+        return Err(Error::invalid("--batch must be between 1 and 10000"));
+    }
+    if a.concurrency == 0 || a.concurrency > 10_000 {
+        return Err(Error::invalid("--concurrency must be between 1 and 10000"));
+    }
+    if lease < std::time::Duration::from_millis(200) {
+        return Err(Error::invalid("--lease must be at least 200ms"));
+    }
+    if a.max_attempts < 1 {
+        return Err(Error::invalid("--max-attempts must be at least 1"));
+    }
+    let store = Store::open(
+        &cli.db,
+        &OpenOptions {
+            pool_size: 4,
+            ..Default::default()
+        },
+    )?;
+    let provider = provider::from_spec(&a.provider)?;
+    let cfg = worker::Config {
+        batch: a.batch,
+        concurrency: a.concurrency,
+        lease,
+        tick,
+        worker_id: a
+            .worker_id
+            .clone()
+            .unwrap_or_else(worker::default_worker_id),
+        once: a.once,
+        max_attempts: a.max_attempts,
+        retry_base,
+        drain_deadline: drain,
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
+    let summary = rt.block_on(worker::run(ledger, provider, cfg, stop_signal()))?;
+    let mut in_doubt = 0;
+    for id in &summary.campaigns_touched {
+        in_doubt += store.status_counts(*id)?.counts["in_doubt"];
+    }
+    let code = exit::for_outcome(exit::Outcome {
+        in_doubt,
+        failed: 0,
+    });
+    let mut doc = serde_json::to_value(&summary).unwrap_or_default();
+    doc["in_doubt"] = json!(in_doubt);
+    let mut text = format!(
+        "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}, released {}",
+        summary.claimed,
+        summary.sent,
+        summary.failed,
+        summary.retried,
+        summary.suppressed,
+        summary.released
+    );
+    if in_doubt > 0 {
+        text.push_str(&format!(
+            "\n{in_doubt} send(s) in doubt: see `sendonce doubts list --campaign ID`"
+        ));
+    }
+    Ok(Output {
+        json: doc,
+        text,
+        code,
+    })
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
+    let store = open(&cli.db)?;
+    match cmd {
+        DoubtsCmd::List { campaign } => {
+            let rows = store.doubts(*campaign)?;
+            let mut text = String::new();
+            for r in &rows {
+                text.push_str(&format!(
+                    "{}\t{}\t{}\tattempts={}\tsince={}\t{}\n",
+                    r.send_id,
+                    r.job_id,
+                    r.address,
+                    r.attempts,
+                    r.doubt_since.map(clock::format_ms).unwrap_or_default(),
+                    r.reason.clone().unwrap_or_default()
+                ));
+            }
+            if rows.is_empty() {
+                text.push_str("no sends in doubt");
+            }
+            Ok(Output::ok(
+                json!({"campaign_id": campaign, "in_doubt": rows}),
+                text.trim_end().to_string(),
+            ))
+        }
+        DoubtsCmd::Resolve {
+            send_id, as_sent, ..
+        } => {
+            store.resolve_doubt(*send_id, *as_sent)?;
+            let what = if *as_sent { "sent" } else { "queued" };
+            Ok(Output::ok(
+                json!({"send_id": send_id, "status": what}),
+                format!("send {send_id} is now {what}"),
+            ))
+        }
+    }
+}

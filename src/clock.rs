@@ -1,0 +1,62 @@
+//! Wall-clock time as Unix milliseconds, and the duration syntax of the CLI (`30s`, `100ms`, `5m`).
+
+use crate::error::{Error, Result};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Now, in Unix milliseconds (UTC). Leases are wall-clock because several processes share a file.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Parse `30s`, `100ms`, `5m`, `1h`, `2h30m`.
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let d = humantime::parse_duration(s.trim()).map_err(|e| {
+        Error::invalid(format!(
+            "invalid duration {s:?}: {e} (write it like 30s, 100ms or 5m)"
+        ))
+    })?;
+    Ok(d)
+}
+
+/// Parse an RFC 3339 timestamp (`2026-12-24T09:00:00Z`) into Unix milliseconds.
+pub fn parse_rfc3339_ms(s: &str) -> Result<i64> {
+    let t = humantime::parse_rfc3339_weak(s.trim()).map_err(|e| {
+        Error::invalid(format!(
+            "invalid time {s:?}: {e} (write it like 2026-12-24T09:00:00Z)"
+        ))
+    })?;
+    let d = t
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| Error::invalid(format!("time {s:?} is before 1970")))?;
+    Ok(d.as_millis() as i64)
+}
+
+/// Unix milliseconds as RFC 3339 (UTC, second precision) for people and reports.
+pub fn format_ms(ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("100ms").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        let e = parse_duration("soon").unwrap_err();
+        assert!(e.message.contains("invalid duration"), "{}", e.message);
+    }
+
+    #[test]
+    fn rfc3339_roundtrip() {
+        let ms = parse_rfc3339_ms("2026-12-24T09:00:00Z").unwrap();
+        assert_eq!(format_ms(ms), "2026-12-24T09:00:00Z");
+        assert!(parse_rfc3339_ms("tomorrow").is_err());
+    }
+}

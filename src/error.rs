@@ -1,0 +1,102 @@
+//! The library's typed error: a kind that decides the exit code, and a message for people.
+
+use std::fmt;
+
+/// What went wrong, coarsely: enough to pick an exit code and nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Arguments or input data are invalid (bad address, CSV error, bad template, unknown id).
+    Invalid,
+    /// The thing exists but is not in a state that allows the request (approve twice...).
+    Conflict,
+    /// The database stayed locked longer than the busy timeout.
+    Busy,
+    /// The database file is unusable (not SQLite, too new, corrupt) or a query failed.
+    Database,
+    /// A file or socket failed.
+    Io,
+    /// A provider failed in a way that stops the command.
+    Provider,
+}
+
+/// An error with a kind and a message that names the problem.
+#[derive(Debug, Clone)]
+pub struct Error {
+    /// Decides the exit code (see `crate::exit`).
+    pub kind: ErrorKind,
+    /// Shown to the user as is; never contains secrets.
+    pub message: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Invalid, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, message)
+    }
+    pub fn db(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Database, message)
+    }
+    pub fn io(context: &str, err: std::io::Error) -> Self {
+        Self::new(ErrorKind::Io, format!("{context}: {err}"))
+    }
+    /// Prefix the message with what was being done.
+    pub fn context(mut self, what: &str) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        use rusqlite::ffi::ErrorCode;
+        if let rusqlite::Error::SqliteFailure(code, msg) = &e {
+            match code.code {
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                    return Error::new(
+                        ErrorKind::Busy,
+                        "the database stayed locked longer than the busy timeout \
+                         (another process is holding a write transaction); try again",
+                    );
+                }
+                ErrorCode::NotADatabase => {
+                    return Error::db("the file is not a SQLite database (left untouched)");
+                }
+                ErrorCode::DiskFull => {
+                    return Error::new(
+                        ErrorKind::Io,
+                        "the disk (or the database size limit) is full; nothing was half-written",
+                    );
+                }
+                _ => {}
+            }
+            if let Some(m) = msg {
+                return Error::db(format!("database error: {m}"));
+            }
+        }
+        Error::db(format!("database error: {e}"))
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(e: r2d2::Error) -> Self {
+        Error::db(format!("could not get a database connection: {e}"))
+    }
+}

@@ -1,0 +1,44 @@
+//! Exit codes, decided here and nowhere else (documented in README.md).
+
+use crate::error::{Error, ErrorKind};
+
+/// Everything worked.
+pub const SUCCESS: i32 = 0;
+/// An operational failure: database, disk, provider, a refused state transition.
+pub const FAILURE: i32 = 1;
+/// A usage error: bad flags or invalid input; nothing was written.
+pub const USAGE: i32 = 2;
+/// The command finished, but some sends are in doubt and need `sendonce doubts`.
+pub const IN_DOUBT: i32 = 3;
+/// The command finished, but some sends failed permanently.
+pub const PERMANENT_FAILURE: i32 = 4;
+
+/// The exit code for an error that stopped a command.
+pub fn for_error(err: &Error) -> i32 {
+    match err.kind {
+        ErrorKind::Invalid => USAGE,
+        ErrorKind::Conflict
+        | ErrorKind::Busy
+        | ErrorKind::Database
+        | ErrorKind::Io
+        | ErrorKind::Provider => FAILURE,
+    }
+}
+
+/// What a finished command reports about its sends.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Outcome {
+    pub in_doubt: u64,
+    pub failed: u64,
+}
+
+/// The exit code for a command that ran to its end.
+pub fn for_outcome(o: Outcome) -> i32 {
+    if o.in_doubt > 0 {
+        IN_DOUBT
+    } else if o.failed > 0 {
+        PERMANENT_FAILURE
+    } else {
+        SUCCESS
+    }
+}

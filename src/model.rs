@@ -1,0 +1,130 @@
+//! Domain vocabulary shared by the store, the worker and the CLI: states, ids and keys.
+
+use serde::Serialize;
+use std::fmt;
+
+/// The state of one row of the send ledger (see ARCHITECTURE.md for the transitions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendStatus {
+    Queued,
+    Leased,
+    Sent,
+    Failed,
+    Suppressed,
+    InDoubt,
+    Cancelled,
+}
+
+impl SendStatus {
+    pub const ALL: [SendStatus; 7] = [
+        SendStatus::Queued,
+        SendStatus::Leased,
+        SendStatus::Sent,
+        SendStatus::Failed,
+        SendStatus::Suppressed,
+        SendStatus::InDoubt,
+        SendStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendStatus::Queued => "queued",
+            SendStatus::Leased => "leased",
+            SendStatus::Sent => "sent",
+            SendStatus::Failed => "failed",
+            SendStatus::Suppressed => "suppressed",
+            SendStatus::InDoubt => "in_doubt",
+            SendStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+impl fmt::Display for SendStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The state of a campaign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CampaignStatus {
+    Draft,
+    Approved,
+    Sending,
+    Paused,
+    Sent,
+    Cancelled,
+}
+
+impl CampaignStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CampaignStatus::Draft => "draft",
+            CampaignStatus::Approved => "approved",
+            CampaignStatus::Sending => "sending",
+            CampaignStatus::Paused => "paused",
+            CampaignStatus::Sent => "sent",
+            CampaignStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Draft,
+            Self::Approved,
+            Self::Sending,
+            Self::Paused,
+            Self::Sent,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+}
+
+impl fmt::Display for CampaignStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The deterministic job id of a campaign send: the same recipient of the same campaign always
+/// gets the same id, so every retry carries the same provider key.
+pub fn campaign_job_id(campaign_id: i64, subscriber_id: i64) -> String {
+    format!("campaign:{campaign_id}:sub:{subscriber_id}")
+}
+
+/// Namespace for idempotency keys (a fixed random UUID; changing it would change every key).
+const KEY_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x5e7d_0a3c_9b1f_4e52_8c6d_2f0b_7a41_93e8);
+
+/// The idempotency key sent to providers: a UUIDv5 of the job id, which fits every provider's
+/// key format (SparkPost forbids `:`, Brevo wants a UUID).
+pub fn idempotency_key(job_id: &str) -> String {
+    uuid::Uuid::new_v5(&KEY_NAMESPACE, job_id.as_bytes()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_deterministic_uuids() {
+        let a = idempotency_key(&campaign_job_id(1, 2));
+        assert_eq!(a, idempotency_key("campaign:1:sub:2"));
+        assert_ne!(a, idempotency_key("campaign:1:sub:3"));
+        assert_eq!(uuid::Uuid::parse_str(&a).unwrap().get_version_num(), 5);
+    }
+
+    #[test]
+    fn status_names_round_trip() {
+        for s in SendStatus::ALL {
+            assert_eq!(SendStatus::parse(s.as_str()), Some(s));
+        }
+    }
+}

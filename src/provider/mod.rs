@@ -1,0 +1,137 @@
+//! Providers: what the worker calls to deliver one message, what each declares it can do
+//! (idempotency window), and how its answers are classified.
+
+mod outbox;
+
+pub use outbox::{read_lines, Outbox, OutboxLine};
+
+use crate::address::Channel;
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One message to deliver. Rendering is done; this is exactly what goes out.
+#[derive(Debug, Clone, Serialize)]
+pub struct Message {
+    pub job_id: String,
+    /// UUIDv5 of the job id: the same on every retry.
+    pub idempotency_key: String,
+    pub channel: Channel,
+    pub from: Option<String>,
+    pub to: String,
+    pub subject: Option<String>,
+    pub body: String,
+}
+
+/// How one call ended, as the provider classifies it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallResult {
+    /// Accepted; `replay` when the provider recognised the key and returned the first id.
+    Accepted { provider_id: String, replay: bool },
+    /// The provider says this key was already used (e.g. "same key, different body"): the
+    /// message was accepted earlier. Never treated as "not sent".
+    AlreadyAccepted { detail: String },
+    /// It will never be accepted (invalid address, hard bounce...). `suppress` carries the
+    /// reason to add the address to the suppression list.
+    Permanent {
+        error: String,
+        suppress: Option<String>,
+    },
+    /// Definitely not sent (rate limited, refused before the request left).
+    NotSent {
+        error: String,
+        retry_after: Option<Duration>,
+    },
+    /// Unknown: it may or may not have been delivered (timeout, 5xx, connection lost after
+    /// the request was written).
+    Ambiguous { error: String },
+}
+
+/// What a provider declares; recovery after a crash consults it.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    /// Name for logs and reports.
+    pub name: String,
+    /// How long the provider remembers an idempotency key. `None`: no key support, so an
+    /// ambiguous outcome parks the row in doubt instead of retrying.
+    pub key_window: Option<Duration>,
+    /// Upper bound of one call; leases must outlive it.
+    pub call_timeout: Duration,
+}
+
+pub type CallFuture<'a> = Pin<Box<dyn Future<Output = CallResult> + Send + 'a>>;
+
+/// A delivery channel to the outside world. Only the worker calls `send`.
+pub trait Provider: Send + Sync + 'static {
+    fn capabilities(&self) -> &Capabilities;
+    fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a>;
+}
+
+/// Accepts everything, does nothing: for benchmarks of the ledger itself.
+pub struct Null {
+    caps: Capabilities,
+}
+
+impl Null {
+    pub fn new() -> Self {
+        Null {
+            caps: Capabilities {
+                name: "null".into(),
+                key_window: Some(Duration::from_secs(24 * 3600)),
+                call_timeout: Duration::from_secs(1),
+            },
+        }
+    }
+}
+
+impl Default for Null {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Provider for Null {
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+    fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
+        Box::pin(async move {
+            CallResult::Accepted {
+                provider_id: format!("null-{}", msg.idempotency_key),
+                replay: false,
+            }
+        })
+    }
+}
+
+/// Build a provider from a `--provider` spec: `outbox:PATH[?idempotent=false]` or `null`.
+pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
+    if spec == "null" {
+        return Ok(Arc::new(Null::new()));
+    }
+    if let Some(rest) = spec.strip_prefix("outbox:") {
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if path.is_empty() {
+            return Err(Error::invalid("outbox provider needs a path: outbox:PATH"));
+        }
+        let mut idempotent = true;
+        for kv in query.split('&').filter(|s| !s.is_empty()) {
+            match kv {
+                "idempotent=true" => idempotent = true,
+                "idempotent=false" => idempotent = false,
+                other => {
+                    return Err(Error::invalid(format!(
+                        "unknown outbox option {other:?} (known: idempotent=true|false)"
+                    )))
+                }
+            }
+        }
+        return Ok(Arc::new(Outbox::open(path.as_ref(), idempotent)?));
+    }
+    Err(Error::invalid(format!(
+        "unknown provider {spec:?} (known: outbox:PATH[?idempotent=false], null)"
+    )))
+}

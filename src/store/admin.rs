@@ -1,0 +1,261 @@
+//! Tenants, subscribers and suppression lists.
+
+use super::Store;
+use crate::address::Channel;
+use crate::crash;
+use crate::error::{Error, Result};
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// A validated subscriber ready to insert.
+#[derive(Debug, Clone)]
+pub struct NewSubscriber {
+    pub email: Option<(String, String)>, // (as given, normalised)
+    pub phone: Option<String>,
+    pub name: Option<String>,
+    pub status: String,
+    /// JSON object text.
+    pub attrs: String,
+}
+
+/// A suppression-list entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct Suppression {
+    pub channel: Channel,
+    pub address: String,
+    pub reason: String,
+    pub source: String,
+    pub created_at: i64,
+}
+
+/// A row an import skipped, with its line number and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedRow {
+    pub line: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportReport {
+    pub imported: u64,
+    pub skipped: Vec<SkippedRow>,
+}
+
+pub(super) fn require_account(tx: &Transaction<'_>, account_id: i64) -> Result<()> {
+    let found: Option<i64> = tx
+        .prepare_cached("SELECT id FROM accounts WHERE id = ?1")?
+        .query_row([account_id], |r| r.get(0))
+        .optional()?;
+    found
+        .map(|_| ())
+        .ok_or_else(|| Error::invalid(format!("unknown account id {account_id}")))
+}
+
+/// Insert one subscriber, naming the conflicting address when it already exists.
+fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -> Result<i64> {
+    let mut dup = tx.prepare_cached(
+        "SELECT id FROM subscribers WHERE account_id = ?1 AND (email_norm = ?2 OR phone = ?3)",
+    )?;
+    let existing: Option<i64> = dup
+        .query_row(
+            params![account_id, s.email.as_ref().map(|e| &e.1), s.phone],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = existing {
+        let what = s
+            .email
+            .as_ref()
+            .map(|e| e.1.clone())
+            .or(s.phone.clone())
+            .unwrap_or_default();
+        return Err(Error::invalid(format!(
+            "duplicate: {what} is already subscriber {id} of this account"
+        )));
+    }
+    tx.prepare_cached(
+        "INSERT INTO subscribers (account_id, email, email_norm, phone, name, status, attrs, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        account_id,
+        s.email.as_ref().map(|e| &e.0),
+        s.email.as_ref().map(|e| &e.1),
+        s.phone,
+        s.name,
+        s.status,
+        s.attrs,
+        crate::clock::now_ms()
+    ])?;
+    Ok(tx.last_insert_rowid())
+}
+
+impl Store {
+    pub fn add_account(&self, name: &str) -> Result<i64> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(Error::invalid("the account name is empty"));
+        }
+        self.write(|tx| {
+            let exists: Option<i64> = tx
+                .query_row("SELECT id FROM accounts WHERE name = ?1", [name], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if let Some(id) = exists {
+                return Err(Error::conflict(format!(
+                    "an account named {name:?} already exists (id {id})"
+                )));
+            }
+            tx.execute(
+                "INSERT INTO accounts (name, created_at) VALUES (?1, ?2)",
+                params![name, crate::clock::now_ms()],
+            )?;
+            Ok(tx.last_insert_rowid())
+        })
+    }
+
+    pub fn add_subscriber(&self, account_id: i64, s: &NewSubscriber) -> Result<i64> {
+        self.write(|tx| {
+            require_account(tx, account_id)?;
+            insert_subscriber(tx, account_id, s)
+        })
+    }
+
+    /// Import subscribers in one transaction. Rows are `(line, parsed)`; a parse error is an
+    /// `Err` with its reason. All-or-nothing unless `skip_invalid`, which imports the valid rows
+    /// and reports every skipped one.
+    pub fn import_subscribers(
+        &self,
+        account_id: i64,
+        rows: Vec<(u64, Result<NewSubscriber>)>,
+        skip_invalid: bool,
+    ) -> Result<ImportReport> {
+        self.write(|tx| {
+            require_account(tx, account_id)?;
+            let mut report = ImportReport {
+                imported: 0,
+                skipped: Vec::new(),
+            };
+            for (line, row) in rows {
+                let res = row.and_then(|s| insert_subscriber(tx, account_id, &s));
+                match res {
+                    Ok(_) => report.imported += 1,
+                    Err(e) if skip_invalid => report.skipped.push(SkippedRow {
+                        line,
+                        reason: e.message,
+                    }),
+                    Err(e) => {
+                        // Returning the error rolls the whole import back.
+                        return Err(Error::invalid(format!(
+                            "line {line}: {}; nothing was imported (use --skip-invalid to \
+                             import the valid rows)",
+                            e.message
+                        )));
+                    }
+                }
+            }
+            Ok(report)
+        })
+    }
+
+    /// Attribute names that subscribers of this account have (templates may use them).
+    pub fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT DISTINCT j.key FROM subscribers s, json_each(s.attrs) j
+                 WHERE s.account_id = ?1",
+            )?;
+            let names = st
+                .query_map([account_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<BTreeSet<String>>>()?;
+            Ok(names)
+        })
+    }
+
+    pub fn account_exists(&self, account_id: i64) -> Result<()> {
+        self.read(|c| {
+            let found: Option<i64> = c
+                .query_row("SELECT id FROM accounts WHERE id = ?1", [account_id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            found
+                .map(|_| ())
+                .ok_or_else(|| Error::invalid(format!("unknown account id {account_id}")))
+        })
+    }
+
+    /// Add an address to an account's suppression list. Returns false if it was already there.
+    /// From the moment this commits, no claim leases that address.
+    pub fn suppress(
+        &self,
+        account_id: i64,
+        channel: Channel,
+        address: &str,
+        reason: &str,
+        source: &str,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            require_account(tx, account_id)?;
+            let n = tx.execute(
+                "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                params![
+                    account_id,
+                    channel.as_str(),
+                    address,
+                    reason,
+                    source,
+                    crate::clock::now_ms()
+                ],
+            )?;
+            crash::point("suppression_insert");
+            Ok(n == 1)
+        })
+    }
+
+    pub fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()> {
+        self.write(|tx| {
+            require_account(tx, account_id)?;
+            let n = tx.execute(
+                "DELETE FROM suppressions WHERE account_id = ?1 AND channel = ?2 AND address = ?3",
+                params![account_id, channel.as_str(), address],
+            )?;
+            if n == 0 {
+                return Err(Error::invalid(format!(
+                    "{address} is not on the {channel} suppression list of account {account_id}"
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    pub fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
+        self.account_exists(account_id)?;
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT channel, address, reason, source, created_at FROM suppressions
+                 WHERE account_id = ?1 ORDER BY channel, address",
+            )?;
+            let rows = st
+                .query_map([account_id], |r| {
+                    let ch: String = r.get(0)?;
+                    Ok(Suppression {
+                        channel: if ch == "sms" {
+                            Channel::Sms
+                        } else {
+                            Channel::Email
+                        },
+                        address: r.get(1)?,
+                        reason: r.get(2)?,
+                        source: r.get(3)?,
+                        created_at: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+}

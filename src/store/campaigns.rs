@@ -1,0 +1,370 @@
+//! Campaign management: creation, compare-and-set transitions, status counts, reports and the
+//! in-doubt queue.
+
+use super::Store;
+use crate::address::Channel;
+use crate::error::{Error, Result};
+use crate::model::{CampaignStatus, SendStatus};
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A campaign as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaign {
+    pub id: i64,
+    pub account_id: i64,
+    pub name: String,
+    pub channel: Channel,
+    pub sender: Option<String>,
+    pub subject: Option<String>,
+    pub body: String,
+    pub status: CampaignStatus,
+    pub scheduled_for: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub list_complete: bool,
+}
+
+/// A campaign to create (validated by the caller: templates checked, body not empty).
+pub struct NewCampaign<'a> {
+    pub account_id: i64,
+    pub name: &'a str,
+    pub channel: Channel,
+    pub sender: Option<&'a str>,
+    pub subject: Option<&'a str>,
+    pub body: &'a str,
+}
+
+/// Sends per state, every state present (zero when none).
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusCounts {
+    pub campaign_id: i64,
+    pub status: CampaignStatus,
+    pub list_complete: bool,
+    pub total: u64,
+    pub counts: BTreeMap<&'static str, u64>,
+}
+
+/// One recipient in a campaign report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportRow {
+    pub send_id: i64,
+    pub job_id: String,
+    pub address: String,
+    pub status: String,
+    pub attempts: i64,
+    pub provider_message_id: Option<String>,
+    pub reason: Option<String>,
+    pub sent_at: Option<i64>,
+}
+
+/// One row in doubt.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoubtRow {
+    pub send_id: i64,
+    pub job_id: String,
+    pub address: String,
+    pub attempts: i64,
+    pub doubt_since: Option<i64>,
+    pub reason: Option<String>,
+}
+
+fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
+    let ch: String = r.get(3)?;
+    let st: String = r.get(7)?;
+    Ok(Campaign {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        name: r.get(2)?,
+        channel: if ch == "sms" {
+            Channel::Sms
+        } else {
+            Channel::Email
+        },
+        sender: r.get(4)?,
+        subject: r.get(5)?,
+        body: r.get(6)?,
+        status: CampaignStatus::parse(&st).unwrap_or(CampaignStatus::Draft),
+        scheduled_for: r.get(8)?,
+        started_at: r.get(9)?,
+        finished_at: r.get(10)?,
+        list_complete: r.get::<_, i64>(11)? != 0,
+    })
+}
+
+const CAMPAIGN_COLS: &str = "id, account_id, name, channel, sender, subject, body, status,
+    scheduled_for, started_at, finished_at, list_complete";
+
+/// `sending -> sent` when the ledger has nothing queued, leased or in doubt and the list is
+/// complete. A compare-and-set: never derived from "the last claim returned nothing".
+pub(super) fn complete_if_done(tx: &Transaction<'_>, campaign_id: i64, now: i64) -> Result<bool> {
+    let n = tx
+        .prepare_cached(
+            "UPDATE campaigns SET status = 'sent', finished_at = ?2
+             WHERE id = ?1 AND status = 'sending' AND list_complete = 1
+               AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
+                               AND status IN ('queued', 'leased'))
+               AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
+                               AND status = 'in_doubt')",
+        )?
+        .execute(params![campaign_id, now])?;
+    Ok(n == 1)
+}
+
+impl Store {
+    pub fn create_campaign(&self, c: &NewCampaign<'_>) -> Result<i64> {
+        self.write(|tx| {
+            super::admin::require_account(tx, c.account_id)?;
+            let now = crate::clock::now_ms();
+            tx.execute(
+                "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    c.account_id,
+                    c.name,
+                    c.channel.as_str(),
+                    c.sender,
+                    c.subject,
+                    c.body,
+                    now
+                ],
+            )?;
+            Ok(tx.last_insert_rowid())
+        })
+    }
+
+    pub fn campaign(&self, id: i64) -> Result<Campaign> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {CAMPAIGN_COLS} FROM campaigns WHERE id = ?1"),
+                [id],
+                campaign_from_row,
+            )
+            .optional()?
+            .ok_or_else(|| Error::invalid(format!("unknown campaign id {id}")))
+        })
+    }
+
+    /// Apply a compare-and-set transition; on 0 rows changed, explain why.
+    fn transition(&self, id: i64, verb: &str, sql: &str, extra: Option<i64>) -> Result<Campaign> {
+        self.write(|tx| {
+            let n = match extra {
+                Some(x) => tx.execute(sql, params![id, x])?,
+                None => tx.execute(sql, params![id])?,
+            };
+            let current: Option<String> = tx
+                .query_row("SELECT status FROM campaigns WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            let Some(current) = current else {
+                return Err(Error::invalid(format!("unknown campaign id {id}")));
+            };
+            if n == 0 {
+                return Err(Error::conflict(format!(
+                    "cannot {verb} campaign {id}: it is {current}"
+                )));
+            }
+            Ok(())
+        })?;
+        self.campaign(id)
+    }
+
+    /// `draft -> approved`, scheduled for `at`. Content is frozen from here on (a trigger
+    /// refuses any change to it).
+    pub fn approve_campaign(&self, id: i64, at: i64) -> Result<Campaign> {
+        let now = crate::clock::now_ms();
+        self.transition(
+            id,
+            "approve",
+            &format!(
+                "UPDATE campaigns SET status = 'approved', scheduled_for = ?2, approved_at = {now}
+                 WHERE id = ?1 AND status = 'draft'"
+            ),
+            Some(at),
+        )
+    }
+
+    /// `approved|sending -> paused`. Rows leased but not dispatched go back to the queue.
+    pub fn pause_campaign(&self, id: i64) -> Result<Campaign> {
+        let c = self.transition(
+            id,
+            "pause",
+            "UPDATE campaigns SET status = 'paused' WHERE id = ?1 AND status IN ('approved', 'sending')",
+            None,
+        )?;
+        let now = crate::clock::now_ms();
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE sends SET status = 'queued', lease_token = NULL, lease_owner = NULL,
+                        visible_at = ?2, updated_at = ?2
+                 WHERE campaign_id = ?1 AND status = 'leased' AND dispatched_at IS NULL",
+                params![id, now],
+            )?;
+            Ok(())
+        })?;
+        Ok(c)
+    }
+
+    /// `paused -> sending` (or back to `approved` if it had not started).
+    pub fn resume_campaign(&self, id: i64) -> Result<Campaign> {
+        self.transition(
+            id,
+            "resume",
+            "UPDATE campaigns SET status = CASE WHEN started_at IS NULL THEN 'approved'
+                                                ELSE 'sending' END
+             WHERE id = ?1 AND status = 'paused'",
+            None,
+        )
+    }
+
+    /// Any non-terminal state -> `cancelled`. Queued and undispatched rows are cancelled; rows
+    /// whose call may be in flight keep their lease (their outcome is still recorded), and the
+    /// in-doubt ones stay in doubt.
+    pub fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
+        let now = crate::clock::now_ms();
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE campaigns SET status = 'cancelled', finished_at = ?2
+                 WHERE id = ?1 AND status IN ('draft', 'approved', 'sending', 'paused')",
+                params![id, now],
+            )?;
+            let current: Option<String> = tx
+                .query_row("SELECT status FROM campaigns WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            let Some(current) = current else {
+                return Err(Error::invalid(format!("unknown campaign id {id}")));
+            };
+            if n == 0 {
+                return Err(Error::conflict(format!(
+                    "cannot cancel campaign {id}: it is {current}"
+                )));
+            }
+            tx.execute(
+                "UPDATE sends SET status = 'cancelled', lease_token = NULL, updated_at = ?2
+                 WHERE campaign_id = ?1
+                   AND (status = 'queued' OR (status = 'leased' AND dispatched_at IS NULL))",
+                params![id, now],
+            )?;
+            Ok(())
+        })?;
+        self.campaign(id)
+    }
+
+    pub fn status_counts(&self, id: i64) -> Result<StatusCounts> {
+        let c = self.campaign(id)?;
+        self.read(|conn| {
+            let mut counts: BTreeMap<&'static str, u64> =
+                SendStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+            let mut st = conn.prepare_cached(
+                "SELECT status, count(*) FROM sends WHERE campaign_id = ?1 AND account_id = ?2
+                 GROUP BY status",
+            )?;
+            let mut rows = st.query(params![id, c.account_id])?;
+            let mut total = 0;
+            while let Some(r) = rows.next()? {
+                let s: String = r.get(0)?;
+                let n: i64 = r.get(1)?;
+                if let Some(k) = SendStatus::parse(&s) {
+                    counts.insert(k.as_str(), n as u64);
+                }
+                total += n as u64;
+            }
+            Ok(StatusCounts {
+                campaign_id: id,
+                status: c.status,
+                list_complete: c.list_complete,
+                total,
+                counts,
+            })
+        })
+    }
+
+    /// Stream every recipient of a campaign to `f`, in send id order.
+    pub fn report(&self, id: i64, mut f: impl FnMut(ReportRow) -> Result<()>) -> Result<()> {
+        let c = self.campaign(id)?;
+        self.read(|conn| {
+            let mut st = conn.prepare(
+                "SELECT id, job_id, address, status, attempts, provider_message_id, last_error,
+                        sent_at
+                 FROM sends WHERE campaign_id = ?1 AND account_id = ?2 ORDER BY id",
+            )?;
+            let mut rows = st.query(params![id, c.account_id])?;
+            while let Some(r) = rows.next()? {
+                f(ReportRow {
+                    send_id: r.get(0)?,
+                    job_id: r.get(1)?,
+                    address: r.get(2)?,
+                    status: r.get(3)?,
+                    attempts: r.get(4)?,
+                    provider_message_id: r.get(5)?,
+                    reason: r.get(6)?,
+                    sent_at: r.get(7)?,
+                })?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>> {
+        let c = self.campaign(campaign_id)?;
+        self.read(|conn| {
+            let mut st = conn.prepare(
+                "SELECT id, job_id, address, attempts, doubt_since, last_error FROM sends
+                 WHERE campaign_id = ?1 AND account_id = ?2 AND status = 'in_doubt' ORDER BY id",
+            )?;
+            let rows = st
+                .query_map(params![campaign_id, c.account_id], |r| {
+                    Ok(DoubtRow {
+                        send_id: r.get(0)?,
+                        job_id: r.get(1)?,
+                        address: r.get(2)?,
+                        attempts: r.get(3)?,
+                        doubt_since: r.get(4)?,
+                        reason: r.get(5)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// An operator's decision on a row in doubt: it was delivered (`as_sent`), or it was not
+    /// and may be sent again. Completes the campaign if that was the last open row.
+    pub fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {
+        let now = crate::clock::now_ms();
+        self.write(|tx| {
+            let row: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT campaign_id, status FROM sends WHERE id = ?1",
+                    [send_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((campaign_id, status)) = row else {
+                return Err(Error::invalid(format!("unknown send id {send_id}")));
+            };
+            if status != "in_doubt" {
+                return Err(Error::conflict(format!(
+                    "send {send_id} is {status}, not in_doubt"
+                )));
+            }
+            let sql = if as_sent {
+                "UPDATE sends SET status = 'sent', sent_at = ?2, updated_at = ?2, doubt_since = NULL,
+                        last_error = 'resolved by operator as sent'
+                 WHERE id = ?1 AND status = 'in_doubt'"
+            } else {
+                "UPDATE sends SET status = 'queued', visible_at = ?2, updated_at = ?2,
+                        doubt_since = NULL, dispatched_at = NULL,
+                        last_error = 'requeued by operator after doubt'
+                 WHERE id = ?1 AND status = 'in_doubt'"
+            };
+            tx.execute(sql, params![send_id, now])?;
+            complete_if_done(tx, campaign_id, now)?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,537 @@
+//! The worker's narrow interface to the ledger (claim, dispatch, record, complete) and its
+//! SQLite implementation. Every method is one `BEGIN IMMEDIATE` transaction.
+
+use super::Store;
+use crate::address::Channel;
+use crate::crash;
+use crate::error::Result;
+use rusqlite::{params, OptionalExtension};
+
+/// A campaign the worker may claim from (status `sending`), with its frozen content.
+#[derive(Debug, Clone)]
+pub struct ActiveCampaign {
+    pub id: i64,
+    pub account_id: i64,
+    pub channel: Channel,
+    pub sender: Option<String>,
+    pub subject: Option<String>,
+    pub body: String,
+    /// False while the recipient list is still being built.
+    pub list_complete: bool,
+}
+
+/// What one claim asks for.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    pub campaign_id: i64,
+    pub account_id: i64,
+    pub channel: Channel,
+    pub batch: usize,
+    /// Lease length: the row is ours until `now + lease_ms`.
+    pub lease_ms: i64,
+    /// The fence token written on every row of this claim.
+    pub token: i64,
+    pub owner: String,
+    /// The provider's idempotency-key window, if it has one. A row that may already have been
+    /// delivered is retried only inside this window (with the same key); otherwise it goes
+    /// `in_doubt`.
+    pub key_window_ms: Option<i64>,
+    pub now: i64,
+}
+
+/// A row this worker now holds.
+#[derive(Debug, Clone)]
+pub struct ClaimedRow {
+    pub id: i64,
+    pub job_id: String,
+    pub address: String,
+    /// Captured template variables (JSON text).
+    pub vars: String,
+    /// Provider calls dispatched before this claim.
+    pub attempts: i64,
+    pub token: i64,
+    /// An earlier call may have delivered it: this is a retry with the same key.
+    pub maybe_delivered: bool,
+}
+
+/// The result of one claim transaction.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    pub rows: Vec<ClaimedRow>,
+    /// Rows moved to `suppressed` because their address was suppressed before this claim.
+    pub suppressed: u64,
+    /// Rows moved to `in_doubt`: dispatched by a worker whose lease expired, provider not
+    /// idempotent (or the key window has passed).
+    pub in_doubt: u64,
+}
+
+/// How one provider call ended, as the ledger records it. The worker decides (backoff, key
+/// window, attempt limit); the store applies.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The provider accepted the message.
+    Accepted {
+        provider_id: Option<String>,
+        note: Option<String>,
+    },
+    /// It will never be accepted; with `suppress`, the address is added to the suppression list.
+    Failed {
+        error: String,
+        suppress: Option<String>,
+    },
+    /// Definitely not sent (or an ambiguous outcome that is safe to retry with the same key):
+    /// back to `queued`, ready at `retry_at`.
+    Retry {
+        error: String,
+        retry_at: i64,
+        maybe_delivered: bool,
+    },
+    /// The outcome is unknown and cannot be retried safely.
+    InDoubt { error: String },
+}
+
+/// One outcome for one leased row.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub id: i64,
+    pub token: i64,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecordStats {
+    pub sent: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub in_doubt: u64,
+    /// Accepted after our lease was lost: recorded as sent anyway (never dropped).
+    pub late_confirmations: u64,
+    /// Non-accepted outcomes whose lease was lost: the row's new holder decides.
+    pub fenced_out: u64,
+}
+
+/// What the worker needs from a ledger. A second backend implements this without touching the
+/// worker.
+pub trait Ledger: Send + Sync + 'static {
+    /// Compare-and-set `approved -> sending` for every campaign due at `now`.
+    fn start_due_campaigns(&self, now: i64) -> Result<Vec<i64>>;
+    /// Campaigns in `sending`, with their content.
+    fn active_campaigns(&self) -> Result<Vec<ActiveCampaign>>;
+    /// Add the next `chunk` subscribers to the list; returns true when the list is complete.
+    fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool>;
+    /// Lease up to `batch` due rows, moving suppressed and unrecoverable ones aside.
+    fn claim(&self, req: &ClaimRequest) -> Result<Claimed>;
+    /// Write the dispatch marker (and renew the lease) for rows about to be called. Returns the
+    /// ids still held: a row whose lease was lost must not be called.
+    fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>>;
+    /// Record a group of outcomes in one commit.
+    fn record(&self, records: &[Record], now: i64) -> Result<RecordStats>;
+    /// Give back leased rows that were never dispatched.
+    fn release(&self, rows: &[(i64, i64)], now: i64) -> Result<u64>;
+    /// Mark the campaign `sent` if the ledger says it is finished.
+    fn try_complete(&self, campaign_id: i64, now: i64) -> Result<bool>;
+    /// The earliest time a row of this campaign becomes claimable, if any row can.
+    fn next_visible(&self, campaign_id: i64) -> Result<Option<i64>>;
+    /// Settle expired leases of cancelled campaigns (dispatched: in doubt; else cancelled).
+    fn sweep_cancelled(&self, now: i64) -> Result<u64>;
+}
+
+impl Ledger for Store {
+    fn start_due_campaigns(&self, now: i64) -> Result<Vec<i64>> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE campaigns SET status = 'sending', started_at = coalesce(started_at, ?1)
+                 WHERE status = 'approved' AND scheduled_for <= ?1 RETURNING id",
+            )?;
+            let ids = st
+                .query_map([now], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<i64>>>()?;
+            if !ids.is_empty() {
+                crash::point("campaign_cas");
+            }
+            Ok(ids)
+        })
+    }
+
+    fn active_campaigns(&self) -> Result<Vec<ActiveCampaign>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, account_id, channel, sender, subject, body, list_complete
+                 FROM campaigns WHERE status = 'sending' ORDER BY id",
+            )?;
+            let rows = st
+                .query_map([], |r| {
+                    let ch: String = r.get(2)?;
+                    Ok(ActiveCampaign {
+                        id: r.get(0)?,
+                        account_id: r.get(1)?,
+                        channel: if ch == "sms" {
+                            Channel::Sms
+                        } else {
+                            Channel::Email
+                        },
+                        sender: r.get(3)?,
+                        subject: r.get(4)?,
+                        body: r.get(5)?,
+                        list_complete: r.get::<_, i64>(6)? != 0,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool> {
+        let done = self.write(|tx| {
+            let row: Option<(i64, String, i64, i64, String)> = tx
+                .query_row(
+                    "SELECT account_id, channel, list_cursor, list_complete, status
+                     FROM campaigns WHERE id = ?1",
+                    [campaign_id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )
+                .optional()?;
+            let Some((account_id, channel, cursor, complete, status)) = row else {
+                return Ok(true);
+            };
+            if complete != 0 || status != "sending" {
+                return Ok(true);
+            }
+            // The last subscriber id of this chunk (over all of the account's subscribers, so
+            // the cursor always moves forward).
+            let (chunk_end, n): (Option<i64>, i64) = tx.query_row(
+                "SELECT max(id), count(*) FROM (SELECT id FROM subscribers
+                 WHERE account_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)",
+                params![account_id, cursor, chunk as i64],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let now = crate::clock::now_ms();
+            if let Some(end) = chunk_end {
+                let addr = if channel == "sms" {
+                    "s.phone"
+                } else {
+                    "s.email_norm"
+                };
+                // One row per normalised address (UNIQUE (campaign_id, address)); re-running a
+                // chunk after a crash inserts nothing twice (ON CONFLICT DO NOTHING).
+                let sql = format!(
+                    "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
+                                        vars, status, visible_at, created_at, updated_at)
+                     SELECT s.account_id, ?1, s.id, 'campaign:' || ?1 || ':sub:' || s.id, {addr},
+                            json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
+                                                            'phone', s.phone)),
+                            'queued', ?4, ?4, ?4
+                     FROM subscribers s
+                     WHERE s.account_id = ?2 AND s.id > ?3 AND s.id <= ?5
+                       AND s.status = 'confirmed' AND {addr} IS NOT NULL
+                       AND NOT EXISTS (SELECT 1 FROM suppressions su
+                                       WHERE su.account_id = s.account_id
+                                         AND su.channel = ?6 AND su.address = {addr})
+                     ORDER BY s.id
+                     ON CONFLICT DO NOTHING"
+                );
+                tx.prepare_cached(&sql)?.execute(params![
+                    campaign_id,
+                    account_id,
+                    cursor,
+                    now,
+                    end,
+                    channel
+                ])?;
+                crash::point("list_build");
+            }
+            let complete = (n as usize) < chunk;
+            tx.prepare_cached(
+                "UPDATE campaigns SET list_cursor = coalesce(?2, list_cursor), list_complete = ?3
+                 WHERE id = ?1",
+            )?
+            .execute(params![campaign_id, chunk_end, complete as i64])?;
+            Ok(complete)
+        })?;
+        crash::point("list_build_committed");
+        Ok(done)
+    }
+
+    fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
+        let out = self.write(|tx| {
+            let mut out = Claimed::default();
+            let status: Option<String> = tx
+                .prepare_cached("SELECT status FROM campaigns WHERE id = ?1 AND account_id = ?2")?
+                .query_row(params![req.campaign_id, req.account_id], |r| r.get(0))
+                .optional()?;
+            if status.as_deref() != Some("sending") {
+                return Ok(out);
+            }
+            // One range scan of the partial index sends_claim.
+            struct Candidate {
+                id: i64,
+                job_id: String,
+                address: String,
+                vars: String,
+                attempts: i64,
+                /// Earliest dispatch that may have delivered (expired lease or earlier doubt).
+                maybe_since: Option<i64>,
+                suppressed: bool,
+            }
+            let mut cands = Vec::with_capacity(req.batch);
+            {
+                let mut st = tx.prepare_cached(
+                    "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
+                            CASE WHEN s.status = 'leased' AND s.dispatched_at IS NOT NULL
+                                 THEN min(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
+                                 ELSE s.doubt_since END,
+                            EXISTS (SELECT 1 FROM suppressions su
+                                    WHERE su.account_id = s.account_id AND su.channel = ?4
+                                      AND su.address = s.address)
+                     FROM sends s
+                     WHERE s.campaign_id = ?1 AND s.account_id = ?5
+                       AND s.status IN ('queued', 'leased') AND s.visible_at <= ?2
+                     ORDER BY s.visible_at, s.id LIMIT ?3",
+                )?;
+                let mut rows = st.query(params![
+                    req.campaign_id,
+                    req.now,
+                    req.batch as i64,
+                    req.channel.as_str(),
+                    req.account_id
+                ])?;
+                while let Some(r) = rows.next()? {
+                    cands.push(Candidate {
+                        id: r.get(0)?,
+                        job_id: r.get(1)?,
+                        address: r.get(2)?,
+                        vars: r.get(3)?,
+                        attempts: r.get(4)?,
+                        maybe_since: r.get(5)?,
+                        suppressed: r.get::<_, i64>(6)? != 0,
+                    });
+                }
+            }
+            let mut lease = tx.prepare_cached(
+                "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
+                        visible_at = ?4, dispatched_at = NULL, doubt_since = ?5, updated_at = ?6
+                 WHERE id = ?1",
+            )?;
+            let mut doubt = tx.prepare_cached(
+                "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
+                        doubt_since = ?2, updated_at = ?3,
+                        last_error = coalesce(last_error || '; ', '') ||
+                          'lease expired after dispatch; provider has no usable idempotency key'
+                 WHERE id = ?1",
+            )?;
+            let mut suppress = tx.prepare_cached(
+                "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
+                        last_error = 'address suppressed before claim'
+                 WHERE id = ?1",
+            )?;
+            for c in cands {
+                if let Some(since) = c.maybe_since {
+                    // It may already have been delivered. Only an idempotent provider, still
+                    // inside its key window, makes a retry safe.
+                    let safe = req
+                        .key_window_ms
+                        .is_some_and(|w| req.now.saturating_sub(since) < w);
+                    if !safe {
+                        doubt.execute(params![c.id, since, req.now])?;
+                        out.in_doubt += 1;
+                        continue;
+                    }
+                } else if c.suppressed {
+                    suppress.execute(params![c.id, req.now])?;
+                    out.suppressed += 1;
+                    continue;
+                }
+                lease.execute(params![
+                    c.id,
+                    req.token,
+                    req.owner,
+                    req.now + req.lease_ms,
+                    c.maybe_since,
+                    req.now
+                ])?;
+                out.rows.push(ClaimedRow {
+                    id: c.id,
+                    job_id: c.job_id,
+                    address: c.address,
+                    vars: c.vars,
+                    attempts: c.attempts,
+                    token: req.token,
+                    maybe_delivered: c.maybe_since.is_some(),
+                });
+            }
+            crash::point("before_claim_commit");
+            Ok(out)
+        })?;
+        if !out.rows.is_empty() {
+            crash::point("after_claim_commit");
+        }
+        Ok(out)
+    }
+
+    fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>> {
+        let held = self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE sends SET dispatched_at = ?3, attempts = attempts + 1, visible_at = ?4,
+                        updated_at = ?3
+                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+            )?;
+            let mut held = Vec::with_capacity(rows.len());
+            for &(id, token) in rows {
+                if st.execute(params![id, token, now, now + lease_ms])? == 1 {
+                    held.push(id);
+                }
+            }
+            Ok(held)
+        })?;
+        crash::point("after_dispatch_mark");
+        Ok(held)
+    }
+
+    fn record(&self, records: &[Record], now: i64) -> Result<RecordStats> {
+        let stats = self.write(|tx| {
+            let mut stats = RecordStats::default();
+            let mut sent = tx.prepare_cached(
+                "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
+                        updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = ?5
+                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+            )?;
+            // The fence failed but the provider said yes: the truth is "sent", whoever holds
+            // the row now. Never drop it.
+            let mut late = tx.prepare_cached(
+                "UPDATE sends SET status = 'sent', provider_message_id = ?2, sent_at = ?3,
+                        updated_at = ?3, lease_token = NULL, doubt_since = NULL,
+                        last_error = 'confirmed after the lease was lost'
+                 WHERE id = ?1 AND status <> 'sent'",
+            )?;
+            let mut failed = tx.prepare_cached(
+                "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
+                        lease_token = NULL
+                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+            )?;
+            let mut add_suppression = tx.prepare_cached(
+                "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+                 SELECT s.account_id, c.channel, s.address, ?2, 'provider', ?3
+                 FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = ?1
+                 ON CONFLICT DO NOTHING",
+            )?;
+            let mut retry = tx.prepare_cached(
+                "UPDATE sends SET status = 'queued', last_error = ?3, visible_at = ?4,
+                        updated_at = ?5, lease_token = NULL, lease_owner = NULL,
+                        doubt_since = CASE WHEN ?6 THEN coalesce(doubt_since, dispatched_at)
+                                           ELSE doubt_since END,
+                        dispatched_at = NULL
+                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+            )?;
+            let mut doubt = tx.prepare_cached(
+                "UPDATE sends SET status = 'in_doubt', last_error = ?3, updated_at = ?4,
+                        lease_token = NULL,
+                        doubt_since = coalesce(doubt_since, dispatched_at, ?4),
+                        dispatched_at = NULL
+                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+            )?;
+            let half = records.len() / 2;
+            for (i, r) in records.iter().enumerate() {
+                if i == half && i > 0 {
+                    crash::point("mid_confirm_group");
+                }
+                match &r.outcome {
+                    Outcome::Accepted { provider_id, note } => {
+                        if sent.execute(params![r.id, r.token, provider_id, now, note])? == 1 {
+                            stats.sent += 1;
+                        } else if late.execute(params![r.id, provider_id, now])? == 1 {
+                            stats.late_confirmations += 1;
+                            tracing::warn!(
+                                send_id = r.id,
+                                "confirmation arrived after the lease was lost; recorded as sent"
+                            );
+                        }
+                    }
+                    Outcome::Failed { error, suppress } => {
+                        if failed.execute(params![r.id, r.token, error, now])? == 1 {
+                            stats.failed += 1;
+                            if let Some(reason) = suppress {
+                                add_suppression.execute(params![r.id, reason, now])?;
+                            }
+                        } else {
+                            stats.fenced_out += 1;
+                        }
+                    }
+                    Outcome::Retry {
+                        error,
+                        retry_at,
+                        maybe_delivered,
+                    } => {
+                        if retry.execute(params![
+                            r.id,
+                            r.token,
+                            error,
+                            retry_at,
+                            now,
+                            maybe_delivered
+                        ])? == 1
+                        {
+                            stats.retried += 1;
+                        } else {
+                            stats.fenced_out += 1;
+                        }
+                    }
+                    Outcome::InDoubt { error } => {
+                        if doubt.execute(params![r.id, r.token, error, now])? == 1 {
+                            stats.in_doubt += 1;
+                        } else {
+                            stats.fenced_out += 1;
+                        }
+                    }
+                }
+            }
+            Ok(stats)
+        })?;
+        crash::point("after_confirm_commit");
+        Ok(stats)
+    }
+
+    fn release(&self, rows: &[(i64, i64)], now: i64) -> Result<u64> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE sends SET status = 'queued', lease_token = NULL, lease_owner = NULL,
+                        visible_at = ?3, updated_at = ?3
+                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased' AND dispatched_at IS NULL",
+            )?;
+            let mut n = 0;
+            for &(id, token) in rows {
+                n += st.execute(params![id, token, now])? as u64;
+            }
+            Ok(n)
+        })
+    }
+
+    fn try_complete(&self, campaign_id: i64, now: i64) -> Result<bool> {
+        self.write(|tx| Ok(super::campaigns::complete_if_done(tx, campaign_id, now)?))
+    }
+
+    fn next_visible(&self, campaign_id: i64) -> Result<Option<i64>> {
+        self.read(|c| {
+            Ok(c.prepare_cached(
+                "SELECT min(visible_at) FROM sends
+                 WHERE campaign_id = ?1 AND status IN ('queued', 'leased')",
+            )?
+            .query_row([campaign_id], |r| r.get(0))?)
+        })
+    }
+
+    fn sweep_cancelled(&self, now: i64) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE sends SET status = CASE WHEN dispatched_at IS NULL THEN 'cancelled'
+                                               ELSE 'in_doubt' END,
+                        doubt_since = CASE WHEN dispatched_at IS NULL THEN doubt_since
+                                           ELSE coalesce(doubt_since, dispatched_at) END,
+                        lease_token = NULL, updated_at = ?1
+                 WHERE status = 'leased' AND visible_at <= ?1
+                   AND campaign_id IN (SELECT id FROM campaigns WHERE status = 'cancelled')",
+                [now],
+            )?;
+            Ok(n as u64)
+        })
+    }
+}
