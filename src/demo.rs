@@ -176,7 +176,7 @@ pub fn run(recipients: u32, dir: Option<&Path>) -> Result<Report> {
     rt.block_on(worker::run(ledger, provider, cfg, std::future::pending()))?;
 
     let counts = store.status_counts(cid)?;
-    let lines = provider::read_lines(&outbox)?;
+    let lines = crate::deliverylog::read_lines(&outbox)?;
     Ok(Report {
         dir,
         db,

@@ -8,6 +8,7 @@
 //! - `provider`: the `Provider` trait, its capabilities (idempotency window) and the outbox.
 //! - `template`, `address`, `model`, `clock`: pure helpers (rendering, normalisation, states,
 //!   job ids and keys, time).
+//! - `deliverylog`: the JSONL line format shared by the outbox and the fake provider's log.
 //! - `cli`: argument parsing and output; `exit`: every exit code; `error`: the typed error.
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
@@ -15,6 +16,7 @@ pub mod address;
 pub mod cli;
 pub mod clock;
 pub mod crash;
+pub mod deliverylog;
 pub mod demo;
 pub mod error;
 pub mod exit;

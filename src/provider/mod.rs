@@ -3,7 +3,7 @@
 
 mod outbox;
 
-pub use outbox::{read_lines, Outbox, OutboxLine};
+pub use outbox::Outbox;
 
 use crate::address::Channel;
 use crate::error::{Error, Result};

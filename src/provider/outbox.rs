@@ -4,8 +4,8 @@
 //! append happen under an exclusive file lock.
 
 use super::{CallFuture, CallResult, Capabilities, Message, Provider};
+use crate::deliverylog::DeliveryLine;
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -13,23 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 use tokio::sync::oneshot;
-
-/// One line of the outbox file: one delivery attempt the "provider" accepted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OutboxLine {
-    pub job_id: String,
-    pub idempotency_key: String,
-    pub channel: String,
-    pub from: Option<String>,
-    pub to: String,
-    pub subject: Option<String>,
-    pub body: String,
-    /// Unix milliseconds.
-    pub at: i64,
-    /// True when the key had been seen: not a second delivery.
-    pub replay: bool,
-    pub message_id: String,
-}
 
 type Job = (Message, oneshot::Sender<CallResult>);
 
@@ -119,7 +102,7 @@ impl Writer {
         if !self.idempotent {
             return;
         }
-        if let Ok(l) = serde_json::from_slice::<OutboxLine>(line) {
+        if let Ok(l) = serde_json::from_slice::<DeliveryLine>(line) {
             if !l.replay {
                 self.keys.entry(l.idempotency_key).or_insert(l.message_id);
             }
@@ -184,7 +167,7 @@ impl Writer {
                 Some(id) => (id, true),
                 None => (format!("obx-{}", uuid::Uuid::new_v4().simple()), false),
             };
-            let line = OutboxLine {
+            let line = DeliveryLine {
                 job_id: m.job_id.clone(),
                 idempotency_key: m.idempotency_key.clone(),
                 channel: m.channel.as_str().to_string(),
@@ -195,6 +178,7 @@ impl Writer {
                 at: now,
                 replay,
                 message_id: message_id.clone(),
+                metadata: None,
             };
             serde_json::to_writer(&mut bytes, &line)
                 .map_err(|e| Error::io("encoding outbox line", e.into()))?;
@@ -237,14 +221,4 @@ impl Provider for Outbox {
             })
         })
     }
-}
-
-/// Read every complete line of an outbox file (tests and the demo summary).
-pub fn read_lines(path: &Path) -> Result<Vec<OutboxLine>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(&format!("cannot read outbox {}", path.display()), e))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
 }

@@ -506,7 +506,7 @@ impl Ledger for Store {
     }
 
     fn try_complete(&self, campaign_id: i64, now: i64) -> Result<bool> {
-        self.write(|tx| Ok(super::campaigns::complete_if_done(tx, campaign_id, now)?))
+        self.write(|tx| super::campaigns::complete_if_done(tx, campaign_id, now))
     }
 
     fn next_visible(&self, campaign_id: i64) -> Result<Option<i64>> {

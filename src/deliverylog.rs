@@ -1,0 +1,38 @@
+//! The delivery log format: one JSON line per request a provider stand-in accepted. The outbox
+//! provider and `sendonce fake-provider` both write it; the crash-suite checker reads it.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One accepted request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeliveryLine {
+    pub job_id: String,
+    pub idempotency_key: String,
+    pub channel: String,
+    pub from: Option<String>,
+    pub to: String,
+    pub subject: Option<String>,
+    pub body: String,
+    /// Unix milliseconds.
+    pub at: i64,
+    /// True when the key had been seen before and the first id was returned: not a second
+    /// delivery.
+    pub replay: bool,
+    pub message_id: String,
+    /// Free metadata the caller sent (webhook provider), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Read every complete, well-formed line of a delivery log. A torn last line (a writer killed
+/// mid-append, never acknowledged) is skipped.
+pub fn read_lines(path: &Path) -> Result<Vec<DeliveryLine>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(&format!("cannot read {}", path.display()), e))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
