@@ -9,6 +9,8 @@
 //! - `template`, `address`, `model`, `clock`: pure helpers (rendering, normalisation, states,
 //!   job ids and keys, time).
 //! - `deliverylog`: the JSONL line format shared by the outbox and the fake provider's log.
+//! - `fake`: `sendonce fake-provider`, an offline HTTP provider (idempotency keys, injected
+//!   faults) that logs every accepted request; the webhook provider's test partner.
 //! - `cli`: argument parsing and output; `exit`: every exit code; `error`: the typed error.
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
@@ -19,6 +21,7 @@ pub mod crash;
 pub mod deliverylog;
 pub mod demo;
 pub mod error;
+pub mod fake;
 pub mod exit;
 pub mod import;
 pub mod model;

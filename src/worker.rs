@@ -220,10 +220,11 @@ pub async fn run(
             summary.campaigns_started.extend(started);
             blocking(&ledger, move |l| l.sweep_cancelled(now)).await?;
             campaigns = blocking(&ledger, |l| l.active_campaigns()).await?;
-            for c in campaigns.iter().filter(|c| !c.list_complete) {
+            for c in campaigns.iter_mut().filter(|c| !c.list_complete) {
                 let (id, chunk) = (c.id, cfg.list_chunk);
                 let t = Instant::now();
                 while !blocking(&ledger, move |l| l.build_list_chunk(id, chunk)).await? {}
+                c.list_complete = true;
                 tracing::info!(
                     campaign_id = id,
                     ms = t.elapsed().as_millis() as u64,

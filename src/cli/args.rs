@@ -37,6 +37,9 @@ pub struct Cli {
     /// Only errors on stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// How long to wait for another process's write lock before giving up.
+    #[arg(long, global = true, default_value = "10s")]
+    pub busy_timeout: String,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -77,6 +80,8 @@ pub enum Command {
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
     Doubts(DoubtsCmd),
+    /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL).
+    FakeProvider(FakeProviderArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -203,7 +208,7 @@ pub struct RunArgs {
     /// Process everything due, then exit (instead of running until stopped).
     #[arg(long)]
     pub once: bool,
-    /// Provider: outbox:PATH[?idempotent=false] or null.
+    /// Provider: outbox:PATH[?idempotent=false], webhook:URL[#timeout=10s&key_window=24h] or null.
     #[arg(
         long,
         env = "SENDONCE_PROVIDER",
@@ -253,4 +258,34 @@ pub enum DoubtsCmd {
         #[arg(long)]
         requeue: bool,
     },
+}
+
+/// `sendonce fake-provider`: POST /send (JSON, Idempotency-Key header), GET /messages, GET /health.
+#[derive(Args, Debug)]
+pub struct FakeProviderArgs {
+    /// Address to listen on (port 0: any free port). The bound address is printed first.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    pub listen: std::net::SocketAddr,
+    /// Delivery log (JSONL, one line per accepted request). Keys are kept in FILE.keys.
+    #[arg(long, value_name = "FILE")]
+    pub log: PathBuf,
+    /// Remember idempotency keys: a replay gets the first id, a different payload gets 409
+    /// (the default).
+    #[arg(long, overrides_with = "no_idempotent")]
+    pub idempotent: bool,
+    /// Every request is a new delivery, like SMTP.
+    #[arg(long, overrides_with = "idempotent")]
+    pub no_idempotent: bool,
+    /// Uniform random delay before each send, e.g. 5ms..50ms.
+    #[arg(long, value_name = "MIN..MAX")]
+    pub latency: Option<String>,
+    /// Share of sends answered 503 without recording them (0..1).
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub fail_rate: f64,
+    /// Share of sends recorded, then answered by closing the connection (a lost reply).
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub drop_after_accept_rate: f64,
+    /// Seed for the random faults and latency.
+    #[arg(long)]
+    pub seed: Option<u64>,
 }

@@ -11,7 +11,6 @@ use crate::{clock, import, provider, template, worker};
 use args::*;
 use serde_json::json;
 use std::io::Write;
-use std::path::Path;
 use std::sync::Arc;
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
@@ -39,8 +38,15 @@ impl Output {
     }
 }
 
-fn open(db: &Path) -> Result<Store> {
-    Store::open(db, &OpenOptions::default())
+fn open_opts(cli: &Cli) -> Result<OpenOptions> {
+    Ok(OpenOptions {
+        busy_timeout: clock::parse_duration(&cli.busy_timeout)?,
+        ..Default::default()
+    })
+}
+
+fn open(cli: &Cli) -> Result<Store> {
+    Store::open(&cli.db, &open_opts(cli)?)
 }
 
 fn channel(s: &str) -> Result<Channel> {
@@ -55,7 +61,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 &cli.db,
                 &OpenOptions {
                     create: true,
-                    ..Default::default()
+                    ..open_opts(cli)?
                 },
             )?;
             let mode = store.journal_mode()?;
@@ -78,7 +84,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
             })
         }
         Command::Account(AccountCmd::Add { name }) => {
-            let id = open(&cli.db)?.add_account(name)?;
+            let id = open(cli)?.add_account(name)?;
             Ok(Output::ok(json!({"id": id, "name": name}), id.to_string()))
         }
         Command::Subscriber(cmd) => subscriber(cli, cmd),
@@ -86,6 +92,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Campaign(cmd) => campaign(cli, cmd),
         Command::Run(a) => run(cli, a),
         Command::Doubts(cmd) => doubts(cli, cmd),
+        Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
     }
 }
 
@@ -110,7 +117,7 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 Some(status),
                 &attrs,
             )?;
-            let id = open(&cli.db)?.add_subscriber(*account, &s)?;
+            let id = open(cli)?.add_subscriber(*account, &s)?;
             Ok(Output::ok(json!({"id": id}), id.to_string()))
         }
         SubscriberCmd::Import {
@@ -118,7 +125,7 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             file,
             skip_invalid,
         } => {
-            let store = open(&cli.db)?;
+            let store = open(cli)?;
             store.account_exists(*account)?;
             let rows = import::read_csv(file)?;
             let report = store.import_subscribers(*account, rows, *skip_invalid)?;
@@ -147,7 +154,7 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
         } => {
             let ch = channel(ch)?;
             let addr = crate::address::normalize_for(ch, address)?;
-            let added = open(&cli.db)?.suppress(*account, ch, &addr, reason, "manual")?;
+            let added = open(cli)?.suppress(*account, ch, &addr, reason, "manual")?;
             let text = if added {
                 format!("suppressed {addr} ({ch})")
             } else {
@@ -165,14 +172,14 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
         } => {
             let ch = channel(ch)?;
             let addr = crate::address::normalize_for(ch, address)?;
-            open(&cli.db)?.unsuppress(*account, ch, &addr)?;
+            open(cli)?.unsuppress(*account, ch, &addr)?;
             Ok(Output::ok(
                 json!({"address": addr, "channel": ch, "removed": true}),
                 format!("removed {addr} ({ch}) from the suppression list"),
             ))
         }
         SuppressCmd::List { account } => {
-            let list = open(&cli.db)?.suppressions(*account)?;
+            let list = open(cli)?.suppressions(*account)?;
             let mut text = String::new();
             for s in &list {
                 text.push_str(&format!(
@@ -233,7 +240,7 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             if let Some(f) = from {
                 crate::address::normalize_for(ch, f).map_err(|e| e.context("--from"))?;
             }
-            let store = open(&cli.db)?;
+            let store = open(cli)?;
             store.account_exists(*account)?;
             let attrs = store.attribute_names(*account)?;
             template::check(subject.as_deref(), &body, &attrs)?;
@@ -252,17 +259,17 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                 Some(s) => clock::parse_rfc3339_ms(s)?,
                 None => clock::now_ms(),
             };
-            let c = open(&cli.db)?.approve_campaign(*id, at)?;
+            let c = open(cli)?.approve_campaign(*id, at)?;
             Ok(Output::ok(
                 json!({"id": id, "status": c.status, "scheduled_for": clock::format_ms(at)}),
                 format!("campaign {id} approved for {}", clock::format_ms(at)),
             ))
         }
-        CampaignCmd::Pause { id } => transition_out(open(&cli.db)?.pause_campaign(*id)?),
-        CampaignCmd::Resume { id } => transition_out(open(&cli.db)?.resume_campaign(*id)?),
-        CampaignCmd::Cancel { id } => transition_out(open(&cli.db)?.cancel_campaign(*id)?),
+        CampaignCmd::Pause { id } => transition_out(open(cli)?.pause_campaign(*id)?),
+        CampaignCmd::Resume { id } => transition_out(open(cli)?.resume_campaign(*id)?),
+        CampaignCmd::Cancel { id } => transition_out(open(cli)?.cancel_campaign(*id)?),
         CampaignCmd::Status { id, watch } => {
-            let store = open(&cli.db)?;
+            let store = open(cli)?;
             if *watch {
                 watch_status(&store, *id, cli.json)?;
             }
@@ -279,7 +286,7 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             Ok(Output::ok(doc, text))
         }
         CampaignCmd::Report { id, format } => {
-            let store = open(&cli.db)?;
+            let store = open(cli)?;
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             let w = |e: std::io::Error| Error::io("writing the report", e);
@@ -391,13 +398,7 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     if a.max_attempts < 1 {
         return Err(Error::invalid("--max-attempts must be at least 1"));
     }
-    let store = Store::open(
-        &cli.db,
-        &OpenOptions {
-            pool_size: 4,
-            ..Default::default()
-        },
-    )?;
+    let store = open(cli)?;
     let provider = provider::from_spec(&a.provider)?;
     let cfg = worker::Config {
         batch: a.batch,
@@ -475,7 +476,7 @@ async fn stop_signal() {
 }
 
 fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
-    let store = open(&cli.db)?;
+    let store = open(cli)?;
     match cmd {
         DoubtsCmd::List { campaign } => {
             let rows = store.doubts(*campaign)?;

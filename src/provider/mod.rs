@@ -2,8 +2,10 @@
 //! (idempotency window), and how its answers are classified.
 
 mod outbox;
+mod webhook;
 
 pub use outbox::Outbox;
+pub use webhook::Webhook;
 
 use crate::address::Channel;
 use crate::error::{Error, Result};
@@ -107,7 +109,8 @@ impl Provider for Null {
     }
 }
 
-/// Build a provider from a `--provider` spec: `outbox:PATH[?idempotent=false]` or `null`.
+/// Build a provider from a `--provider` spec: `outbox:PATH[?idempotent=false]`,
+/// `webhook:URL[#timeout=10s&key_window=24h]` or `null`.
 pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if spec == "null" {
         return Ok(Arc::new(Null::new()));
@@ -131,7 +134,11 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
         }
         return Ok(Arc::new(Outbox::open(path.as_ref(), idempotent)?));
     }
+    if let Some(rest) = spec.strip_prefix("webhook:") {
+        return Ok(Arc::new(Webhook::from_spec(rest)?));
+    }
     Err(Error::invalid(format!(
-        "unknown provider {spec:?} (known: outbox:PATH[?idempotent=false], null)"
+        "unknown provider {spec:?} (known: outbox:PATH[?idempotent=false], \
+         webhook:URL[#timeout=10s&key_window=24h], null)"
     )))
 }

@@ -1,0 +1,285 @@
+//! The fake provider's durable state: one writer thread owns the delivery log and the key
+//! table (`<log>.keys`), decides delivery / replay / conflict per request, appends a whole
+//! group, fsyncs both files once, and only then answers every request of the group.
+
+use crate::deliverylog::DeliveryLine;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use tokio::sync::oneshot;
+
+/// Most requests written under one fsync.
+const MAX_GROUP: usize = 1024;
+
+/// A validated send request.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    pub job_id: String,
+    pub idempotency_key: String,
+    pub channel: String,
+    pub from: Option<String>,
+    pub to: String,
+    pub subject: Option<String>,
+    pub body: String,
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl Request {
+    /// What "the same payload" means for a reused key: recipient, subject and body.
+    fn payload_hash(to: &str, subject: Option<&str>, body: &str) -> String {
+        let bytes = serde_json::to_vec(&(to, subject, body)).unwrap_or_default();
+        uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, &bytes)
+            .simple()
+            .to_string()
+    }
+    fn hash(&self) -> String {
+        Self::payload_hash(&self.to, self.subject.as_deref(), &self.body)
+    }
+}
+
+/// What the journal decided, after the fsync.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Verdict {
+    /// Logged; `replay` when the key was known and the first id is returned.
+    Delivered { message_id: String, replay: bool },
+    /// The key was used before with another payload: not logged.
+    Conflict,
+}
+
+type Reply = oneshot::Sender<std::result::Result<Verdict, String>>;
+
+enum Msg {
+    Write(Request, Reply),
+    Stop,
+}
+
+/// One line of the key table file.
+#[derive(Serialize, Deserialize)]
+struct KeyLine {
+    key: String,
+    id: String,
+    hash: String,
+}
+
+/// Handle on the writer thread.
+pub(crate) struct Journal {
+    tx: mpsc::Sender<Msg>,
+    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    log: PathBuf,
+}
+
+struct Writer {
+    log: File,
+    keys_file: File,
+    idempotent: bool,
+    /// key -> (first message id, payload hash).
+    keys: HashMap<String, (String, String)>,
+}
+
+/// `<log>.keys`.
+pub(crate) fn keys_path(log: &Path) -> PathBuf {
+    let mut s = log.as_os_str().to_owned();
+    s.push(".keys");
+    PathBuf::from(s)
+}
+
+/// Open for appending; end a torn last line (a writer killed mid-append) so ours parse.
+fn open_append(path: &Path) -> Result<File> {
+    let ctx = |what: &str| format!("{what} {}", path.display());
+    let mut f = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::io(&ctx("cannot open"), e))?;
+    let len = f
+        .metadata()
+        .map_err(|e| Error::io(&ctx("cannot stat"), e))?
+        .len();
+    if len > 0 {
+        let mut last = [0u8; 1];
+        f.seek(SeekFrom::Start(len - 1))
+            .and_then(|_| f.read_exact(&mut last))
+            .map_err(|e| Error::io(&ctx("cannot read"), e))?;
+        if last[0] != b'\n' {
+            f.write_all(b"\n")
+                .and_then(|_| f.sync_data())
+                .map_err(|e| Error::io(&ctx("cannot repair"), e))?;
+        }
+    }
+    Ok(f)
+}
+
+impl Journal {
+    /// Open (or create) the log and the key table, load the keys, start the writer.
+    pub(crate) fn open(log_path: &Path, idempotent: bool) -> Result<Self> {
+        let keys_path = keys_path(log_path);
+        let log = open_append(log_path)?;
+        let keys_file = open_append(&keys_path)?;
+        let mut keys = HashMap::new();
+        if idempotent {
+            let text = std::fs::read_to_string(&keys_path)
+                .map_err(|e| Error::io(&format!("cannot read {}", keys_path.display()), e))?;
+            for l in text.lines() {
+                if let Ok(k) = serde_json::from_str::<KeyLine>(l) {
+                    keys.entry(k.key).or_insert((k.id, k.hash));
+                }
+            }
+            // A crash between the two files' fsyncs leaves a logged delivery without its key
+            // line (never answered, but a retry must still be a replay): learn it from the log.
+            for l in crate::deliverylog::read_lines(log_path)? {
+                if !l.replay {
+                    let hash = Request::payload_hash(&l.to, l.subject.as_deref(), &l.body);
+                    keys.entry(l.idempotency_key)
+                        .or_insert((l.message_id, hash));
+                }
+            }
+        }
+        let mut w = Writer {
+            log,
+            keys_file,
+            idempotent,
+            keys,
+        };
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("fake-provider-journal".into())
+            .spawn(move || w.run(rx))
+            .map_err(|e| Error::io("cannot start the journal writer", e))?;
+        Ok(Journal {
+            tx,
+            thread: std::sync::Mutex::new(Some(thread)),
+            log: log_path.to_path_buf(),
+        })
+    }
+
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Record a request; resolves once the line is durable (or was refused as a conflict).
+    pub(crate) async fn submit(&self, req: Request) -> std::result::Result<Verdict, String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Write(req, reply))
+            .map_err(|_| "the journal writer has stopped".to_string())?;
+        rx.await
+            .unwrap_or_else(|_| Err("the journal writer stopped during the request".into()))
+    }
+
+    /// Finish the queued groups and stop the writer thread.
+    pub(crate) fn close(&self) {
+        let _ = self.tx.send(Msg::Stop);
+        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Writer {
+    fn run(&mut self, rx: mpsc::Receiver<Msg>) {
+        let mut stop = false;
+        while !stop {
+            let mut group = Vec::new();
+            match rx.recv() {
+                Ok(Msg::Write(r, reply)) => group.push((r, reply)),
+                Ok(Msg::Stop) | Err(_) => return,
+            }
+            while group.len() < MAX_GROUP {
+                match rx.try_recv() {
+                    Ok(Msg::Write(r, reply)) => group.push((r, reply)),
+                    Ok(Msg::Stop) => {
+                        stop = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            match self.commit(&group) {
+                Ok(verdicts) => {
+                    for ((_, reply), v) in group.into_iter().zip(verdicts) {
+                        let _ = reply.send(Ok(v));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("fake provider: {}", e.message);
+                    for (_, reply) in group {
+                        let _ = reply.send(Err(e.message.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn commit(&mut self, group: &[(Request, Reply)]) -> Result<Vec<Verdict>> {
+        let now = crate::clock::now_ms();
+        let mut log_bytes = Vec::new();
+        let mut key_bytes = Vec::new();
+        let mut out = Vec::with_capacity(group.len());
+        for (r, _) in group {
+            let hash = r.hash();
+            let (message_id, replay) = match self.keys.get(&r.idempotency_key) {
+                Some((_, h)) if *h != hash => {
+                    out.push(Verdict::Conflict);
+                    continue;
+                }
+                Some((id, _)) => (id.clone(), true),
+                None => {
+                    let id = format!("fake-{}", uuid::Uuid::new_v4().simple());
+                    if self.idempotent {
+                        serde_json::to_writer(
+                            &mut key_bytes,
+                            &KeyLine {
+                                key: r.idempotency_key.clone(),
+                                id: id.clone(),
+                                hash: hash.clone(),
+                            },
+                        )
+                        .map_err(|e| Error::io("encoding a key line", e.into()))?;
+                        key_bytes.push(b'\n');
+                        self.keys
+                            .insert(r.idempotency_key.clone(), (id.clone(), hash));
+                    }
+                    (id, false)
+                }
+            };
+            let line = DeliveryLine {
+                job_id: r.job_id.clone(),
+                idempotency_key: r.idempotency_key.clone(),
+                channel: r.channel.clone(),
+                from: r.from.clone(),
+                to: r.to.clone(),
+                subject: r.subject.clone(),
+                body: r.body.clone(),
+                at: now,
+                replay,
+                message_id: message_id.clone(),
+                metadata: r.metadata.clone(),
+            };
+            serde_json::to_writer(&mut log_bytes, &line)
+                .map_err(|e| Error::io("encoding a delivery line", e.into()))?;
+            log_bytes.push(b'\n');
+            out.push(Verdict::Delivered { message_id, replay });
+        }
+        // Log first: a delivery whose key line is lost is relearned from the log on start.
+        if !log_bytes.is_empty() {
+            self.log
+                .write_all(&log_bytes)
+                .and_then(|_| self.log.sync_data())
+                .map_err(|e| Error::io("writing the delivery log", e))?;
+        }
+        if !key_bytes.is_empty() {
+            self.keys_file
+                .write_all(&key_bytes)
+                .and_then(|_| self.keys_file.sync_data())
+                .map_err(|e| Error::io("writing the key table", e))?;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,196 @@
+//! `sendonce fake-provider`: an offline HTTP provider that behaves like a real one (durable
+//! acceptance, idempotency keys with replays and 409s, latency, 503s, lost replies), logging
+//! every accepted request to a JSONL delivery log that tests and the crash checker read.
+//!
+//! - `journal`: the single writer thread (delivery log + key table, one fsync per group).
+//! - `server`: the HTTP side (hyper), routes and fault injection.
+
+mod journal;
+mod server;
+
+pub use server::{run, Server};
+
+use crate::cli::args::FakeProviderArgs;
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How the fake provider behaves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The delivery log (JSONL). The key table lives next to it in `<log>.keys`.
+    pub log: PathBuf,
+    /// Remember idempotency keys (replay with the first id, 409 on a different payload).
+    /// Off: every request is a new delivery, like SMTP.
+    pub idempotent: bool,
+    /// Uniform random delay before each send request is processed.
+    pub latency: Option<(Duration, Duration)>,
+    /// Share of send requests answered 503 without recording them.
+    pub fail_rate: f64,
+    /// Share of send requests recorded (fsynced) and then answered by closing the connection.
+    pub drop_after_accept_rate: f64,
+    /// Seed for the fault injection (random when absent).
+    pub seed: Option<u64>,
+}
+
+impl Config {
+    pub fn new(log: impl Into<PathBuf>) -> Self {
+        Config {
+            log: log.into(),
+            idempotent: true,
+            latency: None,
+            fail_rate: 0.0,
+            drop_after_accept_rate: 0.0,
+            seed: None,
+        }
+    }
+
+    /// From the command line, validated.
+    pub fn from_args(a: &FakeProviderArgs) -> Result<Self> {
+        Ok(Config {
+            log: a.log.clone(),
+            idempotent: !a.no_idempotent,
+            latency: a.latency.as_deref().map(parse_latency).transpose()?,
+            fail_rate: rate("--fail-rate", a.fail_rate)?,
+            drop_after_accept_rate: rate("--drop-after-accept-rate", a.drop_after_accept_rate)?,
+            seed: a.seed,
+        })
+    }
+}
+
+fn rate(flag: &str, p: f64) -> Result<f64> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(Error::invalid(format!(
+            "{flag} must be between 0 and 1, got {p}"
+        )))
+    }
+}
+
+/// `5ms..50ms` (uniform in the range) or `20ms` (fixed).
+pub fn parse_latency(s: &str) -> Result<(Duration, Duration)> {
+    let (lo, hi) = match s.split_once("..") {
+        Some((a, b)) => (
+            crate::clock::parse_duration(a)?,
+            crate::clock::parse_duration(b)?,
+        ),
+        None => {
+            let d = crate::clock::parse_duration(s)?;
+            (d, d)
+        }
+    };
+    if lo > hi {
+        return Err(Error::invalid(format!(
+            "--latency {s:?}: the minimum is above the maximum"
+        )));
+    }
+    Ok((lo, hi))
+}
+
+/// A small seedable PRNG (splitmix64): deterministic fault injection without a crate.
+pub(crate) struct Rng(Mutex<u64>);
+
+impl Rng {
+    pub(crate) fn new(seed: Option<u64>) -> Self {
+        let seed = seed.unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
+        Rng(Mutex::new(seed))
+    }
+
+    fn next_u64(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// `n` uniform floats in [0, 1), drawn together so each request takes the same share of
+    /// the sequence whatever it ends up using.
+    pub(crate) fn unit<const N: usize>(&self) -> [f64; N] {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        std::array::from_fn(|_| (Self::next_u64(&mut state) >> 11) as f64 / (1u64 << 53) as f64)
+    }
+}
+
+/// `sendonce fake-provider`: bind, print `listening on ADDR`, serve until SIGTERM or Ctrl-C.
+pub fn run_cli(a: &FakeProviderArgs) -> Result<()> {
+    let config = Config::from_args(a)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    rt.block_on(async {
+        // Signal handlers first: a test may send SIGTERM as soon as it reads the address.
+        let stop = stop_signal()?;
+        let server = Server::open(config)?;
+        let listener = tokio::net::TcpListener::bind(a.listen)
+            .await
+            .map_err(|e| Error::io(&format!("cannot listen on {}", a.listen), e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io("cannot read the bound address", e))?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {addr}")
+            .and_then(|_| out.flush())
+            .map_err(|e| Error::io("writing to stdout", e))?;
+        drop(out);
+        server.serve(listener, stop).await
+    })
+}
+
+/// Registered now, resolves on SIGTERM or Ctrl-C.
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())
+            .map_err(|e| Error::io("cannot install the SIGTERM handler", e))?;
+        let mut int = signal(SignalKind::interrupt())
+            .map_err(|e| Error::io("cannot install the SIGINT handler", e))?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_ranges() {
+        assert_eq!(
+            parse_latency("5ms..50ms").unwrap(),
+            (Duration::from_millis(5), Duration::from_millis(50))
+        );
+        assert_eq!(
+            parse_latency("7ms").unwrap(),
+            (Duration::from_millis(7), Duration::from_millis(7))
+        );
+        assert!(parse_latency("50ms..5ms").is_err());
+        assert!(parse_latency("fast").is_err());
+    }
+
+    #[test]
+    fn seeded_rng_is_deterministic_and_in_range() {
+        let a = Rng::new(Some(42));
+        let b = Rng::new(Some(42));
+        for _ in 0..1000 {
+            let x: [f64; 3] = a.unit();
+            assert_eq!(x, b.unit::<3>());
+            assert!(x.iter().all(|v| (0.0..1.0).contains(v)));
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! The fake provider's HTTP side (hyper, HTTP/1.1): `POST /send` (or `/`), `GET /messages`,
+//! `GET /health`, fault injection (latency, 503s, replies lost after a durable acceptance)
+//! and graceful shutdown. The caller owns the socket and the stop signal.
+
+use super::journal::{Journal, Request, Verdict};
+use super::{Config, Rng};
+use crate::deliverylog::DeliveryLine;
+use crate::error::{Error, Result};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request as HttpRequest, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use serde_json::{json, Value};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// Largest request body accepted.
+const MAX_BODY: usize = 1 << 20;
+/// How long in-flight requests may take after the stop signal.
+const DRAIN: Duration = Duration::from_secs(10);
+
+type Body = Full<Bytes>;
+
+/// Returned to hyper to close the connection without writing any response.
+#[derive(Debug)]
+struct DropReply;
+
+impl std::fmt::Display for DropReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reply dropped on purpose after a durable acceptance")
+    }
+}
+
+impl std::error::Error for DropReply {}
+
+struct Shared {
+    config: Config,
+    journal: Journal,
+    rng: Rng,
+}
+
+/// A fake provider whose log and key table are open; `serve` answers requests.
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+/// Open the log, then serve on `listener` until `shutdown` resolves.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    Server::open(config)?.serve(listener, shutdown).await
+}
+
+impl Server {
+    /// Open (or create) the delivery log and the key table and load the keys.
+    pub fn open(config: Config) -> Result<Self> {
+        let journal = Journal::open(&config.log, config.idempotent)?;
+        let rng = Rng::new(config.seed);
+        Ok(Server {
+            shared: Arc::new(Shared {
+                config,
+                journal,
+                rng,
+            }),
+        })
+    }
+
+    /// Accept connections until `shutdown` resolves; then stop accepting, let in-flight
+    /// requests finish (up to 10 s), and stop the journal writer (every answered line is
+    /// already fsynced).
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<()> {
+        let graceful = GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let stream = match accepted {
+                        Ok((s, _)) => s,
+                        Err(e) => {
+                            // Out of file descriptors and the like: back off, keep serving.
+                            tracing::warn!("fake provider: accept failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let shared = self.shared.clone();
+                    let conn = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .serve_connection(
+                            TokioIo::new(stream),
+                            service_fn(move |req| handle(shared.clone(), req)),
+                        );
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        // An error here is a dropped reply or a client that went away.
+                        let _ = conn.await;
+                    });
+                }
+                _ = &mut shutdown => break,
+            }
+        }
+        drop(listener);
+        if tokio::time::timeout(DRAIN, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("fake provider: in-flight requests still running after {DRAIN:?}");
+        }
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || shared.journal.close())
+            .await
+            .map_err(|e| Error::io("stopping the journal", std::io::Error::other(e)))?;
+        Ok(())
+    }
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: HttpRequest<Incoming>,
+) -> std::result::Result<Response<Body>, DropReply> {
+    let path = req.uri().path().to_string();
+    match (req.method(), path.as_str()) {
+        (&Method::POST, "/send" | "/") => send(&shared, req).await,
+        (&Method::GET, "/health") => Ok(reply(StatusCode::OK, json!({"status": "ok"}))),
+        (&Method::GET, "/messages") => Ok(messages(&shared, req.uri().query()).await),
+        (_, "/send" | "/" | "/health" | "/messages") => Ok(reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            json!({"error": "method not allowed"}),
+        )),
+        _ => Ok(reply(StatusCode::NOT_FOUND, json!({"error": "not found"}))),
+    }
+}
+
+fn reply(status: StatusCode, body: Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn invalid(status: StatusCode, error: impl Into<String>) -> Response<Body> {
+    reply(status, json!({"error": error.into()}))
+}
+
+async fn send(
+    shared: &Shared,
+    req: HttpRequest<Incoming>,
+) -> std::result::Result<Response<Body>, DropReply> {
+    let cfg = &shared.config;
+    let [lat, fail, drop] = shared.rng.unit::<3>();
+    if let Some((lo, hi)) = cfg.latency {
+        tokio::time::sleep(lo + (hi - lo).mul_f64(lat)).await;
+    }
+    let key = req
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return Ok(invalid(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {e}"),
+            ))
+        }
+    };
+    let Some(key) = key else {
+        return Ok(invalid(
+            StatusCode::BAD_REQUEST,
+            "missing Idempotency-Key header",
+        ));
+    };
+    let request = match parse_send(&body, key) {
+        Ok(r) => r,
+        Err(why) => return Ok(invalid(StatusCode::UNPROCESSABLE_ENTITY, why)),
+    };
+    if fail < cfg.fail_rate {
+        return Ok(invalid(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "injected failure (--fail-rate): not recorded",
+        ));
+    }
+    match shared.journal.submit(request).await {
+        Ok(Verdict::Delivered { message_id, replay }) => {
+            if drop < cfg.drop_after_accept_rate {
+                // Recorded and fsynced; the client never hears about it.
+                return Err(DropReply);
+            }
+            let mut r = reply(StatusCode::OK, json!({"id": message_id}));
+            if replay {
+                r.headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            }
+            Ok(r)
+        }
+        Ok(Verdict::Conflict) => Ok(invalid(
+            StatusCode::CONFLICT,
+            "idempotency key reused with a different payload",
+        )),
+        Err(e) => Ok(invalid(StatusCode::INTERNAL_SERVER_ERROR, e)),
+    }
+}
+
+/// Validate the webhook JSON: `job_id`, `to` and `body` are required non-empty strings.
+fn parse_send(body: &[u8], key: String) -> std::result::Result<Request, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
+    if !v.is_object() {
+        return Err("the body must be a JSON object".into());
+    }
+    let required = |name: &str| match v.get(name) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            Err(format!("missing required field {name:?}"))
+        }
+        Some(_) => Err(format!("field {name:?} must be a string")),
+    };
+    let optional = |name: &str| match v.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(format!("field {name:?} must be a string")),
+    };
+    Ok(Request {
+        job_id: required("job_id")?,
+        to: required("to")?,
+        body: required("body")?,
+        channel: optional("channel")?.unwrap_or_else(|| "email".into()),
+        from: optional("from")?,
+        subject: optional("subject")?,
+        metadata: v.get("metadata").filter(|m| !m.is_null()).cloned(),
+        idempotency_key: key,
+    })
+}
+
+/// `GET /messages?to=...&job_id=...`: the logged requests, filtered.
+async fn messages(shared: &Arc<Shared>, query: Option<&str>) -> Response<Body> {
+    let mut to = None;
+    let mut job_id = None;
+    for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        match k {
+            "to" => to = Some(percent_decode(v)),
+            "job_id" => job_id = Some(percent_decode(v)),
+            _ => {}
+        }
+    }
+    let path = shared.journal.log_path().to_path_buf();
+    let lines = tokio::task::spawn_blocking(move || crate::deliverylog::read_lines(&path)).await;
+    let lines: Vec<DeliveryLine> = match lines {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return invalid(StatusCode::INTERNAL_SERVER_ERROR, e.message),
+        Err(e) => return invalid(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let found: Vec<&DeliveryLine> = lines
+        .iter()
+        .filter(|l| to.as_ref().is_none_or(|t| &l.to == t))
+        .filter(|l| job_id.as_ref().is_none_or(|j| &l.job_id == j))
+        .collect();
+    reply(
+        StatusCode::OK,
+        serde_json::to_value(found).unwrap_or_default(),
+    )
+}
+
+/// `%XX` decoding. A `+` stays a plus (phone numbers), it is not read as a space.
+fn percent_decode(s: &str) -> String {
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push(h * 16 + l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_decoded() {
+        assert_eq!(percent_decode("a%40b.com"), "a@b.com");
+        assert_eq!(percent_decode("%2B14155550100"), "+14155550100");
+        assert_eq!(percent_decode("+14155550100"), "+14155550100");
+        assert_eq!(percent_decode("bad%4"), "bad%4");
+        assert_eq!(percent_decode("x%"), "x%");
+    }
+
+    #[test]
+    fn send_bodies_are_validated() {
+        let ok = br#"{"job_id":"j","to":"a@b.c","body":"hi","metadata":{"job_id":"j"}}"#;
+        let r = parse_send(ok, "k".into()).unwrap();
+        assert_eq!(r.channel, "email");
+        assert_eq!(r.metadata, Some(json!({"job_id": "j"})));
+        for bad in [
+            &br#"{"to":"a@b.c","body":"hi"}"#[..],
+            br#"{"job_id":"j","body":"hi"}"#,
+            br#"{"job_id":"j","to":"a@b.c"}"#,
+            br#"{"job_id":"j","to":"a@b.c","body":3}"#,
+            br#"[1]"#,
+            b"not json",
+        ] {
+            assert!(parse_send(bad, "k".into()).is_err());
+        }
+    }
+}
