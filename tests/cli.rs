@@ -8,7 +8,14 @@ use common::Env;
 fn demo_runs_end_to_end() {
     let env = Env::new();
     let dir = env.path("demo");
-    let r = env.run(&["--json", "demo", "--recipients", "200", "--dir", dir.to_str().unwrap()]);
+    let r = env.run(&[
+        "--json",
+        "demo",
+        "--recipients",
+        "200",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     // 200 rows, every 50th a case-variant duplicate (4), one suppressed address.
@@ -29,18 +36,37 @@ fn campaign_lifecycle_and_status_json() {
     let outbox = env.path("out.jsonl");
     env.ok(&["campaign", "approve", &cid]);
     let spec = format!("outbox:{}", outbox.display());
-    let r = env.run(&["--json", "run", "--once", "--provider", &spec, "--tick", "50ms"]);
+    let r = env.run(&[
+        "--json",
+        "run",
+        "--once",
+        "--provider",
+        &spec,
+        "--tick",
+        "50ms",
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let st: serde_json::Value = serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
     assert_eq!(st["status"], "sent");
     assert_eq!(st["sent"], 30);
-    for k in ["queued", "leased", "failed", "suppressed", "in_doubt", "cancelled"] {
+    for k in [
+        "queued",
+        "leased",
+        "failed",
+        "suppressed",
+        "in_doubt",
+        "cancelled",
+    ] {
         assert_eq!(st[k], 0, "{k}");
     }
     // Report: every recipient with its provider id.
     let csv = env.ok(&["campaign", "report", &cid]);
     assert_eq!(csv.lines().count(), 31);
-    assert!(csv.lines().skip(1).all(|l| l.contains(",sent,1,obx-")), "{csv}");
+    assert!(
+        csv.lines().skip(1).all(|l| l.contains(",sent,1,obx-")),
+        "{csv}"
+    );
     let json = env.ok(&["campaign", "report", &cid, "--format", "json"]);
     let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
     assert_eq!(rows.len(), 30);
@@ -57,7 +83,11 @@ fn approve_twice_is_refused() {
     env.ok(&["campaign", "approve", &cid]);
     let r = env.run(&["campaign", "approve", &cid]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("cannot approve campaign") && r.stderr.contains("approved"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot approve campaign") && r.stderr.contains("approved"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -66,7 +96,12 @@ fn approve_race_between_processes_has_one_winner() {
         let env = Env::new();
         let (_a, cid) = env.setup_campaign(1);
         let kids: Vec<_> = (0..2)
-            .map(|_| env.cmd().args(["campaign", "approve", &cid]).spawn().unwrap())
+            .map(|_| {
+                env.cmd()
+                    .args(["campaign", "approve", &cid])
+                    .spawn()
+                    .unwrap()
+            })
             .collect();
         let codes: Vec<i32> = kids
             .into_iter()
@@ -93,11 +128,34 @@ fn invalid_addresses_are_refused_without_write() {
         assert!(r.stderr.contains(needle), "{v}: {}", r.stderr);
     }
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 0);
-    let r = env.run(&["subscriber", "add", "--account", "999", "--email", "a@b.com"]);
+    let r = env.run(&[
+        "subscriber",
+        "add",
+        "--account",
+        "999",
+        "--email",
+        "a@b.com",
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("unknown account id 999"), "{}", r.stderr);
-    env.ok(&["subscriber", "add", "--account", &acct, "--email", "Ann@Example.com", "--attr", "city=Porto"]);
-    let r = env.run(&["subscriber", "add", "--account", &acct, "--email", "ann@example.COM"]);
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        &acct,
+        "--email",
+        "Ann@Example.com",
+        "--attr",
+        "city=Porto",
+    ]);
+    let r = env.run(&[
+        "subscriber",
+        "add",
+        "--account",
+        &acct,
+        "--email",
+        "ann@example.COM",
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("duplicate"), "{}", r.stderr);
 }
@@ -107,26 +165,72 @@ fn csv_errors_name_the_line_and_import_nothing() {
     let env = Env::new();
     let acct = env.setup_account();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("missing column", b"name,city\nAnn,Porto\n".to_vec(), "missing column"),
-        ("bad email", b"email,name\na@x.com,A\nbroken,B\n".to_vec(), "line 3"),
-        ("duplicate", b"email\na@x.com\nb@x.com\nA@X.com\n".to_vec(), "line 4: duplicate: a@x.com already appears on line 2"),
-        ("bad encoding", b"email,name\na@x.com,\xff\xfe\n".to_vec(), "line 2: not valid UTF-8"),
-        ("ragged", b"email,name\na@x.com,A,extra\n".to_vec(), "line 2"),
+        (
+            "missing column",
+            b"name,city\nAnn,Porto\n".to_vec(),
+            "missing column",
+        ),
+        (
+            "bad email",
+            b"email,name\na@x.com,A\nbroken,B\n".to_vec(),
+            "line 3",
+        ),
+        (
+            "duplicate",
+            b"email\na@x.com\nb@x.com\nA@X.com\n".to_vec(),
+            "line 4: duplicate: a@x.com already appears on line 2",
+        ),
+        (
+            "bad encoding",
+            b"email,name\na@x.com,\xff\xfe\n".to_vec(),
+            "line 2: not valid UTF-8",
+        ),
+        (
+            "ragged",
+            b"email,name\na@x.com,A,extra\n".to_vec(),
+            "line 2",
+        ),
     ];
     for (what, content, needle) in cases {
         let f = env.write("in.csv", content);
-        let r = env.run(&["subscriber", "import", "--account", &acct, f.to_str().unwrap()]);
+        let r = env.run(&[
+            "subscriber",
+            "import",
+            "--account",
+            &acct,
+            f.to_str().unwrap(),
+        ]);
         assert_eq!(r.code, 2, "{what}: {}", r.stderr);
         assert!(r.stderr.contains(needle), "{what}: {}", r.stderr);
-        assert_eq!(env.count("SELECT count(*) FROM subscribers"), 0, "{what}: partial write");
+        assert_eq!(
+            env.count("SELECT count(*) FROM subscribers"),
+            0,
+            "{what}: partial write"
+        );
     }
     // --skip-invalid imports the valid rows and reports each skipped one.
-    let f = env.write("in.csv", "email,name,plan\na@x.com,A,pro\nbroken,B,free\nA@x.com,C,free\nc@x.com,,\n");
-    let r = env.run(&["--json", "subscriber", "import", "--account", &acct, "--skip-invalid", f.to_str().unwrap()]);
+    let f = env.write(
+        "in.csv",
+        "email,name,plan\na@x.com,A,pro\nbroken,B,free\nA@x.com,C,free\nc@x.com,,\n",
+    );
+    let r = env.run(&[
+        "--json",
+        "subscriber",
+        "import",
+        "--account",
+        &acct,
+        "--skip-invalid",
+        f.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(doc["imported"], 2);
-    let lines: Vec<i64> = doc["skipped"].as_array().unwrap().iter().map(|s| s["line"].as_i64().unwrap()).collect();
+    let lines: Vec<i64> = doc["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["line"].as_i64().unwrap())
+        .collect();
     assert_eq!(lines, vec![3, 4]);
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 2);
 }
@@ -135,18 +239,43 @@ fn csv_errors_name_the_line_and_import_nothing() {
 fn campaign_creation_checks_templates_and_body() {
     let env = Env::new();
     let acct = env.setup_account();
-    env.ok(&["subscriber", "add", "--account", &acct, "--email", "a@x.com", "--attr", "city=Porto"]);
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        &acct,
+        "--email",
+        "a@x.com",
+        "--attr",
+        "city=Porto",
+    ]);
     let create = |body: &str, subject: &str| {
         let f = env.write("b.txt", body);
-        env.run(&["campaign", "create", "--account", &acct, "--name", "n", "--channel", "email",
-                  "--subject", subject, "--body-file", f.to_str().unwrap()])
+        env.run(&[
+            "campaign",
+            "create",
+            "--account",
+            &acct,
+            "--name",
+            "n",
+            "--channel",
+            "email",
+            "--subject",
+            subject,
+            "--body-file",
+            f.to_str().unwrap(),
+        ])
     };
     let r = create("", "s");
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("body is empty"), "{}", r.stderr);
     let r = create("Hi {{ frist_name }}", "s");
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("unknown variable(s) frist_name"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unknown variable(s) frist_name"),
+        "{}",
+        r.stderr
+    );
     let r = create("Hi {{ name }", "s");
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("does not parse"), "{}", r.stderr);
@@ -158,7 +287,11 @@ fn campaign_creation_checks_templates_and_body() {
     assert_eq!(env.count("SELECT count(*) FROM campaigns"), 1);
     let r = env.run(&["campaign", "approve", "4242"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("unknown campaign id 4242"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unknown campaign id 4242"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -168,7 +301,10 @@ fn content_is_frozen_after_approval() {
     env.ok(&["campaign", "approve", &cid]);
     let err = env
         .sqlite()
-        .execute("UPDATE campaigns SET body = 'changed' WHERE id = ?1", [cid.parse::<i64>().unwrap()])
+        .execute(
+            "UPDATE campaigns SET body = 'changed' WHERE id = ?1",
+            [cid.parse::<i64>().unwrap()],
+        )
         .unwrap_err();
     assert!(err.to_string().contains("frozen"), "{err}");
 }
@@ -200,7 +336,9 @@ fn missing_database_is_not_created_implicitly() {
 fn newer_schema_is_refused() {
     let env = Env::new();
     env.ok(&["init"]);
-    env.sqlite().pragma_update(None, "user_version", 99).unwrap();
+    env.sqlite()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
     let before = std::fs::read(&env.db).unwrap();
     let r = env.run(&["account", "add", "x"]);
     assert_eq!(r.code, 1);
@@ -215,7 +353,10 @@ fn init_uses_wal_and_is_idempotent() {
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["journal_mode"], "wal");
     env.ok(&["init"]);
-    let mode: String = env.sqlite().query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    let mode: String = env
+        .sqlite()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(mode, "wal");
 }
 
@@ -224,12 +365,23 @@ fn locked_database_gives_a_clear_error_and_writes_nothing() {
     let env = Env::new();
     env.setup_account();
     let holder = env.sqlite();
-    holder.execute_batch("BEGIN IMMEDIATE; INSERT INTO accounts(name, created_at) VALUES ('held', 0);").unwrap();
+    holder
+        .execute_batch(
+            "BEGIN IMMEDIATE; INSERT INTO accounts(name, created_at) VALUES ('held', 0);",
+        )
+        .unwrap();
     let r = env.run(&["--busy-timeout", "300ms", "account", "add", "other"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("locked longer than the busy timeout"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("locked longer than the busy timeout"),
+        "{}",
+        r.stderr
+    );
     holder.execute_batch("ROLLBACK").unwrap();
-    assert_eq!(env.count("SELECT count(*) FROM accounts WHERE name = 'other'"), 0);
+    assert_eq!(
+        env.count("SELECT count(*) FROM accounts WHERE name = 'other'"),
+        0
+    );
 }
 
 #[test]
@@ -244,7 +396,16 @@ fn usage_errors_exit_2() {
     let r = env.run(&["run", "--once", "--provider", "carrier-pigeon"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("unknown provider"), "{}", r.stderr);
-    let r = env.run(&["--json", "suppress", "add", "--account", "1", "--channel", "sms", "12"]);
+    let r = env.run(&[
+        "--json",
+        "suppress",
+        "add",
+        "--account",
+        "1",
+        "--channel",
+        "sms",
+        "12",
+    ]);
     assert_eq!(r.code, 2);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(doc["exit_code"], 2);
@@ -254,14 +415,49 @@ fn usage_errors_exit_2() {
 fn suppression_commands() {
     let env = Env::new();
     let acct = env.setup_account();
-    let out = env.ok(&["suppress", "add", "--account", &acct, "--channel", "email", "Bob@Example.com", "--reason", "asked"]);
+    let out = env.ok(&[
+        "suppress",
+        "add",
+        "--account",
+        &acct,
+        "--channel",
+        "email",
+        "Bob@Example.com",
+        "--reason",
+        "asked",
+    ]);
     assert!(out.contains("bob@example.com"), "{out}");
-    let again = env.ok(&["suppress", "add", "--account", &acct, "--channel", "email", "bob@example.com"]);
+    let again = env.ok(&[
+        "suppress",
+        "add",
+        "--account",
+        &acct,
+        "--channel",
+        "email",
+        "bob@example.com",
+    ]);
     assert!(again.contains("already"), "{again}");
-    let list: serde_json::Value = serde_json::from_str(&env.ok(&["--json", "suppress", "list", "--account", &acct])).unwrap();
+    let list: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "suppress", "list", "--account", &acct])).unwrap();
     assert_eq!(list["suppressions"].as_array().unwrap().len(), 1);
-    env.ok(&["suppress", "remove", "--account", &acct, "--channel", "email", "BOB@example.com"]);
-    let r = env.run(&["suppress", "remove", "--account", &acct, "--channel", "email", "bob@example.com"]);
+    env.ok(&[
+        "suppress",
+        "remove",
+        "--account",
+        &acct,
+        "--channel",
+        "email",
+        "BOB@example.com",
+    ]);
+    let r = env.run(&[
+        "suppress",
+        "remove",
+        "--account",
+        &acct,
+        "--channel",
+        "email",
+        "bob@example.com",
+    ]);
     assert_eq!(r.code, 2);
 }
 
@@ -272,7 +468,8 @@ fn scheduled_campaign_waits_for_its_time() {
     env.ok(&["campaign", "approve", &cid, "--at", "2099-01-01T00:00:00Z"]);
     let spec = format!("outbox:{}", env.path("o.jsonl").display());
     env.ok(&["run", "--once", "--provider", &spec, "--tick", "50ms"]);
-    let st: serde_json::Value = serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
     assert_eq!(st["status"], "approved");
     assert_eq!(st["total"], 0);
 }

@@ -39,7 +39,11 @@ impl Env {
     /// Run and require exit 0; returns trimmed stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let r = self.run(args);
-        assert_eq!(r.code, 0, "sendonce {args:?} failed: {}\n{}", r.stderr, r.stdout);
+        assert_eq!(
+            r.code, 0,
+            "sendonce {args:?} failed: {}\n{}",
+            r.stderr, r.stdout
+        );
         r.stdout.trim().to_string()
     }
 
@@ -64,11 +68,27 @@ impl Env {
             csv.push_str(&format!("user{i}@example.com,User {i}\n"));
         }
         let f = self.write("subs.csv", csv);
-        self.ok(&["subscriber", "import", "--account", &acct, f.to_str().unwrap()]);
+        self.ok(&[
+            "subscriber",
+            "import",
+            "--account",
+            &acct,
+            f.to_str().unwrap(),
+        ]);
         let body = self.write("body.txt", "Hello {{ name }}\n");
         let cid = self.ok(&[
-            "campaign", "create", "--account", &acct, "--name", "c", "--channel", "email",
-            "--subject", "Hi {{ name }}", "--body-file", body.to_str().unwrap(),
+            "campaign",
+            "create",
+            "--account",
+            &acct,
+            "--name",
+            "c",
+            "--channel",
+            "email",
+            "--subject",
+            "Hi {{ name }}",
+            "--body-file",
+            body.to_str().unwrap(),
         ]);
         (acct, cid)
     }

@@ -1,0 +1,400 @@
+//! The ledger's guarantees, on real database files: leases, fences, suppression at claim,
+//! completion, and several processes on one file.
+
+mod common;
+use common::Env;
+use sendonce::address::Channel;
+use sendonce::store::{ClaimRequest, Ledger, NewCampaign, OpenOptions, Outcome, Record, Store};
+
+fn store(env: &Env) -> Store {
+    Store::open(
+        &env.db,
+        &OpenOptions {
+            create: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A sending campaign with `n` subscribers and its list built. Returns (store, account, campaign).
+fn sending_campaign(env: &Env, n: usize) -> (Store, i64, i64) {
+    let s = store(env);
+    let acct = s.add_account("t").unwrap();
+    let rows = (0..n)
+        .map(|i| {
+            (
+                i as u64 + 2,
+                sendonce::import::subscriber(Some(&format!("u{i}@x.com")), None, None, None, &[]),
+            )
+        })
+        .collect();
+    s.import_subscribers(acct, rows, false).unwrap();
+    let cid = s
+        .create_campaign(&NewCampaign {
+            account_id: acct,
+            name: "c",
+            channel: Channel::Email,
+            sender: None,
+            subject: Some("s"),
+            body: "b",
+        })
+        .unwrap();
+    s.approve_campaign(cid, 0).unwrap();
+    assert_eq!(
+        s.start_due_campaigns(sendonce::clock::now_ms()).unwrap(),
+        vec![cid]
+    );
+    while !s.build_list_chunk(cid, 7).unwrap() {}
+    (s, acct, cid)
+}
+
+fn req(
+    acct: i64,
+    cid: i64,
+    batch: usize,
+    token: i64,
+    now: i64,
+    window: Option<i64>,
+) -> ClaimRequest {
+    ClaimRequest {
+        campaign_id: cid,
+        account_id: acct,
+        channel: Channel::Email,
+        batch,
+        lease_ms: 1000,
+        token,
+        owner: "test".into(),
+        key_window_ms: window,
+        now,
+    }
+}
+
+fn accepted(id: i64, token: i64) -> Record {
+    Record {
+        id,
+        token,
+        outcome: Outcome::Accepted {
+            provider_id: Some(format!("p{id}")),
+            note: None,
+        },
+    }
+}
+
+#[test]
+fn list_building_in_chunks_is_complete_and_rerunnable() {
+    let env = Env::new();
+    let (s, _a, cid) = sending_campaign(&env, 50);
+    assert_eq!(env.count("SELECT count(*) FROM sends"), 50);
+    // Simulate a crash that lost the cursor: rebuilding inserts nothing twice.
+    env.sqlite()
+        .execute(
+            "UPDATE campaigns SET list_cursor = 0, list_complete = 0 WHERE id = ?1",
+            [cid],
+        )
+        .unwrap();
+    while !s.build_list_chunk(cid, 11).unwrap() {}
+    assert_eq!(env.count("SELECT count(*) FROM sends"), 50);
+    assert_eq!(env.count("SELECT count(DISTINCT address) FROM sends"), 50);
+}
+
+#[test]
+fn an_opt_out_during_the_campaign_is_honoured_at_claim() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 10);
+    let now = sendonce::clock::now_ms();
+    let first = s.claim(&req(acct, cid, 3, 1, now, None)).unwrap();
+    assert_eq!(first.rows.len(), 3);
+    // u5 opts out after the list was built, before its row is claimed.
+    assert!(s
+        .suppress(acct, Channel::Email, "u5@x.com", "unsubscribed", "test")
+        .unwrap());
+    let rest = s.claim(&req(acct, cid, 100, 2, now, None)).unwrap();
+    assert_eq!(rest.rows.len(), 6);
+    assert_eq!(rest.suppressed, 1);
+    assert!(rest.rows.iter().all(|r| r.address != "u5@x.com"));
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status='suppressed' AND address='u5@x.com'"),
+        1
+    );
+}
+
+#[test]
+fn a_lost_lease_cannot_dispatch_but_a_late_yes_is_recorded() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 2);
+    let t0 = sendonce::clock::now_ms();
+    let a = s.claim(&req(acct, cid, 2, 111, t0, None)).unwrap();
+    let ids: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
+    // Worker A stalls past its lease; worker B re-leases the undispatched rows.
+    let b = s.claim(&req(acct, cid, 2, 222, t0 + 5_000, None)).unwrap();
+    assert_eq!(
+        b.rows.len(),
+        2,
+        "undispatched expired leases go back to work"
+    );
+    assert_eq!(b.in_doubt, 0);
+    // A's dispatch marker is fenced out: A must not call the provider.
+    assert!(s
+        .mark_dispatched(&ids, t0 + 5_001, 1000)
+        .unwrap()
+        .is_empty());
+    // B dispatches; then a stale confirmation from A (fence fails) is still recorded as sent.
+    let bids: Vec<(i64, i64)> = b.rows.iter().map(|r| (r.id, r.token)).collect();
+    assert_eq!(s.mark_dispatched(&bids, t0 + 5_002, 1000).unwrap().len(), 2);
+    let st = s.record(&[accepted(ids[0].0, 111)], t0 + 5_003).unwrap();
+    assert_eq!((st.sent, st.late_confirmations), (0, 1));
+    let st = s
+        .record(
+            &[accepted(bids[0].0, 222), accepted(bids[1].0, 222)],
+            t0 + 5_004,
+        )
+        .unwrap();
+    assert_eq!(
+        (st.sent, st.late_confirmations),
+        (1, 0),
+        "already sent rows are not counted twice"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status='sent'"),
+        2
+    );
+}
+
+#[test]
+fn expired_dispatched_rows_go_in_doubt_without_a_key_window() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 3);
+    let t0 = sendonce::clock::now_ms();
+    let a = s.claim(&req(acct, cid, 3, 1, t0, None)).unwrap();
+    let ids: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
+    s.mark_dispatched(&ids[..2], t0, 1000).unwrap(); // the worker dies with two calls in flight
+    let b = s.claim(&req(acct, cid, 10, 2, t0 + 10_000, None)).unwrap();
+    assert_eq!(b.in_doubt, 2, "dispatched rows are parked");
+    assert_eq!(b.rows.len(), 1, "the undispatched row is simply re-leased");
+    assert!(!b.rows[0].maybe_delivered);
+    // Completion waits for the doubts.
+    s.record(&[accepted(b.rows[0].id, 2)], t0 + 10_001).unwrap();
+    assert!(!s.try_complete(cid, t0 + 10_002).unwrap());
+    let doubts = s.doubts(cid).unwrap();
+    assert_eq!(doubts.len(), 2);
+    s.resolve_doubt(doubts[0].send_id, true).unwrap();
+    assert_eq!(s.campaign(cid).unwrap().status.as_str(), "sending");
+    s.resolve_doubt(doubts[1].send_id, true).unwrap();
+    assert_eq!(
+        s.campaign(cid).unwrap().status.as_str(),
+        "sent",
+        "the last resolution completes it"
+    );
+}
+
+#[test]
+fn expired_dispatched_rows_are_retried_with_the_same_key_inside_the_window() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 1);
+    let t0 = sendonce::clock::now_ms();
+    let a = s.claim(&req(acct, cid, 1, 1, t0, Some(60_000))).unwrap();
+    let row = &a.rows[0];
+    s.mark_dispatched(&[(row.id, 1)], t0, 1000).unwrap();
+    let b = s
+        .claim(&req(acct, cid, 1, 2, t0 + 5_000, Some(60_000)))
+        .unwrap();
+    assert_eq!(b.rows.len(), 1);
+    assert!(b.rows[0].maybe_delivered);
+    assert_eq!(
+        b.rows[0].job_id, row.job_id,
+        "same job id, so the same provider key"
+    );
+    // It fails ambiguously again and is requeued; once the key window has passed it is parked.
+    s.mark_dispatched(&[(row.id, 2)], t0 + 5_000, 1000).unwrap();
+    let retry = Outcome::Retry {
+        error: "timeout".into(),
+        retry_at: t0 + 6_000,
+        maybe_delivered: true,
+    };
+    s.record(
+        &[Record {
+            id: row.id,
+            token: 2,
+            outcome: retry,
+        }],
+        t0 + 5_500,
+    )
+    .unwrap();
+    let c = s
+        .claim(&req(acct, cid, 1, 3, t0 + 61_000, Some(60_000)))
+        .unwrap();
+    assert!(c.rows.is_empty());
+    assert_eq!(c.in_doubt, 1, "the window counts from the first dispatch");
+}
+
+#[test]
+fn completion_needs_an_empty_queue_and_no_live_lease() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 2);
+    let now = sendonce::clock::now_ms();
+    assert!(!s.try_complete(cid, now).unwrap());
+    let a = s.claim(&req(acct, cid, 1, 9, now, None)).unwrap();
+    assert!(
+        !s.try_complete(cid, now).unwrap(),
+        "one row queued, one leased"
+    );
+    s.record(&[accepted(a.rows[0].id, 9)], now).unwrap();
+    let b = s.claim(&req(acct, cid, 1, 10, now, None)).unwrap();
+    assert!(!s.try_complete(cid, now).unwrap(), "a live lease");
+    s.record(&[accepted(b.rows[0].id, 10)], now).unwrap();
+    assert!(s.try_complete(cid, now).unwrap());
+    assert!(
+        !s.try_complete(cid, now).unwrap(),
+        "a compare-and-set: only once"
+    );
+}
+
+#[test]
+fn release_returns_only_undispatched_rows() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 4);
+    let now = sendonce::clock::now_ms();
+    let a = s.claim(&req(acct, cid, 4, 5, now, None)).unwrap();
+    let ids: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
+    s.mark_dispatched(&ids[..1], now, 1000).unwrap();
+    assert_eq!(s.release(&ids, now).unwrap(), 3);
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status='queued'"),
+        3
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status='leased'"),
+        1
+    );
+}
+
+#[test]
+fn the_claim_is_one_index_range_scan() {
+    let env = Env::new();
+    sending_campaign(&env, 5);
+    let plan: Vec<String> = {
+        let c = env.sqlite();
+        let mut st = c
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT s.id FROM sends s
+                 WHERE s.campaign_id = 1 AND s.account_id = 1
+                   AND s.status IN ('queued', 'leased') AND s.visible_at <= 5
+                 ORDER BY s.visible_at, s.id LIMIT 10",
+            )
+            .unwrap();
+        st.query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let joined = plan.join(" | ");
+    assert!(joined.contains("USING INDEX sends_claim"), "{joined}");
+    assert!(!joined.contains("TEMP B-TREE"), "{joined}");
+}
+
+#[test]
+fn outbox_replay_is_not_a_second_delivery_even_across_processes() {
+    use sendonce::provider::{CallResult, Message, Outbox, Provider};
+    let env = Env::new();
+    let path = env.path("o.jsonl");
+    let msg = Message {
+        job_id: "campaign:1:sub:1".into(),
+        idempotency_key: sendonce::model::idempotency_key("campaign:1:sub:1"),
+        channel: Channel::Email,
+        from: None,
+        to: "a@x.com".into(),
+        subject: Some("s".into()),
+        body: "b".into(),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // Two handles on one file stand for two processes: the file lock serialises them.
+    let one = Outbox::open(&path, true).unwrap();
+    let two = Outbox::open(&path, true).unwrap();
+    let a = rt.block_on(one.send(&msg));
+    let b = rt.block_on(two.send(&msg));
+    let (
+        CallResult::Accepted {
+            provider_id: ida,
+            replay: false,
+        },
+        CallResult::Accepted {
+            provider_id: idb,
+            replay: true,
+        },
+    ) = (a.clone(), b.clone())
+    else {
+        panic!("{a:?} {b:?}");
+    };
+    assert_eq!(ida, idb);
+    assert_eq!(common::deliveries(&path)["campaign:1:sub:1"], 1);
+    // A fresh handle (a restarted process) still knows the key.
+    let three = Outbox::open(&path, true).unwrap();
+    assert!(matches!(
+        rt.block_on(three.send(&msg)),
+        CallResult::Accepted { replay: true, .. }
+    ));
+    // Without idempotency, a repeat is a second delivery (like SMTP).
+    let plain = Outbox::open(&env.path("p.jsonl"), false).unwrap();
+    rt.block_on(plain.send(&msg));
+    rt.block_on(plain.send(&msg));
+    assert_eq!(
+        common::deliveries(&env.path("p.jsonl"))["campaign:1:sub:1"],
+        2
+    );
+}
+
+#[test]
+fn four_processes_on_one_file_never_send_a_row_twice() {
+    let env = Env::new();
+    let (_a, cid) = env.setup_campaign(3000);
+    env.ok(&["campaign", "approve", &cid]);
+    let outbox = env.path("o.jsonl");
+    // Not idempotent: a row claimed twice would show up as two deliveries.
+    let spec = format!("outbox:{}?idempotent=false", outbox.display());
+    let kids: Vec<_> = (0..4)
+        .map(|i| {
+            env.cmd()
+                .args([
+                    "--json",
+                    "run",
+                    "--once",
+                    "--provider",
+                    &spec,
+                    "--batch",
+                    "50",
+                    "--tick",
+                    "20ms",
+                ])
+                .args(["--worker-id", &format!("w{i}")])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut started = 0;
+    let mut claimed = 0;
+    for k in kids {
+        let out = k.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        started += doc["campaigns_started"].as_array().unwrap().len();
+        claimed += doc["claimed"].as_u64().unwrap();
+    }
+    assert_eq!(
+        started, 1,
+        "exactly one process wins the approved -> sending compare-and-set"
+    );
+    assert_eq!(claimed, 3000, "no row claimed twice");
+    let per_job = common::deliveries(&outbox);
+    assert_eq!(per_job.len(), 3000);
+    assert!(per_job.values().all(|&n| n == 1));
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status='sent' AND attempts=1"),
+        3000
+    );
+    assert!(
+        env.count("SELECT count(DISTINCT lease_owner) FROM sends") >= 2,
+        "the work was shared"
+    );
+}
