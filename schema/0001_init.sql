@@ -67,6 +67,7 @@ CREATE TABLE sends (
     lease_token         INTEGER,          -- fence: confirmations must present it
     lease_owner         TEXT,
     attempts            INTEGER NOT NULL DEFAULT 0,  -- provider calls dispatched
+    claimed_at          INTEGER,          -- claim that started the current delivery chain
     dispatched_at       INTEGER,          -- dispatch marker of the current lease
     doubt_since         INTEGER,          -- earliest dispatch whose outcome is unknown
     provider_message_id TEXT,

@@ -12,17 +12,19 @@
 //! - `fake`: `sendonce fake-provider`, an offline HTTP provider (idempotency keys, injected
 //!   faults) that logs every accepted request; the webhook provider's test partner.
 //! - `cli`: argument parsing and output; `exit`: every exit code; `error`: the typed error.
+//! - `checker`: compares a provider delivery log with the ledger (`sendonce check`).
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
 pub mod address;
+pub mod checker;
 pub mod cli;
 pub mod clock;
 pub mod crash;
 pub mod deliverylog;
 pub mod demo;
 pub mod error;
-pub mod fake;
 pub mod exit;
+pub mod fake;
 pub mod import;
 pub mod model;
 pub mod provider;

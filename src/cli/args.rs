@@ -80,6 +80,16 @@ pub enum Command {
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
     Doubts(DoubtsCmd),
+    /// Compare a provider's delivery log (outbox or fake-provider JSONL) with the ledger:
+    /// lost, duplicated, unexpected, sent after opt-out. Exit 0 on pass, 1 on failure.
+    Check {
+        /// Campaign to check (repeatable).
+        #[arg(long = "campaign", required = true)]
+        campaigns: Vec<i64>,
+        /// Delivery log file (repeatable).
+        #[arg(long = "log", required = true)]
+        logs: Vec<PathBuf>,
+    },
     /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL).
     FakeProvider(FakeProviderArgs),
 }
@@ -239,6 +249,9 @@ pub struct RunArgs {
     /// After SIGTERM/Ctrl-C, how long in-flight calls may take.
     #[arg(long, default_value = "30s")]
     pub drain: String,
+    /// Subscribers per list-building transaction.
+    #[arg(long, default_value_t = 50_000)]
+    pub list_chunk: usize,
 }
 
 #[derive(Subcommand, Debug)]

@@ -92,6 +92,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Campaign(cmd) => campaign(cli, cmd),
         Command::Run(a) => run(cli, a),
         Command::Doubts(cmd) => doubts(cli, cmd),
+        Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
     }
 }
@@ -413,6 +414,7 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         max_attempts: a.max_attempts,
         retry_base,
         drain_deadline: drain,
+        list_chunk: a.list_chunk.max(1),
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -511,4 +513,22 @@ fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
             ))
         }
     }
+}
+
+fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Output> {
+    let store = open(cli)?;
+    let mut lines = Vec::new();
+    for l in logs {
+        lines.extend(crate::deliverylog::read_lines(l)?);
+    }
+    let report = crate::checker::check(&store, campaigns, &lines)?;
+    Ok(Output {
+        json: serde_json::to_value(&report).unwrap_or_default(),
+        text: report.table(),
+        code: if report.pass {
+            exit::SUCCESS
+        } else {
+            exit::FAILURE
+        },
+    })
 }

@@ -54,7 +54,7 @@ pub(crate) enum Verdict {
 type Reply = oneshot::Sender<std::result::Result<Verdict, String>>;
 
 enum Msg {
-    Write(Request, Reply),
+    Write(Box<Request>, Reply),
     Stop,
 }
 
@@ -166,7 +166,7 @@ impl Journal {
     pub(crate) async fn submit(&self, req: Request) -> std::result::Result<Verdict, String> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Msg::Write(req, reply))
+            .send(Msg::Write(Box::new(req), reply))
             .map_err(|_| "the journal writer has stopped".to_string())?;
         rx.await
             .unwrap_or_else(|_| Err("the journal writer stopped during the request".into()))
@@ -188,12 +188,12 @@ impl Writer {
         while !stop {
             let mut group = Vec::new();
             match rx.recv() {
-                Ok(Msg::Write(r, reply)) => group.push((r, reply)),
+                Ok(Msg::Write(r, reply)) => group.push((*r, reply)),
                 Ok(Msg::Stop) | Err(_) => return,
             }
             while group.len() < MAX_GROUP {
                 match rx.try_recv() {
-                    Ok(Msg::Write(r, reply)) => group.push((r, reply)),
+                    Ok(Msg::Write(r, reply)) => group.push((*r, reply)),
                     Ok(Msg::Stop) => {
                         stop = true;
                         break;

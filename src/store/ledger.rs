@@ -307,9 +307,16 @@ impl Ledger for Store {
                     });
                 }
             }
+            // Taken with the write lock held: a suppression whose created_at is earlier
+            // committed before this claim (the crash-suite checker relies on it).
+            let claimed_at = crate::clock::now_ms();
+            // claimed_at marks the claim that started the current delivery chain: a same-key
+            // retry of a row that may have been delivered keeps the first one.
             let mut lease = tx.prepare_cached(
                 "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
-                        visible_at = ?4, dispatched_at = NULL, doubt_since = ?5, updated_at = ?6
+                        visible_at = ?4, dispatched_at = NULL, doubt_since = ?5, updated_at = ?6,
+                        claimed_at = CASE WHEN ?5 IS NULL THEN ?7
+                                          ELSE coalesce(claimed_at, ?7) END
                  WHERE id = ?1",
             )?;
             let mut doubt = tx.prepare_cached(
@@ -347,7 +354,8 @@ impl Ledger for Store {
                     req.owner,
                     req.now + req.lease_ms,
                     c.maybe_since,
-                    req.now
+                    req.now,
+                    claimed_at
                 ])?;
                 out.rows.push(ClaimedRow {
                     id: c.id,

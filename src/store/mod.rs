@@ -2,10 +2,12 @@
 //! the project lives under this module.
 
 mod admin;
+mod audit;
 mod campaigns;
 mod ledger;
 
 pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
+pub use audit::{AuditRow, AuditSnapshot};
 pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
