@@ -86,6 +86,16 @@ pub struct Summary {
     pub interrupted: bool,
 }
 
+impl Summary {
+    fn add(&mut self, s: &crate::store::RecordStats) {
+        self.sent += s.sent + s.late_confirmations;
+        self.late_confirmations += s.late_confirmations;
+        self.failed += s.failed;
+        self.retried += s.retried;
+        self.moved_in_doubt += s.in_doubt;
+    }
+}
+
 /// A claimed row, rendered and ready to call.
 struct Ready {
     row: ClaimedRow,
@@ -309,7 +319,16 @@ pub async fn run(
             let wave: Vec<Ready> = pending.drain(..free.min(pending.len())).collect();
             let keys: Vec<(i64, i64)> = wave.iter().map(|r| (r.row.id, r.row.token)).collect();
             let now = crate::clock::now_ms();
-            let held = blocking(&ledger, move |l| l.mark_dispatched(&keys, now, lease_ms)).await?;
+            // Outcomes of earlier calls are committed with this wave's marker, so at any moment
+            // at most `concurrency` rows are dispatched without a recorded outcome: that bounds
+            // what a crash can leave in doubt.
+            let group = std::mem::take(&mut outcomes);
+            let (stats, held) = blocking(&ledger, move |l| {
+                l.record_and_dispatch(&group, &keys, now, lease_ms)
+            })
+            .await?;
+            summary.add(&stats);
+            last_flush = Instant::now();
             let held: std::collections::HashSet<i64> = held.into_iter().collect();
             for r in wave {
                 if !held.contains(&r.row.id) {
@@ -501,11 +520,7 @@ async fn flush(
     let group = std::mem::take(outcomes);
     let now = crate::clock::now_ms();
     let s = blocking(ledger, move |l| l.record(&group, now)).await?;
-    summary.sent += s.sent + s.late_confirmations;
-    summary.late_confirmations += s.late_confirmations;
-    summary.failed += s.failed;
-    summary.retried += s.retried;
-    summary.moved_in_doubt += s.in_doubt;
+    summary.add(&s);
     Ok(())
 }
 

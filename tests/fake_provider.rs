@@ -366,10 +366,7 @@ async fn the_key_table_survives_a_restart() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_finishes_in_flight_requests_and_exits_0() {
     let dir = tempfile::tempdir().unwrap();
-    let mut fake = Fake::start(
-        &dir.path().join("log.jsonl"),
-        &["--latency", "400ms..400ms"],
-    );
+    let mut fake = Fake::start(&dir.path().join("log.jsonl"), &["--latency", "1500ms"]);
     let c = client();
     let url = fake.url("/send");
     let inflight = tokio::spawn(async move {
@@ -381,7 +378,8 @@ async fn sigterm_finishes_in_flight_requests_and_exits_0() {
         )
         .await
     });
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Time for the request to be accepted; it then sleeps 1.5 s inside the server.
+    tokio::time::sleep(Duration::from_millis(400)).await;
     let status = tokio::task::block_in_place(|| fake.sigterm());
     assert_eq!(status.code(), Some(0), "{status:?}");
     let r = inflight.await.unwrap();

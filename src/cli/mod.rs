@@ -422,7 +422,10 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
     let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
-    let summary = rt.block_on(worker::run(ledger, provider, cfg, stop_signal()))?;
+    let summary = rt.block_on(async move {
+        let stop = stop_signal()?;
+        worker::run(ledger, provider, cfg, stop).await
+    })?;
     let mut in_doubt = 0;
     for id in &summary.campaigns_touched {
         in_doubt += store.status_counts(*id)?.counts["in_doubt"];
@@ -454,26 +457,28 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     })
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn stop_signal() {
+/// A future that resolves on SIGTERM or Ctrl-C. The handlers are installed before this returns
+/// (inside the runtime), so a signal that arrives early still stops the worker cleanly.
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
+        let mut term = signal(SignalKind::terminate())
+            .map_err(|e| Error::io("cannot install the SIGTERM handler", e))?;
+        let mut int = signal(SignalKind::interrupt())
+            .map_err(|e| Error::io("cannot install the SIGINT handler", e))?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        Ok(async move {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }
 

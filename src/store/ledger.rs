@@ -5,7 +5,7 @@ use super::Store;
 use crate::address::Channel;
 use crate::crash;
 use crate::error::Result;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, OptionalExtension, Transaction};
 
 /// A campaign the worker may claim from (status `sending`), with its frozen content.
 #[derive(Debug, Clone)]
@@ -126,6 +126,15 @@ pub trait Ledger: Send + Sync + 'static {
     fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>>;
     /// Record a group of outcomes in one commit.
     fn record(&self, records: &[Record], now: i64) -> Result<RecordStats>;
+    /// Record the outcomes of the last wave and write the dispatch marker of the next one in a
+    /// single commit (one fsync per wave instead of two).
+    fn record_and_dispatch(
+        &self,
+        records: &[Record],
+        rows: &[(i64, i64)],
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<(RecordStats, Vec<i64>)>;
     /// Give back leased rows that were never dispatched.
     fn release(&self, rows: &[(i64, i64)], now: i64) -> Result<u64>;
     /// Mark the campaign `sent` if the ledger says it is finished.
@@ -377,123 +386,33 @@ impl Ledger for Store {
     }
 
     fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>> {
-        let held = self.write(|tx| {
-            let mut st = tx.prepare_cached(
-                "UPDATE sends SET dispatched_at = ?3, attempts = attempts + 1, visible_at = ?4,
-                        updated_at = ?3
-                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-            )?;
-            let mut held = Vec::with_capacity(rows.len());
-            for &(id, token) in rows {
-                if st.execute(params![id, token, now, now + lease_ms])? == 1 {
-                    held.push(id);
-                }
-            }
-            Ok(held)
-        })?;
+        let held = self.write(|tx| mark_tx(tx, rows, now, lease_ms))?;
         crash::point("after_dispatch_mark");
         Ok(held)
     }
 
-    fn record(&self, records: &[Record], now: i64) -> Result<RecordStats> {
-        let stats = self.write(|tx| {
-            let mut stats = RecordStats::default();
-            let mut sent = tx.prepare_cached(
-                "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
-                        updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = ?5
-                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-            )?;
-            // The fence failed but the provider said yes: the truth is "sent", whoever holds
-            // the row now. Never drop it.
-            let mut late = tx.prepare_cached(
-                "UPDATE sends SET status = 'sent', provider_message_id = ?2, sent_at = ?3,
-                        updated_at = ?3, lease_token = NULL, doubt_since = NULL,
-                        last_error = 'confirmed after the lease was lost'
-                 WHERE id = ?1 AND status <> 'sent'",
-            )?;
-            let mut failed = tx.prepare_cached(
-                "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
-                        lease_token = NULL
-                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-            )?;
-            let mut add_suppression = tx.prepare_cached(
-                "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
-                 SELECT s.account_id, c.channel, s.address, ?2, 'provider', ?3
-                 FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = ?1
-                 ON CONFLICT DO NOTHING",
-            )?;
-            let mut retry = tx.prepare_cached(
-                "UPDATE sends SET status = 'queued', last_error = ?3, visible_at = ?4,
-                        updated_at = ?5, lease_token = NULL, lease_owner = NULL,
-                        doubt_since = CASE WHEN ?6 THEN coalesce(doubt_since, dispatched_at)
-                                           ELSE doubt_since END,
-                        dispatched_at = NULL
-                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-            )?;
-            let mut doubt = tx.prepare_cached(
-                "UPDATE sends SET status = 'in_doubt', last_error = ?3, updated_at = ?4,
-                        lease_token = NULL,
-                        doubt_since = coalesce(doubt_since, dispatched_at, ?4),
-                        dispatched_at = NULL
-                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-            )?;
-            let half = records.len() / 2;
-            for (i, r) in records.iter().enumerate() {
-                if i == half && i > 0 {
-                    crash::point("mid_confirm_group");
-                }
-                match &r.outcome {
-                    Outcome::Accepted { provider_id, note } => {
-                        if sent.execute(params![r.id, r.token, provider_id, now, note])? == 1 {
-                            stats.sent += 1;
-                        } else if late.execute(params![r.id, provider_id, now])? == 1 {
-                            stats.late_confirmations += 1;
-                            tracing::warn!(
-                                send_id = r.id,
-                                "confirmation arrived after the lease was lost; recorded as sent"
-                            );
-                        }
-                    }
-                    Outcome::Failed { error, suppress } => {
-                        if failed.execute(params![r.id, r.token, error, now])? == 1 {
-                            stats.failed += 1;
-                            if let Some(reason) = suppress {
-                                add_suppression.execute(params![r.id, reason, now])?;
-                            }
-                        } else {
-                            stats.fenced_out += 1;
-                        }
-                    }
-                    Outcome::Retry {
-                        error,
-                        retry_at,
-                        maybe_delivered,
-                    } => {
-                        if retry.execute(params![
-                            r.id,
-                            r.token,
-                            error,
-                            retry_at,
-                            now,
-                            maybe_delivered
-                        ])? == 1
-                        {
-                            stats.retried += 1;
-                        } else {
-                            stats.fenced_out += 1;
-                        }
-                    }
-                    Outcome::InDoubt { error } => {
-                        if doubt.execute(params![r.id, r.token, error, now])? == 1 {
-                            stats.in_doubt += 1;
-                        } else {
-                            stats.fenced_out += 1;
-                        }
-                    }
-                }
-            }
-            Ok(stats)
+    fn record_and_dispatch(
+        &self,
+        records: &[Record],
+        rows: &[(i64, i64)],
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<(RecordStats, Vec<i64>)> {
+        let out = self.write(|tx| {
+            Ok((
+                record_tx(tx, records, now)?,
+                mark_tx(tx, rows, now, lease_ms)?,
+            ))
         })?;
+        if !records.is_empty() {
+            crash::point("after_confirm_commit");
+        }
+        crash::point("after_dispatch_mark");
+        Ok(out)
+    }
+
+    fn record(&self, records: &[Record], now: i64) -> Result<RecordStats> {
+        let stats = self.write(|tx| record_tx(tx, records, now))?;
         crash::point("after_confirm_commit");
         Ok(stats)
     }
@@ -542,4 +461,120 @@ impl Ledger for Store {
             Ok(n as u64)
         })
     }
+}
+
+/// The dispatch marker: fenced on the lease token; returns the ids still held.
+fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>> {
+    let mut st = tx.prepare_cached(
+        "UPDATE sends SET dispatched_at = ?3, attempts = attempts + 1, visible_at = ?4,
+                updated_at = ?3
+         WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+    )?;
+    let mut held = Vec::with_capacity(rows.len());
+    for &(id, token) in rows {
+        if st.execute(params![id, token, now, now + lease_ms])? == 1 {
+            held.push(id);
+        }
+    }
+    Ok(held)
+}
+
+/// Apply a group of outcomes, each fenced on its lease token.
+fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<RecordStats> {
+    let mut stats = RecordStats::default();
+    let mut sent = tx.prepare_cached(
+        "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
+                    updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = ?5
+             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+    )?;
+    // The fence failed but the provider said yes: the truth is "sent", whoever holds
+    // the row now. Never drop it.
+    let mut late = tx.prepare_cached(
+        "UPDATE sends SET status = 'sent', provider_message_id = ?2, sent_at = ?3,
+                    updated_at = ?3, lease_token = NULL, doubt_since = NULL,
+                    last_error = 'confirmed after the lease was lost'
+             WHERE id = ?1 AND status <> 'sent'",
+    )?;
+    let mut failed = tx.prepare_cached(
+        "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
+                    lease_token = NULL
+             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+    )?;
+    let mut add_suppression = tx.prepare_cached(
+        "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+             SELECT s.account_id, c.channel, s.address, ?2, 'provider', ?3
+             FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = ?1
+             ON CONFLICT DO NOTHING",
+    )?;
+    let mut retry = tx.prepare_cached(
+        "UPDATE sends SET status = 'queued', last_error = ?3, visible_at = ?4,
+                    updated_at = ?5, lease_token = NULL, lease_owner = NULL,
+                    doubt_since = CASE WHEN ?6 THEN coalesce(doubt_since, dispatched_at)
+                                       ELSE doubt_since END,
+                    dispatched_at = NULL
+             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+    )?;
+    let mut doubt = tx.prepare_cached(
+        "UPDATE sends SET status = 'in_doubt', last_error = ?3, updated_at = ?4,
+                    lease_token = NULL,
+                    doubt_since = coalesce(doubt_since, dispatched_at, ?4),
+                    dispatched_at = NULL
+             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+    )?;
+    let half = records.len() / 2;
+    for (i, r) in records.iter().enumerate() {
+        if i == half && i > 0 {
+            crash::point("mid_confirm_group");
+        }
+        match &r.outcome {
+            Outcome::Accepted { provider_id, note } => {
+                if sent.execute(params![r.id, r.token, provider_id, now, note])? == 1 {
+                    stats.sent += 1;
+                } else if late.execute(params![r.id, provider_id, now])? == 1 {
+                    stats.late_confirmations += 1;
+                    tracing::warn!(
+                        send_id = r.id,
+                        "confirmation arrived after the lease was lost; recorded as sent"
+                    );
+                }
+            }
+            Outcome::Failed { error, suppress } => {
+                if failed.execute(params![r.id, r.token, error, now])? == 1 {
+                    stats.failed += 1;
+                    if let Some(reason) = suppress {
+                        add_suppression.execute(params![r.id, reason, now])?;
+                    }
+                } else {
+                    stats.fenced_out += 1;
+                }
+            }
+            Outcome::Retry {
+                error,
+                retry_at,
+                maybe_delivered,
+            } => {
+                if retry.execute(params![
+                    r.id,
+                    r.token,
+                    error,
+                    retry_at,
+                    now,
+                    maybe_delivered
+                ])? == 1
+                {
+                    stats.retried += 1;
+                } else {
+                    stats.fenced_out += 1;
+                }
+            }
+            Outcome::InDoubt { error } => {
+                if doubt.execute(params![r.id, r.token, error, now])? == 1 {
+                    stats.in_doubt += 1;
+                } else {
+                    stats.fenced_out += 1;
+                }
+            }
+        }
+    }
+    Ok(stats)
 }

@@ -1,0 +1,580 @@
+//! The crash suite: real worker processes killed with SIGKILL at named crash points and at
+//! random moments, against a real fake-provider process; the checker counts lost, duplicated,
+//! unexpected and after-opt-out deliveries. Needs `--features crash-points`.
+//!
+//! Sizes: `SENDONCE_CRASH_SIZE=ci` (default) or `soak` (longer). `SENDONCE_CRASH_SEED=N` replays
+//! a random run.
+
+mod common;
+use common::{Env, BIN};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------- helpers
+
+/// splitmix64: small, seedable, good enough for schedules.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn soak() -> bool {
+    std::env::var("SENDONCE_CRASH_SIZE").is_ok_and(|v| v == "soak")
+}
+
+/// A running `sendonce fake-provider`.
+struct Fake {
+    child: Child,
+    addr: String,
+    log: PathBuf,
+}
+
+impl Fake {
+    fn start(log: &Path, idempotent: bool, extra: &[&str]) -> Fake {
+        let mut child = Command::new(BIN)
+            .args(["fake-provider", "--listen", "127.0.0.1:0", "--log"])
+            .arg(log)
+            .arg(if idempotent {
+                "--idempotent"
+            } else {
+                "--no-idempotent"
+            })
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start fake provider");
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .expect("read fake provider address");
+        let addr = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        Fake {
+            child,
+            addr,
+            log: log.to_path_buf(),
+        }
+    }
+
+    fn spec(&self, idempotent: bool) -> String {
+        let window = if idempotent { "&key_window=24h" } else { "" };
+        format!("webhook:http://{}/send#timeout=5s{window}", self.addr)
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn worker_cmd(db: &Path, spec: &str, id: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("--db").arg(db).arg("-q");
+    c.args([
+        "run",
+        "--once",
+        "--provider",
+        spec,
+        "--worker-id",
+        id,
+        "--tick",
+        "20ms",
+    ]);
+    c.args(["--retry-base", "20ms", "--max-attempts", "20"]);
+    c.args(extra);
+    c.env_remove("SENDONCE_CRASH_AT").stdout(Stdio::null());
+    c
+}
+
+fn killed(status: std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal() == Some(libc::SIGKILL)
+}
+
+/// Run `sendonce check` and return its JSON report.
+fn check(db: &Path, campaigns: &[&str], log: &Path) -> serde_json::Value {
+    let mut c = Command::new(BIN);
+    c.arg("--db").arg(db).arg("--json").arg("check");
+    for id in campaigns {
+        c.args(["--campaign", id]);
+    }
+    let out = c.arg("--log").arg(log).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check output: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    doc
+}
+
+fn assert_pass(doc: &serde_json::Value, what: &str) {
+    assert_eq!(doc["pass"], true, "{what}: checker failed: {doc:#}");
+    for k in [
+        "lost",
+        "duplicated",
+        "unexpected",
+        "sent_after_optout",
+        "ledger_mismatch",
+    ] {
+        assert_eq!(doc[k], 0, "{what}: {k}: {doc:#}");
+    }
+}
+
+/// A database with `n` subscribers and one approved email campaign, ready to send.
+fn template(env: &Env, n: usize) -> String {
+    let (_acct, cid) = env.setup_campaign(n);
+    env.ok(&["campaign", "approve", &cid]);
+    cid
+}
+
+fn copy_db(from: &Path, to: &Path) {
+    std::fs::copy(from, to).unwrap();
+    for ext in ["-wal", "-shm"] {
+        let src = PathBuf::from(format!("{}{ext}", from.display()));
+        if src.exists() {
+            std::fs::copy(&src, format!("{}{ext}", to.display())).unwrap();
+        }
+    }
+}
+
+/// Run workers until one exits normally (the campaign is done); returns its exit code.
+fn run_to_completion(db: &Path, spec: &str, extra: &[&str]) -> i32 {
+    for attempt in 0..20 {
+        let st = worker_cmd(db, spec, &format!("finisher-{attempt}"), extra)
+            .status()
+            .unwrap();
+        if !killed(st) {
+            return st.code().unwrap_or(-1);
+        }
+    }
+    panic!("the finisher kept dying");
+}
+
+// ---------------------------------------------------------------- exhaustive
+
+const EXHAUSTIVE_POINTS: &[&str] = &[
+    "campaign_cas",
+    "list_build",
+    "list_build_committed",
+    "before_claim_commit",
+    "after_claim_commit",
+    "after_dispatch_mark",
+    "after_provider_accept",
+    "mid_confirm_group",
+    "after_confirm_commit",
+];
+
+#[test]
+fn crash_points_exhaustive() {
+    let hits: u64 = if soak() { 25 } else { 10 };
+    let recipients = 500;
+    let base = Env::new();
+    let cid = template(&base, recipients);
+    let worker_args = [
+        "--lease",
+        "600ms",
+        "--batch",
+        "20",
+        "--concurrency",
+        "8",
+        "--list-chunk",
+        "50",
+    ];
+    let mut cases = Vec::new();
+    for idempotent in [false, true] {
+        for point in EXHAUSTIVE_POINTS {
+            for k in 1..=hits {
+                cases.push((idempotent, *point, k));
+            }
+        }
+    }
+    let total = cases.len();
+    let queue = std::sync::Mutex::new(cases);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| loop {
+                let Some((idempotent, point, k)) = queue.lock().unwrap().pop() else {
+                    break;
+                };
+                let env = Env::new();
+                copy_db(&base.db, &env.db);
+                let fake = Fake::start(&env.path("deliveries.jsonl"), idempotent, &[]);
+                let spec = fake.spec(idempotent);
+                let st = worker_cmd(&env.db, &spec, "victim", &worker_args)
+                    .env("SENDONCE_CRASH_AT", format!("{point}:{k}"))
+                    .status()
+                    .unwrap();
+                let was_killed = killed(st);
+                if !was_killed {
+                    assert!(
+                        matches!(st.code(), Some(0) | Some(3)),
+                        "{point}:{k} exited {st:?}"
+                    );
+                }
+                let code = run_to_completion(&env.db, &spec, &worker_args);
+                assert!(code == 0 || code == 3, "{point}:{k}: restart exited {code}");
+                let doc = check(&env.db, &[&cid], &fake.log);
+                let what = format!("{point}:{k} idempotent={idempotent}");
+                assert_pass(&doc, &what);
+                assert_eq!(doc["eligible"], recipients, "{what}");
+                let in_doubt = doc["in_doubt"].as_u64().unwrap();
+                if idempotent {
+                    assert_eq!(
+                        in_doubt, 0,
+                        "{what}: same-key retries leave nothing in doubt"
+                    );
+                    assert_eq!(doc["delivered"], recipients, "{what}");
+                } else {
+                    // Only calls really in flight at the kill can be in doubt.
+                    assert!(in_doubt <= 8, "{what}: {in_doubt} in doubt > concurrency");
+                    assert_eq!(
+                        doc["delivered"].as_u64().unwrap() + in_doubt
+                            - doc["in_doubt_delivered"].as_u64().unwrap(),
+                        recipients as u64,
+                        "{what}"
+                    );
+                }
+                let counts: serde_json::Value =
+                    serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
+                let expected = if in_doubt == 0 { "sent" } else { "sending" };
+                assert_eq!(counts["status"], expected, "{what}");
+                results
+                    .lock()
+                    .unwrap()
+                    .push((point, idempotent, was_killed, in_doubt));
+            });
+        }
+    });
+    let results = results.into_inner().unwrap();
+    assert_eq!(results.len(), total);
+    let mut table: HashMap<(&str, bool), (u64, u64, u64)> = HashMap::new();
+    for (p, idem, k, d) in &results {
+        let e = table.entry((p, *idem)).or_default();
+        e.0 += 1;
+        e.1 += *k as u64;
+        e.2 += d;
+    }
+    println!("crash point            provider        cases  killed  in_doubt_after");
+    for p in EXHAUSTIVE_POINTS {
+        for idem in [false, true] {
+            let (n, k, d) = table[&(*p, idem)];
+            let prov = if idem { "idempotent" } else { "not idempotent" };
+            println!("{p:<22} {prov:<15} {n:>5} {k:>7} {d:>15}");
+            assert!(k >= 1, "{p}: the crash point was never reached");
+        }
+    }
+    // Every point that is hit once per batch must really have killed at every k.
+    for p in [
+        "after_claim_commit",
+        "after_dispatch_mark",
+        "after_provider_accept",
+        "after_confirm_commit",
+    ] {
+        for idem in [false, true] {
+            assert_eq!(table[&(p, idem)].1, hits, "{p} idempotent={idem}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- suppression crash
+
+#[test]
+fn a_killed_opt_out_is_all_or_nothing() {
+    let env = Env::new();
+    let acct = env.setup_account();
+    let st = env
+        .cmd()
+        .args([
+            "suppress",
+            "add",
+            "--account",
+            &acct,
+            "--channel",
+            "email",
+            "x@y.com",
+        ])
+        .env("SENDONCE_CRASH_AT", "suppression_insert:1")
+        .status()
+        .unwrap();
+    assert!(killed(st));
+    assert_eq!(env.count("SELECT count(*) FROM suppressions"), 0);
+    let ok: String = env
+        .sqlite()
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    env.ok(&[
+        "suppress",
+        "add",
+        "--account",
+        &acct,
+        "--channel",
+        "email",
+        "x@y.com",
+    ]);
+    assert_eq!(env.count("SELECT count(*) FROM suppressions"), 1);
+}
+
+// ---------------------------------------------------------------- random kills
+
+/// What one kill left behind in the three dangerous windows.
+#[derive(Default, Debug, Clone, Copy)]
+struct Windows {
+    claimed_not_dispatched: u64,
+    in_flight: u64,
+    accepted_not_confirmed: u64,
+}
+
+fn windows_of(
+    env: &Env,
+    worker: &str,
+    delivered_jobs: &std::collections::HashSet<String>,
+) -> Windows {
+    let conn = env.sqlite();
+    let mut st = conn
+        .prepare("SELECT job_id, dispatched_at IS NOT NULL FROM sends WHERE status = 'leased' AND lease_owner = ?1")
+        .unwrap();
+    let mut w = Windows::default();
+    let rows = st
+        .query_map([worker], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+        })
+        .unwrap();
+    for r in rows {
+        let (job, dispatched) = r.unwrap();
+        if !dispatched {
+            w.claimed_not_dispatched += 1;
+        } else if delivered_jobs.contains(&job) {
+            w.accepted_not_confirmed += 1;
+        } else {
+            w.in_flight += 1;
+        }
+    }
+    w
+}
+
+fn delivered_jobs(log: &Path) -> std::collections::HashSet<String> {
+    if !log.exists() {
+        return Default::default();
+    }
+    sendonce::deliverylog::read_lines(log)
+        .unwrap()
+        .into_iter()
+        .map(|l| l.job_id)
+        .collect()
+}
+
+fn random_kills(idempotent: bool) {
+    let seed: u64 = std::env::var("SENDONCE_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| sendonce::clock::now_ms() as u64);
+    let (recipients, min_kills, optouts) = if soak() {
+        (200_000, 400, 8_000)
+    } else {
+        (50_000, 100, 2_000)
+    };
+    let mut rng = Rng(seed ^ idempotent as u64);
+    let env = Env::new();
+    let cid = template(&env, recipients);
+    let fake = Fake::start(
+        &env.path("deliveries.jsonl"),
+        idempotent,
+        &[
+            "--latency",
+            "1ms..8ms",
+            "--fail-rate",
+            "0.01",
+            "--drop-after-accept-rate",
+            "0.005",
+            "--seed",
+            &seed.to_string(),
+        ],
+    );
+    let spec = fake.spec(idempotent);
+    let args = ["--lease", "1s", "--batch", "50", "--concurrency", "8"];
+    println!(
+        "random kills: seed {seed}, idempotent={idempotent}, {recipients} recipients, 4 workers"
+    );
+
+    // Opt-outs from another process (this one), spread over the run.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let optout_times = std::sync::Mutex::new(Vec::new());
+    let mut schedule: Vec<String> = Vec::new();
+    let mut totals = Windows::default();
+    let mut kills_in = [0u64; 3];
+    let mut kills = 0u64;
+    let mut generation = 0u64;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let store = sendonce::store::Store::open(&env.db, &Default::default()).unwrap();
+            let mut r = Rng(seed.wrapping_mul(31));
+            for i in 0..optouts {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let who = r.below(recipients as u64);
+                let addr = format!("user{who}@example.com");
+                if store
+                    .suppress(
+                        1,
+                        sendonce::address::Channel::Email,
+                        &addr,
+                        "opt-out",
+                        "test",
+                    )
+                    .unwrap_or(false)
+                {
+                    optout_times.lock().unwrap().push(sendonce::clock::now_ms());
+                }
+                if i % 10 == 0 {
+                    std::thread::sleep(Duration::from_millis(15));
+                }
+            }
+        });
+
+        let spawn = |name: &str| worker_cmd(&env.db, &spec, name, &args).spawn().unwrap();
+        let mut workers: Vec<(String, Child)> = (0..4)
+            .map(|i| {
+                let n = format!("w{i}-0");
+                (n.clone(), spawn(&n))
+            })
+            .collect();
+        let started = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(20 + rng.below(130)));
+            // Any worker that finished on its own means the campaign is done.
+            let done = workers
+                .iter_mut()
+                .any(|(_, c)| c.try_wait().unwrap().is_some_and(|st| !killed(st)));
+            if done || kills >= min_kills + 50 || started.elapsed() > Duration::from_secs(600) {
+                break;
+            }
+            let all = rng.below(5) == 0;
+            let victims: Vec<usize> = if all {
+                (0..4).collect()
+            } else {
+                vec![rng.below(4) as usize]
+            };
+            let delivered = delivered_jobs(&fake.log);
+            for &v in &victims {
+                let (name, child) = &mut workers[v];
+                if child.try_wait().unwrap().is_some() {
+                    continue;
+                }
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                let w = windows_of(&env, name, &delivered);
+                totals.claimed_not_dispatched += w.claimed_not_dispatched;
+                totals.in_flight += w.in_flight;
+                totals.accepted_not_confirmed += w.accepted_not_confirmed;
+                kills_in[0] += (w.claimed_not_dispatched > 0) as u64;
+                kills_in[1] += (w.in_flight > 0) as u64;
+                kills_in[2] += (w.accepted_not_confirmed > 0) as u64;
+                schedule.push(format!(
+                    "{:.2}s kill {name} {w:?}",
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(200)));
+            generation += 1;
+            for &v in &victims {
+                let name = format!("w{v}-{generation}");
+                let child = spawn(&name);
+                workers[v] = (name, child);
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for (_, c) in workers.iter_mut() {
+            let st = c.wait().unwrap();
+            assert!(
+                matches!(st.code(), Some(0) | Some(3)),
+                "worker exited {st:?}"
+            );
+        }
+    });
+    let code = run_to_completion(&env.db, &spec, &args);
+    assert!(code == 0 || code == 3);
+
+    println!("kill schedule ({kills} kills):");
+    for line in &schedule {
+        println!("  {line}");
+    }
+    println!(
+        "kills landing in: claimed-not-dispatched {}, call-in-flight {}, accepted-not-confirmed {}",
+        kills_in[0], kills_in[1], kills_in[2]
+    );
+    println!("rows caught in those windows: {totals:?}");
+    let doc = check(&env.db, &[&cid], &fake.log);
+    println!("{}", serde_json::to_string_pretty(&doc).unwrap());
+    let what = format!("seed {seed} idempotent={idempotent}");
+    assert_pass(&doc, &what);
+    assert!(
+        kills >= min_kills,
+        "{what}: only {kills} kills happened before the campaign finished"
+    );
+    assert!(
+        kills_in.iter().all(|&k| k > 0),
+        "{what}: some window was never hit: {kills_in:?}"
+    );
+    assert!(
+        optout_times.lock().unwrap().len() > optouts as usize / 2,
+        "{what}: opt-outs did not run"
+    );
+    let in_doubt = doc["in_doubt"].as_u64().unwrap();
+    let doubts: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "doubts", "list", "--campaign", &cid])).unwrap();
+    assert_eq!(
+        doubts["in_doubt"].as_array().unwrap().len() as u64,
+        in_doubt,
+        "doubts list shows them all"
+    );
+    let from_kills = env.count(&format!(
+        "SELECT count(*) FROM sends WHERE campaign_id = {cid} AND status = 'in_doubt' AND last_error LIKE '%lease expired after dispatch%'"
+    )) as u64;
+    if idempotent {
+        assert_eq!(
+            in_doubt, 0,
+            "{what}: an idempotent provider leaves nothing in doubt"
+        );
+    } else {
+        assert!(
+            from_kills <= totals.in_flight + totals.accepted_not_confirmed,
+            "{what}: {from_kills} rows in doubt from kills, but only {} calls were in flight at the kills",
+            totals.in_flight + totals.accepted_not_confirmed
+        );
+    }
+}
+
+#[test]
+fn random_kills_idempotent_provider() {
+    random_kills(true);
+}
+
+#[test]
+fn random_kills_non_idempotent_provider() {
+    random_kills(false);
+}
