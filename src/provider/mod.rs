@@ -66,10 +66,34 @@ pub struct Capabilities {
 
 pub type CallFuture<'a> = Pin<Box<dyn Future<Output = CallResult> + Send + 'a>>;
 
-/// A delivery channel to the outside world. Only the worker calls `send`.
+/// What a provider knows about a job id when asked after the fact (reconciliation of rows in
+/// doubt).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// The provider has a message for this job: it was accepted.
+    Found { provider_id: String },
+    /// The provider is certain it never accepted this job (its search is authoritative).
+    NotFound,
+    /// The provider cannot tell (no lookup support, or the lookup failed).
+    Unknown { reason: String },
+}
+
+pub type LookupFuture<'a> = Pin<Box<dyn Future<Output = Lookup> + Send + 'a>>;
+
+/// A delivery channel to the outside world. Only the worker calls `send` and `lookup`.
 pub trait Provider: Send + Sync + 'static {
     fn capabilities(&self) -> &Capabilities;
     fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a>;
+    /// Ask whether a message with this job id was accepted. Providers that can search by our
+    /// job id (Postmark metadata, a Message-ID search...) override this; the default cannot
+    /// tell, which leaves a row in doubt for the operator.
+    fn lookup<'a>(&'a self, _msg: &'a Message) -> LookupFuture<'a> {
+        Box::pin(async {
+            Lookup::Unknown {
+                reason: "this provider cannot look messages up".into(),
+            }
+        })
+    }
 }
 
 /// Accepts everything, does nothing: for benchmarks of the ledger itself.
