@@ -296,6 +296,7 @@ pub async fn run(
                                 to: row.address.clone(),
                                 subject,
                                 body,
+                                html: None,
                             };
                             pending.push_back(Ready { row, msg });
                         }

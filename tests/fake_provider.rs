@@ -116,6 +116,7 @@ fn msg(job: &str, to: &str, body: &str) -> Message {
         to: to.into(),
         subject: Some("Hi".into()),
         body: body.into(),
+        html: None,
     }
 }
 

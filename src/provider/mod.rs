@@ -25,7 +25,11 @@ pub struct Message {
     pub from: Option<String>,
     pub to: String,
     pub subject: Option<String>,
+    /// Plain-text body (SMS: the whole text).
     pub body: String,
+    /// Optional HTML alternative (email only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
 }
 
 /// How one call ended, as the provider classifies it.
