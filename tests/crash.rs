@@ -578,3 +578,172 @@ fn random_kills_idempotent_provider() {
 fn random_kills_non_idempotent_provider() {
     random_kills(false);
 }
+
+// ---------------------------------------------------------------- disk full
+
+#[test]
+fn disk_full_fails_cleanly_and_resumes() {
+    let recipients = 3000;
+    let base = Env::new();
+    let cid = template(&base, recipients);
+    let pages = base.count("PRAGMA page_count");
+    let mut rng = Rng(sendonce::clock::now_ms() as u64);
+    let mut full_errors = 0;
+    for round in 0..6 {
+        let env = Env::new();
+        copy_db(&base.db, &env.db);
+        let fake = Fake::start(&env.path("deliveries.jsonl"), true, &[]);
+        let spec = fake.spec(true);
+        let args = [
+            "--lease",
+            "600ms",
+            "--batch",
+            "50",
+            "--concurrency",
+            "8",
+            "--list-chunk",
+            "500",
+        ];
+        // The list needs roughly 60 pages per 1000 rows: stop somewhere inside the run.
+        let limit = pages + 1 + rng.below(200) as i64;
+        let out = worker_cmd(&env.db, &spec, "full", &args)
+            .env("SENDONCE_TEST_MAX_PAGES", limit.to_string())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.code() == Some(1) {
+            assert!(
+                stderr.contains("full"),
+                "round {round}: unclear error: {stderr}"
+            );
+            full_errors += 1;
+        } else {
+            assert!(
+                matches!(out.status.code(), Some(0)),
+                "round {round}: {:?} {stderr}",
+                out.status
+            );
+        }
+        let bad: Vec<String> = sendonce::store::Store::open(&env.db, &Default::default())
+            .unwrap()
+            .invariant_violations(cid.parse().unwrap())
+            .unwrap();
+        assert!(bad.is_empty(), "round {round}: after the failure: {bad:?}");
+        // Space is back.
+        let code = run_to_completion(&env.db, &spec, &args);
+        assert_eq!(code, 0, "round {round}");
+        let doc = check(&env.db, &[&cid], &fake.log);
+        assert_pass(
+            &doc,
+            &format!("disk full round {round} (limit {limit} pages)"),
+        );
+        assert_eq!(doc["delivered"], recipients, "round {round}");
+        assert_eq!(doc["in_doubt"], 0, "round {round}");
+    }
+    assert!(
+        full_errors >= 3,
+        "the size limit was hit in only {full_errors} of 6 rounds"
+    );
+}
+
+// ---------------------------------------------------------------- contention
+
+#[test]
+fn eight_processes_on_one_file_see_no_busy_errors() {
+    let recipients = 20_000;
+    let env = Env::new();
+    let cid = template(&env, recipients);
+    let acct = "1";
+    let fake = Fake::start(
+        &env.path("deliveries.jsonl"),
+        true,
+        &["--latency", "1ms..3ms"],
+    );
+    let spec = fake.spec(true);
+    let wal = PathBuf::from(format!("{}-wal", env.db.display()));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let max_wal = std::sync::atomic::AtomicU64::new(0);
+    let optout_failures = std::sync::Mutex::new(Vec::new());
+    let mut sender_errors = Vec::new();
+    std::thread::scope(|s| {
+        // A long reader: holds a read transaction for 2 s at a time.
+        s.spawn(|| {
+            let c = env.sqlite();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                c.execute_batch("BEGIN").unwrap();
+                let _: i64 = c
+                    .query_row("SELECT count(*) FROM sends", [], |r| r.get(0))
+                    .unwrap();
+                std::thread::sleep(Duration::from_secs(2));
+                c.execute_batch("COMMIT").unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        // WAL size watcher.
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(m) = std::fs::metadata(&wal) {
+                    max_wal.fetch_max(m.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        // Two opt-out writer processes, each a loop of CLI calls.
+        for w in 0..2 {
+            let (env, stop, fails) = (&env, &stop, &optout_failures);
+            s.spawn(move || {
+                let mut i = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 150 {
+                    let addr = format!("user{}@example.com", (i * 131 + w * 7) % recipients);
+                    let r = env.run(&[
+                        "suppress",
+                        "add",
+                        "--account",
+                        acct,
+                        "--channel",
+                        "email",
+                        &addr,
+                    ]);
+                    if r.code != 0 {
+                        fails.lock().unwrap().push(r.stderr);
+                    }
+                    i += 1;
+                }
+            });
+        }
+        // Four senders.
+        let kids: Vec<Child> = (0..4)
+            .map(|i| {
+                worker_cmd(
+                    &env.db,
+                    &spec,
+                    &format!("s{i}"),
+                    &["--batch", "100", "--concurrency", "16"],
+                )
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+            })
+            .collect();
+        for k in kids {
+            let out = k.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            if out.status.code() != Some(0) || err.contains("locked") || err.contains("busy") {
+                sender_errors.push(format!("{:?}: {err}", out.status));
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert!(sender_errors.is_empty(), "{sender_errors:?}");
+    assert!(
+        optout_failures.lock().unwrap().is_empty(),
+        "{:?}",
+        optout_failures.lock().unwrap()
+    );
+    let doc = check(&env.db, &[&cid], &fake.log);
+    assert_pass(&doc, "contention");
+    let max_wal = max_wal.load(std::sync::atomic::Ordering::Relaxed);
+    println!("largest WAL seen: {:.1} MiB", max_wal as f64 / 1048576.0);
+    assert!(max_wal < 64 << 20, "WAL grew to {max_wal} bytes");
+}

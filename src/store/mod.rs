@@ -109,6 +109,14 @@ fn configure(conn: &Connection, sync: Sync, busy: Duration) -> rusqlite::Result<
         },
     )?;
     conn.set_prepared_statement_cache_capacity(64);
+    // Crash suite only: a database size limit that makes writes fail as on a full disk.
+    #[cfg(feature = "crash-points")]
+    if let Some(pages) = std::env::var("SENDONCE_TEST_MAX_PAGES")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        conn.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(()))?;
+    }
     Ok(())
 }
 
