@@ -32,6 +32,7 @@ CREATE TABLE campaigns (
     sender        TEXT,
     subject       TEXT,
     body          TEXT NOT NULL CHECK (length(body) > 0),
+    templated     INTEGER NOT NULL DEFAULT 1, -- 0: subject and body are sent verbatim (notify)
     status        TEXT NOT NULL DEFAULT 'draft'
                   CHECK (status IN ('draft', 'approved', 'sending', 'paused', 'sent', 'cancelled')),
     scheduled_for INTEGER,          -- set at approval

@@ -13,6 +13,7 @@
 //!   faults) that logs every accepted request; the webhook provider's test partner.
 //! - `cli`: argument parsing and output; `exit`: every exit code; `error`: the typed error.
 //! - `checker`: compares a provider delivery log with the ledger (`sendonce check`).
+//! - `notify`: one-off CI notifications keyed on the CI job (`sendonce notify`).
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
 pub mod address;
@@ -27,6 +28,7 @@ pub mod exit;
 pub mod fake;
 pub mod import;
 pub mod model;
+pub mod notify;
 pub mod provider;
 pub mod store;
 pub mod template;

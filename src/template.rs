@@ -10,10 +10,12 @@ use std::collections::BTreeSet;
 /// Variables every recipient has, whatever its attributes.
 pub const BUILTIN_VARS: [&str; 3] = ["name", "email", "phone"];
 
-/// The compiled subject and body of one campaign.
+/// The compiled subject and body of one campaign (or literal text, for notifications).
 pub struct Compiled {
     env: Environment<'static>,
     has_subject: bool,
+    /// Literal subject and body, sent verbatim: `{{` in a CI message is not a template.
+    literal: Option<(Option<String>, String)>,
 }
 
 fn env_with(subject: Option<&str>, body: &str) -> Result<Environment<'static>> {
@@ -66,11 +68,24 @@ impl Compiled {
         Ok(Compiled {
             env: env_with(subject, body)?,
             has_subject: subject.is_some(),
+            literal: None,
         })
+    }
+
+    /// Text that is sent as it is, whatever braces it contains.
+    pub fn literal(subject: Option<&str>, body: &str) -> Self {
+        Compiled {
+            env: Environment::new(),
+            has_subject: subject.is_some(),
+            literal: Some((subject.map(str::to_string), body.to_string())),
+        }
     }
 
     /// Render `(subject, body)` for one recipient's captured variables (a JSON object).
     pub fn render(&self, vars: &serde_json::Value) -> Result<(Option<String>, String)> {
+        if let Some((subject, body)) = &self.literal {
+            return Ok((subject.clone(), body.clone()));
+        }
         let render = |name: &str| -> Result<String> {
             self.env
                 .get_template(name)

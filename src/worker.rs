@@ -277,7 +277,11 @@ pub async fn run(
                 let tpl = match templates.get(&c.id) {
                     Some(t) => t.clone(),
                     None => {
-                        let t = Arc::new(Compiled::new(c.subject.as_deref(), &c.body)?);
+                        let t = Arc::new(if c.templated {
+                            Compiled::new(c.subject.as_deref(), &c.body)?
+                        } else {
+                            Compiled::literal(c.subject.as_deref(), &c.body)
+                        });
                         templates.insert(c.id, t.clone());
                         t
                     }

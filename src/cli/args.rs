@@ -80,6 +80,16 @@ pub enum Command {
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
     Doubts(DoubtsCmd),
+    /// Send a one-off message (a CI job's result) exactly once per job, even when the job is
+    /// retried or re-run.
+    ///
+    /// The idempotency key comes from the CI environment (GitHub Actions, GitLab CI, Buildkite,
+    /// CircleCI, Jenkins, Woodpecker, Drone) or --key; each recipient gets its own job id under
+    /// it. The ledger lives in --state (default $XDG_STATE_HOME/sendonce/notify.db). On an
+    /// ephemeral runner that file does not survive a re-run: then only a provider that honours
+    /// idempotency keys (outbox, webhook with key_window, Resend) prevents the duplicate.
+    /// Exit: 0 sent or already sent, 3 in doubt, 4 failed permanently, 2 usage error.
+    Notify(NotifyArgs),
     /// Compare a provider's delivery log (outbox or fake-provider JSONL) with the ledger:
     /// lost, duplicated, unexpected, sent after opt-out. Exit 0 on pass, 1 on failure.
     Check {
@@ -301,4 +311,38 @@ pub struct FakeProviderArgs {
     /// Seed for the random faults and latency.
     #[arg(long)]
     pub seed: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct NotifyArgs {
+    /// Recipient: an email address or an E.164 phone number (+14155550100). Repeatable.
+    #[arg(long, required = true)]
+    pub to: Vec<String>,
+    /// The message text (sent verbatim). Without --message or --message-file, read from stdin.
+    #[arg(long, conflicts_with = "message_file")]
+    pub message: Option<String>,
+    /// Read the message text from a file.
+    #[arg(long)]
+    pub message_file: Option<PathBuf>,
+    /// Subject (email).
+    #[arg(long)]
+    pub subject: Option<String>,
+    /// Sender address or number.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Idempotency key: the same key means the same message. Default: derived from the CI job.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Force the channel instead of deriving it from each address.
+    #[arg(long, value_parser = ["email", "sms"])]
+    pub channel: Option<String>,
+    /// Provider spec (see `sendonce run --help`).
+    #[arg(long, env = "SENDONCE_PROVIDER")]
+    pub provider: Option<String>,
+    /// Ledger file (default: $XDG_STATE_HOME/sendonce/notify.db or ~/.local/state/sendonce/notify.db).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// Show the key, the job ids and what would be sent; send nothing, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }

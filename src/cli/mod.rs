@@ -93,6 +93,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Run(a) => run(cli, a),
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
+        Command::Notify(a) => notify(a),
         Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
     }
 }
@@ -535,5 +536,43 @@ fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Ou
         } else {
             exit::FAILURE
         },
+    })
+}
+
+fn notify(a: &NotifyArgs) -> Result<Output> {
+    let message = match (&a.message, &a.message_file) {
+        (Some(m), _) => m.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .map_err(|e| Error::io(&format!("cannot read {}", f.display()), e))?,
+        (None, None) => {
+            use std::io::{IsTerminal, Read};
+            if std::io::stdin().is_terminal() {
+                return Err(Error::invalid(
+                    "no message: pass --message TEXT, --message-file F, or pipe it on stdin",
+                ));
+            }
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| Error::io("cannot read the message from stdin", e))?;
+            s
+        }
+    };
+    let req = crate::notify::Request {
+        to: a.to.clone(),
+        message,
+        subject: a.subject.clone(),
+        from: a.from.clone(),
+        key: a.key.clone(),
+        channel: a.channel.as_deref().map(channel).transpose()?,
+        provider: a.provider.clone(),
+        state: a.state.clone(),
+        dry_run: a.dry_run,
+    };
+    let report = crate::notify::run(&req, &|k| std::env::var(k).ok())?;
+    Ok(Output {
+        json: serde_json::to_value(&report).unwrap_or_default(),
+        text: report.text(),
+        code: exit::for_outcome(report.outcome()),
     })
 }

@@ -16,6 +16,8 @@ pub struct ActiveCampaign {
     pub sender: Option<String>,
     pub subject: Option<String>,
     pub body: String,
+    /// False: subject and body are literal text, not templates (one-off notifications).
+    pub templated: bool,
     /// False while the recipient list is still being built.
     pub list_complete: bool,
 }
@@ -165,7 +167,7 @@ impl Ledger for Store {
     fn active_campaigns(&self) -> Result<Vec<ActiveCampaign>> {
         self.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT id, account_id, channel, sender, subject, body, list_complete
+                "SELECT id, account_id, channel, sender, subject, body, list_complete, templated
                  FROM campaigns WHERE status = 'sending' ORDER BY id",
             )?;
             let rows = st
@@ -182,6 +184,7 @@ impl Ledger for Store {
                         sender: r.get(3)?,
                         subject: r.get(4)?,
                         body: r.get(5)?,
+                        templated: r.get::<_, i64>(7)? != 0,
                         list_complete: r.get::<_, i64>(6)? != 0,
                     })
                 })?

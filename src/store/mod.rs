@@ -5,6 +5,7 @@ mod admin;
 mod audit;
 mod campaigns;
 mod ledger;
+mod notify;
 
 pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
 pub use audit::{AuditRow, AuditSnapshot};
@@ -12,6 +13,7 @@ pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
+pub use notify::{notify_job_id, NotifyRow};
 
 use crate::error::{Error, ErrorKind, Result};
 use r2d2_sqlite::SqliteConnectionManager;
