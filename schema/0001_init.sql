@@ -92,3 +92,11 @@ CREATE TABLE suppressions (
     created_at  INTEGER NOT NULL,
     PRIMARY KEY (account_id, channel, address)
 ) WITHOUT ROWID;
+
+-- Durable token buckets for provider rate limits, shared by every process on the file. The
+-- refill accounts for the time that passed while no process was running.
+CREATE TABLE rate_buckets (
+    name        TEXT PRIMARY KEY,
+    tokens      REAL NOT NULL,
+    updated_at  INTEGER NOT NULL
+) WITHOUT ROWID;

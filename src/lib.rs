@@ -14,12 +14,15 @@
 //! - `cli`: argument parsing and output; `exit`: every exit code; `error`: the typed error.
 //! - `checker`: compares a provider delivery log with the ledger (`sendonce check`).
 //! - `notify`: one-off CI notifications keyed on the CI job (`sendonce notify`).
+//! - `config`: the TOML file routing accounts and channels to providers; `ratelimit`: durable
+//!   token buckets shared by all workers.
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
 pub mod address;
 pub mod checker;
 pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod crash;
 pub mod deliverylog;
 pub mod demo;
@@ -30,6 +33,7 @@ pub mod import;
 pub mod model;
 pub mod notify;
 pub mod provider;
+pub mod ratelimit;
 pub mod store;
 pub mod template;
 pub mod worker;

@@ -6,6 +6,7 @@ mod audit;
 mod campaigns;
 mod ledger;
 mod notify;
+mod ratelimit;
 
 pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
 pub use audit::{AuditRow, AuditSnapshot};
@@ -14,6 +15,7 @@ pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
 pub use notify::{notify_job_id, NotifyRow};
+pub use ratelimit::{refill, Grant};
 
 use crate::error::{Error, ErrorKind, Result};
 use r2d2_sqlite::SqliteConnectionManager;

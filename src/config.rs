@@ -1,0 +1,182 @@
+//! The TOML configuration file (`--config`, default `./sendonce.toml` when present): which
+//! provider serves which account and channel, with optional rate limits and concurrency caps.
+//! Secrets never live here: each provider reads them from environment variables or files.
+//!
+//! ```toml
+//! provider = "outbox:./outbox.jsonl"        # default for everything else
+//!
+//! [[route]]
+//! account = "acme"                          # name or id; omit for every account
+//! channel = "email"                         # omit for both channels
+//! provider = "webhook:https://hooks.example.org/send#key_window=24h"
+//! rate = "20/s"                             # durable token bucket shared by all workers
+//! burst = 40
+//! concurrency = 16                          # calls in flight for this route, per worker
+//! ```
+
+use crate::address::Channel;
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The parsed file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Provider for anything no route matches.
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub route: Vec<Route>,
+}
+
+/// One routing rule. The most specific matching rule wins (account and channel, then account,
+/// then channel, then the default).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    pub account: Option<AccountRef>,
+    pub channel: Option<String>,
+    pub provider: String,
+    /// `10/s`, `600/m`, `5000/h`.
+    pub rate: Option<String>,
+    pub burst: Option<u32>,
+    pub concurrency: Option<usize>,
+}
+
+/// An account by id or by name.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum AccountRef {
+    Id(i64),
+    Name(String),
+}
+
+impl Route {
+    fn channel(&self) -> Result<Option<Channel>> {
+        self.channel.as_deref().map(str::parse).transpose()
+    }
+
+    /// How specific this route is for (account, channel), or None if it does not match.
+    fn score(&self, account_id: i64, account_name: &str, channel: Channel) -> Option<u8> {
+        let acct = match &self.account {
+            None => false,
+            Some(AccountRef::Id(id)) if *id == account_id => true,
+            Some(AccountRef::Name(n)) if n == account_name => true,
+            Some(_) => return None,
+        };
+        let ch = match self.channel().ok().flatten() {
+            None => false,
+            Some(c) if c == channel => true,
+            Some(_) => return None,
+        };
+        Some((acct as u8) * 2 + ch as u8)
+    }
+}
+
+impl Config {
+    /// Load `path`, or `./sendonce.toml` if `path` is None and that file exists.
+    pub fn load(path: Option<&Path>) -> Result<Option<Config>> {
+        let path: PathBuf = match path {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let p = PathBuf::from("sendonce.toml");
+                if !p.exists() {
+                    return Ok(None);
+                }
+                p
+            }
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), e))?;
+        let cfg =
+            Config::parse(&text).map_err(|e| e.context(&format!("config {}", path.display())))?;
+        Ok(Some(cfg))
+    }
+
+    pub fn parse(text: &str) -> Result<Config> {
+        let cfg: Config = toml::from_str(text).map_err(|e| Error::invalid(e.to_string()))?;
+        for (i, r) in cfg.route.iter().enumerate() {
+            let n = i + 1;
+            r.channel().map_err(|e| e.context(&format!("route {n}")))?;
+            if let Some(rate) = &r.rate {
+                crate::ratelimit::parse_rate(rate).map_err(|e| e.context(&format!("route {n}")))?;
+            }
+            if r.burst.is_some() && r.rate.is_none() {
+                return Err(Error::invalid(format!("route {n}: burst without rate")));
+            }
+            if r.concurrency == Some(0) {
+                return Err(Error::invalid(format!(
+                    "route {n}: concurrency must be at least 1"
+                )));
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// The route for a campaign's account and channel (index into `route`), if any matches.
+    pub fn route_for(
+        &self,
+        account_id: i64,
+        account_name: &str,
+        channel: Channel,
+    ) -> Option<usize> {
+        self.route
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.score(account_id, account_name, channel).map(|s| (s, i)))
+            .max_by_key(|&(s, i)| (s, std::cmp::Reverse(i)))
+            .map(|(_, i)| i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+provider = "outbox:/tmp/o.jsonl"
+[[route]]
+channel = "sms"
+provider = "null"
+[[route]]
+account = "acme"
+provider = "outbox:/tmp/acme.jsonl"
+rate = "10/s"
+burst = 20
+[[route]]
+account = 7
+channel = "email"
+provider = "null"
+concurrency = 4
+"#;
+
+    #[test]
+    fn most_specific_route_wins() {
+        let c = Config::parse(EXAMPLE).unwrap();
+        assert_eq!(c.route_for(1, "acme", Channel::Email), Some(1));
+        assert_eq!(
+            c.route_for(1, "acme", Channel::Sms),
+            Some(1),
+            "account beats channel"
+        );
+        assert_eq!(c.route_for(2, "other", Channel::Sms), Some(0));
+        assert_eq!(c.route_for(2, "other", Channel::Email), None);
+        assert_eq!(c.route_for(7, "seven", Channel::Email), Some(2));
+    }
+
+    #[test]
+    fn bad_files_name_the_problem() {
+        assert!(Config::parse("providr = \"x\"")
+            .unwrap_err()
+            .message
+            .contains("providr"));
+        let e = Config::parse("[[route]]\nprovider = \"null\"\nchannel = \"fax\"").unwrap_err();
+        assert!(
+            e.message.contains("route 1") && e.message.contains("fax"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("[[route]]\nprovider = \"null\"\nrate = \"lots\"").unwrap_err();
+        assert!(e.message.contains("invalid rate"), "{}", e.message);
+    }
+}
