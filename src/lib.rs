@@ -34,6 +34,7 @@ pub mod model;
 pub mod notify;
 pub mod provider;
 pub mod ratelimit;
+pub mod routes;
 pub mod store;
 pub mod template;
 pub mod worker;

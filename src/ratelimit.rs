@@ -80,6 +80,32 @@ impl Limiter {
     }
 }
 
+impl Limiter {
+    /// Take up to `n` tokens without waiting: returns how many were granted and, if fewer than
+    /// `n`, how long until the next one (milliseconds). At most one database transaction.
+    pub async fn try_take(&self, n: u32) -> Result<(u32, i64)> {
+        let mut local = self.local.lock().await;
+        if *local >= n {
+            *local -= n;
+            return Ok((n, 0));
+        }
+        let need = n - *local;
+        let chunk = ((self.rate / 10.0).ceil() as u32).clamp(1, self.burst);
+        let want = (need + chunk).min(self.burst.max(need));
+        let (store, name, rate, burst) =
+            (self.store.clone(), self.name.clone(), self.rate, self.burst);
+        let now = crate::clock::now_ms();
+        let g =
+            tokio::task::spawn_blocking(move || store.take_tokens(&name, want, rate, burst, now))
+                .await
+                .map_err(|e| Error::db(format!("rate limiter task failed: {e}")))??;
+        *local += g.granted;
+        let granted = n.min(*local);
+        *local -= granted;
+        Ok((granted, if granted < n { g.wait_ms.max(1) } else { 0 }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

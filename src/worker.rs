@@ -7,7 +7,8 @@
 
 use crate::error::{Error, Result};
 use crate::model::idempotency_key;
-use crate::provider::{CallResult, Message, Provider};
+use crate::provider::{CallResult, Lookup, Message, Provider};
+use crate::routes::{Route, Routes};
 use crate::store::{ActiveCampaign, ClaimRequest, ClaimedRow, Ledger, Outcome, Record};
 use crate::template::Compiled;
 use std::collections::{HashMap, VecDeque};
@@ -78,6 +79,8 @@ pub struct Summary {
     pub moved_in_doubt: u64,
     pub late_confirmations: u64,
     pub released: u64,
+    /// In-doubt rows settled by looking them up at the provider.
+    pub reconciled: u64,
     pub campaigns_started: Vec<i64>,
     pub campaigns_completed: Vec<i64>,
     /// Campaigns this run worked on.
@@ -100,6 +103,7 @@ impl Summary {
 struct Ready {
     row: ClaimedRow,
     msg: Message,
+    route: Arc<Route>,
 }
 
 /// A call in flight.
@@ -107,6 +111,10 @@ struct Flight {
     token: i64,
     attempts: i64,
     maybe_delivered: bool,
+    /// The provider honours idempotency keys: an ambiguous outcome is retried with the key.
+    idempotent: bool,
+    /// `route_key` of the route the call went to.
+    route: usize,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -189,23 +197,40 @@ fn decide(
     }
 }
 
-/// The worker loop. Returns when `once` finds nothing left, or after `shutdown` resolves and
-/// the in-flight calls have drained (or the drain deadline passed).
+/// The worker loop with one provider for every campaign. See [`run_routed`].
 pub async fn run(
     ledger: Arc<dyn Ledger>,
     provider: Arc<dyn Provider>,
     cfg: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary> {
-    let caps = provider.capabilities().clone();
-    let key_window_ms = caps.key_window.map(|w| w.as_millis() as i64);
-    // A call must end well inside its lease: the lease is renewed at dispatch.
-    let call_timeout = caps.call_timeout.min(cfg.lease / 2);
+    run_routed(ledger, Arc::new(Routes::single(provider)), cfg, shutdown).await
+}
+
+/// Identity of a route, for per-route in-flight counts.
+fn route_key(r: &Arc<Route>) -> usize {
+    Arc::as_ptr(r) as *const () as usize
+}
+
+/// Rows in doubt are looked up at the provider only once they are this old, so that the
+/// provider's search index has caught up with a message it accepted just before the doubt.
+const RECONCILE_AFTER_MS: i64 = 60_000;
+
+/// The worker loop. Returns when `once` finds nothing left, or after `shutdown` resolves and
+/// the in-flight calls have drained (or the drain deadline passed).
+pub async fn run_routed(
+    ledger: Arc<dyn Ledger>,
+    routes: Arc<Routes>,
+    cfg: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary> {
     let lease_ms = cfg.lease.as_millis() as i64;
     let mut summary = Summary::default();
     let mut templates: HashMap<i64, Arc<Compiled>> = HashMap::new();
+    let mut campaign_routes: HashMap<i64, Arc<Route>> = HashMap::new();
     let mut pending: VecDeque<Ready> = VecDeque::new();
     let mut flights: HashMap<i64, Flight> = HashMap::new();
+    let mut per_route: HashMap<usize, usize> = HashMap::new();
     let mut inflight: JoinSet<(i64, CallResult)> = JoinSet::new();
     let mut outcomes: Vec<Record> = Vec::new();
     let mut campaigns: Vec<ActiveCampaign> = Vec::new();
@@ -214,13 +239,15 @@ pub async fn run(
     let mut last_flush = Instant::now();
     let mut stopping = false;
     let mut drain_until: Option<tokio::time::Instant> = None;
+    // When rows wait for rate-limit tokens: how long until the next one.
+    let mut rate_wait: Option<Duration>;
     tokio::pin!(shutdown);
 
-    tracing::info!(worker = %cfg.worker_id, provider = %caps.name, batch = cfg.batch,
+    tracing::info!(worker = %cfg.worker_id, batch = cfg.batch,
         concurrency = cfg.concurrency, "worker started");
 
     loop {
-        // 1. Maintenance: due campaigns, list building, cancelled sweeps.
+        // 1. Maintenance: due campaigns, list building, cancelled sweeps, reconciliation.
         if !stopping && last_maintenance.is_none_or(|t| t.elapsed() >= cfg.tick) {
             let now = crate::clock::now_ms();
             let started = blocking(&ledger, move |l| l.start_due_campaigns(now)).await?;
@@ -230,6 +257,17 @@ pub async fn run(
             summary.campaigns_started.extend(started);
             blocking(&ledger, move |l| l.sweep_cancelled(now)).await?;
             campaigns = blocking(&ledger, |l| l.active_campaigns()).await?;
+            for c in &campaigns {
+                if let std::collections::hash_map::Entry::Vacant(slot) = campaign_routes.entry(c.id)
+                {
+                    let r = routes
+                        .for_campaign(c.account_id, &c.account_name, c.channel)
+                        .map_err(|e| e.context(&format!("campaign {}", c.id)))?;
+                    tracing::info!(campaign_id = c.id, route = %r.name,
+                        provider = %r.provider.capabilities().name, "campaign routed");
+                    slot.insert(r);
+                }
+            }
             for c in campaigns.iter_mut().filter(|c| !c.list_complete) {
                 let (id, chunk) = (c.id, cfg.list_chunk);
                 let t = Instant::now();
@@ -245,6 +283,11 @@ pub async fn run(
                 if !summary.campaigns_touched.contains(&c.id) {
                     summary.campaigns_touched.push(c.id);
                 }
+                if let Some(r) = campaign_routes.get(&c.id) {
+                    if r.provider.capabilities().can_lookup {
+                        reconcile(&ledger, r, c, &mut summary).await?;
+                    }
+                }
             }
             last_maintenance = Some(Instant::now());
         }
@@ -255,6 +298,9 @@ pub async fn run(
             for _ in 0..campaigns.len() {
                 let c = &campaigns[rr % campaigns.len()];
                 rr = rr.wrapping_add(1);
+                let Some(route) = campaign_routes.get(&c.id).cloned() else {
+                    continue;
+                };
                 let req = ClaimRequest {
                     campaign_id: c.id,
                     account_id: c.account_id,
@@ -263,7 +309,11 @@ pub async fn run(
                     lease_ms,
                     token: random_token(),
                     owner: cfg.worker_id.clone(),
-                    key_window_ms,
+                    key_window_ms: route
+                        .provider
+                        .capabilities()
+                        .key_window
+                        .map(|w| w.as_millis() as i64),
                     now: crate::clock::now_ms(),
                 };
                 let got = blocking(&ledger, move |l| l.claim(&req)).await?;
@@ -302,7 +352,11 @@ pub async fn run(
                                 body,
                                 html: None,
                             };
-                            pending.push_back(Ready { row, msg });
+                            pending.push_back(Ready {
+                                row,
+                                msg,
+                                route: route.clone(),
+                            });
                         }
                         Err(e) => outcomes.push(Record {
                             id: row.id,
@@ -318,56 +372,108 @@ pub async fn run(
             }
         }
 
-        // 3. Dispatch: marker first (one commit for the whole wave), then the calls.
+        // 3. Dispatch: marker first (one commit for the whole wave), then the calls. A row
+        // goes only if its route has room (concurrency cap) and a rate-limit token.
         let free = cfg.concurrency.saturating_sub(inflight.len());
+        rate_wait = None;
         if !stopping && free > 0 && !pending.is_empty() {
-            let wave: Vec<Ready> = pending.drain(..free.min(pending.len())).collect();
-            let keys: Vec<(i64, i64)> = wave.iter().map(|r| (r.row.id, r.row.token)).collect();
-            let now = crate::clock::now_ms();
-            // Outcomes of earlier calls are committed with this wave's marker, so at any moment
-            // at most `concurrency` rows are dispatched without a recorded outcome: that bounds
-            // what a crash can leave in doubt.
-            let group = std::mem::take(&mut outcomes);
-            let (stats, held) = blocking(&ledger, move |l| {
-                l.record_and_dispatch(&group, &keys, now, lease_ms)
-            })
-            .await?;
-            summary.add(&stats);
-            last_flush = Instant::now();
-            let held: std::collections::HashSet<i64> = held.into_iter().collect();
-            for r in wave {
-                if !held.contains(&r.row.id) {
-                    tracing::warn!(
-                        send_id = r.row.id,
-                        "lease lost before dispatch; not calling"
-                    );
+            let mut wave: Vec<Ready> = Vec::new();
+            let mut keep: VecDeque<Ready> = VecDeque::new();
+            let mut taken: HashMap<usize, usize> = HashMap::new();
+            let mut tokens: HashMap<usize, u32> = HashMap::new();
+            // Ask each limited route once for as many tokens as it has candidates.
+            let mut want: HashMap<usize, (Arc<Route>, u32)> = HashMap::new();
+            for r in pending.iter().take(free) {
+                if r.route.limiter.is_some() {
+                    want.entry(route_key(&r.route))
+                        .or_insert_with(|| (r.route.clone(), 0))
+                        .1 += 1;
+                }
+            }
+            for (k, (route, n)) in want {
+                if let Some(l) = &route.limiter {
+                    let (granted, wait) = l.try_take(n).await?;
+                    tokens.insert(k, granted);
+                    if granted < n {
+                        let w = Duration::from_millis(wait as u64);
+                        rate_wait = Some(rate_wait.map_or(w, |x| x.min(w)));
+                    }
+                }
+            }
+            while let Some(r) = pending.pop_front() {
+                let k = route_key(&r.route);
+                let busy =
+                    per_route.get(&k).copied().unwrap_or(0) + taken.get(&k).copied().unwrap_or(0);
+                let capped = r.route.concurrency.is_some_and(|c| busy >= c);
+                let no_token =
+                    r.route.limiter.is_some() && tokens.get(&k).copied().unwrap_or(0) == 0;
+                if wave.len() >= free || capped || no_token {
+                    keep.push_back(r);
                     continue;
                 }
-                flights.insert(
-                    r.row.id,
-                    Flight {
-                        token: r.row.token,
-                        attempts: r.row.attempts + 1,
-                        maybe_delivered: r.row.maybe_delivered,
-                    },
-                );
-                let p = provider.clone();
-                let id = r.row.id;
-                inflight.spawn(async move {
-                    let res = match tokio::time::timeout(call_timeout, p.send(&r.msg)).await {
-                        Ok(res) => res,
-                        Err(_) => CallResult::Ambiguous {
-                            error: format!("provider call timed out after {call_timeout:?}"),
-                        },
-                    };
-                    if matches!(
-                        res,
-                        CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }
-                    ) {
-                        crate::crash::point("after_provider_accept");
+                if let Some(t) = tokens.get_mut(&k) {
+                    *t -= 1;
+                }
+                *taken.entry(k).or_default() += 1;
+                wave.push(r);
+            }
+            pending = keep;
+            // Tokens granted but not used this wave are simply not spent again: a stricter limit.
+            if !wave.is_empty() {
+                let keys: Vec<(i64, i64)> = wave.iter().map(|r| (r.row.id, r.row.token)).collect();
+                let now = crate::clock::now_ms();
+                // Outcomes of earlier calls are committed with this wave's marker, so at any
+                // moment at most `concurrency` rows are dispatched without a recorded outcome:
+                // that bounds what a crash can leave in doubt.
+                let group = std::mem::take(&mut outcomes);
+                let (stats, held) = blocking(&ledger, move |l| {
+                    l.record_and_dispatch(&group, &keys, now, lease_ms)
+                })
+                .await?;
+                summary.add(&stats);
+                last_flush = Instant::now();
+                let held: std::collections::HashSet<i64> = held.into_iter().collect();
+                for r in wave {
+                    if !held.contains(&r.row.id) {
+                        tracing::warn!(
+                            send_id = r.row.id,
+                            "lease lost before dispatch; not calling"
+                        );
+                        continue;
                     }
-                    (id, res)
-                });
+                    let k = route_key(&r.route);
+                    *per_route.entry(k).or_default() += 1;
+                    let caps = r.route.provider.capabilities();
+                    flights.insert(
+                        r.row.id,
+                        Flight {
+                            token: r.row.token,
+                            attempts: r.row.attempts + 1,
+                            maybe_delivered: r.row.maybe_delivered,
+                            idempotent: caps.key_window.is_some(),
+                            route: k,
+                        },
+                    );
+                    // A call must end well inside its lease: the lease is renewed at dispatch.
+                    let call_timeout = caps.call_timeout.min(cfg.lease / 2);
+                    let p = r.route.provider.clone();
+                    let id = r.row.id;
+                    inflight.spawn(async move {
+                        let res = match tokio::time::timeout(call_timeout, p.send(&r.msg)).await {
+                            Ok(res) => res,
+                            Err(_) => CallResult::Ambiguous {
+                                error: format!("provider call timed out after {call_timeout:?}"),
+                            },
+                        };
+                        if matches!(
+                            res,
+                            CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }
+                        ) {
+                            crate::crash::point("after_provider_accept");
+                        }
+                        (id, res)
+                    });
+                }
             }
         }
 
@@ -429,17 +535,23 @@ pub async fn run(
             continue;
         }
 
-        // 5. Wait for calls to finish (or for the stop signal / drain deadline).
+        // 5. Wait for calls to finish (or for the stop signal / drain deadline / a token).
         if inflight.is_empty() {
+            // Rows are waiting for rate-limit tokens or route capacity.
+            let wait = rate_wait.unwrap_or(Duration::from_millis(10));
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = &mut shutdown, if !stopping => { stopping = true; summary.interrupted = true; }
+            }
             continue;
         }
         tokio::select! {
             joined = inflight.join_next() => {
                 if let Some(j) = joined {
-                    collect(j, &mut flights, &mut outcomes, key_window_ms.is_some(), &cfg);
+                    collect(j, &mut flights, &mut per_route, &mut outcomes, &cfg);
                 }
                 while let Some(j) = inflight.try_join_next() {
-                    collect(j, &mut flights, &mut outcomes, key_window_ms.is_some(), &cfg);
+                    collect(j, &mut flights, &mut per_route, &mut outcomes, &cfg);
                 }
             }
             _ = &mut shutdown, if !stopping => {
@@ -458,9 +570,10 @@ pub async fn run(
                         token: f.token,
                         outcome: decide(CallResult::Ambiguous {
                             error: "call abandoned at shutdown".into()
-                        }, f.attempts, f.maybe_delivered, key_window_ms.is_some(), &cfg, now),
+                        }, f.attempts, f.maybe_delivered, f.idempotent, &cfg, now),
                     });
                 }
+                per_route.clear();
                 while inflight.join_next().await.is_some() {}
             }
         }
@@ -485,6 +598,44 @@ pub async fn run(
     Ok(summary)
 }
 
+/// Ask the provider about rows in doubt it can look up: found means sent, an authoritative
+/// "not found" means it may be sent again. Unknown answers leave the row for the operator.
+async fn reconcile(
+    ledger: &Arc<dyn Ledger>,
+    route: &Arc<Route>,
+    c: &ActiveCampaign,
+    summary: &mut Summary,
+) -> Result<()> {
+    let (id, before) = (c.id, crate::clock::now_ms() - RECONCILE_AFTER_MS);
+    let rows = blocking(ledger, move |l| l.reconcilable(id, before, 100)).await?;
+    for (send_id, job_id, address) in rows {
+        let msg = Message {
+            idempotency_key: idempotency_key(&job_id),
+            job_id,
+            channel: c.channel,
+            from: c.sender.clone(),
+            to: address,
+            subject: None,
+            body: String::new(),
+            html: None,
+        };
+        let found = match route.provider.lookup(&msg).await {
+            Lookup::Found { provider_id } => Some(provider_id),
+            Lookup::NotFound => None,
+            Lookup::Unknown { reason } => {
+                tracing::debug!(send_id, %reason, "lookup could not tell");
+                continue;
+            }
+        };
+        let sent = found.is_some();
+        if blocking(ledger, move |l| l.settle_doubt(send_id, found)).await? {
+            tracing::info!(send_id, sent, "in-doubt row reconciled with the provider");
+            summary.reconciled += 1;
+        }
+    }
+    Ok(())
+}
+
 async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
     match t {
         Some(t) => tokio::time::sleep_until(t).await,
@@ -495,8 +646,8 @@ async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
 fn collect(
     joined: std::result::Result<(i64, CallResult), tokio::task::JoinError>,
     flights: &mut HashMap<i64, Flight>,
+    per_route: &mut HashMap<usize, usize>,
     outcomes: &mut Vec<Record>,
-    idempotent: bool,
     cfg: &Config,
 ) {
     let Ok((id, res)) = joined else {
@@ -505,11 +656,14 @@ fn collect(
         return;
     };
     if let Some(f) = flights.remove(&id) {
+        if let Some(n) = per_route.get_mut(&f.route) {
+            *n = n.saturating_sub(1);
+        }
         let now = crate::clock::now_ms();
         outcomes.push(Record {
             id,
             token: f.token,
-            outcome: decide(res, f.attempts, f.maybe_delivered, idempotent, cfg, now),
+            outcome: decide(res, f.attempts, f.maybe_delivered, f.idempotent, cfg, now),
         });
     }
 }

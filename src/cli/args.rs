@@ -228,13 +228,15 @@ pub struct RunArgs {
     /// Process everything due, then exit (instead of running until stopped).
     #[arg(long)]
     pub once: bool,
-    /// Provider: outbox:PATH[?idempotent=false], webhook:URL[#timeout=10s&key_window=24h] or null.
-    #[arg(
-        long,
-        env = "SENDONCE_PROVIDER",
-        default_value = "outbox:./outbox.jsonl"
-    )]
-    pub provider: String,
+    /// Provider for every campaign (overrides the config file's default): outbox:PATH[?idempotent=false],
+    /// webhook:URL[#timeout=10s&key_window=24h] or null. Without it and without a config file:
+    /// outbox:./outbox.jsonl.
+    #[arg(long, env = "SENDONCE_PROVIDER")]
+    pub provider: Option<String>,
+    /// Config file routing accounts and channels to providers, with rate limits
+    /// (default: ./sendonce.toml if it exists).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Rows per claim.
     #[arg(long, default_value_t = 100)]
     pub batch: usize,

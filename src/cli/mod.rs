@@ -401,7 +401,12 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         return Err(Error::invalid("--max-attempts must be at least 1"));
     }
     let store = open(cli)?;
-    let provider = provider::from_spec(&a.provider)?;
+    let routes = match crate::config::Config::load(a.config.as_deref())? {
+        Some(file) => crate::routes::Routes::from_config(file, a.provider.as_deref(), &store)?,
+        None => crate::routes::Routes::single(provider::from_spec(
+            a.provider.as_deref().unwrap_or("outbox:./outbox.jsonl"),
+        )?),
+    };
     let cfg = worker::Config {
         batch: a.batch,
         concurrency: a.concurrency,
@@ -425,7 +430,7 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
     let summary = rt.block_on(async move {
         let stop = stop_signal()?;
-        worker::run(ledger, provider, cfg, stop).await
+        worker::run_routed(ledger, Arc::new(routes), cfg, stop).await
     })?;
     let mut in_doubt = 0;
     for id in &summary.campaigns_touched {

@@ -66,6 +66,8 @@ pub struct Capabilities {
     pub key_window: Option<Duration>,
     /// Upper bound of one call; leases must outlive it.
     pub call_timeout: Duration,
+    /// `lookup` can find a message by our job id (rows in doubt are reconciled with it).
+    pub can_lookup: bool,
 }
 
 pub type CallFuture<'a> = Pin<Box<dyn Future<Output = CallResult> + Send + 'a>>;
@@ -112,6 +114,7 @@ impl Null {
                 name: "null".into(),
                 key_window: Some(Duration::from_secs(24 * 3600)),
                 call_timeout: Duration::from_secs(1),
+                can_lookup: false,
             },
         }
     }

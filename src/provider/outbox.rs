@@ -67,6 +67,7 @@ impl Outbox {
                 name: format!("outbox:{}", path.display()),
                 key_window: idempotent.then(|| Duration::from_secs(24 * 3600)),
                 call_timeout: Duration::from_secs(30),
+                can_lookup: false,
             },
             tx,
         })

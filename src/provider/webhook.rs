@@ -89,6 +89,7 @@ impl Webhook {
                 name: format!("webhook:{}", public_url(&url)),
                 key_window,
                 call_timeout: timeout,
+                can_lookup: false,
             },
             client,
             url,

@@ -337,14 +337,12 @@ impl Store {
     pub fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {
         let now = crate::clock::now_ms();
         self.write(|tx| {
-            let row: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT campaign_id, status FROM sends WHERE id = ?1",
-                    [send_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
+            let status: Option<String> = tx
+                .query_row("SELECT status FROM sends WHERE id = ?1", [send_id], |r| {
+                    r.get(0)
+                })
                 .optional()?;
-            let Some((campaign_id, status)) = row else {
+            let Some(status) = status else {
                 return Err(Error::invalid(format!("unknown send id {send_id}")));
             };
             if status != "in_doubt" {
@@ -352,19 +350,49 @@ impl Store {
                     "send {send_id} is {status}, not in_doubt"
                 )));
             }
-            let sql = if as_sent {
-                "UPDATE sends SET status = 'sent', sent_at = ?2, updated_at = ?2, doubt_since = NULL,
-                        last_error = 'resolved by operator as sent'
-                 WHERE id = ?1 AND status = 'in_doubt'"
-            } else {
-                "UPDATE sends SET status = 'queued', visible_at = ?2, updated_at = ?2,
-                        doubt_since = NULL, dispatched_at = NULL,
-                        last_error = 'requeued by operator after doubt'
-                 WHERE id = ?1 AND status = 'in_doubt'"
-            };
-            tx.execute(sql, params![send_id, now])?;
-            complete_if_done(tx, campaign_id, now)?;
+            settle_doubt_tx(tx, send_id, None, as_sent, now, "operator")?;
             Ok(())
         })
     }
+}
+
+/// Settle one row in doubt as sent (with the provider's id, if known) or queued again, then
+/// complete the campaign if that was its last open row. Returns false if it was not in doubt.
+pub(super) fn settle_doubt_tx(
+    tx: &Transaction<'_>,
+    send_id: i64,
+    provider_id: Option<&str>,
+    as_sent: bool,
+    now: i64,
+    by: &str,
+) -> Result<bool> {
+    let campaign_id: Option<i64> = tx
+        .query_row(
+            "SELECT campaign_id FROM sends WHERE id = ?1 AND status = 'in_doubt'",
+            [send_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(campaign_id) = campaign_id else {
+        return Ok(false);
+    };
+    if as_sent {
+        tx.execute(
+            "UPDATE sends SET status = 'sent', sent_at = ?2, updated_at = ?2, doubt_since = NULL,
+                    provider_message_id = coalesce(?3, provider_message_id),
+                    last_error = 'resolved as sent by ' || ?4
+             WHERE id = ?1 AND status = 'in_doubt'",
+            params![send_id, now, provider_id, by],
+        )?;
+    } else {
+        tx.execute(
+            "UPDATE sends SET status = 'queued', visible_at = ?2, updated_at = ?2,
+                    doubt_since = NULL, dispatched_at = NULL,
+                    last_error = 'requeued by ' || ?3 || ' after doubt'
+             WHERE id = ?1 AND status = 'in_doubt'",
+            params![send_id, now, by],
+        )?;
+    }
+    complete_if_done(tx, campaign_id, now)?;
+    Ok(true)
 }

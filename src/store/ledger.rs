@@ -12,6 +12,8 @@ use rusqlite::{params, OptionalExtension, Transaction};
 pub struct ActiveCampaign {
     pub id: i64,
     pub account_id: i64,
+    /// For routing by account name in the config file.
+    pub account_name: String,
     pub channel: Channel,
     pub sender: Option<String>,
     pub subject: Option<String>,
@@ -145,6 +147,16 @@ pub trait Ledger: Send + Sync + 'static {
     fn next_visible(&self, campaign_id: i64) -> Result<Option<i64>>;
     /// Settle expired leases of cancelled campaigns (dispatched: in doubt; else cancelled).
     fn sweep_cancelled(&self, now: i64) -> Result<u64>;
+    /// Rows in doubt since before `before`, to look up at the provider: (id, job id, address).
+    fn reconcilable(
+        &self,
+        campaign_id: i64,
+        before: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>>;
+    /// The provider answered for a row in doubt: `Some(id)` it has the message (sent), `None`
+    /// it never accepted it (queued again). Returns false if the row was no longer in doubt.
+    fn settle_doubt(&self, send_id: i64, found: Option<String>) -> Result<bool>;
 }
 
 impl Ledger for Store {
@@ -167,8 +179,10 @@ impl Ledger for Store {
     fn active_campaigns(&self) -> Result<Vec<ActiveCampaign>> {
         self.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT id, account_id, channel, sender, subject, body, list_complete, templated
-                 FROM campaigns WHERE status = 'sending' ORDER BY id",
+                "SELECT c.id, c.account_id, c.channel, c.sender, c.subject, c.body,
+                        c.list_complete, c.templated, a.name
+                 FROM campaigns c JOIN accounts a ON a.id = c.account_id
+                 WHERE c.status = 'sending' ORDER BY c.id",
             )?;
             let rows = st
                 .query_map([], |r| {
@@ -185,6 +199,7 @@ impl Ledger for Store {
                         subject: r.get(4)?,
                         body: r.get(5)?,
                         templated: r.get::<_, i64>(7)? != 0,
+                        account_name: r.get(8)?,
                         list_complete: r.get::<_, i64>(6)? != 0,
                     })
                 })?
@@ -446,6 +461,41 @@ impl Ledger for Store {
                  WHERE campaign_id = ?1 AND status IN ('queued', 'leased')",
             )?
             .query_row([campaign_id], |r| r.get(0))?)
+        })
+    }
+
+    fn reconcilable(
+        &self,
+        campaign_id: i64,
+        before: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, job_id, address FROM sends
+                 WHERE campaign_id = ?1 AND status = 'in_doubt' AND doubt_since < ?2
+                 ORDER BY id LIMIT ?3",
+            )?;
+            let rows = st
+                .query_map(params![campaign_id, before, limit as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    fn settle_doubt(&self, send_id: i64, found: Option<String>) -> Result<bool> {
+        let now = crate::clock::now_ms();
+        self.write(|tx| {
+            super::campaigns::settle_doubt_tx(
+                tx,
+                send_id,
+                found.as_deref(),
+                found.is_some(),
+                now,
+                "provider lookup",
+            )
         })
     }
 
