@@ -747,3 +747,72 @@ fn eight_processes_on_one_file_see_no_busy_errors() {
     println!("largest WAL seen: {:.1} MiB", max_wal as f64 / 1048576.0);
     assert!(max_wal < 64 << 20, "WAL grew to {max_wal} bytes");
 }
+
+// ---------------------------------------------------------------- graceful stop
+
+#[test]
+fn sigterm_drains_in_flight_calls_and_returns_undispatched_leases() {
+    let recipients = 400;
+    let env = Env::new();
+    let cid = template(&env, recipients);
+    // Slow provider without idempotency: an abandoned call would show up as a doubt.
+    let fake = Fake::start(
+        &env.path("deliveries.jsonl"),
+        false,
+        &["--latency", "200ms..300ms"],
+    );
+    let spec = fake.spec(false);
+    let mut c = Command::new(BIN);
+    c.arg("--db").arg(&env.db).arg("-q");
+    c.args([
+        "run",
+        "--provider",
+        &spec,
+        "--batch",
+        "40",
+        "--concurrency",
+        "8",
+        "--tick",
+        "20ms",
+        "--drain",
+        "10s",
+    ]);
+    let mut child = c.stdout(Stdio::null()).spawn().unwrap();
+    // Wait until calls are in flight.
+    let t = Instant::now();
+    while delivered_jobs(&fake.log).len() < 16 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(0), "a stopped worker exits 0");
+    let stopped_at = t.elapsed();
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'leased'"),
+        0,
+        "no lease left behind"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'"),
+        0,
+        "in-flight calls finished"
+    );
+    let sent = env.count("SELECT count(*) FROM sends WHERE status = 'sent'") as usize;
+    assert!(
+        sent < recipients,
+        "it stopped early ({sent} sent in {stopped_at:?})"
+    );
+    assert_eq!(
+        delivered_jobs(&fake.log).len(),
+        sent,
+        "every delivered call was recorded"
+    );
+    // The rest goes out on the next run, once each.
+    let code = run_to_completion(&env.db, &spec, &["--concurrency", "32"]);
+    assert_eq!(code, 0);
+    let doc = check(&env.db, &[&cid], &fake.log);
+    assert_pass(&doc, "after SIGTERM");
+    assert_eq!(doc["delivered"], recipients);
+}
