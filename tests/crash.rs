@@ -193,7 +193,7 @@ fn crash_points_exhaustive() {
     let cid = template(&base, recipients);
     let worker_args = [
         "--lease",
-        "600ms",
+        "1s",
         "--batch",
         "20",
         "--concurrency",
@@ -247,8 +247,13 @@ fn crash_points_exhaustive() {
                     );
                     assert_eq!(doc["delivered"], recipients, "{what}");
                 } else {
-                    // Only calls really in flight at the kill can be in doubt.
-                    assert!(in_doubt <= 8, "{what}: {in_doubt} in doubt > concurrency");
+                    // Only calls really in flight at the kill are put in doubt by it (a call that
+                    // timed out on a loaded machine is in doubt for its own, honest reason).
+                    let from_kill = env.count(&format!(
+                        "SELECT count(*) FROM sends WHERE campaign_id = {cid} AND status = 'in_doubt'
+                         AND last_error LIKE '%lease expired after dispatch%'"
+                    ));
+                    assert!(from_kill <= 8, "{what}: {from_kill} in doubt from the kill > concurrency");
                     assert_eq!(
                         doc["delivered"].as_u64().unwrap() + in_doubt
                             - doc["in_doubt_delivered"].as_u64().unwrap(),
