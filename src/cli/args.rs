@@ -90,7 +90,8 @@ pub enum Command {
         #[arg(long = "log", required = true)]
         logs: Vec<PathBuf>,
     },
-    /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL).
+    /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL,
+    /// or a twilio:, resend: or postmark: provider whose base_url points here).
     FakeProvider(FakeProviderArgs),
 }
 
@@ -273,7 +274,8 @@ pub enum DoubtsCmd {
     },
 }
 
-/// `sendonce fake-provider`: POST /send (JSON, Idempotency-Key header), GET /messages, GET /health.
+/// `sendonce fake-provider`: POST /send (JSON, Idempotency-Key header), GET /messages, GET /health,
+/// and Twilio-, Resend- and Postmark-compatible endpoints (point a provider's base_url here).
 #[derive(Args, Debug)]
 pub struct FakeProviderArgs {
     /// Address to listen on (port 0: any free port). The bound address is printed first.
@@ -301,4 +303,8 @@ pub struct FakeProviderArgs {
     /// Seed for the random faults and latency.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// A number the Twilio endpoint answers with error 21610 (recipient opted out).
+    /// Repeatable.
+    #[arg(long = "twilio-opted-out", value_name = "NUMBER")]
+    pub twilio_opted_out: Vec<String>,
 }

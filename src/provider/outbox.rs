@@ -67,6 +67,7 @@ impl Outbox {
                 name: format!("outbox:{}", path.display()),
                 key_window: idempotent.then(|| Duration::from_secs(24 * 3600)),
                 call_timeout: Duration::from_secs(30),
+                can_lookup: false,
             },
             tx,
         })
@@ -179,6 +180,8 @@ impl Writer {
                 replay,
                 message_id: message_id.clone(),
                 metadata: None,
+                api: None,
+                headers: None,
             };
             serde_json::to_writer(&mut bytes, &line)
                 .map_err(|e| Error::io("encoding outbox line", e.into()))?;
