@@ -219,7 +219,10 @@ pub struct RunArgs {
     /// Process everything due, then exit (instead of running until stopped).
     #[arg(long)]
     pub once: bool,
-    /// Provider: outbox:PATH[?idempotent=false], webhook:URL[#timeout=10s&key_window=24h] or null.
+    /// Provider: outbox:PATH[?idempotent=false], webhook:URL[#timeout=10s&key_window=24h],
+    /// twilio:ACCOUNT_SID?from=+1..., resend:?from=ADDR, postmark:?from=ADDR or null.
+    /// Credentials come from SENDONCE_TWILIO_AUTH_TOKEN, SENDONCE_RESEND_API_KEY,
+    /// SENDONCE_POSTMARK_TOKEN (or the spec's *_file= option), never from the command line.
     #[arg(
         long,
         env = "SENDONCE_PROVIDER",
