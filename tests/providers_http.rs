@@ -979,7 +979,6 @@ async fn postmark_error_mapping_and_lookup_failures() {
     // Lookup that cannot tell: an error answer, a refused connection, a search that ignored
     // the metadata filter.
     let lookup = |resp: Option<String>| {
-        let spec = spec.clone();
         let m = m.clone();
         async move {
             let (addr, seen) = raw_server(resp).await;
