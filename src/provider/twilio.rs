@@ -117,7 +117,9 @@ impl Twilio {
 
     /// The form fields of one message, in the order they are sent.
     pub fn form(&self, msg: &Message) -> Vec<(&'static str, String)> {
-        let mut f = vec![("To", msg.to.clone())];
+        // The ledger stores E.164 already; normalising again costs nothing and is safe.
+        let to = crate::sms::check_e164(&msg.to).unwrap_or_else(|_| msg.to.clone());
+        let mut f = vec![("To", to)];
         if let Some(from) = msg.from.as_ref().or(self.from.as_ref()) {
             f.push(("From", from.clone()));
         }
