@@ -21,9 +21,17 @@ pub struct DeliveryLine {
     /// delivery.
     pub replay: bool,
     pub message_id: String,
-    /// Free metadata the caller sent (webhook provider), if any.
+    /// Free metadata the caller sent (webhook `metadata`, Postmark `Metadata`, Twilio's
+    /// `StatusCallback`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
+    /// The fake provider's API that accepted it (`twilio`, `resend`, `postmark`); absent for
+    /// the generic `/send` and the outbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// Custom message headers the request asked for (e.g. `X-Sendonce-Job`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Read every complete, well-formed line of a delivery log. A torn last line (a writer killed

@@ -5,7 +5,9 @@
 //!   worker uses (claim, dispatch marker, record, complete) and the management queries.
 //! - `worker`: claims rows, renders them, calls the provider with bounded concurrency, and
 //!   group-commits the outcomes. The only caller of providers.
-//! - `provider`: the `Provider` trait, its capabilities (idempotency window) and the outbox.
+//! - `provider`: the `Provider` trait, its capabilities (idempotency window, lookup), the
+//!   outbox, the webhook, and the Twilio, Resend and Postmark HTTP APIs.
+//! - `sms`: SMS text helpers (E.164 check, GSM-7/UCS-2 detection, segment count).
 //! - `template`, `address`, `model`, `clock`: pure helpers (rendering, normalisation, states,
 //!   job ids and keys, time).
 //! - `deliverylog`: the JSONL line format shared by the outbox and the fake provider's log.
@@ -35,6 +37,7 @@ pub mod notify;
 pub mod provider;
 pub mod ratelimit;
 pub mod routes;
+pub mod sms;
 pub mod store;
 pub mod template;
 pub mod worker;

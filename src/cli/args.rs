@@ -100,7 +100,8 @@ pub enum Command {
         #[arg(long = "log", required = true)]
         logs: Vec<PathBuf>,
     },
-    /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL).
+    /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL,
+    /// or a twilio:, resend: or postmark: provider whose base_url points here).
     FakeProvider(FakeProviderArgs),
 }
 
@@ -229,8 +230,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub once: bool,
     /// Provider for every campaign (overrides the config file's default): outbox:PATH[?idempotent=false],
-    /// webhook:URL[#timeout=10s&key_window=24h] or null. Without it and without a config file:
-    /// outbox:./outbox.jsonl.
+    /// webhook:URL[#timeout=10s&key_window=24h], smtp://HOST:PORT?tls=..., twilio:ACCOUNT_SID?from=+1...,
+    /// resend:?from=ADDR, postmark:?from=ADDR or null. Without it and without a config file:
+    /// outbox:./outbox.jsonl. Credentials come from environment variables (SENDONCE_SMTP_PASSWORD,
+    /// SENDONCE_TWILIO_AUTH_TOKEN, SENDONCE_RESEND_API_KEY, SENDONCE_POSTMARK_TOKEN) or the spec's
+    /// *_file= option, never from the command line.
     #[arg(long, env = "SENDONCE_PROVIDER")]
     pub provider: Option<String>,
     /// Config file routing accounts and channels to providers, with rate limits
@@ -285,7 +289,8 @@ pub enum DoubtsCmd {
     },
 }
 
-/// `sendonce fake-provider`: POST /send (JSON, Idempotency-Key header), GET /messages, GET /health.
+/// `sendonce fake-provider`: POST /send (JSON, Idempotency-Key header), GET /messages, GET /health,
+/// and Twilio-, Resend- and Postmark-compatible endpoints (point a provider's base_url here).
 #[derive(Args, Debug)]
 pub struct FakeProviderArgs {
     /// Address to listen on (port 0: any free port). The bound address is printed first.
@@ -313,6 +318,10 @@ pub struct FakeProviderArgs {
     /// Seed for the random faults and latency.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// A number the Twilio endpoint answers with error 21610 (recipient opted out).
+    /// Repeatable.
+    #[arg(long = "twilio-opted-out", value_name = "NUMBER")]
+    pub twilio_opted_out: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -20,6 +20,7 @@ const MAX_GROUP: usize = 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct Request {
     pub job_id: String,
+    /// Empty when the request carries no key (Twilio, Postmark, Resend without the header).
     pub idempotency_key: String,
     pub channel: String,
     pub from: Option<String>,
@@ -27,6 +28,40 @@ pub(crate) struct Request {
     pub subject: Option<String>,
     pub body: String,
     pub metadata: Option<serde_json::Value>,
+    /// Which API accepted it (`None`: the generic `/send`).
+    pub api: Option<&'static str>,
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// The shape of the message id handed out.
+    pub id_style: IdStyle,
+}
+
+/// How a new message id looks, so each API answers with ids of its provider's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdStyle {
+    /// `fake-<32 hex>` (the generic `/send`).
+    Fake,
+    /// `SM<32 hex>`, a Twilio message SID.
+    TwilioSid,
+    /// A hyphenated UUID (Resend, Postmark).
+    Uuid,
+}
+
+impl IdStyle {
+    fn new_id(self) -> String {
+        let u = uuid::Uuid::new_v4();
+        match self {
+            IdStyle::Fake => format!("fake-{}", u.simple()),
+            IdStyle::TwilioSid => format!("SM{}", u.simple()),
+            IdStyle::Uuid => u.hyphenated().to_string(),
+        }
+    }
+}
+
+impl Request {
+    /// Whether the key table applies: a request without a key is always a new delivery.
+    pub(crate) fn keyed(&self) -> bool {
+        !self.idempotency_key.is_empty()
+    }
 }
 
 impl Request {
@@ -133,7 +168,7 @@ impl Journal {
             // A crash between the two files' fsyncs leaves a logged delivery without its key
             // line (never answered, but a retry must still be a replay): learn it from the log.
             for l in crate::deliverylog::read_lines(log_path)? {
-                if !l.replay {
+                if !l.replay && !l.idempotency_key.is_empty() {
                     let hash = Request::payload_hash(&l.to, l.subject.as_deref(), &l.body);
                     keys.entry(l.idempotency_key)
                         .or_insert((l.message_id, hash));
@@ -224,15 +259,20 @@ impl Writer {
         let mut out = Vec::with_capacity(group.len());
         for (r, _) in group {
             let hash = r.hash();
-            let (message_id, replay) = match self.keys.get(&r.idempotency_key) {
+            let known = if r.keyed() {
+                self.keys.get(&r.idempotency_key)
+            } else {
+                None
+            };
+            let (message_id, replay) = match known {
                 Some((_, h)) if *h != hash => {
                     out.push(Verdict::Conflict);
                     continue;
                 }
                 Some((id, _)) => (id.clone(), true),
                 None => {
-                    let id = format!("fake-{}", uuid::Uuid::new_v4().simple());
-                    if self.idempotent {
+                    let id = r.id_style.new_id();
+                    if self.idempotent && r.keyed() {
                         serde_json::to_writer(
                             &mut key_bytes,
                             &KeyLine {
@@ -261,6 +301,8 @@ impl Writer {
                 replay,
                 message_id: message_id.clone(),
                 metadata: r.metadata.clone(),
+                api: r.api.map(str::to_string),
+                headers: r.headers.clone(),
             };
             serde_json::to_writer(&mut log_bytes, &line)
                 .map_err(|e| Error::io("encoding a delivery line", e.into()))?;

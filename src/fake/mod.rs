@@ -4,7 +4,9 @@
 //!
 //! - `journal`: the single writer thread (delivery log + key table, one fsync per group).
 //! - `server`: the HTTP side (hyper), routes and fault injection.
+//! - `apis`: Twilio-, Resend- and Postmark-compatible endpoints on the same journal.
 
+mod apis;
 mod journal;
 mod server;
 
@@ -33,6 +35,8 @@ pub struct Config {
     pub drop_after_accept_rate: f64,
     /// Seed for the fault injection (random when absent).
     pub seed: Option<u64>,
+    /// E.164 numbers the Twilio endpoint refuses with error 21610 (replied STOP).
+    pub twilio_opted_out: Vec<String>,
 }
 
 impl Config {
@@ -44,6 +48,7 @@ impl Config {
             fail_rate: 0.0,
             drop_after_accept_rate: 0.0,
             seed: None,
+            twilio_opted_out: Vec::new(),
         }
     }
 
@@ -56,6 +61,13 @@ impl Config {
             fail_rate: rate("--fail-rate", a.fail_rate)?,
             drop_after_accept_rate: rate("--drop-after-accept-rate", a.drop_after_accept_rate)?,
             seed: a.seed,
+            twilio_opted_out: a
+                .twilio_opted_out
+                .iter()
+                .map(|n| {
+                    crate::address::normalize_phone(n).map_err(|e| e.context("--twilio-opted-out"))
+                })
+                .collect::<Result<_>>()?,
         })
     }
 }

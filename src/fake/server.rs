@@ -1,8 +1,10 @@
 //! The fake provider's HTTP side (hyper, HTTP/1.1): `POST /send` (or `/`), `GET /messages`,
-//! `GET /health`, fault injection (latency, 503s, replies lost after a durable acceptance)
-//! and graceful shutdown. The caller owns the socket and the stop signal.
+//! `GET /health`, the provider-compatible endpoints of `apis`, fault injection (latency, 503s,
+//! replies lost after a durable acceptance) and graceful shutdown. The caller owns the socket
+//! and the stop signal.
 
-use super::journal::{Journal, Request, Verdict};
+use super::apis;
+use super::journal::{IdStyle, Journal, Request, Verdict};
 use super::{Config, Rng};
 use crate::deliverylog::DeliveryLine;
 use crate::error::{Error, Result};
@@ -21,15 +23,15 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// Largest request body accepted.
-const MAX_BODY: usize = 1 << 20;
+pub(super) const MAX_BODY: usize = 1 << 20;
 /// How long in-flight requests may take after the stop signal.
 const DRAIN: Duration = Duration::from_secs(10);
 
-type Body = Full<Bytes>;
+pub(super) type Body = Full<Bytes>;
 
 /// Returned to hyper to close the connection without writing any response.
 #[derive(Debug)]
-struct DropReply;
+pub(super) struct DropReply;
 
 impl std::fmt::Display for DropReply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -39,10 +41,10 @@ impl std::fmt::Display for DropReply {
 
 impl std::error::Error for DropReply {}
 
-struct Shared {
-    config: Config,
-    journal: Journal,
-    rng: Rng,
+pub(super) struct Shared {
+    pub(super) config: Config,
+    pub(super) journal: Journal,
+    pub(super) rng: Rng,
 }
 
 /// A fake provider whose log and key table are open; `serve` answers requests.
@@ -132,11 +134,26 @@ async fn handle(
     req: HttpRequest<Incoming>,
 ) -> std::result::Result<Response<Body>, DropReply> {
     let path = req.uri().path().to_string();
+    if let Some(sid) = apis::twilio_account(&path) {
+        return match req.method() {
+            &Method::POST => apis::twilio(&shared, req, sid).await,
+            _ => Ok(reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                json!({"code": 20004, "message": "Method not allowed", "status": 405}),
+            )),
+        };
+    }
     match (req.method(), path.as_str()) {
         (&Method::POST, "/send" | "/") => send(&shared, req).await,
         (&Method::GET, "/health") => Ok(reply(StatusCode::OK, json!({"status": "ok"}))),
         (&Method::GET, "/messages") => Ok(messages(&shared, req.uri().query()).await),
-        (_, "/send" | "/" | "/health" | "/messages") => Ok(reply(
+        (&Method::POST, "/emails") => apis::resend(&shared, req).await,
+        (&Method::POST, "/email") => apis::postmark_send(&shared, req).await,
+        (&Method::GET, "/messages/outbound") => Ok(apis::postmark_search(&shared, req).await),
+        (
+            _,
+            "/send" | "/" | "/health" | "/messages" | "/emails" | "/email" | "/messages/outbound",
+        ) => Ok(reply(
             StatusCode::METHOD_NOT_ALLOWED,
             json!({"error": "method not allowed"}),
         )),
@@ -144,7 +161,7 @@ async fn handle(
     }
 }
 
-fn reply(status: StatusCode, body: Value) -> Response<Body> {
+pub(super) fn reply(status: StatusCode, body: Value) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
     *r.status_mut() = status;
     r.headers_mut()
@@ -244,6 +261,9 @@ fn parse_send(body: &[u8], key: String) -> std::result::Result<Request, String> 
         subject: optional("subject")?,
         metadata: v.get("metadata").filter(|m| !m.is_null()).cloned(),
         idempotency_key: key,
+        api: None,
+        headers: None,
+        id_style: IdStyle::Fake,
     })
 }
 

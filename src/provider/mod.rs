@@ -1,10 +1,17 @@
 //! Providers: what the worker calls to deliver one message, what each declares it can do
-//! (idempotency window), and how its answers are classified.
+//! (idempotency window, lookup by job id), and how its answers are classified.
 
+mod httpapi;
 mod outbox;
+pub mod postmark;
+pub mod resend;
+pub mod twilio;
 mod webhook;
 
 pub use outbox::Outbox;
+pub use postmark::Postmark;
+pub use resend::Resend;
+pub use twilio::{twilio_signature, validate_twilio_signature, Twilio};
 pub use webhook::Webhook;
 
 use crate::address::Channel;
@@ -66,7 +73,8 @@ pub struct Capabilities {
     pub key_window: Option<Duration>,
     /// Upper bound of one call; leases must outlive it.
     pub call_timeout: Duration,
-    /// `lookup` can find a message by our job id (rows in doubt are reconciled with it).
+    /// `lookup` can tell whether a job was accepted (search by our job id), so a row in doubt
+    /// can be reconciled instead of waiting for an operator.
     pub can_lookup: bool,
 }
 
@@ -141,7 +149,9 @@ impl Provider for Null {
 }
 
 /// Build a provider from a `--provider` spec: `outbox:PATH[?idempotent=false]`,
-/// `webhook:URL[#timeout=10s&key_window=24h]` or `null`.
+/// `webhook:URL[#timeout=10s&key_window=24h]`, `twilio:ACCOUNT_SID?from=...`,
+/// `resend:?from=...`, `postmark:?from=...` or `null`. Credentials never appear in a spec:
+/// they come from environment variables or files (see each provider).
 pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if spec == "null" {
         return Ok(Arc::new(Null::new()));
@@ -168,8 +178,19 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if let Some(rest) = spec.strip_prefix("webhook:") {
         return Ok(Arc::new(Webhook::from_spec(rest)?));
     }
+    if let Some(rest) = spec.strip_prefix("twilio:") {
+        return Ok(Arc::new(Twilio::from_spec(rest)?));
+    }
+    if let Some(rest) = spec.strip_prefix("resend:") {
+        return Ok(Arc::new(Resend::from_spec(rest)?));
+    }
+    if let Some(rest) = spec.strip_prefix("postmark:") {
+        return Ok(Arc::new(Postmark::from_spec(rest)?));
+    }
     Err(Error::invalid(format!(
         "unknown provider {spec:?} (known: outbox:PATH[?idempotent=false], \
-         webhook:URL[#timeout=10s&key_window=24h], null)"
+         webhook:URL[#timeout=10s&key_window=24h], \
+         twilio:ACCOUNT_SID?from=+15550100[&status_callback=URL&base_url=URL], \
+         resend:?from=ADDRESS[&base_url=URL], postmark:?from=ADDRESS[&base_url=URL], null)"
     )))
 }

@@ -180,6 +180,8 @@ impl Writer {
                 replay,
                 message_id: message_id.clone(),
                 metadata: None,
+                api: None,
+                headers: None,
             };
             serde_json::to_writer(&mut bytes, &line)
                 .map_err(|e| Error::io("encoding outbox line", e.into()))?;

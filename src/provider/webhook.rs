@@ -193,7 +193,7 @@ pub fn classify_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -
 }
 
 /// `": <first characters of the body>"`, single-line, or nothing for an empty body.
-fn excerpt(body: &[u8]) -> String {
+pub(super) fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     if text.is_empty() {
@@ -211,7 +211,7 @@ fn excerpt(body: &[u8]) -> String {
 }
 
 /// The error and its causes, without the URL (which may carry credentials).
-fn chain(e: &reqwest::Error) -> String {
+pub(super) fn chain(e: &reqwest::Error) -> String {
     let mut out = String::new();
     let mut cur: Option<&dyn std::error::Error> = Some(e);
     let mut first = true;
@@ -239,7 +239,7 @@ fn chain(e: &reqwest::Error) -> String {
 }
 
 /// The URL for logs and reports: no user info, query or fragment.
-fn public_url(url: &Url) -> String {
+pub(super) fn public_url(url: &Url) -> String {
     let mut u = url.clone();
     let _ = u.set_username("");
     let _ = u.set_password(None);
