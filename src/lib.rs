@@ -5,7 +5,9 @@
 //!   worker uses (claim, dispatch marker, record, complete) and the management queries.
 //! - `worker`: claims rows, renders them, calls the provider with bounded concurrency, and
 //!   group-commits the outcomes. The only caller of providers.
-//! - `provider`: the `Provider` trait, its capabilities (idempotency window) and the outbox.
+//! - `provider`: the `Provider` trait, its capabilities (idempotency window), the outbox, the
+//!   webhook and SMTP providers (the SMTP message builder lives in `provider::email`).
+//! - `unsubscribe`: signing and verifying the per-recipient one-click unsubscribe tokens.
 //! - `template`, `address`, `model`, `clock`: pure helpers (rendering, normalisation, states,
 //!   job ids and keys, time).
 //! - `deliverylog`: the JSONL line format shared by the outbox and the fake provider's log.
@@ -30,4 +32,5 @@ pub mod model;
 pub mod provider;
 pub mod store;
 pub mod template;
+pub mod unsubscribe;
 pub mod worker;

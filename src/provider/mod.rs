@@ -1,10 +1,14 @@
 //! Providers: what the worker calls to deliver one message, what each declares it can do
 //! (idempotency window), and how its answers are classified.
 
+mod email;
 mod outbox;
+mod smtp;
 mod webhook;
 
+pub use email::{build_email, BuiltEmail, EmailSettings, UnsubscribeSettings, EXPECTED_HEADERS};
 pub use outbox::Outbox;
+pub use smtp::{classify_reply, classify_transport, Phase, Smtp, TlsMode};
 pub use webhook::Webhook;
 
 use crate::address::Channel;
@@ -138,7 +142,7 @@ impl Provider for Null {
 }
 
 /// Build a provider from a `--provider` spec: `outbox:PATH[?idempotent=false]`,
-/// `webhook:URL[#timeout=10s&key_window=24h]` or `null`.
+/// `webhook:URL[#timeout=10s&key_window=24h]`, `smtp://[user@]host:port?tls=...` or `null`.
 pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if spec == "null" {
         return Ok(Arc::new(Null::new()));
@@ -165,8 +169,19 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if let Some(rest) = spec.strip_prefix("webhook:") {
         return Ok(Arc::new(Webhook::from_spec(rest)?));
     }
+    if spec.starts_with("smtp://") {
+        return Ok(Arc::new(Smtp::from_spec(spec)?));
+    }
+    // The spec is not echoed: a mistyped SMTP URL may carry a password.
+    let head = spec.split(['/', '?', '#', '@']).next().unwrap_or("");
+    let shown = if head.len() < spec.len() {
+        format!("{head:?}...")
+    } else {
+        format!("{head:?}")
+    };
     Err(Error::invalid(format!(
-        "unknown provider {spec:?} (known: outbox:PATH[?idempotent=false], \
-         webhook:URL[#timeout=10s&key_window=24h], null)"
+        "unknown provider {shown} (known: outbox:PATH[?idempotent=false], \
+         webhook:URL[#timeout=10s&key_window=24h], \
+         smtp://[user@]host:port?tls=starttls|tls|none[&...], null)"
     )))
 }
