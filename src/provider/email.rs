@@ -117,7 +117,7 @@ pub fn build_email(
         ));
     if let Some(subject) = &msg.subject {
         check_text("subject", subject, MAX_SUBJECT_BYTES)?;
-        b = b.subject(subject.clone());
+        b = b.subject(squeeze_spaces(subject));
     }
     if let Some(u) = &settings.unsubscribe {
         let (list, one_click) = list_unsubscribe(u, &msg.job_id, &msg.to)?;
@@ -298,15 +298,28 @@ pub fn parse_mailbox(what: &str, s: &str) -> Result<Mailbox, String> {
         name = &name[1..name.len() - 1];
     }
     check_text(&format!("{what} display name"), name, MAX_NAME_BYTES)?;
-    if name.contains(['"', '\\']) {
+    if name.contains(['"', '\\', '<', '>']) {
         return Err(format!(
-            "the {what} display name contains a quote or backslash"
+            "the {what} display name contains a quote, backslash or angle bracket"
         ));
     }
-    Ok(Mailbox::new(
-        (!name.is_empty()).then(|| name.to_string()),
-        address,
-    ))
+    let name = squeeze_spaces(name);
+    Ok(Mailbox::new((!name.is_empty()).then_some(name), address))
+}
+
+/// Trim, and turn runs of spaces into one. lettre's RFC 2047 encoder writes a run of spaces
+/// between two non-ASCII words as bare whitespace between two encoded words, which every
+/// decoder drops (RFC 2047 6.2): "Olá  Zoë" would be read as "OláZoë". With single spaces the
+/// space goes inside the encoded word and survives.
+fn squeeze_spaces(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for w in s.split(' ').filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
 }
 
 /// A host name for the `Message-ID`: dot-separated letters, digits and hyphens.
