@@ -395,6 +395,127 @@ async fn missing_sender_and_unsubscribe_secret_are_clear_errors() {
     }
 }
 
+/// A throwaway CA and a certificate for 127.0.0.1 signed by it, made with the openssl CLI.
+/// Returns (ca.pem, leaf.pem, leaf.key).
+fn test_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run openssl ({e}): install it (apt-get install openssl)")
+            });
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n\
+         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=sendonce test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    run(&ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "leaf.key",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    run(&csr);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("leaf.pem"),
+        dir.join("leaf.key"),
+    )
+}
+
+#[tokio::test]
+async fn starttls_with_rustls_against_aiosmtpd() {
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, leaf, key) = test_certificates(certs.path());
+    let server = RealServer::start_with(
+        &[
+            "--tls-cert",
+            leaf.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--auth-user",
+            "mailer",
+        ],
+        &[("SMTP_TEST_PASSWORD", "pw-over-tls")],
+    );
+    let pw = |k: &str| (k == "SENDONCE_SMTP_PASSWORD").then(|| "pw-over-tls".to_string());
+    let spec = format!(
+        "smtp://mailer@127.0.0.1:{}?tls=starttls&ca_file={}",
+        server.port,
+        ca.display()
+    );
+    let smtp = Smtp::from_spec_with_env(&spec, &pw).unwrap();
+    let r = smtp.send(&message(1, "ana@example.com")).await;
+    assert!(matches!(r, CallResult::Accepted { .. }), "{r:?}");
+    let got = server.messages();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1["tls"], true);
+    assert_eq!(got[0].1["auth"], true);
+    // Without our CA the certificate is not trusted: refused before any transaction.
+    let spec = format!("smtp://mailer@127.0.0.1:{}?tls=starttls", server.port);
+    let smtp = Smtp::from_spec_with_env(&spec, &pw).unwrap();
+    let r = smtp.send(&message(2, "ana@example.com")).await;
+    assert!(
+        matches!(&r, CallResult::NotSent { error, .. } if error.contains("before any transaction")),
+        "{r:?}"
+    );
+    assert_eq!(server.messages().len(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Misbehaving fakes (aiosmtpd does not misbehave on demand)
 

@@ -91,7 +91,8 @@ def main():
                 and auth_data.login == user
                 and auth_data.password == password
             )
-            return AuthResult(success=ok)
+            # handled=False: aiosmtpd itself answers 535 on failure.
+            return AuthResult(success=ok, handled=False)
 
         kwargs["authenticator"] = authenticator
         kwargs["auth_required"] = True
@@ -110,10 +111,14 @@ def main():
     stop = loop.create_future()
     loop.add_signal_handler(signal.SIGTERM, lambda: stop.done() or stop.set_result(None))
     # The test keeps our stdin open; when it goes away (even killed), so do we.
-    loop.add_reader(
-        sys.stdin.fileno(),
-        lambda: (not sys.stdin.buffer.read1(4096)) and (stop.done() or stop.set_result(None)),
-    )
+    try:
+        loop.add_reader(
+            sys.stdin.fileno(),
+            lambda: (not sys.stdin.buffer.read1(4096)) and (stop.done() or stop.set_result(None)),
+        )
+    except (OSError, ValueError):
+        pass  # stdin is not a pipe (a terminal or /dev/null): rely on SIGTERM
+
     sys.stdout.write("READY %d\n" % port)
     sys.stdout.flush()
     loop.run_until_complete(stop)
