@@ -12,7 +12,8 @@
 //! - MAIL FROM / RCPT TO: 4xx → `NotSent`; 5xx → `Permanent` (550/551/553 at RCPT with an
 //!   address-class or no enhanced code → also suppressed as a hard bounce); a lost connection
 //!   or timeout → `NotSent` (the server cannot deliver a message it never got); on a pooled
-//!   connection that turns out stale, one fresh connection is tried at once.
+//!   connection that turns out stale (lost, or a 421 "closing" reply), one fresh connection
+//!   is tried at once.
 //! - From the moment the DATA command is written: a lost connection, an unreadable reply or a
 //!   timeout → `Ambiguous` (the final dot may have been read and the reply lost); an explicit
 //!   4xx reply → `NotSent`, 5xx → `Permanent`, 250 → `Accepted` with the `Message-ID` as the
@@ -374,6 +375,15 @@ impl Smtp {
                         provider_id: built.message_id,
                         replay: false,
                     };
+                }
+                // 421 before DATA on a pooled connection: the server closed it while idle
+                // ("421 timeout"). Nothing was sent; try one fresh connection like below.
+                Err(StepError::Reply { code: 421, .. })
+                    if reused && !tried_fresh && !phase.maybe_delivered() =>
+                {
+                    drop(conn);
+                    self.drain_idle();
+                    continue;
                 }
                 Err(StepError::Reply { code, text }) => {
                     // The connection answered: reset it and keep it for the next message.
