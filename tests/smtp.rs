@@ -1190,3 +1190,25 @@ fn cli_campaign_is_delivered_exactly_once_through_smtp() {
     let report = env.ok(&["campaign", "report", &cid]);
     assert!(report.contains("@example.org>"), "{report}");
 }
+
+#[test]
+fn cli_refuses_a_password_in_the_spec_without_echoing_it() {
+    let env = common::Env::new();
+    env.setup_account();
+    for spec in [
+        "smtp://mailer:hunter2@127.0.0.1:25?tls=none",
+        "smtps://mailer:hunter2@127.0.0.1:465",
+    ] {
+        let r = env.run(&["run", "--once", "--provider", spec]);
+        assert_eq!(r.code, 2, "{spec}: {}", r.stderr);
+        assert!(!r.stderr.contains("hunter2"), "{}", r.stderr);
+        assert!(!r.stdout.contains("hunter2"), "{}", r.stdout);
+    }
+    let r = env.run(&[
+        "run",
+        "--once",
+        "--provider",
+        "smtp://mailer:hunter2@127.0.0.1:25",
+    ]);
+    assert!(r.stderr.contains("SENDONCE_SMTP_PASSWORD"), "{}", r.stderr);
+}

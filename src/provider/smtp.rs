@@ -314,11 +314,6 @@ impl Smtp {
         })
     }
 
-    /// The message settings (for tests and `--dry-run`-style previews).
-    pub fn email_settings(&self) -> &EmailSettings {
-        &self.email
-    }
-
     async fn call(&self, msg: &Message) -> CallResult {
         let deadline = Instant::now() + self.budget;
         let built = match build_email(msg, &self.email, SystemTime::now()) {
