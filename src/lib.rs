@@ -6,8 +6,10 @@
 //! - `worker`: claims rows, renders them, calls the provider with bounded concurrency, and
 //!   group-commits the outcomes. The only caller of providers.
 //! - `provider`: the `Provider` trait, its capabilities (idempotency window, lookup), the
-//!   outbox, the webhook, and the Twilio, Resend and Postmark HTTP APIs.
+//!   outbox, the webhook, SMTP (message builder in `provider::email`), and the Twilio, Resend
+//!   and Postmark HTTP APIs.
 //! - `sms`: SMS text helpers (E.164 check, GSM-7/UCS-2 detection, segment count).
+//! - `unsubscribe`: signing and verifying the per-recipient one-click unsubscribe tokens.
 //! - `template`, `address`, `model`, `clock`: pure helpers (rendering, normalisation, states,
 //!   job ids and keys, time).
 //! - `deliverylog`: the JSONL line format shared by the outbox and the fake provider's log.
@@ -40,4 +42,5 @@ pub mod routes;
 pub mod sms;
 pub mod store;
 pub mod template;
+pub mod unsubscribe;
 pub mod worker;

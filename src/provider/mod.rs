@@ -1,16 +1,20 @@
 //! Providers: what the worker calls to deliver one message, what each declares it can do
 //! (idempotency window, lookup by job id), and how its answers are classified.
 
+mod email;
 mod httpapi;
 mod outbox;
 pub mod postmark;
 pub mod resend;
+mod smtp;
 pub mod twilio;
 mod webhook;
 
+pub use email::{build_email, BuiltEmail, EmailSettings, UnsubscribeSettings, EXPECTED_HEADERS};
 pub use outbox::Outbox;
 pub use postmark::Postmark;
 pub use resend::Resend;
+pub use smtp::{classify_reply, classify_transport, Phase, Smtp, TlsMode};
 pub use twilio::{twilio_signature, validate_twilio_signature, Twilio};
 pub use webhook::Webhook;
 
@@ -149,9 +153,9 @@ impl Provider for Null {
 }
 
 /// Build a provider from a `--provider` spec: `outbox:PATH[?idempotent=false]`,
-/// `webhook:URL[#timeout=10s&key_window=24h]`, `twilio:ACCOUNT_SID?from=...`,
-/// `resend:?from=...`, `postmark:?from=...` or `null`. Credentials never appear in a spec:
-/// they come from environment variables or files (see each provider).
+/// `webhook:URL[#timeout=10s&key_window=24h]`, `smtp://[user@]host:port?tls=...`,
+/// `twilio:ACCOUNT_SID?from=...`, `resend:?from=...`, `postmark:?from=...` or `null`. Credentials
+/// never appear in a spec: they come from environment variables or files (see each provider).
 pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if spec == "null" {
         return Ok(Arc::new(Null::new()));
@@ -187,9 +191,20 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if let Some(rest) = spec.strip_prefix("postmark:") {
         return Ok(Arc::new(Postmark::from_spec(rest)?));
     }
+    if spec.starts_with("smtp://") {
+        return Ok(Arc::new(Smtp::from_spec(spec)?));
+    }
+    // The spec is not echoed: a mistyped SMTP URL may carry a password.
+    let head = spec.split(['/', '?', '#', '@']).next().unwrap_or("");
+    let shown = if head.len() < spec.len() {
+        format!("{head:?}...")
+    } else {
+        format!("{head:?}")
+    };
     Err(Error::invalid(format!(
-        "unknown provider {spec:?} (known: outbox:PATH[?idempotent=false], \
+        "unknown provider {shown} (known: outbox:PATH[?idempotent=false], \
          webhook:URL[#timeout=10s&key_window=24h], \
+         smtp://[user@]host:port?tls=starttls|tls|none[&...], \
          twilio:ACCOUNT_SID?from=+15550100[&status_callback=URL&base_url=URL], \
          resend:?from=ADDRESS[&base_url=URL], postmark:?from=ADDRESS[&base_url=URL], null)"
     )))

@@ -1,0 +1,508 @@
+//! Builds the RFC 5322 message the SMTP provider sends, and refuses every input that could
+//! smuggle a header in (CR, LF, NUL, Unicode line separators, encoded words, `%0d%0a`).
+//!
+//! What goes out: `Date`, `From` (the campaign sender, `addr` or `Name <addr>`), `To`,
+//! `Subject` (RFC 2047-encoded by lettre when not ASCII), `Message-ID: <{key}@{domain}>` (the
+//! idempotency key, so a retry carries the same id), `X-Sendonce-Job`, optional
+//! `List-Unsubscribe` (+ `List-Unsubscribe-Post` for an https link, RFC 8058), `MIME-Version`,
+//! and either one quoted-printable `text/plain` part or a `multipart/alternative` of text and
+//! HTML. The boundary is derived from the key (retries are byte-identical apart from `Date`)
+//! and starts with `=_`, which quoted-printable output can never contain, so no body can
+//! forge a MIME part. After building, the header block is checked once more line by line.
+
+use super::Message;
+use crate::unsubscribe::{self, Secret};
+use lettre::message::header::{ContentTransferEncoding, ContentType, HeaderName, HeaderValue};
+use lettre::message::{Body, Mailbox, MultiPart, SinglePart};
+use lettre::Address;
+use reqwest::Url;
+use std::time::SystemTime;
+
+/// Longest subject accepted, in bytes (before encoding).
+pub const MAX_SUBJECT_BYTES: usize = 900;
+/// Longest display name accepted, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Longest job id accepted in `X-Sendonce-Job`, in bytes.
+pub const MAX_JOB_ID_BYTES: usize = 256;
+
+/// Every header name the builder can emit (lower case). Anything else in the output is a bug.
+pub const EXPECTED_HEADERS: &[&str] = &[
+    "date",
+    "from",
+    "to",
+    "subject",
+    "message-id",
+    "mime-version",
+    "content-type",
+    "content-transfer-encoding",
+    "x-sendonce-job",
+    "list-unsubscribe",
+    "list-unsubscribe-post",
+];
+
+/// Per-provider settings for the message (from the `smtp://` spec).
+#[derive(Debug, Clone, Default)]
+pub struct EmailSettings {
+    /// Right-hand side of the `Message-ID`; default: the sender's domain.
+    pub message_id_domain: Option<String>,
+    pub unsubscribe: Option<UnsubscribeSettings>,
+}
+
+/// Where recipients unsubscribe. At least one of `url` and `mailto` is set.
+#[derive(Debug, Clone)]
+pub struct UnsubscribeSettings {
+    /// https base URL; the signed token is added as the `t` query parameter.
+    pub url: Option<Url>,
+    /// Mailbox that receives unsubscribe mails.
+    pub mailto: Option<Address>,
+    /// Signs the per-recipient token; required with `url`.
+    pub secret: Option<Secret>,
+}
+
+/// A message ready for the SMTP transaction.
+#[derive(Debug, Clone)]
+pub struct BuiltEmail {
+    /// The whole message, CRLF line endings, 7-bit ASCII.
+    pub bytes: Vec<u8>,
+    /// Envelope sender (MAIL FROM) and recipient (RCPT TO).
+    pub from: Address,
+    pub to: Address,
+    /// `<key@domain>`, as in the header.
+    pub message_id: String,
+}
+
+/// Build the message for `msg`. `date` goes into the `Date` header (the only part of the
+/// output that may differ between two attempts). The error says which input was refused
+/// and why, without quoting it (it may be hostile or very long).
+pub fn build_email(
+    msg: &Message,
+    settings: &EmailSettings,
+    date: SystemTime,
+) -> Result<BuiltEmail, String> {
+    let from_spec = msg
+        .from
+        .as_deref()
+        .ok_or("email needs a sender: create the campaign with --from")?;
+    let from = parse_mailbox("sender (From)", from_spec)?;
+    let to_addr = parse_address("recipient (To)", &msg.to)?;
+    let to = Mailbox::new(None, to_addr.clone());
+
+    let key = &msg.idempotency_key;
+    if key.is_empty()
+        || key.len() > 64
+        || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err("the idempotency key is not a UUID-like token".into());
+    }
+    let domain = match &settings.message_id_domain {
+        Some(d) => d.clone(),
+        None => from.email.domain().to_ascii_lowercase(),
+    };
+    check_domain("message_id_domain", &domain)?;
+    let message_id = format!("<{key}@{domain}>");
+
+    check_text("job id", &msg.job_id, MAX_JOB_ID_BYTES)?;
+    if !msg.job_id.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+        return Err("the job id must be printable ASCII without spaces".into());
+    }
+
+    let mut b = lettre::Message::builder()
+        .from(from.clone())
+        .to(to)
+        .date(date)
+        .message_id(Some(message_id.clone()))
+        .raw_header(HeaderValue::new(
+            HeaderName::new_from_ascii_str("X-Sendonce-Job"),
+            msg.job_id.clone(),
+        ));
+    if let Some(subject) = &msg.subject {
+        check_text("subject", subject, MAX_SUBJECT_BYTES)?;
+        b = b.subject(squeeze_spaces(subject));
+    }
+    if let Some(u) = &settings.unsubscribe {
+        let (list, one_click) = list_unsubscribe(u, &msg.job_id, &msg.to)?;
+        b = b.raw_header(HeaderValue::new(
+            HeaderName::new_from_ascii_str("List-Unsubscribe"),
+            list,
+        ));
+        if one_click {
+            b = b.raw_header(HeaderValue::new(
+                HeaderName::new_from_ascii_str("List-Unsubscribe-Post"),
+                "List-Unsubscribe=One-Click".to_string(),
+            ));
+        }
+    }
+
+    let text = qp_part(ContentType::TEXT_PLAIN, &msg.body)?;
+    let built = match &msg.html {
+        None => b.singlepart(text),
+        Some(html) => {
+            let boundary = format!("=_sendonce_{}", key.replace('-', ""));
+            b.multipart(
+                MultiPart::alternative()
+                    .boundary(boundary)
+                    .singlepart(text)
+                    .singlepart(qp_part(ContentType::TEXT_HTML, html)?),
+            )
+        }
+    }
+    .map_err(|e| format!("could not build the message: {e}"))?;
+    let bytes = built.formatted();
+    check_output(&bytes)?;
+    Ok(BuiltEmail {
+        bytes,
+        from: from.email,
+        to: to_addr,
+        message_id,
+    })
+}
+
+/// A quoted-printable text part: its output is ASCII, has short lines and never contains `=_`.
+fn qp_part(ct: ContentType, text: &str) -> Result<SinglePart, String> {
+    let body = Body::new_with_encoding(text.to_string(), ContentTransferEncoding::QuotedPrintable)
+        .map_err(|_| "could not encode the body as quoted-printable".to_string())?;
+    Ok(SinglePart::builder().header(ct).body(body))
+}
+
+/// The `List-Unsubscribe` value, and whether it has an https link (one-click POST).
+fn list_unsubscribe(
+    u: &UnsubscribeSettings,
+    job_id: &str,
+    recipient: &str,
+) -> Result<(String, bool), String> {
+    let token = u
+        .secret
+        .as_ref()
+        .map(|s| unsubscribe::sign(s, job_id, recipient));
+    let mut items = Vec::new();
+    if let Some(m) = &u.mailto {
+        // The token in the subject tells who asked even when the mail comes via a forwarder.
+        items.push(match &token {
+            Some(t) => format!("<mailto:{m}?subject=unsubscribe%20{t}>"),
+            None => format!("<mailto:{m}?subject=unsubscribe>"),
+        });
+    }
+    let mut one_click = false;
+    if let Some(base) = &u.url {
+        let t = token
+            .as_ref()
+            .ok_or("an unsubscribe URL needs the signing secret")?;
+        let mut url = base.clone();
+        url.query_pairs_mut().append_pair("t", t);
+        items.push(format!("<{url}>"));
+        one_click = true;
+    }
+    let value = items.join(", ");
+    if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Err("the List-Unsubscribe value is not printable ASCII".into());
+    }
+    Ok((value, one_click))
+}
+
+/// Refuse what could end a header line or be decoded into one: control characters (C0, DEL,
+/// C1 including NEL), Unicode line and paragraph separators, RFC 2047 encoded words.
+pub fn check_text(what: &str, s: &str, max_bytes: usize) -> Result<(), String> {
+    if s.len() > max_bytes {
+        return Err(format!(
+            "the {what} is too long ({} bytes; at most {max_bytes})",
+            s.len()
+        ));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|&c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+    {
+        return Err(format!(
+            "the {what} contains a line break or control character (U+{:04X}); refused \
+             to keep headers from being injected",
+            c as u32
+        ));
+    }
+    if has_encoded_word(s) {
+        return Err(format!(
+            "the {what} contains an RFC 2047 encoded word (=?charset?q|b?...); refused, \
+             since a reader would decode it"
+        ));
+    }
+    Ok(())
+}
+
+/// `=?charset?B?` or `=?charset?Q?` anywhere in `s`.
+fn has_encoded_word(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = s[i..].find("=?") {
+        let start = i + pos + 2;
+        let mut j = start;
+        while j < b.len() && b[j] != b'?' && !b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j > start
+            && j + 2 < b.len()
+            && b[j] == b'?'
+            && matches!(b[j + 1], b'b' | b'B' | b'q' | b'Q')
+            && b[j + 2] == b'?'
+        {
+            return true;
+        }
+        i = start;
+    }
+    false
+}
+
+/// `%` followed by two hex digits that encode a control character (`%0d`, `%0A`, `%00`...).
+fn has_encoded_control(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.windows(3).any(|w| {
+        w[0] == b'%'
+            && std::str::from_utf8(&w[1..])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .is_some_and(|v| v < 0x20 || v == 0x7f)
+    })
+}
+
+/// A plain address: ASCII, the project's conservative syntax, and lettre's.
+pub fn parse_address(what: &str, s: &str) -> Result<Address, String> {
+    check_text(what, s, 254)?;
+    if !s.is_ascii() {
+        return Err(format!(
+            "the {what} address is not ASCII (SMTPUTF8 addresses are not supported)"
+        ));
+    }
+    if has_encoded_control(s) {
+        return Err(format!(
+            "the {what} address contains a percent-encoded control character (%0d, %0a...)"
+        ));
+    }
+    if s.trim() != s {
+        return Err(format!("the {what} address has surrounding spaces"));
+    }
+    crate::address::normalize_email(s).map_err(|e| format!("{what}: {}", e.message))?;
+    s.parse::<Address>()
+        .map_err(|e| format!("the {what} address is not valid: {e}"))
+}
+
+/// `addr`, `Name <addr>` or `"Name" <addr>`.
+pub fn parse_mailbox(what: &str, s: &str) -> Result<Mailbox, String> {
+    let s = s.trim();
+    let Some(lt) = s.rfind('<') else {
+        return Ok(Mailbox::new(None, parse_address(what, s)?));
+    };
+    let Some(addr) = s[lt + 1..].strip_suffix('>') else {
+        return Err(format!("the {what} must be `address` or `Name <address>`"));
+    };
+    let address = parse_address(what, addr)?;
+    let mut name = s[..lt].trim();
+    if name.len() >= 2 && name.starts_with('"') && name.ends_with('"') {
+        name = &name[1..name.len() - 1];
+    }
+    check_text(&format!("{what} display name"), name, MAX_NAME_BYTES)?;
+    if name.contains(['"', '\\', '<', '>']) {
+        return Err(format!(
+            "the {what} display name contains a quote, backslash or angle bracket"
+        ));
+    }
+    let name = squeeze_spaces(name);
+    Ok(Mailbox::new((!name.is_empty()).then_some(name), address))
+}
+
+/// Trim, and turn runs of spaces into one. lettre's RFC 2047 encoder writes a run of spaces
+/// between two non-ASCII words as bare whitespace between two encoded words, which every
+/// decoder drops (RFC 2047 6.2): "Olá  Zoë" would be read as "OláZoë". With single spaces the
+/// space goes inside the encoded word and survives.
+fn squeeze_spaces(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for w in s.split(' ').filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
+/// A host name for the `Message-ID`: dot-separated letters, digits and hyphens.
+pub fn check_domain(what: &str, d: &str) -> Result<(), String> {
+    let ok = !d.is_empty()
+        && d.len() <= 253
+        && d.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{what} is not a valid host name"))
+    }
+}
+
+/// Defence in depth: the header block is ASCII, has only CRLF line ends, lines of at most 998
+/// bytes, and only names from `EXPECTED_HEADERS`, each once.
+fn check_output(bytes: &[u8]) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("the built message failed its header check: {why}"));
+    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return bad("no end of headers");
+    };
+    if !bytes.is_ascii() {
+        return bad("not 7-bit ASCII");
+    }
+    // Up to and including the last header's CRLF.
+    let head = &bytes[..end + 2];
+    let mut seen: Vec<String> = Vec::new();
+    for line in head[..head.len() - 1].split(|&b| b == b'\n') {
+        let Some(line) = line.strip_suffix(b"\r") else {
+            return bad("bare LF");
+        };
+        if line.contains(&b'\r') || line.contains(&0) {
+            return bad("bare CR or NUL");
+        }
+        if line.len() > 998 {
+            return bad("line longer than 998 bytes");
+        }
+        if line.first().is_some_and(|&b| b == b' ' || b == b'\t') {
+            if seen.is_empty() {
+                return bad("continuation before the first header");
+            }
+            continue;
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return bad("a line that is neither a header nor a continuation");
+        };
+        let name = String::from_utf8_lossy(&line[..colon]).to_ascii_lowercase();
+        if !EXPECTED_HEADERS.contains(&name.as_str()) {
+            return bad("unexpected header");
+        }
+        if seen.contains(&name) {
+            return bad("repeated header");
+        }
+        seen.push(name);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::address::Channel;
+
+    fn msg() -> Message {
+        Message {
+            job_id: "campaign:1:sub:2".into(),
+            idempotency_key: "6f1c1f2e-8d2a-5b7e-9c1d-0a1b2c3d4e5f".into(),
+            channel: Channel::Email,
+            from: Some("News <news@example.org>".into()),
+            to: "ana@example.com".into(),
+            subject: Some("Hello".into()),
+            body: "Hi Ana\n".into(),
+            html: None,
+        }
+    }
+
+    #[test]
+    fn hostile_text_is_refused() {
+        for s in [
+            "a\r\nBcc: x@y.z",
+            "a\nb",
+            "a\rb",
+            "a\0b",
+            "a\u{85}b",
+            "a\u{2028}b",
+            "a\u{2029}b",
+            "=?utf-8?q?x=0D=0ABcc:_evil@x?=",
+            "x =?ISO-8859-1?B?SGk=?= y",
+        ] {
+            assert!(check_text("subject", s, 900).is_err(), "{s:?}");
+        }
+        for s in ["Is 1+1=?", "a =? b", "plain", "Olá, Zoë — ünïcödé"] {
+            assert!(check_text("subject", s, 900).is_ok(), "{s:?}");
+        }
+        for a in [
+            "a%0d%0abcc@example.com",
+            "a%0A@example.com",
+            "a%00@example.com",
+            "a@example.com\r\nBcc: b@example.com",
+            "zoë@example.com",
+            " a@example.com",
+        ] {
+            assert!(parse_address("To", a).is_err(), "{a:?}");
+        }
+        assert!(parse_address("To", "a%41@example.com").is_ok());
+    }
+
+    #[test]
+    fn mailboxes_are_parsed() {
+        let m = parse_mailbox("From", "Zoë Ñandú <news@example.org>").unwrap();
+        assert_eq!(m.name.as_deref(), Some("Zoë Ñandú"));
+        assert_eq!(m.email.to_string(), "news@example.org");
+        let m = parse_mailbox("From", "\"Acme, Inc.\" <a@example.org>").unwrap();
+        assert_eq!(m.name.as_deref(), Some("Acme, Inc."));
+        assert!(parse_mailbox("From", "news@example.org")
+            .unwrap()
+            .name
+            .is_none());
+        assert!(parse_mailbox("From", "Bad <a@example.org").is_err());
+        assert!(parse_mailbox("From", "Bad\r\nBcc: x <a@example.org>").is_err());
+    }
+
+    #[test]
+    fn message_has_the_expected_headers_and_is_deterministic() {
+        let m = msg();
+        let s = EmailSettings::default();
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let a = build_email(&m, &s, t).unwrap();
+        let b = build_email(&m, &s, t).unwrap();
+        assert_eq!(a.bytes, b.bytes);
+        assert_eq!(
+            a.message_id,
+            "<6f1c1f2e-8d2a-5b7e-9c1d-0a1b2c3d4e5f@example.org>"
+        );
+        let text = String::from_utf8(a.bytes).unwrap();
+        assert!(
+            text.contains("X-Sendonce-Job: campaign:1:sub:2\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Message-ID: <6f1c1f2e-8d2a-5b7e-9c1d-0a1b2c3d4e5f@example.org>\r\n"),
+            "{text}"
+        );
+        assert!(!text.contains("List-Unsubscribe"));
+        // Without a sender: a clear error.
+        let mut m2 = msg();
+        m2.from = None;
+        let e = build_email(&m2, &s, t).unwrap_err();
+        assert!(e.contains("--from"), "{e}");
+    }
+
+    #[test]
+    fn unsubscribe_headers() {
+        let mut m = msg();
+        m.html = Some("<p>Hi</p>".into());
+        let secret = Secret::new(b"0123456789abcdef0123".to_vec()).unwrap();
+        let s = EmailSettings {
+            message_id_domain: Some("mail.example.net".into()),
+            unsubscribe: Some(UnsubscribeSettings {
+                url: Some(Url::parse("https://example.org/u?list=5").unwrap()),
+                mailto: Some("unsub@example.org".parse().unwrap()),
+                secret: Some(secret.clone()),
+            }),
+        };
+        let built = build_email(&m, &s, SystemTime::now()).unwrap();
+        let text = String::from_utf8(built.bytes).unwrap();
+        let token = unsubscribe::sign(&secret, "campaign:1:sub:2", "ana@example.com");
+        let unfolded = text.replace("\r\n ", " ");
+        assert!(
+            unfolded.contains(&format!(
+                "List-Unsubscribe: <mailto:unsub@example.org?subject=unsubscribe%20{token}>, \
+                 <https://example.org/u?list=5&t={token}>\r\n"
+            )),
+            "{text}"
+        );
+        assert!(text.contains("List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"));
+        assert!(text.contains("@mail.example.net>"));
+        assert!(text.contains("multipart/alternative"));
+    }
+}
