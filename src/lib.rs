@@ -13,9 +13,11 @@
 //!   faults) that logs every accepted request; the webhook provider's test partner.
 //! - `cli`: argument parsing and output; `exit`: every exit code; `error`: the typed error.
 //! - `checker`: compares a provider delivery log with the ledger (`sendonce check`).
+//! - `bench`: `sendonce bench`, throughput/memory/WAL/restart figures against the SQLite limit.
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
 pub mod address;
+pub mod bench;
 pub mod checker;
 pub mod cli;
 pub mod clock;

@@ -273,6 +273,10 @@ pub async fn run(
                     continue;
                 }
                 claimed_any = true;
+                if summary.claimed == 0 {
+                    // `sendonce bench` times a restart up to this line.
+                    tracing::info!(campaign_id = c.id, rows = got.rows.len(), "first claim");
+                }
                 summary.claimed += got.rows.len() as u64;
                 let tpl = match templates.get(&c.id) {
                     Some(t) => t.clone(),

@@ -3,11 +3,13 @@
 
 mod admin;
 mod audit;
+mod bench;
 mod campaigns;
 mod ledger;
 
 pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
 pub use audit::{AuditRow, AuditSnapshot};
+pub use bench::BareClaim;
 pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
