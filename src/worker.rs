@@ -1,16 +1,17 @@
 //! The worker: claim due rows, render, call the provider with bounded concurrency, and record
 //! outcomes in group commits. The only place that calls providers.
 //!
-//! Per row the order is fixed: lease (claim commit) -> dispatch marker commit -> provider call
-//! -> confirmation commit. No database statement or transaction is open across a provider call
-//! or an `.await`: every store call runs to completion on a blocking thread.
+//! Per row the order is fixed: lease and dispatch marker (one claim commit, only for rows about
+//! to be called) -> provider call -> confirmation commit (shared with the next claim). No
+//! database statement or transaction is open across a provider call or an `.await`: every store
+//! call runs to completion on a blocking thread.
 
 use crate::error::{Error, Result};
 use crate::model::idempotency_key;
 use crate::provider::{CallResult, Message, Provider};
-use crate::store::{ActiveCampaign, ClaimRequest, ClaimedRow, Ledger, Outcome, Record};
+use crate::store::{ActiveCampaign, ClaimRequest, Ledger, Outcome, Record};
 use crate::template::Compiled;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,12 +95,6 @@ impl Summary {
         self.retried += s.retried;
         self.moved_in_doubt += s.in_doubt;
     }
-}
-
-/// A claimed row, rendered and ready to call.
-struct Ready {
-    row: ClaimedRow,
-    msg: Message,
 }
 
 /// A call in flight.
@@ -191,6 +186,12 @@ fn decide(
 
 /// The worker loop. Returns when `once` finds nothing left, or after `shutdown` resolves and
 /// the in-flight calls have drained (or the drain deadline passed).
+///
+/// Each turn of the loop is one ledger commit (`Ledger::cycle`): the outcomes of the calls that
+/// finished since the last turn are recorded, and as many rows as there are free call slots are
+/// leased with their dispatch marker; those calls start right after the commit. So at any
+/// moment at most `concurrency` rows are dispatched without a recorded outcome, which bounds
+/// what a crash can leave in doubt.
 pub async fn run(
     ledger: Arc<dyn Ledger>,
     provider: Arc<dyn Provider>,
@@ -204,14 +205,15 @@ pub async fn run(
     let lease_ms = cfg.lease.as_millis() as i64;
     let mut summary = Summary::default();
     let mut templates: HashMap<i64, Arc<Compiled>> = HashMap::new();
-    let mut pending: VecDeque<Ready> = VecDeque::new();
     let mut flights: HashMap<i64, Flight> = HashMap::new();
     let mut inflight: JoinSet<(i64, CallResult)> = JoinSet::new();
     let mut outcomes: Vec<Record> = Vec::new();
     let mut campaigns: Vec<ActiveCampaign> = Vec::new();
     let mut rr = 0usize; // round-robin position over campaigns
+                         // Consecutive claims that found nothing; once every campaign came back empty, wait.
+    let mut empty_claims = 0usize;
     let mut last_maintenance: Option<Instant> = None;
-    let mut last_flush = Instant::now();
+    let mut last_wal_check = Instant::now();
     let mut stopping = false;
     let mut drain_until: Option<tokio::time::Instant> = None;
     tokio::pin!(shutdown);
@@ -233,7 +235,13 @@ pub async fn run(
             for c in campaigns.iter_mut().filter(|c| !c.list_complete) {
                 let (id, chunk) = (c.id, cfg.list_chunk);
                 let t = Instant::now();
-                while !blocking(&ledger, move |l| l.build_list_chunk(id, chunk)).await? {}
+                while !blocking(&ledger, move |l| {
+                    let done = l.build_list_chunk(id, chunk)?;
+                    l.checkpoint_if_large()?;
+                    Ok(done)
+                })
+                .await?
+                {}
                 c.list_complete = true;
                 tracing::info!(
                     campaign_id = id,
@@ -247,146 +255,162 @@ pub async fn run(
                 }
             }
             last_maintenance = Some(Instant::now());
+            empty_claims = 0;
         }
 
-        // 2. Claim while there is room for more work.
-        let mut claimed_any = false;
-        if !stopping && pending.len() < cfg.concurrency.max(cfg.batch) && !campaigns.is_empty() {
-            for _ in 0..campaigns.len() {
-                let c = &campaigns[rr % campaigns.len()];
-                rr = rr.wrapping_add(1);
-                let req = ClaimRequest {
+        // 2. Calls that have finished since the last turn.
+        while let Some(j) = inflight.try_join_next() {
+            collect(
+                j,
+                &mut flights,
+                &mut outcomes,
+                key_window_ms.is_some(),
+                &cfg,
+            );
+        }
+
+        // 3. One commit: record those outcomes, lease rows for the free slots (marker included).
+        let free = cfg.concurrency.saturating_sub(inflight.len());
+        let claim_from =
+            (!stopping && free > 0 && !campaigns.is_empty() && empty_claims < campaigns.len())
+                .then(|| {
+                    let i = rr % campaigns.len();
+                    rr = rr.wrapping_add(1);
+                    i
+                });
+        let mut claimed = 0usize;
+        if claim_from.is_some() || !outcomes.is_empty() {
+            let req = claim_from.map(|i| {
+                let c = &campaigns[i];
+                ClaimRequest {
                     campaign_id: c.id,
                     account_id: c.account_id,
                     channel: c.channel,
-                    batch: cfg.batch,
+                    batch: cfg.batch.min(free),
                     lease_ms,
                     token: random_token(),
                     owner: cfg.worker_id.clone(),
                     key_window_ms,
                     now: crate::clock::now_ms(),
-                };
-                let got = blocking(&ledger, move |l| l.claim(&req)).await?;
-                summary.suppressed += got.suppressed;
-                summary.moved_in_doubt += got.in_doubt;
+                }
+            });
+            let group = std::mem::take(&mut outcomes);
+            let now = crate::clock::now_ms();
+            let (stats, got) =
+                blocking(&ledger, move |l| l.cycle(&group, req.as_ref(), now)).await?;
+            summary.add(&stats);
+            summary.suppressed += got.suppressed;
+            summary.moved_in_doubt += got.in_doubt;
+            if let Some(i) = claim_from {
                 if got.rows.is_empty() {
-                    continue;
-                }
-                claimed_any = true;
-                if summary.claimed == 0 {
-                    // `sendonce bench` times a restart up to this line.
-                    tracing::info!(campaign_id = c.id, rows = got.rows.len(), "first claim");
-                }
-                summary.claimed += got.rows.len() as u64;
-                let tpl = match templates.get(&c.id) {
-                    Some(t) => t.clone(),
-                    None => {
-                        let t = Arc::new(Compiled::new(c.subject.as_deref(), &c.body)?);
-                        templates.insert(c.id, t.clone());
-                        t
+                    empty_claims += 1;
+                } else {
+                    empty_claims = 0;
+                    claimed = got.rows.len();
+                    if summary.claimed == 0 {
+                        // `sendonce bench` times a restart up to this line.
+                        tracing::info!(
+                            campaign_id = campaigns[i].id,
+                            rows = claimed,
+                            "first claim"
+                        );
                     }
-                };
-                for row in got.rows {
-                    let rendered = serde_json::from_str::<serde_json::Value>(&row.vars)
-                        .map_err(|e| Error::invalid(format!("captured variables: {e}")))
-                        .and_then(|v| tpl.render(&v));
-                    match rendered {
-                        Ok((subject, body)) => {
-                            let msg = Message {
+                    summary.claimed += claimed as u64;
+                    let c = &campaigns[i];
+                    let tpl = match templates.get(&c.id) {
+                        Some(t) => t.clone(),
+                        None => {
+                            let t = Arc::new(Compiled::new(c.subject.as_deref(), &c.body)?);
+                            templates.insert(c.id, t.clone());
+                            t
+                        }
+                    };
+                    for row in got.rows {
+                        if !row.dispatched {
+                            // Only a row whose dispatch marker is committed may be called; this
+                            // one goes back to the queue when its lease expires.
+                            tracing::warn!(
+                                send_id = row.id,
+                                "claimed without a dispatch marker; not calling"
+                            );
+                            continue;
+                        }
+                        let msg = match tpl.render_json(&row.vars) {
+                            Ok((subject, body)) => Message {
                                 idempotency_key: idempotency_key(&row.job_id),
-                                job_id: row.job_id.clone(),
+                                job_id: row.job_id,
                                 channel: c.channel,
                                 from: c.sender.clone(),
-                                to: row.address.clone(),
+                                to: row.address,
                                 subject,
                                 body,
                                 html: None,
-                            };
-                            pending.push_back(Ready { row, msg });
-                        }
-                        Err(e) => outcomes.push(Record {
-                            id: row.id,
-                            token: row.token,
-                            outcome: Outcome::Failed {
-                                error: e.message,
-                                suppress: None,
                             },
-                        }),
+                            Err(e) => {
+                                outcomes.push(Record {
+                                    id: row.id,
+                                    token: row.token,
+                                    outcome: Outcome::Failed {
+                                        error: e.message,
+                                        suppress: None,
+                                    },
+                                });
+                                continue;
+                            }
+                        };
+                        flights.insert(
+                            row.id,
+                            Flight {
+                                token: row.token,
+                                attempts: row.attempts + 1,
+                                maybe_delivered: row.maybe_delivered,
+                            },
+                        );
+                        let p = provider.clone();
+                        let id = row.id;
+                        inflight.spawn(async move {
+                            let res = match tokio::time::timeout(call_timeout, p.send(&msg)).await {
+                                Ok(res) => res,
+                                Err(_) => CallResult::Ambiguous {
+                                    error: format!(
+                                        "provider call timed out after {call_timeout:?}"
+                                    ),
+                                },
+                            };
+                            if matches!(
+                                res,
+                                CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }
+                            ) {
+                                crate::crash::point("after_provider_accept");
+                            }
+                            (id, res)
+                        });
                     }
                 }
-                break;
             }
         }
 
-        // 3. Dispatch: marker first (one commit for the whole wave), then the calls.
-        let free = cfg.concurrency.saturating_sub(inflight.len());
-        if !stopping && free > 0 && !pending.is_empty() {
-            let wave: Vec<Ready> = pending.drain(..free.min(pending.len())).collect();
-            let keys: Vec<(i64, i64)> = wave.iter().map(|r| (r.row.id, r.row.token)).collect();
-            let now = crate::clock::now_ms();
-            // Outcomes of earlier calls are committed with this wave's marker, so at any moment
-            // at most `concurrency` rows are dispatched without a recorded outcome: that bounds
-            // what a crash can leave in doubt.
-            let group = std::mem::take(&mut outcomes);
-            let (stats, held) = blocking(&ledger, move |l| {
-                l.record_and_dispatch(&group, &keys, now, lease_ms)
-            })
-            .await?;
-            summary.add(&stats);
-            last_flush = Instant::now();
-            let held: std::collections::HashSet<i64> = held.into_iter().collect();
-            for r in wave {
-                if !held.contains(&r.row.id) {
-                    tracing::warn!(
-                        send_id = r.row.id,
-                        "lease lost before dispatch; not calling"
-                    );
-                    continue;
-                }
-                flights.insert(
-                    r.row.id,
-                    Flight {
-                        token: r.row.token,
-                        attempts: r.row.attempts + 1,
-                        maybe_delivered: r.row.maybe_delivered,
-                    },
-                );
-                let p = provider.clone();
-                let id = r.row.id;
-                inflight.spawn(async move {
-                    let res = match tokio::time::timeout(call_timeout, p.send(&r.msg)).await {
-                        Ok(res) => res,
-                        Err(_) => CallResult::Ambiguous {
-                            error: format!("provider call timed out after {call_timeout:?}"),
-                        },
-                    };
-                    if matches!(
-                        res,
-                        CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }
-                    ) {
-                        crate::crash::point("after_provider_accept");
-                    }
-                    (id, res)
-                });
-            }
+        // 4. Keep the WAL bounded even when readers pin it (a stat, and rarely a checkpoint).
+        if last_wal_check.elapsed() >= Duration::from_millis(250) {
+            blocking(&ledger, |l| l.checkpoint_if_large()).await?;
+            last_wal_check = Instant::now();
         }
 
-        // Stopping: leased rows that were never dispatched provably never happened.
-        if stopping && !pending.is_empty() {
-            let give_back: Vec<(i64, i64)> =
-                pending.drain(..).map(|r| (r.row.id, r.row.token)).collect();
-            let now = crate::clock::now_ms();
-            summary.released += blocking(&ledger, move |l| l.release(&give_back, now)).await?;
+        // 5. Slots still free and something may be claimable: claim again right away.
+        if !stopping
+            && claim_from.is_some()
+            && (claimed > 0 || empty_claims < campaigns.len())
+            && cfg.concurrency > inflight.len()
+        {
+            continue;
         }
 
-        // 4. Idle: flush, complete campaigns, decide whether to wait or leave.
-        if inflight.is_empty() && pending.is_empty() {
-            flush(&ledger, &mut outcomes, &mut summary).await?;
-            last_flush = Instant::now();
+        // 6. Idle: complete campaigns, decide whether to wait or leave.
+        if inflight.is_empty() && outcomes.is_empty() {
             if stopping {
                 break;
             }
-            if claimed_any {
+            if claimed > 0 {
                 continue;
             }
             let now = crate::clock::now_ms();
@@ -426,19 +450,17 @@ pub async fn run(
             if next.is_none() || wait >= cfg.tick {
                 last_maintenance = None;
             }
+            empty_claims = 0;
             continue;
         }
 
-        // 5. Wait for calls to finish (or for the stop signal / drain deadline).
+        // 7. Wait for calls to finish (or for the stop signal / drain deadline).
         if inflight.is_empty() {
-            continue;
+            continue; // outcomes to record: the next turn's commit takes them
         }
         tokio::select! {
             joined = inflight.join_next() => {
                 if let Some(j) = joined {
-                    collect(j, &mut flights, &mut outcomes, key_window_ms.is_some(), &cfg);
-                }
-                while let Some(j) = inflight.try_join_next() {
                     collect(j, &mut flights, &mut outcomes, key_window_ms.is_some(), &cfg);
                 }
             }
@@ -464,21 +486,8 @@ pub async fn run(
                 while inflight.join_next().await.is_some() {}
             }
         }
-        if outcomes.len() >= cfg.batch
-            || inflight.is_empty()
-            || last_flush.elapsed() >= Duration::from_millis(20)
-        {
-            flush(&ledger, &mut outcomes, &mut summary).await?;
-            last_flush = Instant::now();
-        }
     }
 
-    if !pending.is_empty() {
-        let give_back: Vec<(i64, i64)> =
-            pending.drain(..).map(|r| (r.row.id, r.row.token)).collect();
-        let now = crate::clock::now_ms();
-        summary.released += blocking(&ledger, move |l| l.release(&give_back, now)).await?;
-    }
     flush(&ledger, &mut outcomes, &mut summary).await?;
     tracing::info!(worker = %cfg.worker_id, claimed = summary.claimed, sent = summary.sent,
         failed = summary.failed, in_doubt = summary.moved_in_doubt, "worker stopped");

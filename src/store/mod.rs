@@ -24,6 +24,10 @@ use std::time::Duration;
 /// The migrations, in order. `schema/` is append-only: a released file never changes.
 const MIGRATIONS: &[(&str, &str)] = &[("0001_init", include_str!("../../schema/0001_init.sql"))];
 
+/// The WAL size past which `Ledger::checkpoint_if_large` checkpoints and truncates it (the
+/// automatic checkpoint cannot reset a WAL that readers keep pinned).
+pub const WAL_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
+
 /// The schema version this binary writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
