@@ -419,7 +419,7 @@ fn pipeline_run(
     let cfg = worker_config(opts, pipeline_concurrency(opts));
     let cpu = cpu_seconds();
     let t = Instant::now();
-    let summary = rt.block_on(worker::run(ledger, provider, cfg, std::future::pending()))?;
+    let summary = rt.block_on(worker::spawn(ledger, provider, cfg, std::future::pending()))?;
     let seconds = t.elapsed().as_secs_f64();
     let per_second = summary.sent as f64 / seconds;
     Ok(PipelineRun {
@@ -449,7 +449,7 @@ fn latency_bound(ws: &Workspace, opts: &Options, rt: &tokio::runtime::Runtime) -
     let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
     let cfg = worker_config(opts, opts.concurrency);
     let t = Instant::now();
-    let summary = rt.block_on(worker::run(ledger, provider, cfg, std::future::pending()))?;
+    let summary = rt.block_on(worker::spawn(ledger, provider, cfg, std::future::pending()))?;
     let seconds = t.elapsed().as_secs_f64();
     let per_second = summary.sent as f64 / seconds;
     let ideal = opts.concurrency as f64 / opts.latency.as_secs_f64();
@@ -784,7 +784,7 @@ fn thousands(v: f64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

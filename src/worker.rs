@@ -279,7 +279,10 @@ pub async fn run(
                     i
                 });
         let mut claimed = 0usize;
-        if claim_from.is_some() || !outcomes.is_empty() {
+        let cycle_start = Instant::now();
+        let (mut recorded_n, mut cycle_commit_us) = (0usize, 0u64);
+        let recorded_any = !outcomes.is_empty();
+        if claim_from.is_some() || recorded_any {
             let req = claim_from.map(|i| {
                 let c = &campaigns[i];
                 ClaimRequest {
@@ -295,9 +298,11 @@ pub async fn run(
                 }
             });
             let group = std::mem::take(&mut outcomes);
+            recorded_n = group.len();
             let now = crate::clock::now_ms();
             let (stats, got) =
                 blocking(&ledger, move |l| l.cycle(&group, req.as_ref(), now)).await?;
+            cycle_commit_us = cycle_start.elapsed().as_micros() as u64;
             summary.add(&stats);
             summary.suppressed += got.suppressed;
             summary.moved_in_doubt += got.in_doubt;
@@ -390,6 +395,17 @@ pub async fn run(
             }
         }
 
+        if claim_from.is_some() || recorded_any {
+            tracing::debug!(
+                recorded = recorded_n,
+                claimed,
+                in_flight = inflight.len(),
+                commit_us = cycle_commit_us,
+                total_us = cycle_start.elapsed().as_micros() as u64,
+                "cycle"
+            );
+        }
+
         // 4. Keep the WAL bounded even when readers pin it (a stat, and rarely a checkpoint).
         if last_wal_check.elapsed() >= Duration::from_millis(250) {
             blocking(&ledger, |l| l.checkpoint_if_large()).await?;
@@ -463,6 +479,19 @@ pub async fn run(
                 if let Some(j) = joined {
                     collect(j, &mut flights, &mut outcomes, key_window_ms.is_some(), &cfg);
                 }
+                // Calls that finish together (timers firing in the same tick, one provider
+                // batch) go into one commit: let the runtime finish them before this turn.
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                    let mut more = false;
+                    while let Some(j) = inflight.try_join_next() {
+                        collect(j, &mut flights, &mut outcomes, key_window_ms.is_some(), &cfg);
+                        more = true;
+                    }
+                    if !more {
+                        break;
+                    }
+                }
             }
             _ = &mut shutdown, if !stopping => {
                 stopping = true;
@@ -492,6 +521,20 @@ pub async fn run(
     tracing::info!(worker = %cfg.worker_id, claimed = summary.claimed, sent = summary.sent,
         failed = summary.failed, in_doubt = summary.moved_in_doubt, "worker stopped");
     Ok(summary)
+}
+
+/// `run` as a task of the current runtime rather than on the thread that blocks on it: the
+/// provider calls it spawns then start on the runtime's own queues instead of the shared
+/// injection queue (fewer cross-thread wake-ups per call).
+pub async fn spawn(
+    ledger: Arc<dyn Ledger>,
+    provider: Arc<dyn Provider>,
+    cfg: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Summary> {
+    tokio::spawn(run(ledger, provider, cfg, shutdown))
+        .await
+        .map_err(|e| Error::db(format!("the worker task failed: {e}")))?
 }
 
 async fn sleep_until_opt(t: Option<tokio::time::Instant>) {

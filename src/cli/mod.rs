@@ -431,7 +431,7 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
     let summary = rt.block_on(async move {
         let stop = stop_signal()?;
-        worker::run(ledger, provider, cfg, stop).await
+        worker::spawn(ledger, provider, cfg, stop).await
     })?;
     let mut in_doubt = 0;
     for id in &summary.campaigns_touched {
