@@ -173,7 +173,7 @@ pub fn run(recipients: u32, dir: Option<&Path>) -> Result<Report> {
         .enable_all()
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
-    rt.block_on(worker::run(ledger, provider, cfg, std::future::pending()))?;
+    rt.block_on(worker::spawn(ledger, provider, cfg, std::future::pending()))?;
 
     let counts = store.status_counts(cid)?;
     let lines = crate::deliverylog::read_lines(&outbox)?;

@@ -20,9 +20,11 @@
 //! - `notify`: one-off CI notifications keyed on the CI job (`sendonce notify`).
 //! - `config`: the TOML file routing accounts and channels to providers; `ratelimit`: durable
 //!   token buckets shared by all workers.
+//! - `bench`: `sendonce bench`, throughput/memory/WAL/restart figures against the SQLite limit.
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
 pub mod address;
+pub mod bench;
 pub mod checker;
 pub mod cli;
 pub mod clock;

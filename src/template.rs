@@ -81,8 +81,19 @@ impl Compiled {
         }
     }
 
+    /// Render from the captured variables as stored (JSON text), without building a
+    /// `serde_json::Value` first.
+    pub fn render_json(&self, vars: &str) -> Result<(Option<String>, String)> {
+        if let Some((subject, body)) = &self.literal {
+            return Ok((subject.clone(), body.clone()));
+        }
+        let v: minijinja::Value = serde_json::from_str(vars)
+            .map_err(|e| Error::invalid(format!("captured variables: {e}")))?;
+        self.render(&v)
+    }
+
     /// Render `(subject, body)` for one recipient's captured variables (a JSON object).
-    pub fn render(&self, vars: &serde_json::Value) -> Result<(Option<String>, String)> {
+    pub fn render<S: serde::Serialize>(&self, vars: &S) -> Result<(Option<String>, String)> {
         if let Some((subject, body)) = &self.literal {
             return Ok((subject.clone(), body.clone()));
         }
@@ -121,6 +132,7 @@ mod tests {
         let v = serde_json::json!({"name": "Ann", "email": "a@x.com"});
         let a = c.render(&v).unwrap();
         assert_eq!(a, c.render(&v).unwrap());
+        assert_eq!(a, c.render_json(&v.to_string()).unwrap());
         assert_eq!(a.0.as_deref(), Some("Hi Ann"));
         assert_eq!(a.1, "City: \n");
     }

@@ -207,6 +207,29 @@ pub async fn run(
     run_routed(ledger, Arc::new(Routes::single(provider)), cfg, shutdown).await
 }
 
+/// Run the worker as a task of the current runtime (not on the thread that blocks on it), so
+/// its loop and the provider calls share the runtime's worker threads.
+pub async fn spawn(
+    ledger: Arc<dyn Ledger>,
+    provider: Arc<dyn Provider>,
+    cfg: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Summary> {
+    spawn_routed(ledger, Arc::new(Routes::single(provider)), cfg, shutdown).await
+}
+
+/// [`run_routed`] as a runtime task.
+pub async fn spawn_routed(
+    ledger: Arc<dyn Ledger>,
+    routes: Arc<Routes>,
+    cfg: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<Summary> {
+    tokio::spawn(run_routed(ledger, routes, cfg, shutdown))
+        .await
+        .map_err(|e| Error::db(format!("the worker task failed: {e}")))?
+}
+
 /// Identity of a route, for per-route in-flight counts.
 fn route_key(r: &Arc<Route>) -> usize {
     Arc::as_ptr(r) as *const () as usize
@@ -256,6 +279,8 @@ pub async fn run_routed(
             }
             summary.campaigns_started.extend(started);
             blocking(&ledger, move |l| l.sweep_cancelled(now)).await?;
+            // Readers holding old snapshots stop automatic checkpoints from resetting the WAL.
+            blocking(&ledger, |l| l.checkpoint_if_large()).await?;
             campaigns = blocking(&ledger, |l| l.active_campaigns()).await?;
             for c in &campaigns {
                 if let std::collections::hash_map::Entry::Vacant(slot) = campaign_routes.entry(c.id)
@@ -323,6 +348,10 @@ pub async fn run_routed(
                     continue;
                 }
                 claimed_any = true;
+                if summary.claimed == 0 {
+                    // `sendonce bench` times a restart up to this line.
+                    tracing::info!(campaign_id = c.id, rows = got.rows.len(), "first claim");
+                }
                 summary.claimed += got.rows.len() as u64;
                 let tpl = match templates.get(&c.id) {
                     Some(t) => t.clone(),

@@ -103,6 +103,43 @@ pub enum Command {
     /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL,
     /// or a twilio:, resend: or postmark: provider whose base_url points here).
     FakeProvider(FakeProviderArgs),
+    /// Measure throughput, memory, WAL size and restart time on temporary databases, side by
+    /// side with the raw SQLite limit of this machine.
+    Bench(BenchArgs),
+}
+
+/// The `synchronous` pragma. FULL is the only setting under which a committed marker survives
+/// a power loss.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SyncArg {
+    Full,
+    Normal,
+}
+
+/// `sendonce bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Recipients for the limit and pipeline sections.
+    #[arg(long, default_value_t = 100_000)]
+    pub recipients: u64,
+    /// Rows per claim (limit, pipeline, scale and latency sections).
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+    /// synchronous pragma of every database the bench opens.
+    #[arg(long, value_enum, default_value_t = SyncArg::Full)]
+    pub sync: SyncArg,
+    /// Latency of the provider in the latency-bound section.
+    #[arg(long, default_value = "50ms")]
+    pub latency: String,
+    /// Provider calls in flight (pipeline, scale and latency sections).
+    #[arg(long, default_value_t = 256)]
+    pub concurrency: usize,
+    /// Subscribers for the scale, WAL and memory sections.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub scale: u64,
+    /// Put the databases here and keep them (default: a temporary directory, removed after).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -268,6 +305,12 @@ pub struct RunArgs {
     /// Subscribers per list-building transaction.
     #[arg(long, default_value_t = 50_000)]
     pub list_chunk: usize,
+    /// synchronous pragma (for `sendonce bench --sync normal`; FULL is the durable setting).
+    #[arg(long, hide = true, value_enum, default_value_t = SyncArg::Full)]
+    pub sync: SyncArg,
+    /// Add the process's peak resident memory (VmHWM) to the output (for `sendonce bench`).
+    #[arg(long, hide = true)]
+    pub report_peak_rss: bool,
 }
 
 #[derive(Subcommand, Debug)]

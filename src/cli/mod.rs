@@ -95,6 +95,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::Notify(a) => notify(a),
         Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
+        Command::Bench(a) => bench(a),
     }
 }
 
@@ -400,7 +401,13 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     if a.max_attempts < 1 {
         return Err(Error::invalid("--max-attempts must be at least 1"));
     }
-    let store = open(cli)?;
+    let store = Store::open(
+        &cli.db,
+        &OpenOptions {
+            sync: sync_of(a.sync),
+            ..open_opts(cli)?
+        },
+    )?;
     let routes = match crate::config::Config::load(a.config.as_deref())? {
         Some(file) => crate::routes::Routes::from_config(file, a.provider.as_deref(), &store)?,
         None => crate::routes::Routes::single(provider::from_spec(
@@ -430,7 +437,7 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
     let summary = rt.block_on(async move {
         let stop = stop_signal()?;
-        worker::run_routed(ledger, Arc::new(routes), cfg, stop).await
+        worker::spawn_routed(ledger, Arc::new(routes), cfg, stop).await
     })?;
     let mut in_doubt = 0;
     for id in &summary.campaigns_touched {
@@ -442,6 +449,9 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     });
     let mut doc = serde_json::to_value(&summary).unwrap_or_default();
     doc["in_doubt"] = json!(in_doubt);
+    if a.report_peak_rss {
+        doc["peak_rss_kib"] = json!(crate::bench::peak_rss_kib());
+    }
     let mut text = format!(
         "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}, released {}",
         summary.claimed,
@@ -461,6 +471,45 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         text,
         code,
     })
+}
+
+fn sync_of(s: SyncArg) -> crate::store::Sync {
+    match s {
+        SyncArg::Full => crate::store::Sync::Full,
+        SyncArg::Normal => crate::store::Sync::Normal,
+    }
+}
+
+fn bench(a: &BenchArgs) -> Result<Output> {
+    if a.batch == 0 || a.batch > 10_000 {
+        return Err(Error::invalid("--batch must be between 1 and 10000"));
+    }
+    if a.concurrency == 0 || a.concurrency > 10_000 {
+        return Err(Error::invalid("--concurrency must be between 1 and 10000"));
+    }
+    if a.recipients < 100 {
+        return Err(Error::invalid("--recipients must be at least 100"));
+    }
+    if a.scale < 1000 {
+        return Err(Error::invalid("--scale must be at least 1000"));
+    }
+    let latency = clock::parse_duration(&a.latency)?;
+    if latency.is_zero() || latency > std::time::Duration::from_secs(10) {
+        return Err(Error::invalid("--latency must be between 1ms and 10s"));
+    }
+    let report = crate::bench::run(&crate::bench::Options {
+        recipients: a.recipients,
+        batch: a.batch,
+        sync: sync_of(a.sync),
+        latency,
+        concurrency: a.concurrency,
+        scale: a.scale,
+        dir: a.dir.clone(),
+    })?;
+    Ok(Output::ok(
+        serde_json::to_value(&report).unwrap_or_default(),
+        report.table(),
+    ))
 }
 
 /// A future that resolves on SIGTERM or Ctrl-C. The handlers are installed before this returns

@@ -114,20 +114,31 @@ pub trait Provider: Send + Sync + 'static {
     }
 }
 
-/// Accepts everything, does nothing: for benchmarks of the ledger itself.
+/// Accepts everything, does nothing: for benchmarks of the ledger itself. With a latency, each
+/// call sleeps that long first (a stand-in for a provider's round trip).
 pub struct Null {
     caps: Capabilities,
+    latency: Duration,
 }
 
 impl Null {
     pub fn new() -> Self {
+        Self::with_latency(Duration::ZERO)
+    }
+
+    pub fn with_latency(latency: Duration) -> Self {
         Null {
             caps: Capabilities {
-                name: "null".into(),
+                name: if latency.is_zero() {
+                    "null".into()
+                } else {
+                    format!("null?latency={}", humantime::format_duration(latency))
+                },
                 key_window: Some(Duration::from_secs(24 * 3600)),
-                call_timeout: Duration::from_secs(1),
+                call_timeout: Duration::from_secs(1).max(latency * 4),
                 can_lookup: false,
             },
+            latency,
         }
     }
 }
@@ -144,6 +155,9 @@ impl Provider for Null {
     }
     fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
         Box::pin(async move {
+            if !self.latency.is_zero() {
+                tokio::time::sleep(self.latency).await;
+            }
             CallResult::Accepted {
                 provider_id: format!("null-{}", msg.idempotency_key),
                 replay: false,
@@ -154,11 +168,22 @@ impl Provider for Null {
 
 /// Build a provider from a `--provider` spec: `outbox:PATH[?idempotent=false]`,
 /// `webhook:URL[#timeout=10s&key_window=24h]`, `smtp://[user@]host:port?tls=...`,
-/// `twilio:ACCOUNT_SID?from=...`, `resend:?from=...`, `postmark:?from=...` or `null`. Credentials
-/// never appear in a spec: they come from environment variables or files (see each provider).
+/// `twilio:ACCOUNT_SID?from=...`, `resend:?from=...`, `postmark:?from=...`, `null` or
+/// `null?latency=50ms`. Credentials never appear in a spec: they come from environment
+/// variables or files (see each provider).
 pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
     if spec == "null" {
         return Ok(Arc::new(Null::new()));
+    }
+    if let Some(query) = spec.strip_prefix("null?") {
+        let Some(d) = query.strip_prefix("latency=") else {
+            return Err(Error::invalid(format!(
+                "unknown null provider option {query:?} (known: latency=DURATION)"
+            )));
+        };
+        return Ok(Arc::new(Null::with_latency(crate::clock::parse_duration(
+            d,
+        )?)));
     }
     if let Some(rest) = spec.strip_prefix("outbox:") {
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -206,6 +231,7 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
          webhook:URL[#timeout=10s&key_window=24h], \
          smtp://[user@]host:port?tls=starttls|tls|none[&...], \
          twilio:ACCOUNT_SID?from=+15550100[&status_callback=URL&base_url=URL], \
-         resend:?from=ADDRESS[&base_url=URL], postmark:?from=ADDRESS[&base_url=URL], null)"
+         resend:?from=ADDRESS[&base_url=URL], postmark:?from=ADDRESS[&base_url=URL], \
+         null[?latency=50ms])"
     )))
 }

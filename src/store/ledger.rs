@@ -56,6 +56,9 @@ pub struct ClaimedRow {
     pub token: i64,
     /// An earlier call may have delivered it: this is a retry with the same key.
     pub maybe_delivered: bool,
+    /// The dispatch marker was written with the lease (`Ledger::cycle`): the row may be called
+    /// now. False after a plain `claim`: `mark_dispatched` must come first.
+    pub dispatched: bool,
 }
 
 /// The result of one claim transaction.
@@ -139,6 +142,42 @@ pub trait Ledger: Send + Sync + 'static {
         now: i64,
         lease_ms: i64,
     ) -> Result<(RecordStats, Vec<i64>)>;
+    /// One commit per worker cycle: record the outcomes of finished calls and, with `claim`,
+    /// lease a new batch whose rows all get their dispatch marker in the same statement (ask
+    /// for no more rows than there are free call slots). The default runs the steps as
+    /// separate commits; the SQLite store does it in one transaction.
+    fn cycle(
+        &self,
+        records: &[Record],
+        claim: Option<&ClaimRequest>,
+        now: i64,
+    ) -> Result<(RecordStats, Claimed)> {
+        let stats = if records.is_empty() {
+            RecordStats::default()
+        } else {
+            self.record(records, now)?
+        };
+        let Some(req) = claim else {
+            return Ok((stats, Claimed::default()));
+        };
+        let mut got = self.claim(req)?;
+        let keys: Vec<(i64, i64)> = got.rows.iter().map(|r| (r.id, r.token)).collect();
+        let held: std::collections::HashSet<i64> = self
+            .mark_dispatched(&keys, req.now, req.lease_ms)?
+            .into_iter()
+            .collect();
+        got.rows.retain(|r| held.contains(&r.id));
+        for r in &mut got.rows {
+            r.dispatched = true;
+        }
+        Ok((stats, got))
+    }
+    /// Keep the WAL file bounded: checkpoint and truncate it when it has grown past the
+    /// store's limit (readers that hold old snapshots stop the automatic checkpoints from
+    /// resetting it). Returns true if a checkpoint ran. Default: nothing to do.
+    fn checkpoint_if_large(&self) -> Result<bool> {
+        Ok(false)
+    }
     /// Give back leased rows that were never dispatched.
     fn release(&self, rows: &[(i64, i64)], now: i64) -> Result<u64>;
     /// Mark the campaign `sent` if the ledger says it is finished.
@@ -248,7 +287,7 @@ impl Ledger for Store {
                             json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
                                                             'phone', s.phone)),
                             'queued', ?4, ?4, ?4
-                     FROM subscribers s
+                     FROM subscribers s NOT INDEXED
                      WHERE s.account_id = ?2 AND s.id > ?3 AND s.id <= ?5
                        AND s.status = 'confirmed' AND {addr} IS NOT NULL
                        AND NOT EXISTS (SELECT 1 FROM suppressions su
@@ -280,127 +319,52 @@ impl Ledger for Store {
     }
 
     fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
-        let out = self.write(|tx| {
-            let mut out = Claimed::default();
-            let status: Option<String> = tx
-                .prepare_cached("SELECT status FROM campaigns WHERE id = ?1 AND account_id = ?2")?
-                .query_row(params![req.campaign_id, req.account_id], |r| r.get(0))
-                .optional()?;
-            if status.as_deref() != Some("sending") {
-                return Ok(out);
-            }
-            // One range scan of the partial index sends_claim.
-            struct Candidate {
-                id: i64,
-                job_id: String,
-                address: String,
-                vars: String,
-                attempts: i64,
-                /// Earliest dispatch that may have delivered (expired lease or earlier doubt).
-                maybe_since: Option<i64>,
-                suppressed: bool,
-            }
-            let mut cands = Vec::with_capacity(req.batch);
-            {
-                let mut st = tx.prepare_cached(
-                    "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
-                            CASE WHEN s.status = 'leased' AND s.dispatched_at IS NOT NULL
-                                 THEN min(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
-                                 ELSE s.doubt_since END,
-                            EXISTS (SELECT 1 FROM suppressions su
-                                    WHERE su.account_id = s.account_id AND su.channel = ?4
-                                      AND su.address = s.address)
-                     FROM sends s
-                     WHERE s.campaign_id = ?1 AND s.account_id = ?5
-                       AND s.status IN ('queued', 'leased') AND s.visible_at <= ?2
-                     ORDER BY s.visible_at, s.id LIMIT ?3",
-                )?;
-                let mut rows = st.query(params![
-                    req.campaign_id,
-                    req.now,
-                    req.batch as i64,
-                    req.channel.as_str(),
-                    req.account_id
-                ])?;
-                while let Some(r) = rows.next()? {
-                    cands.push(Candidate {
-                        id: r.get(0)?,
-                        job_id: r.get(1)?,
-                        address: r.get(2)?,
-                        vars: r.get(3)?,
-                        attempts: r.get(4)?,
-                        maybe_since: r.get(5)?,
-                        suppressed: r.get::<_, i64>(6)? != 0,
-                    });
-                }
-            }
-            // Taken with the write lock held: a suppression whose created_at is earlier
-            // committed before this claim (the crash-suite checker relies on it).
-            let claimed_at = crate::clock::now_ms();
-            // claimed_at marks the claim that started the current delivery chain: a same-key
-            // retry of a row that may have been delivered keeps the first one.
-            let mut lease = tx.prepare_cached(
-                "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
-                        visible_at = ?4, dispatched_at = NULL, doubt_since = ?5, updated_at = ?6,
-                        claimed_at = CASE WHEN ?5 IS NULL THEN ?7
-                                          ELSE coalesce(claimed_at, ?7) END
-                 WHERE id = ?1",
-            )?;
-            let mut doubt = tx.prepare_cached(
-                "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
-                        doubt_since = ?2, updated_at = ?3,
-                        last_error = coalesce(last_error || '; ', '') ||
-                          'lease expired after dispatch; provider has no usable idempotency key'
-                 WHERE id = ?1",
-            )?;
-            let mut suppress = tx.prepare_cached(
-                "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
-                        last_error = 'address suppressed before claim'
-                 WHERE id = ?1",
-            )?;
-            for c in cands {
-                if let Some(since) = c.maybe_since {
-                    // It may already have been delivered. Only an idempotent provider, still
-                    // inside its key window, makes a retry safe.
-                    let safe = req
-                        .key_window_ms
-                        .is_some_and(|w| req.now.saturating_sub(since) < w);
-                    if !safe {
-                        doubt.execute(params![c.id, since, req.now])?;
-                        out.in_doubt += 1;
-                        continue;
-                    }
-                } else if c.suppressed {
-                    suppress.execute(params![c.id, req.now])?;
-                    out.suppressed += 1;
-                    continue;
-                }
-                lease.execute(params![
-                    c.id,
-                    req.token,
-                    req.owner,
-                    req.now + req.lease_ms,
-                    c.maybe_since,
-                    req.now,
-                    claimed_at
-                ])?;
-                out.rows.push(ClaimedRow {
-                    id: c.id,
-                    job_id: c.job_id,
-                    address: c.address,
-                    vars: c.vars,
-                    attempts: c.attempts,
-                    token: req.token,
-                    maybe_delivered: c.maybe_since.is_some(),
-                });
-            }
-            crash::point("before_claim_commit");
-            Ok(out)
-        })?;
+        let out = self.write(|tx| claim_tx(tx, req, false))?;
         if !out.rows.is_empty() {
             crash::point("after_claim_commit");
         }
         Ok(out)
+    }
+
+    fn cycle(
+        &self,
+        records: &[Record],
+        claim: Option<&ClaimRequest>,
+        now: i64,
+    ) -> Result<(RecordStats, Claimed)> {
+        if records.is_empty() && claim.is_none() {
+            return Ok((RecordStats::default(), Claimed::default()));
+        }
+        let (stats, got) = self.write(|tx| {
+            let stats = record_tx(tx, records, now)?;
+            let got = match claim {
+                Some(req) => claim_tx(tx, req, true)?,
+                None => Claimed::default(),
+            };
+            Ok((stats, got))
+        })?;
+        if !records.is_empty() {
+            crash::point("after_confirm_commit");
+        }
+        if !got.rows.is_empty() {
+            crash::point("after_claim_commit");
+            crash::point("after_dispatch_mark");
+        }
+        Ok((stats, got))
+    }
+
+    fn checkpoint_if_large(&self) -> Result<bool> {
+        let wal = std::path::PathBuf::from(format!("{}-wal", self.path().display()));
+        let size = match std::fs::metadata(&wal) {
+            Ok(m) => m.len(),
+            Err(_) => return Ok(false),
+        };
+        if size < super::WAL_CHECKPOINT_BYTES {
+            return Ok(false);
+        }
+        self.checkpoint_truncate()?;
+        tracing::debug!(wal_bytes = size, "WAL checkpointed and truncated");
+        Ok(true)
     }
 
     fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>> {
@@ -514,6 +478,177 @@ impl Ledger for Store {
             Ok(n as u64)
         })
     }
+}
+
+/// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
+/// marker (attempts + 1, dispatched now) in the same UPDATE.
+fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<Claimed> {
+    let mut out = Claimed::default();
+    let status: Option<String> = tx
+        .prepare_cached("SELECT status FROM campaigns WHERE id = ?1 AND account_id = ?2")?
+        .query_row(params![req.campaign_id, req.account_id], |r| r.get(0))
+        .optional()?;
+    if status.as_deref() != Some("sending") {
+        return Ok(out);
+    }
+    // One range scan of the partial index sends_claim.
+    struct Candidate {
+        id: i64,
+        job_id: String,
+        address: String,
+        vars: String,
+        attempts: i64,
+        /// Earliest dispatch that may have delivered (expired lease or earlier doubt).
+        maybe_since: Option<i64>,
+        suppressed: bool,
+    }
+    let mut cands = Vec::with_capacity(req.batch);
+    {
+        let mut st = tx.prepare_cached(
+            "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
+                            CASE WHEN s.status = 'leased' AND s.dispatched_at IS NOT NULL
+                                 THEN min(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
+                                 ELSE s.doubt_since END,
+                            EXISTS (SELECT 1 FROM suppressions su
+                                    WHERE su.account_id = s.account_id AND su.channel = ?4
+                                      AND su.address = s.address)
+                     FROM sends s
+                     WHERE s.campaign_id = ?1 AND s.account_id = ?5
+                       AND s.status IN ('queued', 'leased') AND s.visible_at <= ?2
+                     ORDER BY s.visible_at, s.id LIMIT ?3",
+        )?;
+        let mut rows = st.query(params![
+            req.campaign_id,
+            req.now,
+            req.batch as i64,
+            req.channel.as_str(),
+            req.account_id
+        ])?;
+        while let Some(r) = rows.next()? {
+            cands.push(Candidate {
+                id: r.get(0)?,
+                job_id: r.get(1)?,
+                address: r.get(2)?,
+                vars: r.get(3)?,
+                attempts: r.get(4)?,
+                maybe_since: r.get(5)?,
+                suppressed: r.get::<_, i64>(6)? != 0,
+            });
+        }
+    }
+    // Taken with the write lock held: a suppression whose created_at is earlier
+    // committed before this claim (the crash-suite checker relies on it).
+    let claimed_at = crate::clock::now_ms();
+    // claimed_at marks the claim that started the current delivery chain: a same-key
+    // retry of a row that may have been delivered keeps the first one.
+    // dispatched_at = ?8 and attempts + ?9: the dispatch marker, when the caller is
+    // about to call every row (NULL and 0 otherwise).
+    let mut lease = tx.prepare_cached(
+        "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
+                        visible_at = ?4, dispatched_at = ?8, attempts = attempts + ?9,
+                        doubt_since = ?5, updated_at = ?6,
+                        claimed_at = CASE WHEN ?5 IS NULL THEN ?7
+                                          ELSE coalesce(claimed_at, ?7) END
+                 WHERE id = ?1",
+    )?;
+    let (dispatched_at, increment) = if dispatch {
+        (Some(req.now), 1i64)
+    } else {
+        (None, 0i64)
+    };
+    let mut doubt = tx.prepare_cached(
+        "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
+                        doubt_since = ?2, updated_at = ?3,
+                        last_error = coalesce(last_error || '; ', '') ||
+                          'lease expired after dispatch; provider has no usable idempotency key'
+                 WHERE id = ?1",
+    )?;
+    let mut suppress = tx.prepare_cached(
+        "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
+                        last_error = 'address suppressed before claim'
+                 WHERE id = ?1",
+    )?;
+    // Rows that cannot have been delivered and are not suppressed (nearly all of them) are
+    // leased by one statement over a JSON array of their ids: the same row writes as one
+    // UPDATE per row, without the per-statement overhead.
+    let mut plain_ids = String::with_capacity(cands.len() * 8 + 2);
+    let mut plain = 0usize;
+    plain_ids.push('[');
+    for c in cands {
+        if let Some(since) = c.maybe_since {
+            // It may already have been delivered. Only an idempotent provider, still
+            // inside its key window, makes a retry safe.
+            let safe = req
+                .key_window_ms
+                .is_some_and(|w| req.now.saturating_sub(since) < w);
+            if !safe {
+                doubt.execute(params![c.id, since, req.now])?;
+                out.in_doubt += 1;
+                continue;
+            }
+        } else if c.suppressed {
+            suppress.execute(params![c.id, req.now])?;
+            out.suppressed += 1;
+            continue;
+        }
+        if c.maybe_since.is_none() {
+            if plain > 0 {
+                plain_ids.push(',');
+            }
+            plain_ids.push_str(&c.id.to_string());
+            plain += 1;
+        } else {
+            lease.execute(params![
+                c.id,
+                req.token,
+                req.owner,
+                req.now + req.lease_ms,
+                c.maybe_since,
+                req.now,
+                claimed_at,
+                dispatched_at,
+                increment
+            ])?;
+        }
+        out.rows.push(ClaimedRow {
+            id: c.id,
+            job_id: c.job_id,
+            address: c.address,
+            vars: c.vars,
+            attempts: c.attempts,
+            token: req.token,
+            maybe_delivered: c.maybe_since.is_some(),
+            dispatched: dispatch,
+        });
+    }
+    plain_ids.push(']');
+    if plain > 0 {
+        // As the per-row lease above with ?5 (maybe delivered since) NULL.
+        let n = tx
+            .prepare_cached(
+                "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
+                        visible_at = ?4, dispatched_at = ?6, attempts = attempts + ?7,
+                        doubt_since = NULL, updated_at = ?5, claimed_at = ?8
+                 WHERE id IN (SELECT value FROM json_each(?1))",
+            )?
+            .execute(params![
+                plain_ids,
+                req.token,
+                req.owner,
+                req.now + req.lease_ms,
+                req.now,
+                dispatched_at,
+                increment,
+                claimed_at
+            ])?;
+        if n != plain {
+            return Err(crate::error::Error::db(format!(
+                "claim leased {n} rows instead of {plain}; nothing was committed"
+            )));
+        }
+    }
+    crash::point("before_claim_commit");
+    Ok(out)
 }
 
 /// The dispatch marker: fenced on the lease token; returns the ids still held.

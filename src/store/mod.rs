@@ -3,6 +3,7 @@
 
 mod admin;
 mod audit;
+mod bench;
 mod campaigns;
 mod ledger;
 mod notify;
@@ -10,6 +11,7 @@ mod ratelimit;
 
 pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
 pub use audit::{AuditRow, AuditSnapshot};
+pub use bench::BareClaim;
 pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
@@ -25,6 +27,10 @@ use std::time::Duration;
 
 /// The migrations, in order. `schema/` is append-only: a released file never changes.
 const MIGRATIONS: &[(&str, &str)] = &[("0001_init", include_str!("../../schema/0001_init.sql"))];
+
+/// The WAL size past which `Ledger::checkpoint_if_large` checkpoints and truncates it (the
+/// automatic checkpoint cannot reset a WAL that readers keep pinned).
+pub const WAL_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The schema version this binary writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,0 +1,144 @@
+//! SQL used only by `sendonce bench`: bulk seeding of synthetic subscribers, the bare two-marker
+//! loop that measures what SQLite itself can do on this machine (the "limit"), WAL checkpoints
+//! and the query plans of the hot queries.
+
+use super::Store;
+use crate::error::Result;
+use rusqlite::params;
+
+/// Subscribers inserted per seeding transaction (keeps the WAL small while seeding).
+const SEED_CHUNK: i64 = 50_000;
+
+/// One bare claim of the limit loop: ids and fence tokens of the rows leased.
+#[derive(Debug, Default)]
+pub struct BareClaim {
+    pub ids: Vec<i64>,
+}
+
+impl Store {
+    /// Insert `n` confirmed email subscribers `reader<i>@bench.example` (i from 1) with a `city`
+    /// attribute, in chunks of 50,000 per transaction. Returns how many were inserted.
+    pub fn bench_seed_subscribers(&self, account_id: i64, n: u64) -> Result<u64> {
+        let now = crate::clock::now_ms();
+        let mut done: i64 = 0;
+        let n = n as i64;
+        while done < n {
+            let first = done + 1;
+            let last = (done + SEED_CHUNK).min(n);
+            self.write(|tx| {
+                tx.prepare_cached(
+                    "WITH RECURSIVE seq(i) AS (SELECT ?2 UNION ALL SELECT i + 1 FROM seq WHERE i < ?3)
+                     INSERT INTO subscribers (account_id, email, email_norm, name, status, attrs,
+                                              created_at)
+                     SELECT ?1, 'reader' || i || '@bench.example', 'reader' || i || '@bench.example',
+                            'Reader ' || i, 'confirmed',
+                            json_object('city', CASE i % 5 WHEN 0 THEN 'Lisbon' WHEN 1 THEN 'Porto'
+                                                WHEN 2 THEN 'Recife' WHEN 3 THEN 'Luanda'
+                                                ELSE 'Maputo' END),
+                            ?4
+                     FROM seq",
+                )?
+                .execute(params![account_id, first, last, now])?;
+                Ok(())
+            })?;
+            done = last;
+        }
+        Ok(done as u64)
+    }
+
+    /// Suppress the address of every `every`-th subscriber of the account (opted out before
+    /// the campaign), in one statement.
+    pub fn bench_seed_suppressions(&self, account_id: i64, every: u64) -> Result<u64> {
+        let now = crate::clock::now_ms();
+        self.write(|tx| {
+            let n = tx.execute(
+                "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+                 SELECT account_id, 'email', email_norm, 'bench: opted out', 'manual', ?3
+                 FROM subscribers
+                 WHERE account_id = ?1 AND id % ?2 = 0 AND email_norm IS NOT NULL
+                 ON CONFLICT DO NOTHING",
+                params![account_id, every as i64, now],
+            )?;
+            Ok(n as u64)
+        })
+    }
+
+    /// The limit loop's first marker: lease up to `batch` due rows in one statement (the same
+    /// partial-index range scan as the real claim, no suppression check, no doubt handling).
+    pub fn bench_bare_claim(
+        &self,
+        campaign_id: i64,
+        batch: usize,
+        token: i64,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<BareClaim> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE sends SET status = 'leased', lease_token = ?3, visible_at = ?4,
+                        attempts = attempts + 1, claimed_at = ?2, updated_at = ?2
+                 WHERE id IN (SELECT id FROM sends
+                              WHERE campaign_id = ?1 AND status IN ('queued', 'leased')
+                                AND visible_at <= ?2
+                              ORDER BY visible_at, id LIMIT ?5)
+                 RETURNING id, job_id, address, vars",
+            )?;
+            let mut rows = st.query(params![
+                campaign_id,
+                now,
+                token,
+                now + lease_ms,
+                batch as i64
+            ])?;
+            let mut out = BareClaim {
+                ids: Vec::with_capacity(batch),
+            };
+            while let Some(r) = rows.next()? {
+                out.ids.push(r.get(0)?);
+                // Read the columns a sender needs, as the real claim does.
+                let _job: String = r.get(1)?;
+                let _addr: String = r.get(2)?;
+                let _vars: String = r.get(3)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// The limit loop's second marker: the fenced confirmation of every row, one commit.
+    /// Returns how many rows the fence let through.
+    pub fn bench_bare_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
+                        updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = NULL
+                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+            )?;
+            let mut n = 0;
+            for &id in ids {
+                // Same size as the null provider's message id.
+                let pid = format!("null-{id:036}");
+                n += st.execute(params![id, token, pid, now])? as u64;
+            }
+            Ok(n)
+        })
+    }
+
+    /// `PRAGMA wal_checkpoint(TRUNCATE)`: copy the WAL into the database and empty it.
+    pub fn checkpoint_truncate(&self) -> Result<()> {
+        let c = self.conn()?;
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// Sends of a campaign in a given state (bench bookkeeping).
+    pub fn bench_count(&self, campaign_id: i64, status: &str) -> Result<u64> {
+        self.read(|c| {
+            let n: i64 = c.query_row(
+                "SELECT count(*) FROM sends WHERE campaign_id = ?1 AND status = ?2",
+                params![campaign_id, status],
+                |r| r.get(0),
+            )?;
+            Ok(n as u64)
+        })
+    }
+}

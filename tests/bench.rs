@@ -1,0 +1,71 @@
+//! Smoke test of `sendonce bench` at a tiny size: every section is present with positive
+//! figures. No timing assertions: thresholds are read from the output, not asserted here.
+
+mod common;
+use common::Env;
+
+#[test]
+fn bench_reports_every_section() {
+    let env = Env::new();
+    let dir = env.path("bench");
+    let out = env.ok(&[
+        "--json",
+        "bench",
+        "--recipients",
+        "2000",
+        "--scale",
+        "20000",
+        "--concurrency",
+        "16",
+        "--latency",
+        "20ms",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let positive = |path: &str| {
+        let v = doc
+            .pointer(path)
+            .unwrap_or_else(|| panic!("{path} missing: {doc:#}"));
+        let f = v
+            .as_f64()
+            .unwrap_or_else(|| panic!("{path} is not a number: {v}"));
+        assert!(f > 0.0, "{path} = {f}: {doc:#}");
+    };
+    for p in [
+        "/limit/recipients",
+        "/limit/per_second",
+        "/pipeline/null/sent",
+        "/pipeline/null/per_second",
+        "/pipeline/null/ratio_to_limit",
+        "/pipeline/outbox/sent",
+        "/pipeline/outbox/per_second",
+        "/pipeline/outbox/ratio_to_limit",
+        "/scale/recipients",
+        "/scale/list_build_seconds",
+        "/scale/run_per_second",
+        "/scale/peak_rss_mib",
+        "/latency/per_second",
+        "/latency/ideal_per_second",
+        "/latency/ratio",
+        "/wal/max_mib_run",
+        "/wal/max_mib_list_build",
+        "/restart/ms_to_first_claim",
+    ] {
+        positive(p);
+    }
+    // Every recipient but the opted-out ones (one in 1000) was sent, in every section.
+    assert_eq!(doc["limit"]["recipients"], 1998);
+    assert_eq!(doc["pipeline"]["null"]["sent"], 1998);
+    assert_eq!(doc["pipeline"]["outbox"]["sent"], 1998);
+    assert_eq!(doc["scale"]["recipients"], 19_980);
+    assert_eq!(
+        doc["restart"]["samples_ms"].as_array().map(|a| a.len()),
+        Some(3)
+    );
+    assert_eq!(doc["notify"]["status"], "n/a");
+    assert_eq!(doc["targets"].as_array().map(|a| a.len()), Some(7));
+    // The outbox really delivered one line per recipient.
+    let lines = std::fs::read_to_string(dir.join("outbox.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 1998);
+}
