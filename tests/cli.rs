@@ -473,3 +473,50 @@ fn scheduled_campaign_waits_for_its_time() {
     assert_eq!(st["status"], "approved");
     assert_eq!(st["total"], 0);
 }
+
+#[test]
+fn sms_campaign_creation_reports_encoding_and_segments() {
+    let env = Env::new();
+    let acct = env.setup_account();
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        &acct,
+        "--phone",
+        "+14155550100",
+    ]);
+    let long = "x".repeat(165);
+    let f = env.write("sms.txt", &long);
+    let r = env.run(&[
+        "--json",
+        "campaign",
+        "create",
+        "--account",
+        &acct,
+        "--name",
+        "s",
+        "--channel",
+        "sms",
+        "--body-file",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["sms"]["encoding"], "GSM-7");
+    assert_eq!(doc["sms"]["segments"], 2);
+    let f = env.write("sms2.txt", "Olá 👋");
+    let r = env.run(&[
+        "campaign",
+        "create",
+        "--account",
+        &acct,
+        "--name",
+        "s2",
+        "--channel",
+        "sms",
+        "--body-file",
+        f.to_str().unwrap(),
+    ]);
+    assert!(r.stderr.contains("UCS-2"), "{}", r.stderr);
+}

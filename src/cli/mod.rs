@@ -255,6 +255,12 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                 subject: subject.as_deref(),
                 body: &body,
             })?;
+            if ch == Channel::Sms {
+                // The template before rendering: variables change the length per recipient.
+                let seg = crate::sms::segments(&body);
+                eprintln!("sms body (before variables): {seg}");
+                return Ok(Output::ok(json!({"id": id, "sms": seg}), id.to_string()));
+            }
             Ok(Output::ok(json!({"id": id}), id.to_string()))
         }
         CampaignCmd::Approve { id, at } => {
