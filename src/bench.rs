@@ -44,6 +44,8 @@ const RESTART_BACKLOG: u64 = 50_000;
 const RESTART_SAMPLES: usize = 3;
 /// The latency section runs about this long at the ideal rate.
 const LATENCY_RUN: Duration = Duration::from_secs(2);
+/// Timed `sendonce notify` runs after the first (which creates the state file).
+const NOTIFY_SAMPLES: usize = 5;
 /// One subscriber in this many has opted out before the campaign.
 const OPTED_OUT_EVERY: u64 = 1000;
 
@@ -151,11 +153,16 @@ pub struct Restart {
     pub samples_ms: Vec<f64>,
 }
 
-/// Section 7.
+/// Section 7: `sendonce notify` as a CI job runs it, a new process per message.
 #[derive(Debug, Serialize)]
 pub struct Notify {
-    pub status: &'static str,
-    pub note: &'static str,
+    /// Median wall time of one notify (process start to exit) with a new key each time.
+    pub ms: f64,
+    pub samples_ms: Vec<f64>,
+    /// The first notify, which also creates the state file and its schema.
+    pub first_ms: f64,
+    /// Deliveries the provider logged (one per notify).
+    pub delivered: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -680,6 +687,79 @@ fn restart(ws: &Workspace, opts: &Options) -> Result<Restart> {
     })
 }
 
+/// Section 7: time `sendonce notify` processes against the fake provider, served on loopback by
+/// this process (real HTTP, durable acceptance), each with a new key so each one delivers.
+fn notify(ws: &Workspace, rt: &tokio::runtime::Runtime) -> Result<Notify> {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .map_err(|e| Error::io("cannot listen on loopback", e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("cannot read the loopback address", e))?;
+    let log = ws.path("notify-deliveries.jsonl");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(crate::fake::run(
+        listener,
+        crate::fake::Config::new(&log),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let state = ws.path("notify-state.db");
+    let spec = format!("webhook:http://{addr}/send");
+    let exe =
+        std::env::current_exe().map_err(|e| Error::io("cannot find the sendonce executable", e))?;
+    let mut times = Vec::with_capacity(NOTIFY_SAMPLES + 1);
+    let mut failure = None;
+    for i in 0..=NOTIFY_SAMPLES {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["-q", "notify", "--to", "ops@bench.example"])
+            .args(["--message", "bench: build finished", "--provider", &spec])
+            .arg("--key")
+            .arg(format!("bench-notify-{i}"))
+            .arg("--state")
+            .arg(&state)
+            .env_remove("SENDONCE_CRASH_AT")
+            .env_remove("SENDONCE_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let t = Instant::now();
+        let out = cmd
+            .output()
+            .map_err(|e| Error::io("cannot start sendonce notify", e))?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        if !out.status.success() {
+            failure = Some(format!(
+                "sendonce notify exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            break;
+        }
+    }
+    let _ = stop.send(());
+    rt.block_on(server)
+        .map_err(|e| Error::db(format!("the loopback provider failed: {e}")))??;
+    if let Some(f) = failure {
+        return Err(Error::db(f));
+    }
+    let delivered = crate::deliverylog::read_lines(&log)?.len() as u64;
+    if delivered != times.len() as u64 {
+        return Err(Error::db(format!(
+            "{} notifies, but the provider logged {delivered} deliveries",
+            times.len()
+        )));
+    }
+    let samples = times.split_off(1);
+    Ok(Notify {
+        ms: median(&samples),
+        samples_ms: samples,
+        first_ms: times[0],
+        delivered,
+    })
+}
+
 fn targets(r: &Report) -> Vec<Target> {
     let p = &r.pipeline.null;
     vec![
@@ -728,6 +808,12 @@ fn targets(r: &Report) -> Vec<Target> {
             value: format!("{:.1}", r.restart.ms_to_first_claim),
             met: r.restart.ms_to_first_claim <= 100.0,
         },
+        Target {
+            what: "notify wall time (ms)",
+            target: "<= 50".into(),
+            value: format!("{:.1}", r.notify.ms),
+            met: r.notify.ms <= 50.0,
+        },
     ]
 }
 
@@ -759,11 +845,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let latency = latency_bound(&ws, opts, &rt)?;
     let (scale, wal) = scale(&ws, opts)?;
     let restart = restart(&ws, opts)?;
-    // Section 7: add the `sendonce notify` timing here once that command exists.
-    let notify = Notify {
-        status: "n/a",
-        note: "notify is not timed by the bench yet",
-    };
+    let notify = notify(&ws, &rt)?;
 
     let mut report = Report {
         machine: machine(load_start),
@@ -912,11 +994,16 @@ impl Report {
             ),
             format!("{:.1} ms", r.ms_to_first_claim),
         );
+        let n = &self.notify;
         row(
             &mut t,
             "7 notify",
-            "n/a (notify is not timed by the bench yet)".into(),
-            "-".into(),
+            format!(
+                "one `sendonce notify` to a loopback provider (median of {}; first {:.1} ms)",
+                n.samples_ms.len(),
+                n.first_ms
+            ),
+            format!("{:.1} ms", n.ms),
         );
         t.push_str("\ntargets:\n");
         for g in &self.targets {

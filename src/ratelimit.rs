@@ -104,6 +104,15 @@ impl Limiter {
         *local -= granted;
         Ok((granted, if granted < n { g.wait_ms.max(1) } else { 0 }))
     }
+
+    /// Keep `n` tokens taken by `try_take` and not used (a claim found fewer rows than it had
+    /// tokens for) for the next call of this process. They were taken from the shared bucket,
+    /// so no other process can spend them twice.
+    pub async fn give_back(&self, n: u32) {
+        if n > 0 {
+            *self.local.lock().await += n;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,20 @@
 //! The worker: claim due rows, render, call the provider with bounded concurrency, and record
 //! outcomes in group commits. The only place that calls providers.
 //!
-//! Per row the order is fixed: lease (claim commit) -> dispatch marker commit -> provider call
-//! -> confirmation commit. No database statement or transaction is open across a provider call
-//! or an `.await`: every store call runs to completion on a blocking thread.
+//! Per row the order is fixed: lease with dispatch marker (one commit) -> provider call ->
+//! confirmation commit. A turn of the loop is one commit: the outcomes of the calls that
+//! finished, plus a claim sized to the call slots free at that moment, so no row is ever leased
+//! and left waiting, and at most `concurrency` rows are dispatched without an outcome. No
+//! database statement or transaction is open across a provider call or an `.await`: every store
+//! call runs to completion on a blocking thread.
 
 use crate::error::{Error, Result};
 use crate::model::idempotency_key;
 use crate::provider::{CallResult, Lookup, Message, Provider};
 use crate::routes::{Route, Routes};
-use crate::store::{ActiveCampaign, ClaimRequest, ClaimedRow, Ledger, Outcome, Record};
+use crate::store::{ActiveCampaign, ClaimRequest, Ledger, Outcome, Record};
 use crate::template::Compiled;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,13 +100,6 @@ impl Summary {
         self.retried += s.retried;
         self.moved_in_doubt += s.in_doubt;
     }
-}
-
-/// A claimed row, rendered and ready to call.
-struct Ready {
-    row: ClaimedRow,
-    msg: Message,
-    route: Arc<Route>,
 }
 
 /// A call in flight.
@@ -251,7 +247,6 @@ pub async fn run_routed(
     let mut summary = Summary::default();
     let mut templates: HashMap<i64, Arc<Compiled>> = HashMap::new();
     let mut campaign_routes: HashMap<i64, Arc<Route>> = HashMap::new();
-    let mut pending: VecDeque<Ready> = VecDeque::new();
     let mut flights: HashMap<i64, Flight> = HashMap::new();
     let mut per_route: HashMap<usize, usize> = HashMap::new();
     let mut inflight: JoinSet<(i64, CallResult)> = JoinSet::new();
@@ -259,7 +254,6 @@ pub async fn run_routed(
     let mut campaigns: Vec<ActiveCampaign> = Vec::new();
     let mut rr = 0usize; // round-robin position over campaigns
     let mut last_maintenance: Option<Instant> = None;
-    let mut last_flush = Instant::now();
     let mut stopping = false;
     let mut drain_until: Option<tokio::time::Instant> = None;
     // When rows wait for rate-limit tokens: how long until the next one.
@@ -317,33 +311,67 @@ pub async fn run_routed(
             last_maintenance = Some(Instant::now());
         }
 
-        // 2. Claim while there is room for more work.
+        // 2. One commit per turn: the outcomes of finished calls, and a claim sized to the
+        // call slots free right now whose rows carry their dispatch marker (they are called
+        // as soon as the commit returns). So at any moment at most `concurrency` rows are
+        // dispatched without a recorded outcome: that bounds what a crash can leave in doubt.
+        // A campaign's rows all go to one route, so the claim is also sized to the route's
+        // free slots and to the rate-limit tokens it got.
         let mut claimed_any = false;
-        if !stopping && pending.len() < cfg.concurrency.max(cfg.batch) && !campaigns.is_empty() {
+        let mut committed = false;
+        rate_wait = None;
+        let free = cfg.concurrency.saturating_sub(inflight.len());
+        if !stopping && free > 0 && !campaigns.is_empty() {
             for _ in 0..campaigns.len() {
                 let c = &campaigns[rr % campaigns.len()];
                 rr = rr.wrapping_add(1);
                 let Some(route) = campaign_routes.get(&c.id).cloned() else {
                     continue;
                 };
+                let k = route_key(&route);
+                let mut slots = free.min(cfg.batch);
+                if let Some(cap) = route.concurrency {
+                    slots = slots.min(cap.saturating_sub(per_route.get(&k).copied().unwrap_or(0)));
+                }
+                if slots == 0 {
+                    continue;
+                }
+                if let Some(l) = &route.limiter {
+                    let (granted, wait) = l.try_take(slots as u32).await?;
+                    if (granted as usize) < slots {
+                        let w = Duration::from_millis(wait as u64);
+                        rate_wait = Some(rate_wait.map_or(w, |x| x.min(w)));
+                    }
+                    slots = granted as usize;
+                    if slots == 0 {
+                        continue;
+                    }
+                }
+                let caps = route.provider.capabilities();
                 let req = ClaimRequest {
                     campaign_id: c.id,
                     account_id: c.account_id,
                     channel: c.channel,
-                    batch: cfg.batch,
+                    batch: slots,
                     lease_ms,
                     token: random_token(),
                     owner: cfg.worker_id.clone(),
-                    key_window_ms: route
-                        .provider
-                        .capabilities()
-                        .key_window
-                        .map(|w| w.as_millis() as i64),
+                    key_window_ms: caps.key_window.map(|w| w.as_millis() as i64),
                     now: crate::clock::now_ms(),
                 };
-                let got = blocking(&ledger, move |l| l.claim(&req)).await?;
+                let group = std::mem::take(&mut outcomes);
+                let now = req.now;
+                let (stats, got) =
+                    blocking(&ledger, move |l| l.cycle(&group, Some(&req), now)).await?;
+                committed = true;
+                summary.add(&stats);
                 summary.suppressed += got.suppressed;
                 summary.moved_in_doubt += got.in_doubt;
+                if let Some(l) = &route.limiter {
+                    // Tokens for slots the claim could not fill stay with this process.
+                    l.give_back(slots.saturating_sub(got.rows.len()) as u32)
+                        .await;
+                }
                 if got.rows.is_empty() {
                     continue;
                 }
@@ -365,130 +393,49 @@ pub async fn run_routed(
                         t
                     }
                 };
+                // A call must end well inside its lease: the claim set it to a whole lease.
+                let call_timeout = caps.call_timeout.min(cfg.lease / 2);
                 for row in got.rows {
-                    let rendered = serde_json::from_str::<serde_json::Value>(&row.vars)
-                        .map_err(|e| Error::invalid(format!("captured variables: {e}")))
-                        .and_then(|v| tpl.render(&v));
-                    match rendered {
-                        Ok((subject, body)) => {
-                            let msg = Message {
-                                idempotency_key: idempotency_key(&row.job_id),
-                                job_id: row.job_id.clone(),
-                                channel: c.channel,
-                                from: c.sender.clone(),
-                                to: row.address.clone(),
-                                subject,
-                                body,
-                                html: None,
-                            };
-                            pending.push_back(Ready {
-                                row,
-                                msg,
-                                route: route.clone(),
+                    let msg = match tpl.render_json(&row.vars) {
+                        Ok((subject, body)) => Message {
+                            idempotency_key: idempotency_key(&row.job_id),
+                            job_id: row.job_id,
+                            channel: c.channel,
+                            from: c.sender.clone(),
+                            to: row.address,
+                            subject,
+                            body,
+                            html: None,
+                        },
+                        Err(e) => {
+                            // Variables are checked when the campaign is created; a row whose
+                            // stored variables cannot be rendered was never called.
+                            outcomes.push(Record {
+                                id: row.id,
+                                token: row.token,
+                                outcome: Outcome::Failed {
+                                    error: e.message,
+                                    suppress: None,
+                                },
                             });
+                            continue;
                         }
-                        Err(e) => outcomes.push(Record {
-                            id: row.id,
-                            token: row.token,
-                            outcome: Outcome::Failed {
-                                error: e.message,
-                                suppress: None,
-                            },
-                        }),
-                    }
-                }
-                break;
-            }
-        }
-
-        // 3. Dispatch: marker first (one commit for the whole wave), then the calls. A row
-        // goes only if its route has room (concurrency cap) and a rate-limit token.
-        let free = cfg.concurrency.saturating_sub(inflight.len());
-        rate_wait = None;
-        if !stopping && free > 0 && !pending.is_empty() {
-            let mut wave: Vec<Ready> = Vec::new();
-            let mut keep: VecDeque<Ready> = VecDeque::new();
-            let mut taken: HashMap<usize, usize> = HashMap::new();
-            let mut tokens: HashMap<usize, u32> = HashMap::new();
-            // Ask each limited route once for as many tokens as it has candidates.
-            let mut want: HashMap<usize, (Arc<Route>, u32)> = HashMap::new();
-            for r in pending.iter().take(free) {
-                if r.route.limiter.is_some() {
-                    want.entry(route_key(&r.route))
-                        .or_insert_with(|| (r.route.clone(), 0))
-                        .1 += 1;
-                }
-            }
-            for (k, (route, n)) in want {
-                if let Some(l) = &route.limiter {
-                    let (granted, wait) = l.try_take(n).await?;
-                    tokens.insert(k, granted);
-                    if granted < n {
-                        let w = Duration::from_millis(wait as u64);
-                        rate_wait = Some(rate_wait.map_or(w, |x| x.min(w)));
-                    }
-                }
-            }
-            while let Some(r) = pending.pop_front() {
-                let k = route_key(&r.route);
-                let busy =
-                    per_route.get(&k).copied().unwrap_or(0) + taken.get(&k).copied().unwrap_or(0);
-                let capped = r.route.concurrency.is_some_and(|c| busy >= c);
-                let no_token =
-                    r.route.limiter.is_some() && tokens.get(&k).copied().unwrap_or(0) == 0;
-                if wave.len() >= free || capped || no_token {
-                    keep.push_back(r);
-                    continue;
-                }
-                if let Some(t) = tokens.get_mut(&k) {
-                    *t -= 1;
-                }
-                *taken.entry(k).or_default() += 1;
-                wave.push(r);
-            }
-            pending = keep;
-            // Tokens granted but not used this wave are simply not spent again: a stricter limit.
-            if !wave.is_empty() {
-                let keys: Vec<(i64, i64)> = wave.iter().map(|r| (r.row.id, r.row.token)).collect();
-                let now = crate::clock::now_ms();
-                // Outcomes of earlier calls are committed with this wave's marker, so at any
-                // moment at most `concurrency` rows are dispatched without a recorded outcome:
-                // that bounds what a crash can leave in doubt.
-                let group = std::mem::take(&mut outcomes);
-                let (stats, held) = blocking(&ledger, move |l| {
-                    l.record_and_dispatch(&group, &keys, now, lease_ms)
-                })
-                .await?;
-                summary.add(&stats);
-                last_flush = Instant::now();
-                let held: std::collections::HashSet<i64> = held.into_iter().collect();
-                for r in wave {
-                    if !held.contains(&r.row.id) {
-                        tracing::warn!(
-                            send_id = r.row.id,
-                            "lease lost before dispatch; not calling"
-                        );
-                        continue;
-                    }
-                    let k = route_key(&r.route);
+                    };
                     *per_route.entry(k).or_default() += 1;
-                    let caps = r.route.provider.capabilities();
                     flights.insert(
-                        r.row.id,
+                        row.id,
                         Flight {
-                            token: r.row.token,
-                            attempts: r.row.attempts + 1,
-                            maybe_delivered: r.row.maybe_delivered,
+                            token: row.token,
+                            attempts: row.attempts + 1,
+                            maybe_delivered: row.maybe_delivered,
                             idempotent: caps.key_window.is_some(),
                             route: k,
                         },
                     );
-                    // A call must end well inside its lease: the lease is renewed at dispatch.
-                    let call_timeout = caps.call_timeout.min(cfg.lease / 2);
-                    let p = r.route.provider.clone();
-                    let id = r.row.id;
+                    let p = route.provider.clone();
+                    let id = row.id;
                     inflight.spawn(async move {
-                        let res = match tokio::time::timeout(call_timeout, p.send(&r.msg)).await {
+                        let res = match tokio::time::timeout(call_timeout, p.send(&msg)).await {
                             Ok(res) => res,
                             Err(_) => CallResult::Ambiguous {
                                 error: format!("provider call timed out after {call_timeout:?}"),
@@ -503,21 +450,19 @@ pub async fn run_routed(
                         (id, res)
                     });
                 }
+                break;
             }
         }
 
-        // Stopping: leased rows that were never dispatched provably never happened.
-        if stopping && !pending.is_empty() {
-            let give_back: Vec<(i64, i64)> =
-                pending.drain(..).map(|r| (r.row.id, r.row.token)).collect();
-            let now = crate::clock::now_ms();
-            summary.released += blocking(&ledger, move |l| l.release(&give_back, now)).await?;
+        // Outcomes that no claim carried this turn (stopping, or no free slot or token): their
+        // own commit, so a confirmation never waits for the next claim.
+        if !committed && !outcomes.is_empty() && !inflight.is_empty() {
+            flush(&ledger, &mut outcomes, &mut summary).await?;
         }
 
         // 4. Idle: flush, complete campaigns, decide whether to wait or leave.
-        if inflight.is_empty() && pending.is_empty() {
+        if inflight.is_empty() {
             flush(&ledger, &mut outcomes, &mut summary).await?;
-            last_flush = Instant::now();
             if stopping {
                 break;
             }
@@ -548,11 +493,13 @@ pub async fn run_routed(
                 last_maintenance = None;
                 continue;
             }
-            let wait = match next {
-                Some(v) => {
+            let wait = match (rate_wait, next) {
+                // Due rows wait for rate-limit tokens.
+                (Some(w), _) => w.clamp(Duration::from_millis(1), cfg.tick),
+                (None, Some(v)) => {
                     Duration::from_millis((v - now).clamp(1, cfg.tick.as_millis() as i64) as u64)
                 }
-                None => cfg.tick,
+                (None, None) => cfg.tick,
             };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
@@ -564,16 +511,7 @@ pub async fn run_routed(
             continue;
         }
 
-        // 5. Wait for calls to finish (or for the stop signal / drain deadline / a token).
-        if inflight.is_empty() {
-            // Rows are waiting for rate-limit tokens or route capacity.
-            let wait = rate_wait.unwrap_or(Duration::from_millis(10));
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = &mut shutdown, if !stopping => { stopping = true; summary.interrupted = true; }
-            }
-            continue;
-        }
+        // 5. Wait for calls to finish (or for the stop signal / drain deadline).
         tokio::select! {
             joined = inflight.join_next() => {
                 if let Some(j) = joined {
@@ -606,21 +544,8 @@ pub async fn run_routed(
                 while inflight.join_next().await.is_some() {}
             }
         }
-        if outcomes.len() >= cfg.batch
-            || inflight.is_empty()
-            || last_flush.elapsed() >= Duration::from_millis(20)
-        {
-            flush(&ledger, &mut outcomes, &mut summary).await?;
-            last_flush = Instant::now();
-        }
     }
 
-    if !pending.is_empty() {
-        let give_back: Vec<(i64, i64)> =
-            pending.drain(..).map(|r| (r.row.id, r.row.token)).collect();
-        let now = crate::clock::now_ms();
-        summary.released += blocking(&ledger, move |l| l.release(&give_back, now)).await?;
-    }
     flush(&ledger, &mut outcomes, &mut summary).await?;
     tracing::info!(worker = %cfg.worker_id, claimed = summary.claimed, sent = summary.sent,
         failed = summary.failed, in_doubt = summary.moved_in_doubt, "worker stopped");

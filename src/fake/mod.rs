@@ -37,6 +37,10 @@ pub struct Config {
     pub seed: Option<u64>,
     /// E.164 numbers the Twilio endpoint refuses with error 21610 (replied STOP).
     pub twilio_opted_out: Vec<String>,
+    /// Append the idempotency key of every `POST /send` to this file as the request arrives,
+    /// before latency and faults (not fsynced): tells calls that reached the provider from
+    /// calls that never left the sender.
+    pub request_log: Option<PathBuf>,
 }
 
 impl Config {
@@ -49,6 +53,7 @@ impl Config {
             drop_after_accept_rate: 0.0,
             seed: None,
             twilio_opted_out: Vec::new(),
+            request_log: None,
         }
     }
 
@@ -68,6 +73,7 @@ impl Config {
                     crate::address::normalize_phone(n).map_err(|e| e.context("--twilio-opted-out"))
                 })
                 .collect::<Result<_>>()?,
+            request_log: a.request_log.clone(),
         })
     }
 }

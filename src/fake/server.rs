@@ -45,6 +45,8 @@ pub(super) struct Shared {
     pub(super) config: Config,
     pub(super) journal: Journal,
     pub(super) rng: Rng,
+    /// `Config::request_log`, open for appending.
+    requests: Option<std::sync::Mutex<std::fs::File>>,
 }
 
 /// A fake provider whose log and key table are open; `serve` answers requests.
@@ -66,11 +68,22 @@ impl Server {
     pub fn open(config: Config) -> Result<Self> {
         let journal = Journal::open(&config.log, config.idempotent)?;
         let rng = Rng::new(config.seed);
+        let requests = match &config.request_log {
+            Some(p) => Some(std::sync::Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| Error::io(&format!("cannot open {}", p.display()), e))?,
+            )),
+            None => None,
+        };
         Ok(Server {
             shared: Arc::new(Shared {
                 config,
                 journal,
                 rng,
+                requests,
             }),
         })
     }
@@ -178,6 +191,16 @@ async fn send(
     req: HttpRequest<Incoming>,
 ) -> std::result::Result<Response<Body>, DropReply> {
     let cfg = &shared.config;
+    if let (Some(f), Some(key)) = (&shared.requests, req.headers().get("idempotency-key")) {
+        // One short append per request (page cache only): the order of arrival is all a
+        // reader needs, and the reader runs while this process is alive.
+        let line = [key.as_bytes(), b"\n"].concat();
+        if let Ok(mut f) = f.lock() {
+            if let Err(e) = std::io::Write::write_all(&mut *f, &line) {
+                tracing::warn!(error = %e, "fake provider: cannot append to the request log");
+            }
+        }
+    }
     let [lat, fail, drop] = shared.rng.unit::<3>();
     if let Some((lo, hi)) = cfg.latency {
         tokio::time::sleep(lo + (hi - lo).mul_f64(lat)).await;
