@@ -395,32 +395,8 @@ pub async fn run_routed(
                 };
                 // A call must end well inside its lease: the claim set it to a whole lease.
                 let call_timeout = caps.call_timeout.min(cfg.lease / 2);
+                let channel = c.channel;
                 for row in got.rows {
-                    let msg = match tpl.render_json(&row.vars) {
-                        Ok((subject, body)) => Message {
-                            idempotency_key: idempotency_key(&row.job_id),
-                            job_id: row.job_id,
-                            channel: c.channel,
-                            from: c.sender.clone(),
-                            to: row.address,
-                            subject,
-                            body,
-                            html: None,
-                        },
-                        Err(e) => {
-                            // Variables are checked when the campaign is created; a row whose
-                            // stored variables cannot be rendered was never called.
-                            outcomes.push(Record {
-                                id: row.id,
-                                token: row.token,
-                                outcome: Outcome::Failed {
-                                    error: e.message,
-                                    suppress: None,
-                                },
-                            });
-                            continue;
-                        }
-                    };
                     *per_route.entry(k).or_default() += 1;
                     flights.insert(
                         row.id,
@@ -433,8 +409,35 @@ pub async fn run_routed(
                         },
                     );
                     let p = route.provider.clone();
-                    let id = row.id;
+                    let tpl = tpl.clone();
+                    let from = c.sender.clone();
+                    // Rendering happens in the call's task, so the loop starts every call of
+                    // the claim at once and the runtime's threads share the work.
                     inflight.spawn(async move {
+                        let id = row.id;
+                        let msg = match tpl.render_json(&row.vars) {
+                            Ok((subject, body)) => Message {
+                                idempotency_key: idempotency_key(&row.job_id),
+                                job_id: row.job_id,
+                                channel,
+                                from,
+                                to: row.address,
+                                subject,
+                                body,
+                                html: None,
+                            },
+                            // Variables are checked when the campaign is created; a row whose
+                            // stored variables cannot be rendered is never called.
+                            Err(e) => {
+                                return (
+                                    id,
+                                    CallResult::Permanent {
+                                        error: format!("cannot render the message: {}", e.message),
+                                        suppress: None,
+                                    },
+                                )
+                            }
+                        };
                         let res = match tokio::time::timeout(call_timeout, p.send(&msg)).await {
                             Ok(res) => res,
                             Err(_) => CallResult::Ambiguous {
