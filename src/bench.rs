@@ -44,6 +44,9 @@ const RESTART_BACKLOG: u64 = 50_000;
 const RESTART_SAMPLES: usize = 3;
 /// The latency section runs about this long at the ideal rate.
 const LATENCY_RUN: Duration = Duration::from_secs(2);
+/// Pause of the second connection between two campaign status reads during the scale run (a
+/// dashboard polling ten times a second).
+const STATUS_READ_GAP: Duration = Duration::from_millis(100);
 /// Timed `sendonce notify` runs after the first (which creates the state file).
 const NOTIFY_SAMPLES: usize = 5;
 /// One subscriber in this many has opted out before the campaign.
@@ -130,6 +133,12 @@ pub struct Latency {
     pub per_second: f64,
     pub ideal_per_second: f64,
     pub ratio: f64,
+    /// Mean duration of a provider call as the worker saw it (the timer of the fake latency
+    /// rounds up, so it is a little over `latency_ms`).
+    pub mean_call_ms: f64,
+    /// Share of the run during which the `in_flight` call slots held a call: what the sender
+    /// itself loses between a call's end and the next call in its slot.
+    pub slot_utilisation: f64,
 }
 
 /// Section 5.
@@ -439,6 +448,30 @@ fn pipeline_run(
     })
 }
 
+/// A provider wrapper that adds up how long its calls took.
+struct Timed {
+    inner: Arc<dyn Provider>,
+    calls: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Provider for Timed {
+    fn capabilities(&self) -> &provider::Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn send<'a>(&'a self, msg: &'a provider::Message) -> provider::CallFuture<'a> {
+        Box::pin(async move {
+            let t = Instant::now();
+            let res = self.inner.send(msg).await;
+            self.nanos
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            res
+        })
+    }
+}
+
 /// Section 4: a provider that takes `latency` per call, `concurrency` calls in flight.
 fn latency_bound(ws: &Workspace, opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Latency> {
     let rounds = (LATENCY_RUN.as_secs_f64() / opts.latency.as_secs_f64())
@@ -452,15 +485,32 @@ fn latency_bound(ws: &Workspace, opts: &Options, rt: &tokio::runtime::Runtime) -
     build_list(&store, cid)?;
     store.checkpoint_truncate()?;
     let spec = format!("null?latency={}ms", opts.latency.as_millis());
-    let provider = provider::from_spec(&spec)?;
+    let timed = Arc::new(Timed {
+        inner: provider::from_spec(&spec)?,
+        calls: AtomicU64::new(0),
+        nanos: AtomicU64::new(0),
+    });
     let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
     let cfg = worker_config(opts, opts.concurrency);
     let t = Instant::now();
-    let summary = rt.block_on(worker::spawn(ledger, provider, cfg, std::future::pending()))?;
+    let summary = rt.block_on(worker::spawn(
+        ledger,
+        timed.clone(),
+        cfg,
+        std::future::pending(),
+    ))?;
     let seconds = t.elapsed().as_secs_f64();
     let per_second = summary.sent as f64 / seconds;
     let ideal = opts.concurrency as f64 / opts.latency.as_secs_f64();
+    let calls = timed.calls.load(Ordering::Relaxed);
+    let busy = timed.nanos.load(Ordering::Relaxed) as f64 / 1e9;
     Ok(Latency {
+        mean_call_ms: if calls == 0 {
+            0.0
+        } else {
+            busy * 1000.0 / calls as f64
+        },
+        slot_utilisation: busy / (seconds * opts.concurrency as f64),
         in_flight: opts.concurrency,
         latency_ms: opts.latency.as_secs_f64() * 1000.0,
         recipients: summary.sent,
@@ -563,7 +613,7 @@ fn scale(ws: &Workspace, opts: &Options) -> Result<(Scale, Wal)> {
                     reads.fetch_add(1, Ordering::Relaxed);
                     read_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 }
-                std::thread::sleep(Duration::from_millis(10));
+                std::thread::sleep(STATUS_READ_GAP);
             }
         });
         let t = Instant::now();
@@ -967,6 +1017,12 @@ impl Report {
             ),
             format!("{}/s", thousands(l.per_second)),
         );
+        row(
+            &mut t,
+            "4 latency",
+            format!("calls took {:.2} ms on average; slots busy", l.mean_call_ms),
+            format!("{:.1}%", l.slot_utilisation * 100.0),
+        );
         let w = &self.wal;
         row(
             &mut t,
@@ -999,7 +1055,7 @@ impl Report {
             &mut t,
             "7 notify",
             format!(
-                "one `sendonce notify` to a loopback provider (median of {}; first {:.1} ms)",
+                "notify, loopback provider, median of {} (first {:.0} ms)",
                 n.samples_ms.len(),
                 n.first_ms
             ),

@@ -259,8 +259,13 @@ impl Store {
         self.read(|conn| {
             let mut counts: BTreeMap<&'static str, u64> =
                 SendStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+            // The (campaign_id, subscriber_id) index visits a campaign's rows in about the order
+            // they were inserted (sequential pages). Left alone, the planner picks the
+            // (campaign_id, address) index, which visits them in random order: on a campaign of
+            // a million rows, about twice as slow, and it evicts the cache of the writer.
             let mut st = conn.prepare_cached(
-                "SELECT status, count(*) FROM sends WHERE campaign_id = ?1 AND account_id = ?2
+                "SELECT status, count(*) FROM sends INDEXED BY sqlite_autoindex_sends_1
+                 WHERE campaign_id = ?1 AND account_id = ?2
                  GROUP BY status",
             )?;
             let mut rows = st.query(params![id, c.account_id])?;
