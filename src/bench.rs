@@ -6,7 +6,7 @@
 use crate::address::Channel;
 use crate::error::{Error, Result};
 use crate::provider::{self, Provider};
-use crate::store::{Ledger, NewCampaign, OpenOptions, Store, Sync};
+use crate::store::{Ledger, NewCampaign, OpenOptions, QueryPlan, Store, Sync};
 use crate::worker;
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read};
@@ -193,6 +193,8 @@ pub struct Report {
     pub wal: Wal,
     pub restart: Restart,
     pub notify: Notify,
+    /// Section 8: `EXPLAIN QUERY PLAN` of every statement of the send path.
+    pub plans: Vec<QueryPlan>,
     pub targets: Vec<Target>,
     pub seconds: f64,
 }
@@ -859,6 +861,17 @@ fn targets(r: &Report) -> Vec<Target> {
             met: r.restart.ms_to_first_claim <= 100.0,
         },
         Target {
+            what: "hot statements reading a whole table",
+            target: "= 0".into(),
+            value: r
+                .plans
+                .iter()
+                .filter(|p| !p.full_scans().is_empty())
+                .count()
+                .to_string(),
+            met: r.plans.iter().all(|p| p.full_scans().is_empty()),
+        },
+        Target {
             what: "notify wall time (ms)",
             target: "<= 50".into(),
             value: format!("{:.1}", r.notify.ms),
@@ -896,6 +909,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let (scale, wal) = scale(&ws, opts)?;
     let restart = restart(&ws, opts)?;
     let notify = notify(&ws, &rt)?;
+    let plans = ws.fresh("plans.db")?.1.hot_query_plans()?;
 
     let mut report = Report {
         machine: machine(load_start),
@@ -919,6 +933,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         wal,
         restart,
         notify,
+        plans,
         targets: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
     };
@@ -1061,6 +1076,13 @@ impl Report {
             ),
             format!("{:.1} ms", n.ms),
         );
+        t.push_str(&format!(
+            "8 plans            EXPLAIN QUERY PLAN of the {} statements of the send path:\n",
+            self.plans.len()
+        ));
+        for p in &self.plans {
+            t.push_str(&format!("  {:<38} {}\n", p.name, p.plan.join(" / ")));
+        }
         t.push_str("\ntargets:\n");
         for g in &self.targets {
             t.push_str(&format!(

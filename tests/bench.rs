@@ -71,7 +71,8 @@ fn bench_reports_every_section() {
         doc["notify"]["samples_ms"].as_array().map(|a| a.len()),
         Some(5)
     );
-    assert_eq!(doc["targets"].as_array().map(|a| a.len()), Some(8));
+    assert!(doc["plans"].as_array().is_some_and(|a| a.len() >= 20));
+    assert_eq!(doc["targets"].as_array().map(|a| a.len()), Some(9));
     // The outbox really delivered one line per recipient.
     let lines = std::fs::read_to_string(dir.join("outbox.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 1998);

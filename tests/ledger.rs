@@ -269,28 +269,44 @@ fn release_returns_only_undispatched_rows() {
     );
 }
 
+/// The plans of the real statements (not copies): the claim is one range scan of the
+/// `sends_claim` partial index with no sort, the per-tick sweep of cancelled campaigns reads only
+/// expired leases, and no statement of the send path reads a whole table.
 #[test]
-fn the_claim_is_one_index_range_scan() {
+fn hot_statements_use_their_indexes() {
     let env = Env::new();
-    sending_campaign(&env, 5);
-    let plan: Vec<String> = {
-        let c = env.sqlite();
-        let mut st = c
-            .prepare(
-                "EXPLAIN QUERY PLAN SELECT s.id FROM sends s
-                 WHERE s.campaign_id = 1 AND s.account_id = 1
-                   AND s.status IN ('queued', 'leased') AND s.visible_at <= 5
-                 ORDER BY s.visible_at, s.id LIMIT 10",
-            )
-            .unwrap();
-        st.query_map([], |r| r.get::<_, String>(3))
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect()
+    let (s, _, _) = sending_campaign(&env, 5);
+    let plans = s.hot_query_plans().unwrap();
+    assert!(plans.len() >= 20, "{plans:?}");
+    let plan = |name: &str| -> String {
+        plans
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no statement {name:?}"))
+            .plan
+            .join(" | ")
     };
-    let joined = plan.join(" | ");
-    assert!(joined.contains("USING INDEX sends_claim"), "{joined}");
-    assert!(!joined.contains("TEMP B-TREE"), "{joined}");
+    let claim = plan("claim: due rows + suppression check");
+    assert!(
+        claim.contains("SEARCH s USING INDEX sends_claim (campaign_id=? AND visible_at<?)"),
+        "{claim}"
+    );
+    assert!(!claim.contains("TEMP B-TREE"), "{claim}");
+    let sweep = plan("sweep cancelled");
+    assert!(sweep.contains("USING INDEX sends_claim"), "{sweep}");
+    let list = plan("list: insert chunk (email)");
+    assert!(
+        list.contains("SEARCH s USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+        "{list}"
+    );
+    for p in &plans {
+        assert!(
+            p.full_scans().is_empty(),
+            "{} reads a whole table: {:?}",
+            p.name,
+            p.plan
+        );
+    }
 }
 
 #[test]

@@ -15,7 +15,61 @@ pub struct BareClaim {
     pub ids: Vec<i64>,
 }
 
+/// A hot statement of the send path and SQLite's plan for it (`EXPLAIN QUERY PLAN`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueryPlan {
+    pub name: &'static str,
+    /// The plan's lines, each indented two spaces per level below the top.
+    pub plan: Vec<String>,
+}
+
+impl QueryPlan {
+    /// A line that reads a whole table (not an index range, not a rowid range, not a virtual
+    /// table such as `json_each`, not the rows of a bounded subquery): on a ledger of millions
+    /// of rows, a bug.
+    pub fn full_scans(&self) -> Vec<&str> {
+        self.plan
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| {
+                l.starts_with("SCAN ")
+                    && !l.contains("VIRTUAL TABLE")
+                    && !l.starts_with("SCAN (subquery")
+            })
+            .collect()
+    }
+}
+
 impl Store {
+    /// The plan of every statement of the send path (claim, dispatch, record, list building,
+    /// completion, status), with every parameter bound to NULL.
+    pub fn hot_query_plans(&self) -> Result<Vec<QueryPlan>> {
+        self.read(|c| {
+            let mut out = Vec::new();
+            for (name, sql) in super::ledger::hot_queries() {
+                let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                for i in 1..=st.parameter_count() {
+                    st.raw_bind_parameter(i, rusqlite::types::Null)?;
+                }
+                let mut rows = st.raw_query();
+                let mut depth: Vec<(i64, usize)> = Vec::new(); // (node id, level)
+                let mut plan = Vec::new();
+                while let Some(r) = rows.next()? {
+                    let (id, parent, detail): (i64, i64, String) =
+                        (r.get(0)?, r.get(1)?, r.get(3)?);
+                    let level = depth
+                        .iter()
+                        .find(|(n, _)| *n == parent)
+                        .map_or(0, |(_, l)| l + 1);
+                    depth.push((id, level));
+                    plan.push(format!("{}{detail}", "  ".repeat(level)));
+                }
+                out.push(QueryPlan { name, plan });
+            }
+            Ok(out)
+        })
+    }
+
     /// Insert `n` confirmed email subscribers `reader<i>@bench.example` (i from 1) with a `city`
     /// attribute, in chunks of 50,000 per transaction. Returns how many were inserted.
     pub fn bench_seed_subscribers(&self, account_id: i64, n: u64) -> Result<u64> {

@@ -98,16 +98,26 @@ const CAMPAIGN_COLS: &str = "id, account_id, name, channel, sender, subject, bod
 
 /// `sending -> sent` when the ledger has nothing queued, leased or in doubt and the list is
 /// complete. A compare-and-set: never derived from "the last claim returned nothing".
+/// `sending -> sent` when nothing is queued, leased or in doubt.
+pub(super) const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_at = ?2
+     WHERE id = ?1 AND status = 'sending' AND list_complete = 1
+       AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
+                       AND status IN ('queued', 'leased'))
+       AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
+                       AND status = 'in_doubt')";
+
+/// One count per send state of a campaign. The (campaign_id, subscriber_id) index visits a
+/// campaign's rows in about the order they were inserted (sequential pages). Left alone, the
+/// planner picks the (campaign_id, address) index, which visits them in random order: on a
+/// campaign of a million rows, about twice as slow, and it evicts the writer's cache.
+pub(super) const STATUS_COUNTS: &str =
+    "SELECT status, count(*) FROM sends INDEXED BY sqlite_autoindex_sends_1
+     WHERE campaign_id = ?1 AND account_id = ?2
+     GROUP BY status";
+
 pub(super) fn complete_if_done(tx: &Transaction<'_>, campaign_id: i64, now: i64) -> Result<bool> {
     let n = tx
-        .prepare_cached(
-            "UPDATE campaigns SET status = 'sent', finished_at = ?2
-             WHERE id = ?1 AND status = 'sending' AND list_complete = 1
-               AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
-                               AND status IN ('queued', 'leased'))
-               AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
-                               AND status = 'in_doubt')",
-        )?
+        .prepare_cached(COMPLETE_IF_DONE)?
         .execute(params![campaign_id, now])?;
     Ok(n == 1)
 }
@@ -259,15 +269,7 @@ impl Store {
         self.read(|conn| {
             let mut counts: BTreeMap<&'static str, u64> =
                 SendStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
-            // The (campaign_id, subscriber_id) index visits a campaign's rows in about the order
-            // they were inserted (sequential pages). Left alone, the planner picks the
-            // (campaign_id, address) index, which visits them in random order: on a campaign of
-            // a million rows, about twice as slow, and it evicts the cache of the writer.
-            let mut st = conn.prepare_cached(
-                "SELECT status, count(*) FROM sends INDEXED BY sqlite_autoindex_sends_1
-                 WHERE campaign_id = ?1 AND account_id = ?2
-                 GROUP BY status",
-            )?;
+            let mut st = conn.prepare_cached(STATUS_COUNTS)?;
             let mut rows = st.query(params![id, c.account_id])?;
             let mut total = 0;
             while let Some(r) = rows.next()? {

@@ -201,10 +201,7 @@ pub trait Ledger: Send + Sync + 'static {
 impl Ledger for Store {
     fn start_due_campaigns(&self, now: i64) -> Result<Vec<i64>> {
         self.write(|tx| {
-            let mut st = tx.prepare_cached(
-                "UPDATE campaigns SET status = 'sending', started_at = coalesce(started_at, ?1)
-                 WHERE status = 'approved' AND scheduled_for <= ?1 RETURNING id",
-            )?;
+            let mut st = tx.prepare_cached(START_DUE_CAMPAIGNS)?;
             let ids = st
                 .query_map([now], |r| r.get(0))?
                 .collect::<rusqlite::Result<Vec<i64>>>()?;
@@ -217,12 +214,7 @@ impl Ledger for Store {
 
     fn active_campaigns(&self) -> Result<Vec<ActiveCampaign>> {
         self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT c.id, c.account_id, c.channel, c.sender, c.subject, c.body,
-                        c.list_complete, c.templated, a.name
-                 FROM campaigns c JOIN accounts a ON a.id = c.account_id
-                 WHERE c.status = 'sending' ORDER BY c.id",
-            )?;
+            let mut st = c.prepare_cached(ACTIVE_CAMPAIGNS)?;
             let rows = st
                 .query_map([], |r| {
                     let ch: String = r.get(2)?;
@@ -250,12 +242,9 @@ impl Ledger for Store {
     fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool> {
         let done = self.write(|tx| {
             let row: Option<(i64, String, i64, i64, String)> = tx
-                .query_row(
-                    "SELECT account_id, channel, list_cursor, list_complete, status
-                     FROM campaigns WHERE id = ?1",
-                    [campaign_id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-                )
+                .query_row(LIST_CAMPAIGN, [campaign_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
                 .optional()?;
             let Some((account_id, channel, cursor, complete, status)) = row else {
                 return Ok(true);
@@ -266,36 +255,15 @@ impl Ledger for Store {
             // The last subscriber id of this chunk (over all of the account's subscribers, so
             // the cursor always moves forward).
             let (chunk_end, n): (Option<i64>, i64) = tx.query_row(
-                "SELECT max(id), count(*) FROM (SELECT id FROM subscribers
-                 WHERE account_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)",
+                LIST_CHUNK_END,
                 params![account_id, cursor, chunk as i64],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
             let now = crate::clock::now_ms();
             if let Some(end) = chunk_end {
-                let addr = if channel == "sms" {
-                    "s.phone"
-                } else {
-                    "s.email_norm"
-                };
                 // One row per normalised address (UNIQUE (campaign_id, address)); re-running a
                 // chunk after a crash inserts nothing twice (ON CONFLICT DO NOTHING).
-                let sql = format!(
-                    "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
-                                        vars, status, visible_at, created_at, updated_at)
-                     SELECT s.account_id, ?1, s.id, 'campaign:' || ?1 || ':sub:' || s.id, {addr},
-                            json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
-                                                            'phone', s.phone)),
-                            'queued', ?4, ?4, ?4
-                     FROM subscribers s NOT INDEXED
-                     WHERE s.account_id = ?2 AND s.id > ?3 AND s.id <= ?5
-                       AND s.status = 'confirmed' AND {addr} IS NOT NULL
-                       AND NOT EXISTS (SELECT 1 FROM suppressions su
-                                       WHERE su.account_id = s.account_id
-                                         AND su.channel = ?6 AND su.address = {addr})
-                     ORDER BY s.id
-                     ON CONFLICT DO NOTHING"
-                );
+                let sql = list_insert_sql(&channel);
                 tx.prepare_cached(&sql)?.execute(params![
                     campaign_id,
                     account_id,
@@ -307,11 +275,11 @@ impl Ledger for Store {
                 crash::point("list_build");
             }
             let complete = (n as usize) < chunk;
-            tx.prepare_cached(
-                "UPDATE campaigns SET list_cursor = coalesce(?2, list_cursor), list_complete = ?3
-                 WHERE id = ?1",
-            )?
-            .execute(params![campaign_id, chunk_end, complete as i64])?;
+            tx.prepare_cached(LIST_ADVANCE_CURSOR)?.execute(params![
+                campaign_id,
+                chunk_end,
+                complete as i64
+            ])?;
             Ok(complete)
         })?;
         crash::point("list_build_committed");
@@ -401,11 +369,7 @@ impl Ledger for Store {
 
     fn release(&self, rows: &[(i64, i64)], now: i64) -> Result<u64> {
         self.write(|tx| {
-            let mut st = tx.prepare_cached(
-                "UPDATE sends SET status = 'queued', lease_token = NULL, lease_owner = NULL,
-                        visible_at = ?3, updated_at = ?3
-                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased' AND dispatched_at IS NULL",
-            )?;
+            let mut st = tx.prepare_cached(RELEASE)?;
             let mut n = 0;
             for &(id, token) in rows {
                 n += st.execute(params![id, token, now])? as u64;
@@ -420,11 +384,8 @@ impl Ledger for Store {
 
     fn next_visible(&self, campaign_id: i64) -> Result<Option<i64>> {
         self.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT min(visible_at) FROM sends
-                 WHERE campaign_id = ?1 AND status IN ('queued', 'leased')",
-            )?
-            .query_row([campaign_id], |r| r.get(0))?)
+            Ok(c.prepare_cached(NEXT_VISIBLE)?
+                .query_row([campaign_id], |r| r.get(0))?)
         })
     }
 
@@ -435,11 +396,7 @@ impl Ledger for Store {
         limit: usize,
     ) -> Result<Vec<(i64, String, String)>> {
         self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT id, job_id, address FROM sends
-                 WHERE campaign_id = ?1 AND status = 'in_doubt' AND doubt_since < ?2
-                 ORDER BY id LIMIT ?3",
-            )?;
+            let mut st = c.prepare_cached(RECONCILABLE)?;
             let rows = st
                 .query_map(params![campaign_id, before, limit as i64], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -465,16 +422,7 @@ impl Ledger for Store {
 
     fn sweep_cancelled(&self, now: i64) -> Result<u64> {
         self.write(|tx| {
-            let n = tx.execute(
-                "UPDATE sends SET status = CASE WHEN dispatched_at IS NULL THEN 'cancelled'
-                                               ELSE 'in_doubt' END,
-                        doubt_since = CASE WHEN dispatched_at IS NULL THEN doubt_since
-                                           ELSE coalesce(doubt_since, dispatched_at) END,
-                        lease_token = NULL, updated_at = ?1
-                 WHERE status = 'leased' AND visible_at <= ?1
-                   AND campaign_id IN (SELECT id FROM campaigns WHERE status = 'cancelled')",
-                [now],
-            )?;
+            let n = tx.execute(SWEEP_CANCELLED, [now])?;
             Ok(n as u64)
         })
     }
@@ -485,7 +433,7 @@ impl Ledger for Store {
 fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<Claimed> {
     let mut out = Claimed::default();
     let status: Option<String> = tx
-        .prepare_cached("SELECT status FROM campaigns WHERE id = ?1 AND account_id = ?2")?
+        .prepare_cached(CLAIM_CAMPAIGN_STATUS)?
         .query_row(params![req.campaign_id, req.account_id], |r| r.get(0))
         .optional()?;
     if status.as_deref() != Some("sending") {
@@ -504,19 +452,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     }
     let mut cands = Vec::with_capacity(req.batch);
     {
-        let mut st = tx.prepare_cached(
-            "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
-                            CASE WHEN s.status = 'leased' AND s.dispatched_at IS NOT NULL
-                                 THEN min(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
-                                 ELSE s.doubt_since END,
-                            EXISTS (SELECT 1 FROM suppressions su
-                                    WHERE su.account_id = s.account_id AND su.channel = ?4
-                                      AND su.address = s.address)
-                     FROM sends s
-                     WHERE s.campaign_id = ?1 AND s.account_id = ?5
-                       AND s.status IN ('queued', 'leased') AND s.visible_at <= ?2
-                     ORDER BY s.visible_at, s.id LIMIT ?3",
-        )?;
+        let mut st = tx.prepare_cached(CLAIM_CANDIDATES)?;
         let mut rows = st.query(params![
             req.campaign_id,
             req.now,
@@ -543,31 +479,14 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     // retry of a row that may have been delivered keeps the first one.
     // dispatched_at = ?8 and attempts + ?9: the dispatch marker, when the caller is
     // about to call every row (NULL and 0 otherwise).
-    let mut lease = tx.prepare_cached(
-        "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
-                        visible_at = ?4, dispatched_at = ?8, attempts = attempts + ?9,
-                        doubt_since = ?5, updated_at = ?6,
-                        claimed_at = CASE WHEN ?5 IS NULL THEN ?7
-                                          ELSE coalesce(claimed_at, ?7) END
-                 WHERE id = ?1",
-    )?;
+    let mut lease = tx.prepare_cached(CLAIM_LEASE_ONE)?;
     let (dispatched_at, increment) = if dispatch {
         (Some(req.now), 1i64)
     } else {
         (None, 0i64)
     };
-    let mut doubt = tx.prepare_cached(
-        "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
-                        doubt_since = ?2, updated_at = ?3,
-                        last_error = coalesce(last_error || '; ', '') ||
-                          'lease expired after dispatch; provider has no usable idempotency key'
-                 WHERE id = ?1",
-    )?;
-    let mut suppress = tx.prepare_cached(
-        "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
-                        last_error = 'address suppressed before claim'
-                 WHERE id = ?1",
-    )?;
+    let mut doubt = tx.prepare_cached(CLAIM_PARK_IN_DOUBT)?;
+    let mut suppress = tx.prepare_cached(CLAIM_SUPPRESS)?;
     // Rows that cannot have been delivered and are not suppressed (nearly all of them) are
     // leased by one statement over a JSON array of their ids: the same row writes as one
     // UPDATE per row, without the per-statement overhead.
@@ -624,23 +543,16 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     plain_ids.push(']');
     if plain > 0 {
         // As the per-row lease above with ?5 (maybe delivered since) NULL.
-        let n = tx
-            .prepare_cached(
-                "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
-                        visible_at = ?4, dispatched_at = ?6, attempts = attempts + ?7,
-                        doubt_since = NULL, updated_at = ?5, claimed_at = ?8
-                 WHERE id IN (SELECT value FROM json_each(?1))",
-            )?
-            .execute(params![
-                plain_ids,
-                req.token,
-                req.owner,
-                req.now + req.lease_ms,
-                req.now,
-                dispatched_at,
-                increment,
-                claimed_at
-            ])?;
+        let n = tx.prepare_cached(CLAIM_LEASE_MANY)?.execute(params![
+            plain_ids,
+            req.token,
+            req.owner,
+            req.now + req.lease_ms,
+            req.now,
+            dispatched_at,
+            increment,
+            claimed_at
+        ])?;
         if n != plain {
             return Err(crate::error::Error::db(format!(
                 "claim leased {n} rows instead of {plain}; nothing was committed"
@@ -653,11 +565,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
 
 /// The dispatch marker: fenced on the lease token; returns the ids still held.
 fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>> {
-    let mut st = tx.prepare_cached(
-        "UPDATE sends SET dispatched_at = ?3, attempts = attempts + 1, visible_at = ?4,
-                updated_at = ?3
-         WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-    )?;
+    let mut st = tx.prepare_cached(MARK_DISPATCHED)?;
     let mut held = Vec::with_capacity(rows.len());
     for &(id, token) in rows {
         if st.execute(params![id, token, now, now + lease_ms])? == 1 {
@@ -670,45 +578,14 @@ fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -
 /// Apply a group of outcomes, each fenced on its lease token.
 fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<RecordStats> {
     let mut stats = RecordStats::default();
-    let mut sent = tx.prepare_cached(
-        "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
-                    updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = ?5
-             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-    )?;
+    let mut sent = tx.prepare_cached(RECORD_SENT)?;
     // The fence failed but the provider said yes: the truth is "sent", whoever holds
     // the row now. Never drop it.
-    let mut late = tx.prepare_cached(
-        "UPDATE sends SET status = 'sent', provider_message_id = ?2, sent_at = ?3,
-                    updated_at = ?3, lease_token = NULL, doubt_since = NULL,
-                    last_error = 'confirmed after the lease was lost'
-             WHERE id = ?1 AND status <> 'sent'",
-    )?;
-    let mut failed = tx.prepare_cached(
-        "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
-                    lease_token = NULL
-             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-    )?;
-    let mut add_suppression = tx.prepare_cached(
-        "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
-             SELECT s.account_id, c.channel, s.address, ?2, 'provider', ?3
-             FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = ?1
-             ON CONFLICT DO NOTHING",
-    )?;
-    let mut retry = tx.prepare_cached(
-        "UPDATE sends SET status = 'queued', last_error = ?3, visible_at = ?4,
-                    updated_at = ?5, lease_token = NULL, lease_owner = NULL,
-                    doubt_since = CASE WHEN ?6 THEN coalesce(doubt_since, dispatched_at)
-                                       ELSE doubt_since END,
-                    dispatched_at = NULL
-             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-    )?;
-    let mut doubt = tx.prepare_cached(
-        "UPDATE sends SET status = 'in_doubt', last_error = ?3, updated_at = ?4,
-                    lease_token = NULL,
-                    doubt_since = coalesce(doubt_since, dispatched_at, ?4),
-                    dispatched_at = NULL
-             WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
-    )?;
+    let mut late = tx.prepare_cached(RECORD_LATE)?;
+    let mut failed = tx.prepare_cached(RECORD_FAILED)?;
+    let mut add_suppression = tx.prepare_cached(RECORD_ADD_SUPPRESSION)?;
+    let mut retry = tx.prepare_cached(RECORD_RETRY)?;
+    let mut doubt = tx.prepare_cached(RECORD_IN_DOUBT)?;
     let half = records.len() / 2;
     for (i, r) in records.iter().enumerate() {
         if i == half && i > 0 {
@@ -765,4 +642,191 @@ fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<Recor
         }
     }
     Ok(stats)
+}
+
+// The hot SQL, named: the functions above use these, and `sendonce bench` prints their query
+// plans (`Store::hot_query_plans`).
+
+const START_DUE_CAMPAIGNS: &str =
+    "UPDATE campaigns SET status = 'sending', started_at = coalesce(started_at, ?1)
+     WHERE status = 'approved' AND scheduled_for <= ?1 RETURNING id";
+
+const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, c.subject, c.body,
+     c.list_complete, c.templated, a.name
+     FROM campaigns c JOIN accounts a ON a.id = c.account_id
+     WHERE c.status = 'sending' ORDER BY c.id";
+
+const LIST_CAMPAIGN: &str = "SELECT account_id, channel, list_cursor, list_complete, status
+     FROM campaigns WHERE id = ?1";
+
+const LIST_CHUNK_END: &str = "SELECT max(id), count(*) FROM (SELECT id FROM subscribers
+     WHERE account_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)";
+
+const LIST_ADVANCE_CURSOR: &str =
+    "UPDATE campaigns SET list_cursor = coalesce(?2, list_cursor), list_complete = ?3
+     WHERE id = ?1";
+
+const RELEASE: &str = "UPDATE sends SET status = 'queued', lease_token = NULL, lease_owner = NULL,
+     visible_at = ?3, updated_at = ?3
+     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased' AND dispatched_at IS NULL";
+
+const NEXT_VISIBLE: &str = "SELECT min(visible_at) FROM sends
+     WHERE campaign_id = ?1 AND status IN ('queued', 'leased')";
+
+const RECONCILABLE: &str = "SELECT id, job_id, address FROM sends
+     WHERE campaign_id = ?1 AND status = 'in_doubt' AND doubt_since < ?2
+     ORDER BY id LIMIT ?3";
+
+/// Runs every tick. The redundant `status IN ('queued', 'leased')` lets SQLite use the
+/// `sends_claim` partial index (expired leases only); without it the plan walks every row of
+/// every cancelled campaign, every second, forever.
+const SWEEP_CANCELLED: &str =
+    "UPDATE sends SET status = CASE WHEN dispatched_at IS NULL THEN 'cancelled'
+     ELSE 'in_doubt' END,
+     doubt_since = CASE WHEN dispatched_at IS NULL THEN doubt_since
+     ELSE coalesce(doubt_since, dispatched_at) END,
+     lease_token = NULL, updated_at = ?1
+     WHERE status IN ('queued', 'leased') AND status = 'leased' AND visible_at <= ?1
+     AND campaign_id IN (SELECT id FROM campaigns WHERE status = 'cancelled')";
+
+const CLAIM_CAMPAIGN_STATUS: &str =
+    "SELECT status FROM campaigns WHERE id = ?1 AND account_id = ?2";
+
+const CLAIM_CANDIDATES: &str = "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
+     CASE WHEN s.status = 'leased' AND s.dispatched_at IS NOT NULL
+     THEN min(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
+     ELSE s.doubt_since END,
+     EXISTS (SELECT 1 FROM suppressions su
+     WHERE su.account_id = s.account_id AND su.channel = ?4
+     AND su.address = s.address)
+     FROM sends s
+     WHERE s.campaign_id = ?1 AND s.account_id = ?5
+     AND s.status IN ('queued', 'leased') AND s.visible_at <= ?2
+     ORDER BY s.visible_at, s.id LIMIT ?3";
+
+const CLAIM_LEASE_ONE: &str =
+    "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
+     visible_at = ?4, dispatched_at = ?8, attempts = attempts + ?9,
+     doubt_since = ?5, updated_at = ?6,
+     claimed_at = CASE WHEN ?5 IS NULL THEN ?7
+     ELSE coalesce(claimed_at, ?7) END
+     WHERE id = ?1";
+
+const CLAIM_PARK_IN_DOUBT: &str =
+    "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
+     doubt_since = ?2, updated_at = ?3,
+     last_error = coalesce(last_error || '; ', '') ||
+     'lease expired after dispatch; provider has no usable idempotency key'
+     WHERE id = ?1";
+
+const CLAIM_SUPPRESS: &str =
+    "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
+     last_error = 'address suppressed before claim'
+     WHERE id = ?1";
+
+const CLAIM_LEASE_MANY: &str =
+    "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
+     visible_at = ?4, dispatched_at = ?6, attempts = attempts + ?7,
+     doubt_since = NULL, updated_at = ?5, claimed_at = ?8
+     WHERE id IN (SELECT value FROM json_each(?1))";
+
+const MARK_DISPATCHED: &str =
+    "UPDATE sends SET dispatched_at = ?3, attempts = attempts + 1, visible_at = ?4,
+     updated_at = ?3
+     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+
+const RECORD_SENT: &str =
+    "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
+     updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = ?5
+     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+
+const RECORD_LATE: &str =
+    "UPDATE sends SET status = 'sent', provider_message_id = ?2, sent_at = ?3,
+     updated_at = ?3, lease_token = NULL, doubt_since = NULL,
+     last_error = 'confirmed after the lease was lost'
+     WHERE id = ?1 AND status <> 'sent'";
+
+const RECORD_FAILED: &str = "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
+     lease_token = NULL
+     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+
+const RECORD_ADD_SUPPRESSION: &str =
+    "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+     SELECT s.account_id, c.channel, s.address, ?2, 'provider', ?3
+     FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = ?1
+     ON CONFLICT DO NOTHING";
+
+const RECORD_RETRY: &str = "UPDATE sends SET status = 'queued', last_error = ?3, visible_at = ?4,
+     updated_at = ?5, lease_token = NULL, lease_owner = NULL,
+     doubt_since = CASE WHEN ?6 THEN coalesce(doubt_since, dispatched_at)
+     ELSE doubt_since END,
+     dispatched_at = NULL
+     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+
+const RECORD_IN_DOUBT: &str =
+    "UPDATE sends SET status = 'in_doubt', last_error = ?3, updated_at = ?4,
+     lease_token = NULL,
+     doubt_since = coalesce(doubt_since, dispatched_at, ?4),
+     dispatched_at = NULL
+     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+
+/// The list-building INSERT for a channel (the address column differs).
+fn list_insert_sql(channel: &str) -> String {
+    let addr = if channel == "sms" {
+        "s.phone"
+    } else {
+        "s.email_norm"
+    };
+    format!(
+        "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
+                            vars, status, visible_at, created_at, updated_at)
+         SELECT s.account_id, ?1, s.id, 'campaign:' || ?1 || ':sub:' || s.id, {addr},
+                json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
+                                                'phone', s.phone)),
+                'queued', ?4, ?4, ?4
+         FROM subscribers s NOT INDEXED
+         WHERE s.account_id = ?2 AND s.id > ?3 AND s.id <= ?5
+           AND s.status = 'confirmed' AND {addr} IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM suppressions su
+                           WHERE su.account_id = s.account_id
+                             AND su.channel = ?6 AND su.address = {addr})
+         ORDER BY s.id
+         ON CONFLICT DO NOTHING"
+    )
+}
+
+/// Every statement of the send path, by name, for `Store::hot_query_plans`.
+pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
+    let mut q: Vec<(&'static str, String)> = [
+        ("start due campaigns", START_DUE_CAMPAIGNS),
+        ("active campaigns", ACTIVE_CAMPAIGNS),
+        ("list: campaign row", LIST_CAMPAIGN),
+        ("list: chunk end", LIST_CHUNK_END),
+        ("list: advance cursor", LIST_ADVANCE_CURSOR),
+        ("claim: campaign status", CLAIM_CAMPAIGN_STATUS),
+        ("claim: due rows + suppression check", CLAIM_CANDIDATES),
+        ("claim: lease many (JSON ids)", CLAIM_LEASE_MANY),
+        ("claim: lease one (same-key retry)", CLAIM_LEASE_ONE),
+        ("claim: park in doubt", CLAIM_PARK_IN_DOUBT),
+        ("claim: suppress", CLAIM_SUPPRESS),
+        ("dispatch marker (separate)", MARK_DISPATCHED),
+        ("record: sent (fenced)", RECORD_SENT),
+        ("record: late confirmation", RECORD_LATE),
+        ("record: failed", RECORD_FAILED),
+        ("record: add suppression", RECORD_ADD_SUPPRESSION),
+        ("record: retry", RECORD_RETRY),
+        ("record: in doubt", RECORD_IN_DOUBT),
+        ("release", RELEASE),
+        ("next visible", NEXT_VISIBLE),
+        ("reconcilable", RECONCILABLE),
+        ("sweep cancelled", SWEEP_CANCELLED),
+        ("complete if done", super::campaigns::COMPLETE_IF_DONE),
+        ("status counts", super::campaigns::STATUS_COUNTS),
+    ]
+    .into_iter()
+    .map(|(n, q)| (n, q.to_string()))
+    .collect();
+    q.insert(3, ("list: insert chunk (email)", list_insert_sql("email")));
+    q.insert(4, ("list: insert chunk (sms)", list_insert_sql("sms")));
+    q
 }

@@ -11,7 +11,7 @@ mod ratelimit;
 
 pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
 pub use audit::{AuditRow, AuditSnapshot};
-pub use bench::BareClaim;
+pub use bench::{BareClaim, QueryPlan};
 pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
