@@ -6,9 +6,8 @@
 //! a random run.
 
 mod common;
-use common::{Env, BIN};
+use common::{Env, Fake, BIN};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,57 +33,21 @@ fn soak() -> bool {
     std::env::var("SENDONCE_CRASH_SIZE").is_ok_and(|v| v == "soak")
 }
 
-/// A running `sendonce fake-provider`.
-struct Fake {
-    child: Child,
-    addr: String,
-    log: PathBuf,
+/// The fake provider with or without idempotency keys.
+fn start_fake(log: &Path, idempotent: bool, extra: &[&str]) -> Fake {
+    let mut args = vec![if idempotent {
+        "--idempotent"
+    } else {
+        "--no-idempotent"
+    }];
+    args.extend_from_slice(extra);
+    Fake::start(log, &args)
 }
 
-impl Fake {
-    fn start(log: &Path, idempotent: bool, extra: &[&str]) -> Fake {
-        let mut child = Command::new(BIN)
-            .args(["fake-provider", "--listen", "127.0.0.1:0", "--log"])
-            .arg(log)
-            .arg(if idempotent {
-                "--idempotent"
-            } else {
-                "--no-idempotent"
-            })
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start fake provider");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .expect("read fake provider address");
-        let addr = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_string();
-        Fake {
-            child,
-            addr,
-            log: log.to_path_buf(),
-        }
-    }
-
-    fn spec(&self, idempotent: bool) -> String {
-        let window = if idempotent { "&key_window=24h" } else { "" };
-        format!("webhook:http://{}/send#timeout=5s{window}", self.addr)
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let _ = self.child.wait();
-    }
+/// The webhook provider spec that reaches `fake` (with its key window when idempotent).
+fn webhook_spec(fake: &Fake, idempotent: bool) -> String {
+    let window = if idempotent { "&key_window=24h" } else { "" };
+    format!("webhook:{}/send#timeout=5s{window}", fake.base())
 }
 
 fn worker_cmd(db: &Path, spec: &str, id: &str, extra: &[&str]) -> Command {
@@ -220,8 +183,8 @@ fn crash_points_exhaustive() {
                 };
                 let env = Env::new();
                 copy_db(&base.db, &env.db);
-                let fake = Fake::start(&env.path("deliveries.jsonl"), idempotent, &[]);
-                let spec = fake.spec(idempotent);
+                let fake = start_fake(&env.path("deliveries.jsonl"), idempotent, &[]);
+                let spec = webhook_spec(&fake, idempotent);
                 let st = worker_cmd(&env.db, &spec, "victim", &worker_args)
                     .env("SENDONCE_CRASH_AT", format!("{point}:{k}"))
                     .status()
@@ -422,7 +385,7 @@ fn random_kills(idempotent: bool) {
     let env = Env::new();
     let cid = template(&env, recipients);
     let requests = env.path("requests.log");
-    let fake = Fake::start(
+    let fake = start_fake(
         &env.path("deliveries.jsonl"),
         idempotent,
         &[
@@ -438,7 +401,7 @@ fn random_kills(idempotent: bool) {
             &seed.to_string(),
         ],
     );
-    let spec = fake.spec(idempotent);
+    let spec = webhook_spec(&fake, idempotent);
     const CONCURRENCY: u64 = 8;
     let args = ["--lease", "1s", "--batch", "50", "--concurrency", "8"];
     println!(
@@ -630,8 +593,8 @@ fn disk_full_fails_cleanly_and_resumes() {
     for round in 0..6 {
         let env = Env::new();
         copy_db(&base.db, &env.db);
-        let fake = Fake::start(&env.path("deliveries.jsonl"), true, &[]);
-        let spec = fake.spec(true);
+        let fake = start_fake(&env.path("deliveries.jsonl"), true, &[]);
+        let spec = webhook_spec(&fake, true);
         let args = [
             "--lease",
             "600ms",
@@ -693,12 +656,12 @@ fn eight_processes_on_one_file_see_no_busy_errors() {
     let env = Env::new();
     let cid = template(&env, recipients);
     let acct = "1";
-    let fake = Fake::start(
+    let fake = start_fake(
         &env.path("deliveries.jsonl"),
         true,
         &["--latency", "1ms..3ms"],
     );
-    let spec = fake.spec(true);
+    let spec = webhook_spec(&fake, true);
     let wal = PathBuf::from(format!("{}-wal", env.db.display()));
     let stop = std::sync::atomic::AtomicBool::new(false);
     let max_wal = std::sync::atomic::AtomicU64::new(0);
@@ -794,12 +757,12 @@ fn sigterm_drains_in_flight_calls_and_leaves_no_lease() {
     let env = Env::new();
     let cid = template(&env, recipients);
     // Slow provider without idempotency: an abandoned call would show up as a doubt.
-    let fake = Fake::start(
+    let fake = start_fake(
         &env.path("deliveries.jsonl"),
         false,
         &["--latency", "200ms..300ms"],
     );
-    let spec = fake.spec(false);
+    let spec = webhook_spec(&fake, false);
     let mut c = Command::new(BIN);
     c.arg("--db").arg(&env.db).arg("-q");
     c.args([

@@ -1,82 +1,18 @@
 //! `sendonce fake-provider` run as a real process on 127.0.0.1, and the webhook provider's
 //! classification of every kind of answer (against the fake provider and tiny raw servers).
 
+mod common;
+
+use common::Fake;
 use sendonce::address::Channel;
-use sendonce::deliverylog::{read_lines, DeliveryLine};
+use sendonce::deliverylog::DeliveryLine;
 use sendonce::provider::{from_spec, CallResult, Message, Provider};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-
-/// A fake-provider process; killed on drop.
-struct Fake {
-    child: Child,
-    addr: SocketAddr,
-    log: PathBuf,
-}
-
-impl Fake {
-    fn start(log: &Path, extra: &[&str]) -> Fake {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sendonce"))
-            .args(["fake-provider", "--listen", "127.0.0.1:0", "--log"])
-            .arg(log)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sendonce fake-provider");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .expect("read the address line");
-        let addr = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .parse()
-            .expect("an address");
-        Fake {
-            child,
-            addr,
-            log: log.to_path_buf(),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn lines(&self) -> Vec<DeliveryLine> {
-        read_lines(&self.log).unwrap()
-    }
-
-    fn sigterm(&mut self) -> std::process::ExitStatus {
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "no exit 20 s after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn client() -> reqwest::Client {
     // reqwest is built without a default crypto backend (see Cargo.toml).

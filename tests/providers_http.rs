@@ -6,14 +6,13 @@
 
 mod common;
 
+use common::Fake;
+
 use sendonce::address::Channel;
-use sendonce::deliverylog::{read_lines, DeliveryLine};
 use sendonce::provider::{from_spec, CallResult, Lookup, Message};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,56 +20,6 @@ use tokio::net::TcpListener;
 
 /// The credential every test uses; it must never appear in a result.
 const TOKEN: &str = "tok-5ecret-0123456789abcdef";
-
-/// A fake-provider process; killed on drop.
-struct Fake {
-    child: Child,
-    addr: SocketAddr,
-    log: PathBuf,
-}
-
-impl Fake {
-    fn start(log: &Path, extra: &[&str]) -> Fake {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sendonce"))
-            .args(["fake-provider", "--listen", "127.0.0.1:0", "--log"])
-            .arg(log)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sendonce fake-provider");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .expect("read the address line");
-        let addr = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .parse()
-            .expect("an address");
-        Fake {
-            child,
-            addr,
-            log: log.to_path_buf(),
-        }
-    }
-
-    fn base(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn lines(&self) -> Vec<DeliveryLine> {
-        read_lines(&self.log).unwrap()
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A file holding the token, as the `*_file=` options expect.
 fn token_file(dir: &Path) -> PathBuf {

@@ -133,3 +133,97 @@ pub fn deliveries(path: &Path) -> std::collections::HashMap<String, usize> {
     }
     m
 }
+
+/// A `sendonce fake-provider` process on 127.0.0.1 (any free port); stopped on drop with
+/// SIGTERM (it finishes in-flight requests; every accepted request is already fsynced), killed
+/// if it has not exited 10 s later.
+pub struct Fake {
+    pub child: std::process::Child,
+    pub addr: std::net::SocketAddr,
+    /// The delivery log.
+    pub log: PathBuf,
+}
+
+impl Fake {
+    /// Start it with the delivery log `log` and extra flags (`--no-idempotent`, `--latency`...).
+    pub fn start(log: &Path, extra: &[&str]) -> Fake {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .args(["fake-provider", "--listen", "127.0.0.1:0", "--log"])
+            .arg(log)
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("spawn sendonce fake-provider");
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("read the address line");
+        let addr = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .parse()
+            .expect("an address");
+        Fake {
+            child,
+            addr,
+            log: log.to_path_buf(),
+        }
+    }
+
+    /// `http://127.0.0.1:port`.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base())
+    }
+
+    /// The delivery log's lines.
+    pub fn lines(&self) -> Vec<sendonce::deliverylog::DeliveryLine> {
+        sendonce::deliverylog::read_lines(&self.log).expect("read the delivery log")
+    }
+
+    /// SIGTERM, then wait up to 20 s for the exit.
+    pub fn sigterm(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child, which has not been reaped yet.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no exit 20 s after SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        // SAFETY: kill(2) on our own child, which has not been reaped yet.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
