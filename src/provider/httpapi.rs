@@ -191,6 +191,33 @@ pub(super) fn transport(provider: &str, e: &reqwest::Error, secret: &Secret) -> 
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is not used by these APIs).
+/// Send one API request and turn the answer into a `CallResult` with the provider's
+/// `classify`: a transport error through [`transport`], and the secret scrubbed from whatever
+/// comes back. A body that cannot be read does not change what the status says.
+pub(super) async fn exchange(
+    provider: &str,
+    request: reqwest::RequestBuilder,
+    secret: &Secret,
+    classify: fn(reqwest::StatusCode, &HeaderMap, &[u8]) -> CallResult,
+) -> CallResult {
+    let resp = match request.send().await {
+        Ok(r) => r,
+        Err(e) => return transport(provider, &e, secret),
+    };
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let body = resp.bytes().await.unwrap_or_default();
+    redact(classify(status, &headers, &body), secret)
+}
+
+/// A 2xx answer: accepted, with the message id from the JSON body's `field`.
+pub(super) fn accepted(v: &serde_json::Value, field: &str) -> CallResult {
+    CallResult::Accepted {
+        provider_id: str_field(v, field).unwrap_or("unknown").to_string(),
+        replay: false,
+    }
+}
+
 pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     headers
         .get(RETRY_AFTER)

@@ -128,23 +128,14 @@ impl Postmark {
                 retry_after: None,
             };
         };
-        let sent = self
+        let request = self
             .client
             .post(self.send_url.clone())
             .header(TOKEN_HEADER, token)
             .header(ACCEPT, "application/json")
             .timeout(self.timeout)
-            .json(&self.payload(msg))
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
-            Err(e) => return httpapi::transport("postmark", &e, &self.token),
-        };
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = resp.bytes().await.unwrap_or_default();
-        httpapi::redact(classify_response(status, &headers, &body), &self.token)
+            .json(&self.payload(msg));
+        httpapi::exchange("postmark", request, &self.token, classify_response).await
     }
 
     /// Search outbound messages for our job id in the metadata.
@@ -244,13 +235,7 @@ pub fn classify_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -
     let v = httpapi::json_body(body);
     let code = httpapi::int_field(&v, "ErrorCode");
     if status.is_success() && code.unwrap_or(0) == 0 {
-        let provider_id = httpapi::str_field(&v, "MessageID")
-            .unwrap_or("unknown")
-            .to_string();
-        return CallResult::Accepted {
-            provider_id,
-            replay: false,
-        };
+        return httpapi::accepted(&v, "MessageID");
     }
     let detail = match httpapi::str_field(&v, "Message") {
         Some(m) => excerpt(m.as_bytes()),

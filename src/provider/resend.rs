@@ -101,24 +101,15 @@ impl Resend {
                 suppress: None,
             };
         }
-        let sent = self
+        let request = self
             .client
             .post(self.url.clone())
             .bearer_auth(self.key.expose())
             .header("Idempotency-Key", &msg.idempotency_key)
             .header(ACCEPT, "application/json")
             .timeout(self.timeout)
-            .json(&self.payload(msg))
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
-            Err(e) => return httpapi::transport("resend", &e, &self.key),
-        };
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let body = resp.bytes().await.unwrap_or_default();
-        httpapi::redact(classify_response(status, &headers, &body), &self.key)
+            .json(&self.payload(msg));
+        httpapi::exchange("resend", request, &self.key, classify_response).await
     }
 }
 
@@ -136,13 +127,7 @@ pub fn classify_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -
     let http = status.as_u16();
     let v = httpapi::json_body(body);
     if status.is_success() {
-        let provider_id = httpapi::str_field(&v, "id")
-            .unwrap_or("unknown")
-            .to_string();
-        return CallResult::Accepted {
-            provider_id,
-            replay: false,
-        };
+        return httpapi::accepted(&v, "id");
     }
     let name = httpapi::str_field(&v, "name");
     let detail = match httpapi::str_field(&v, "message") {

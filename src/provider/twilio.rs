@@ -157,25 +157,15 @@ impl Twilio {
             }
             form.finish()
         };
-        let sent = self
+        let request = self
             .client
             .post(self.url.clone())
             .basic_auth(&self.account_sid, Some(self.token.expose()))
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(ACCEPT, "application/json")
             .timeout(self.timeout)
-            .body(body)
-            .send()
-            .await;
-        let resp = match sent {
-            Ok(r) => r,
-            Err(e) => return httpapi::transport("twilio", &e, &self.token),
-        };
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        // A body that cannot be read does not change what the status says.
-        let body = resp.bytes().await.unwrap_or_default();
-        httpapi::redact(classify_response(status, &headers, &body), &self.token)
+            .body(body);
+        httpapi::exchange("twilio", request, &self.token, classify_response).await
     }
 }
 
@@ -194,13 +184,7 @@ pub fn classify_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -
     let http = status.as_u16();
     let v = httpapi::json_body(body);
     if status.is_success() {
-        let provider_id = httpapi::str_field(&v, "sid")
-            .unwrap_or("unknown")
-            .to_string();
-        return CallResult::Accepted {
-            provider_id,
-            replay: false,
-        };
+        return httpapi::accepted(&v, "sid");
     }
     let code = httpapi::int_field(&v, "code");
     let detail = match httpapi::str_field(&v, "message") {
