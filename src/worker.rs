@@ -81,7 +81,6 @@ pub struct Summary {
     /// Rows this run moved to in doubt.
     pub moved_in_doubt: u64,
     pub late_confirmations: u64,
-    pub released: u64,
     /// In-doubt rows settled by looking them up at the provider.
     pub reconciled: u64,
     pub campaigns_started: Vec<i64>,

@@ -459,13 +459,8 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         doc["peak_rss_kib"] = json!(crate::bench::peak_rss_kib());
     }
     let mut text = format!(
-        "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}, released {}",
-        summary.claimed,
-        summary.sent,
-        summary.failed,
-        summary.retried,
-        summary.suppressed,
-        summary.released
+        "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}",
+        summary.claimed, summary.sent, summary.failed, summary.retried, summary.suppressed
     );
     if in_doubt > 0 {
         text.push_str(&format!(
