@@ -252,6 +252,8 @@ pub async fn run_routed(
     let mut outcomes: Vec<Record> = Vec::new();
     let mut campaigns: Vec<ActiveCampaign> = Vec::new();
     let mut rr = 0usize; // round-robin position over campaigns
+                         // When each campaign's list building started (for the log line when it ends).
+    let mut list_started: HashMap<i64, Instant> = HashMap::new();
     let mut last_maintenance: Option<Instant> = None;
     let mut stopping = false;
     let mut drain_until: Option<tokio::time::Instant> = None;
@@ -286,17 +288,6 @@ pub async fn run_routed(
                     slot.insert(r);
                 }
             }
-            for c in campaigns.iter_mut().filter(|c| !c.list_complete) {
-                let (id, chunk) = (c.id, cfg.list_chunk);
-                let t = Instant::now();
-                while !blocking(&ledger, move |l| l.build_list_chunk(id, chunk)).await? {}
-                c.list_complete = true;
-                tracing::info!(
-                    campaign_id = id,
-                    ms = t.elapsed().as_millis() as u64,
-                    "recipient list built"
-                );
-            }
             for c in &campaigns {
                 if !summary.campaigns_touched.contains(&c.id) {
                     summary.campaigns_touched.push(c.id);
@@ -308,6 +299,42 @@ pub async fn run_routed(
                 }
             }
             last_maintenance = Some(Instant::now());
+        }
+
+        // List building, one chunk (one transaction) per turn, so that a long list starts
+        // sending after its first chunk and a stop signal is heard between chunks.
+        let mut building = false;
+        if !stopping && campaigns.iter().any(|c| !c.list_complete) {
+            // Between chunks the loop does not wait on anything: look at the stop signal here.
+            let signalled = tokio::select! {
+                biased;
+                _ = &mut shutdown => true,
+                _ = std::future::ready(()) => false,
+            };
+            if signalled {
+                stopping = true;
+                summary.interrupted = true;
+                drain_until = Some(tokio::time::Instant::now() + cfg.drain_deadline);
+                tracing::info!(
+                    in_flight = inflight.len(),
+                    "stop requested: finishing in-flight calls"
+                );
+            }
+        }
+        if !stopping {
+            if let Some(c) = campaigns.iter_mut().find(|c| !c.list_complete) {
+                let (id, chunk) = (c.id, cfg.list_chunk);
+                let started = *list_started.entry(id).or_insert_with(Instant::now);
+                if blocking(&ledger, move |l| l.build_list_chunk(id, chunk)).await? {
+                    c.list_complete = true;
+                    tracing::info!(
+                        campaign_id = id,
+                        ms = started.elapsed().as_millis() as u64,
+                        "recipient list built"
+                    );
+                }
+            }
+            building = campaigns.iter().any(|c| !c.list_complete);
         }
 
         // 2. One commit per turn: the outcomes of finished calls, and a claim sized to the
@@ -468,7 +495,7 @@ pub async fn run_routed(
             if stopping {
                 break;
             }
-            if claimed_any {
+            if claimed_any || building {
                 continue;
             }
             let now = crate::clock::now_ms();
@@ -513,7 +540,14 @@ pub async fn run_routed(
             continue;
         }
 
-        // 5. Wait for calls to finish (or for the stop signal / drain deadline).
+        // 5. Wait for calls to finish (or for the stop signal / drain deadline). While a list
+        // is being built, take what has finished and go on building.
+        if building {
+            while let Some(j) = inflight.try_join_next() {
+                collect(j, &mut flights, &mut per_route, &mut outcomes, &cfg);
+            }
+            continue;
+        }
         tokio::select! {
             joined = inflight.join_next() => {
                 if let Some(j) = joined {

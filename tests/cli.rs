@@ -29,6 +29,48 @@ fn demo_runs_end_to_end() {
     assert!(!per_job.keys().any(|k| k.is_empty()));
 }
 
+/// A long list is built one chunk per turn: sending starts after the first chunk, not after
+/// the whole list, and everyone still gets exactly one message.
+#[test]
+fn sending_starts_before_a_long_list_is_built() {
+    let env = Env::new();
+    let (_acct, cid) = env.setup_campaign(1000);
+    env.ok(&["campaign", "approve", &cid]);
+    let outbox = env.path("out.jsonl");
+    let spec = format!("outbox:{}", outbox.display());
+    let r = env.run(&[
+        "-v",
+        "--log-format",
+        "json",
+        "run",
+        "--once",
+        "--provider",
+        &spec,
+        "--tick",
+        "50ms",
+        "--list-chunk",
+        "100",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let pos = |what: &str| {
+        r.stderr
+            .lines()
+            .position(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what:?} in the log:\n{}", r.stderr))
+    };
+    assert!(
+        pos("\"first claim\"") < pos("\"recipient list built\""),
+        "the first claim waited for the whole list:\n{}",
+        r.stderr
+    );
+    let per_job = common::deliveries(&outbox);
+    assert_eq!(per_job.len(), 1000);
+    assert!(per_job.values().all(|&n| n == 1));
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
+    assert_eq!(st["status"], "sent");
+}
+
 #[test]
 fn campaign_lifecycle_and_status_json() {
     let env = Env::new();
