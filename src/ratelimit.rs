@@ -90,7 +90,7 @@ impl Limiter {
             return Ok((n, 0));
         }
         let need = n - *local;
-        let chunk = ((self.rate / 10.0).ceil() as u32).clamp(1, self.burst);
+        let chunk = self.chunk();
         let want = (need + chunk).min(self.burst.max(need));
         let (store, name, rate, burst) =
             (self.store.clone(), self.name.clone(), self.rate, self.burst);
@@ -108,10 +108,20 @@ impl Limiter {
     /// Keep `n` tokens taken by `try_take` and not used (a claim found fewer rows than it had
     /// tokens for) for the next call of this process. They were taken from the shared bucket,
     /// so no other process can spend them twice.
+    ///
+    /// At most one prefetch chunk is kept: tokens kept without limit would let a process that
+    /// keeps finding nothing due hoard them and later send a burst over the rate. The rest is
+    /// dropped, which only makes the limit stricter.
     pub async fn give_back(&self, n: u32) {
         if n > 0 {
-            *self.local.lock().await += n;
+            let mut local = self.local.lock().await;
+            *local = (*local + n).min(self.chunk().max(*local));
         }
+    }
+
+    /// Tokens taken from the bucket beyond the current need, for the next calls.
+    fn chunk(&self) -> u32 {
+        ((self.rate / 10.0).ceil() as u32).clamp(1, self.burst)
     }
 }
 

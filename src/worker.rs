@@ -249,6 +249,8 @@ pub async fn run_routed(
     let mut flights: HashMap<i64, Flight> = HashMap::new();
     let mut per_route: HashMap<usize, usize> = HashMap::new();
     let mut inflight: JoinSet<(i64, CallResult)> = JoinSet::new();
+    // Which row each call task is for (to settle a task that panicked).
+    let mut task_rows: HashMap<tokio::task::Id, i64> = HashMap::new();
     let mut outcomes: Vec<Record> = Vec::new();
     let mut campaigns: Vec<ActiveCampaign> = Vec::new();
     let mut rr = 0usize; // round-robin position over campaigns
@@ -267,6 +269,9 @@ pub async fn run_routed(
     loop {
         // 1. Maintenance: due campaigns, list building, cancelled sweeps, reconciliation.
         if !stopping && last_maintenance.is_none_or(|t| t.elapsed() >= cfg.tick) {
+            // Outcomes already in hand are confirmed first: maintenance (lookups at the
+            // provider among it) must not keep a finished call unconfirmed.
+            flush(&ledger, &mut outcomes, &mut summary).await?;
             let now = crate::clock::now_ms();
             let started = blocking(&ledger, move |l| l.start_due_campaigns(now)).await?;
             for id in &started {
@@ -323,6 +328,8 @@ pub async fn run_routed(
         }
         if !stopping {
             if let Some(c) = campaigns.iter_mut().find(|c| !c.list_complete) {
+                // Likewise, a list chunk (a long transaction) does not hold confirmations back.
+                flush(&ledger, &mut outcomes, &mut summary).await?;
                 let (id, chunk) = (c.id, cfg.list_chunk);
                 let started = *list_started.entry(id).or_insert_with(Instant::now);
                 if blocking(&ledger, move |l| l.build_list_chunk(id, chunk)).await? {
@@ -373,6 +380,21 @@ pub async fn run_routed(
                         continue;
                     }
                 }
+                // The template is compiled before the claim: an error here must not leave
+                // freshly dispatched rows behind (they would end in doubt, never called).
+                let tpl = match templates.get(&c.id) {
+                    Some(t) => t.clone(),
+                    None => {
+                        let t = Arc::new(if c.templated {
+                            Compiled::new(c.subject.as_deref(), &c.body)
+                                .map_err(|e| e.context(&format!("campaign {}", c.id)))?
+                        } else {
+                            Compiled::literal(c.subject.as_deref(), &c.body)
+                        });
+                        templates.insert(c.id, t.clone());
+                        t
+                    }
+                };
                 let caps = route.provider.capabilities();
                 let req = ClaimRequest {
                     campaign_id: c.id,
@@ -407,18 +429,6 @@ pub async fn run_routed(
                     tracing::info!(campaign_id = c.id, rows = got.rows.len(), "first claim");
                 }
                 summary.claimed += got.rows.len() as u64;
-                let tpl = match templates.get(&c.id) {
-                    Some(t) => t.clone(),
-                    None => {
-                        let t = Arc::new(if c.templated {
-                            Compiled::new(c.subject.as_deref(), &c.body)?
-                        } else {
-                            Compiled::literal(c.subject.as_deref(), &c.body)
-                        });
-                        templates.insert(c.id, t.clone());
-                        t
-                    }
-                };
                 // A call must end well inside its lease: the claim set it to a whole lease.
                 let call_timeout = caps.call_timeout.min(cfg.lease / 2);
                 let channel = c.channel;
@@ -439,7 +449,8 @@ pub async fn run_routed(
                     let from = c.sender.clone();
                     // Rendering happens in the call's task, so the loop starts every call of
                     // the claim at once and the runtime's threads share the work.
-                    inflight.spawn(async move {
+                    let row_id = row.id;
+                    let task = inflight.spawn(async move {
                         let id = row.id;
                         let msg = match tpl.render_json(&row.vars) {
                             Ok((subject, body)) => Message {
@@ -478,6 +489,7 @@ pub async fn run_routed(
                         }
                         (id, res)
                     });
+                    task_rows.insert(task.id(), row_id);
                 }
                 break;
             }
@@ -522,17 +534,19 @@ pub async fn run_routed(
                 last_maintenance = None;
                 continue;
             }
-            let wait = match (rate_wait, next) {
-                // Due rows wait for rate-limit tokens.
-                (Some(w), _) => w.clamp(Duration::from_millis(1), cfg.tick),
-                (None, Some(v)) => {
-                    Duration::from_millis((v - now).clamp(1, cfg.tick.as_millis() as i64) as u64)
-                }
+            // Until the next row is due, and no sooner than the next rate-limit token.
+            let until_due =
+                next.map(|v| Duration::from_millis((v - now).clamp(1, i64::MAX) as u64));
+            let wait = match (rate_wait, until_due) {
+                (Some(w), Some(d)) => w.max(d),
+                (Some(w), None) => w,
+                (None, Some(d)) => d,
                 (None, None) => cfg.tick,
-            };
+            }
+            .clamp(Duration::from_millis(1), cfg.tick);
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = &mut shutdown => { stopping = true; }
+                _ = &mut shutdown => { stopping = true; summary.interrupted = true; }
             }
             if next.is_none() || wait >= cfg.tick {
                 last_maintenance = None;
@@ -543,18 +557,25 @@ pub async fn run_routed(
         // 5. Wait for calls to finish (or for the stop signal / drain deadline). While a list
         // is being built, take what has finished and go on building.
         if building {
-            while let Some(j) = inflight.try_join_next() {
-                collect(j, &mut flights, &mut per_route, &mut outcomes, &cfg);
+            while let Some(j) = inflight.try_join_next_with_id() {
+                collect(
+                    j,
+                    &mut task_rows,
+                    &mut flights,
+                    &mut per_route,
+                    &mut outcomes,
+                    &cfg,
+                );
             }
             continue;
         }
         tokio::select! {
-            joined = inflight.join_next() => {
+            joined = inflight.join_next_with_id() => {
                 if let Some(j) = joined {
-                    collect(j, &mut flights, &mut per_route, &mut outcomes, &cfg);
+                    collect(j, &mut task_rows, &mut flights, &mut per_route, &mut outcomes, &cfg);
                 }
-                while let Some(j) = inflight.try_join_next() {
-                    collect(j, &mut flights, &mut per_route, &mut outcomes, &cfg);
+                while let Some(j) = inflight.try_join_next_with_id() {
+                    collect(j, &mut task_rows, &mut flights, &mut per_route, &mut outcomes, &cfg);
                 }
             }
             _ = &mut shutdown, if !stopping => {
@@ -564,6 +585,10 @@ pub async fn run_routed(
                 tracing::info!(in_flight = inflight.len(), "stop requested: finishing in-flight calls");
             }
             _ = sleep_until_opt(drain_until), if drain_until.is_some() => {
+                // Calls that did finish are recorded with their real outcome.
+                while let Some(j) = inflight.try_join_next_with_id() {
+                    collect(j, &mut task_rows, &mut flights, &mut per_route, &mut outcomes, &cfg);
+                }
                 tracing::warn!(abandoned = flights.len(), "drain deadline passed; abandoning in-flight calls");
                 inflight.abort_all();
                 let now = crate::clock::now_ms();
@@ -577,6 +602,7 @@ pub async fn run_routed(
                     });
                 }
                 per_route.clear();
+                task_rows.clear();
                 while inflight.join_next().await.is_some() {}
             }
         }
@@ -633,17 +659,34 @@ async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
     }
 }
 
+/// One finished call task: its outcome goes to `outcomes` and its slot is freed. A task that
+/// panicked (or was cancelled) is found by its task id and recorded as ambiguous, so its slot is
+/// never leaked and its row is settled like any other unknown outcome.
 fn collect(
-    joined: std::result::Result<(i64, CallResult), tokio::task::JoinError>,
+    joined: std::result::Result<(tokio::task::Id, (i64, CallResult)), tokio::task::JoinError>,
+    task_rows: &mut HashMap<tokio::task::Id, i64>,
     flights: &mut HashMap<i64, Flight>,
     per_route: &mut HashMap<usize, usize>,
     outcomes: &mut Vec<Record>,
     cfg: &Config,
 ) {
-    let Ok((id, res)) = joined else {
-        // A cancelled or panicked task; its row stays leased and dispatched, and recovery
-        // treats it as ambiguous when the lease expires.
-        return;
+    let (id, res) = match joined {
+        Ok((task, (id, res))) => {
+            task_rows.remove(&task);
+            (id, res)
+        }
+        Err(e) => {
+            let Some(id) = task_rows.remove(&e.id()) else {
+                return;
+            };
+            tracing::error!(send_id = id, error = %e, "a provider call task failed");
+            (
+                id,
+                CallResult::Ambiguous {
+                    error: format!("the call task failed: {e}"),
+                },
+            )
+        }
     };
     if let Some(f) = flights.remove(&id) {
         if let Some(n) = per_route.get_mut(&f.route) {

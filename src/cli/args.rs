@@ -365,8 +365,8 @@ pub struct FakeProviderArgs {
     /// Repeatable.
     #[arg(long = "twilio-opted-out", value_name = "NUMBER")]
     pub twilio_opted_out: Vec<String>,
-    /// Append the Idempotency-Key of every POST /send to FILE as it arrives, before latency
-    /// and faults (not fsynced). The crash suite uses it to tell calls that reached the
+    /// Append "<Idempotency-Key> <unix ms>" for every POST /send to FILE as it arrives, before
+    /// latency and faults (not fsynced). The crash suite uses it to tell calls that reached the
     /// provider from calls that never left.
     #[arg(long, value_name = "FILE")]
     pub request_log: Option<PathBuf>,

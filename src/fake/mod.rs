@@ -37,9 +37,9 @@ pub struct Config {
     pub seed: Option<u64>,
     /// E.164 numbers the Twilio endpoint refuses with error 21610 (replied STOP).
     pub twilio_opted_out: Vec<String>,
-    /// Append the idempotency key of every `POST /send` to this file as the request arrives,
-    /// before latency and faults (not fsynced): tells calls that reached the provider from
-    /// calls that never left the sender.
+    /// Append `<idempotency key> <unix ms>` for every `POST /send` to this file as the request
+    /// arrives, before latency and faults (not fsynced): tells calls that reached the provider
+    /// from calls that never left the sender.
     pub request_log: Option<PathBuf>,
 }
 

@@ -194,9 +194,13 @@ async fn send(
     if let (Some(f), Some(key)) = (&shared.requests, req.headers().get("idempotency-key")) {
         // One short append per request (page cache only): the order of arrival is all a
         // reader needs, and the reader runs while this process is alive.
-        let line = [key.as_bytes(), b"\n"].concat();
+        let line = format!(
+            "{} {}\n",
+            String::from_utf8_lossy(key.as_bytes()),
+            crate::clock::now_ms()
+        );
         if let Ok(mut f) = f.lock() {
-            if let Err(e) = std::io::Write::write_all(&mut *f, &line) {
+            if let Err(e) = std::io::Write::write_all(&mut *f, line.as_bytes()) {
                 tracing::warn!(error = %e, "fake provider: cannot append to the request log");
             }
         }

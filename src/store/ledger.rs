@@ -475,13 +475,16 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     // Taken with the write lock held: a suppression whose created_at is earlier
     // committed before this claim (the crash-suite checker relies on it).
     let claimed_at = crate::clock::now_ms();
+    // The lease runs from now, not from `req.now`: waiting for the write lock must not eat
+    // into the time a call has before its lease expires.
+    let lease_until = claimed_at + req.lease_ms;
     // claimed_at marks the claim that started the current delivery chain: a same-key
     // retry of a row that may have been delivered keeps the first one.
     // dispatched_at = ?8 and attempts + ?9: the dispatch marker, when the caller is
     // about to call every row (NULL and 0 otherwise).
     let mut lease = tx.prepare_cached(CLAIM_LEASE_ONE)?;
     let (dispatched_at, increment) = if dispatch {
-        (Some(req.now), 1i64)
+        (Some(claimed_at), 1i64)
     } else {
         (None, 0i64)
     };
@@ -521,7 +524,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
                 c.id,
                 req.token,
                 req.owner,
-                req.now + req.lease_ms,
+                lease_until,
                 c.maybe_since,
                 req.now,
                 claimed_at,
@@ -547,7 +550,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
             plain_ids,
             req.token,
             req.owner,
-            req.now + req.lease_ms,
+            lease_until,
             req.now,
             dispatched_at,
             increment,
