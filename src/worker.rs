@@ -253,8 +253,9 @@ pub async fn run_routed(
     let mut task_rows: HashMap<tokio::task::Id, i64> = HashMap::new();
     let mut outcomes: Vec<Record> = Vec::new();
     let mut campaigns: Vec<ActiveCampaign> = Vec::new();
-    let mut rr = 0usize; // round-robin position over campaigns
-                         // When each campaign's list building started (for the log line when it ends).
+    // Round-robin position over campaigns.
+    let mut rr = 0usize;
+    // When each campaign's list building started (for the log line when it ends).
     let mut list_started: HashMap<i64, Instant> = HashMap::new();
     let mut last_maintenance: Option<Instant> = None;
     let mut stopping = false;
@@ -267,7 +268,7 @@ pub async fn run_routed(
         concurrency = cfg.concurrency, "worker started");
 
     loop {
-        // 1. Maintenance: due campaigns, list building, cancelled sweeps, reconciliation.
+        // 1. Maintenance: due campaigns, cancelled sweeps, WAL size, routes, reconciliation.
         if !stopping && last_maintenance.is_none_or(|t| t.elapsed() >= cfg.tick) {
             // Outcomes already in hand are confirmed first: maintenance (lookups at the
             // provider among it) must not keep a finished call unconfirmed.
