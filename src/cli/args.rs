@@ -103,8 +103,9 @@ pub enum Command {
     /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL,
     /// or a twilio:, resend: or postmark: provider whose base_url points here).
     FakeProvider(FakeProviderArgs),
-    /// Measure throughput, memory, WAL size and restart time on temporary databases, side by
-    /// side with the raw SQLite limit of this machine.
+    /// Measure throughput, memory, WAL size, restart and notify times and the query plans of
+    /// the send path on temporary databases, side by side with the raw SQLite limit of this
+    /// machine.
     Bench(BenchArgs),
 }
 
