@@ -77,3 +77,21 @@ fn the_limiter_waits_for_tokens() {
         t.elapsed()
     );
 }
+
+/// Tokens a claim could not use stay with the process only up to one prefetch chunk: a worker
+/// that keeps finding nothing due cannot hoard them and later send a burst over the rate.
+#[tokio::test]
+async fn unused_tokens_are_not_hoarded() {
+    let d = tempfile::tempdir().unwrap();
+    // 100/s with a burst of 1: the bucket holds one token at most, refilled every 10 ms.
+    let limiter = sendonce::ratelimit::Limiter::new(store(d.path()), "sms", 100.0, 1);
+    // Eight idle turns: each takes what it can for 8 free slots, claims nothing, gives it back.
+    for _ in 0..8 {
+        let (granted, _) = limiter.try_take(8).await.unwrap();
+        limiter.give_back(granted).await;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    // Rows are due now: the burst allows one call, plus at most the one token kept back.
+    let (granted, _) = limiter.try_take(8).await.unwrap();
+    assert!(granted <= 2, "{granted} calls at once against a burst of 1");
+}

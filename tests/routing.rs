@@ -240,3 +240,88 @@ fn rows_in_doubt_are_reconciled_by_lookup() {
     assert_eq!(pid, format!("found-{}", jobs[0]));
     assert_eq!(store.campaign(cid).unwrap().status.as_str(), "sent");
 }
+
+/// Panics on one job, accepts every other one.
+struct PanicsOnce {
+    caps: Capabilities,
+    job: String,
+}
+
+impl Provider for PanicsOnce {
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+    fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
+        Box::pin(async move {
+            if msg.job_id == self.job {
+                panic!("provider bug on {}", msg.job_id);
+            }
+            CallResult::Accepted {
+                provider_id: format!("id-{}", msg.job_id),
+                replay: false,
+            }
+        })
+    }
+}
+
+/// A call task that panics is settled at once as an unknown outcome (in doubt, for a provider
+/// without keys): its row does not sit leased until the lease expires, and its slot is freed.
+#[test]
+fn a_panicking_call_is_settled_not_leaked() {
+    let env = Env::new();
+    let (cid, _) = two_tenants(&env, 5);
+    let store = Store::open(&env.db, &OpenOptions::default()).unwrap();
+    let cid: i64 = cid.parse().unwrap();
+    store
+        .start_due_campaigns(sendonce::clock::now_ms())
+        .unwrap();
+    while !store.build_list_chunk(cid, 100).unwrap() {}
+    let job: String = env
+        .sqlite()
+        .query_row(
+            "SELECT job_id FROM sends WHERE campaign_id = ?1 ORDER BY id LIMIT 1",
+            [cid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let provider = Arc::new(PanicsOnce {
+        caps: Capabilities {
+            name: "panics-once".into(),
+            key_window: None,
+            call_timeout: Duration::from_secs(5),
+            can_lookup: false,
+        },
+        job: job.clone(),
+    });
+    let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
+    // The default lease is a minute: a leaked row would keep `--once` waiting that long.
+    let cfg = sendonce::worker::Config {
+        once: true,
+        tick: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let started = Instant::now();
+    let summary = rt
+        .block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(20),
+                sendonce::worker::run(ledger, provider, cfg, std::future::pending()),
+            )
+            .await
+        })
+        .expect("the worker finished instead of waiting for the lease to expire")
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(summary.moved_in_doubt, 1);
+    let (status, err): (String, String) = env
+        .sqlite()
+        .query_row(
+            "SELECT status, last_error FROM sends WHERE job_id = ?1",
+            [&job],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "in_doubt");
+    assert!(err.contains("call task failed"), "{err}");
+}

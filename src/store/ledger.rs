@@ -56,9 +56,6 @@ pub struct ClaimedRow {
     pub token: i64,
     /// An earlier call may have delivered it: this is a retry with the same key.
     pub maybe_delivered: bool,
-    /// The dispatch marker was written with the lease (`Ledger::cycle`): the row may be called
-    /// now. False after a plain `claim`: `mark_dispatched` must come first.
-    pub dispatched: bool,
 }
 
 /// The result of one claim transaction.
@@ -133,15 +130,6 @@ pub trait Ledger: Send + Sync + 'static {
     fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>>;
     /// Record a group of outcomes in one commit.
     fn record(&self, records: &[Record], now: i64) -> Result<RecordStats>;
-    /// Record the outcomes of the last wave and write the dispatch marker of the next one in a
-    /// single commit (one fsync per wave instead of two).
-    fn record_and_dispatch(
-        &self,
-        records: &[Record],
-        rows: &[(i64, i64)],
-        now: i64,
-        lease_ms: i64,
-    ) -> Result<(RecordStats, Vec<i64>)>;
     /// One commit per worker cycle: record the outcomes of finished calls and, with `claim`,
     /// lease a new batch whose rows all get their dispatch marker in the same statement (ask
     /// for no more rows than there are free call slots). The default runs the steps as
@@ -167,9 +155,6 @@ pub trait Ledger: Send + Sync + 'static {
             .into_iter()
             .collect();
         got.rows.retain(|r| held.contains(&r.id));
-        for r in &mut got.rows {
-            r.dispatched = true;
-        }
         Ok((stats, got))
     }
     /// Keep the WAL file bounded: checkpoint and truncate it when it has grown past the
@@ -339,26 +324,6 @@ impl Ledger for Store {
         let held = self.write(|tx| mark_tx(tx, rows, now, lease_ms))?;
         crash::point("after_dispatch_mark");
         Ok(held)
-    }
-
-    fn record_and_dispatch(
-        &self,
-        records: &[Record],
-        rows: &[(i64, i64)],
-        now: i64,
-        lease_ms: i64,
-    ) -> Result<(RecordStats, Vec<i64>)> {
-        let out = self.write(|tx| {
-            Ok((
-                record_tx(tx, records, now)?,
-                mark_tx(tx, rows, now, lease_ms)?,
-            ))
-        })?;
-        if !records.is_empty() {
-            crash::point("after_confirm_commit");
-        }
-        crash::point("after_dispatch_mark");
-        Ok(out)
     }
 
     fn record(&self, records: &[Record], now: i64) -> Result<RecordStats> {
@@ -540,7 +505,6 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
             attempts: c.attempts,
             token: req.token,
             maybe_delivered: c.maybe_since.is_some(),
-            dispatched: dispatch,
         });
     }
     plain_ids.push(']');
