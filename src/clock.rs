@@ -11,13 +11,35 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Parse `30s`, `100ms`, `5m`, `1h`, `2h30m`.
+/// The longest duration anything in sendonce accepts: past it, time arithmetic could overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Parse `30s`, `100ms`, `5m`, `1h`, `2h30m` (at most [`MAX_DURATION`]).
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let d = humantime::parse_duration(s.trim()).map_err(|e| {
         Error::invalid(format!(
             "invalid duration {s:?}: {e} (write it like 30s, 100ms or 5m)"
         ))
     })?;
+    if d > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "duration {s:?} is too long (at most 30 days)"
+        )));
+    }
+    Ok(d)
+}
+
+/// Parse the duration given to `flag` and check it lies in `min..=max`; the error names the
+/// flag and the range.
+pub fn parse_duration_in(flag: &str, s: &str, min: Duration, max: Duration) -> Result<Duration> {
+    let d = parse_duration(s).map_err(|e| e.context(flag))?;
+    if d < min || d > max {
+        return Err(Error::invalid(format!(
+            "{flag} must be between {} and {} (got {s:?})",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        )));
+    }
     Ok(d)
 }
 
@@ -51,6 +73,19 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         let e = parse_duration("soon").unwrap_err();
         assert!(e.message.contains("invalid duration"), "{}", e.message);
+        assert!(parse_duration("999999999h").is_err());
+        let e = parse_duration_in(
+            "--tick",
+            "0s",
+            Duration::from_millis(10),
+            Duration::from_secs(3600),
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("--tick must be between 10ms and 1h"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

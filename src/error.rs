@@ -17,6 +17,12 @@ pub enum ErrorKind {
     Io,
     /// A provider failed in a way that stops the command.
     Provider,
+    /// A ledger invariant is broken: the file is damaged (a flipped byte, an index that no
+    /// longer matches its table). The worker stops rather than let damage turn into sending.
+    Damaged,
+    /// Whoever read our standard output stopped reading (`| head`): not a failure, the command
+    /// ends quietly, as other Unix tools do.
+    ClosedOutput,
 }
 
 /// An error with a kind and a message that names the problem.
@@ -45,6 +51,26 @@ impl Error {
     }
     pub fn db(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Database, message)
+    }
+    /// A broken ledger invariant (see [`ErrorKind::Damaged`]); `what` names the row and what
+    /// was found.
+    pub fn damaged(what: impl std::fmt::Display) -> Self {
+        Self::new(
+            ErrorKind::Damaged,
+            format!(
+                "the database file is damaged: {what}. Nothing of this transaction was \
+                 committed and the worker stopped, so that the damage cannot turn into sending. \
+                 Check the file with `sqlite3 FILE 'PRAGMA integrity_check'` and restore a backup"
+            ),
+        )
+    }
+    /// A failed write of the command's own output; a closed pipe is [`ErrorKind::ClosedOutput`].
+    pub fn output(err: std::io::Error) -> Self {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            Self::new(ErrorKind::ClosedOutput, "standard output was closed")
+        } else {
+            Self::io("writing to standard output", err)
+        }
     }
     pub fn io(context: &str, err: std::io::Error) -> Self {
         Self::new(ErrorKind::Io, format!("{context}: {err}"))
@@ -78,6 +104,12 @@ impl From<rusqlite::Error> for Error {
                 }
                 ErrorCode::NotADatabase => {
                     return Error::db("the file is not a SQLite database (left untouched)");
+                }
+                ErrorCode::ReadOnly => {
+                    return Error::db(
+                        "the database cannot be written (a read-only file, or a directory where \
+                         SQLite cannot create its -wal and -shm files); nothing was changed",
+                    );
                 }
                 ErrorCode::DiskFull => {
                     return Error::new(

@@ -17,11 +17,13 @@ pub const PERMANENT_FAILURE: i32 = 4;
 pub fn for_error(err: &Error) -> i32 {
     match err.kind {
         ErrorKind::Invalid => USAGE,
+        ErrorKind::ClosedOutput => SUCCESS,
         ErrorKind::Conflict
         | ErrorKind::Busy
         | ErrorKind::Database
         | ErrorKind::Io
-        | ErrorKind::Provider => FAILURE,
+        | ErrorKind::Provider
+        | ErrorKind::Damaged => FAILURE,
     }
 }
 

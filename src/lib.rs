@@ -29,6 +29,7 @@ pub mod checker;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod content;
 pub mod crash;
 pub mod deliverylog;
 pub mod demo;

@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use sendonce::cli::{self, args::Cli, args::LogFormat};
+use sendonce::error::ErrorKind;
 use sendonce::exit;
 
 fn init_logging(cli: &Cli) {
@@ -25,6 +26,15 @@ fn init_logging(cli: &Cli) {
     }
 }
 
+/// Print one document on stdout. A reader that went away (`| head`) is not an error.
+fn print_out(text: &str) -> Result<(), sendonce::error::Error> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(sendonce::error::Error::output)
+}
+
 fn main() {
     let parsed = match Cli::try_parse() {
         Ok(c) => c,
@@ -39,23 +49,24 @@ fn main() {
         }
     };
     init_logging(&parsed);
-    let code = match cli::dispatch(&parsed) {
-        Ok(out) => {
-            if parsed.json && !out.json.is_null() {
-                println!("{}", out.json);
-            } else if !parsed.json && !out.text.is_empty() {
-                println!("{}", out.text);
-            }
-            out.code
+    let result = cli::dispatch(&parsed).and_then(|out| {
+        if parsed.json && !out.json.is_null() {
+            print_out(&out.json.to_string())?;
+        } else if !parsed.json && !out.text.is_empty() {
+            print_out(&out.text)?;
         }
+        Ok(out.code)
+    });
+    let code = match result {
+        Ok(code) => code,
+        Err(e) if e.kind == ErrorKind::ClosedOutput => exit::for_error(&e),
         Err(e) => {
             if parsed.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"error": e.message, "exit_code": exit::for_error(&e)})
-                );
+                let doc = serde_json::json!({"error": e.message, "exit_code": exit::for_error(&e)});
+                let _ = print_out(&doc.to_string());
             }
-            eprintln!("error: {}", e.message);
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {}", e.message);
             exit::for_error(&e)
         }
     };

@@ -95,9 +95,13 @@ impl fmt::Display for CampaignStatus {
 }
 
 /// The deterministic job id of a campaign send: the same recipient of the same campaign always
-/// gets the same id, so every retry carries the same provider key.
-pub fn campaign_job_id(campaign_id: i64, subscriber_id: i64) -> String {
-    format!("campaign:{campaign_id}:sub:{subscriber_id}")
+/// gets the same id, so every retry carries the same provider key. The installation id (the
+/// first 16 hex digits of the database's own id) keeps two databases, which both start at
+/// campaign 1 and subscriber 1, from ever sharing a key; a copy of a file keeps it. The list
+/// builder writes the same form in SQL (`src/store/ledger.rs`).
+pub fn campaign_job_id(installation: &str, campaign_id: i64, subscriber_id: i64) -> String {
+    let scope = installation.get(..16).unwrap_or(installation);
+    format!("campaign:{campaign_id}:sub:{subscriber_id}@{scope}")
 }
 
 /// Namespace for idempotency keys (a fixed random UUID; changing it would change every key).
@@ -115,9 +119,12 @@ mod tests {
 
     #[test]
     fn keys_are_deterministic_uuids() {
-        let a = idempotency_key(&campaign_job_id(1, 2));
-        assert_eq!(a, idempotency_key("campaign:1:sub:2"));
-        assert_ne!(a, idempotency_key("campaign:1:sub:3"));
+        let inst = "0123456789abcdef0123456789abcdef";
+        let a = idempotency_key(&campaign_job_id(inst, 1, 2));
+        assert_eq!(a, idempotency_key("campaign:1:sub:2@0123456789abcdef"));
+        assert_ne!(a, idempotency_key(&campaign_job_id(inst, 1, 3)));
+        let other = "fedcba9876543210fedcba9876543210";
+        assert_ne!(a, idempotency_key(&campaign_job_id(other, 1, 2)));
         assert_eq!(uuid::Uuid::parse_str(&a).unwrap().get_version_num(), 5);
     }
 

@@ -81,6 +81,9 @@ pub struct Summary {
     /// Rows this run moved to in doubt.
     pub moved_in_doubt: u64,
     pub late_confirmations: u64,
+    /// Sends the provider reported as already accepted under their key ("same key, different
+    /// payload"): recorded as sent, never resent, but the content changed between attempts.
+    pub already_accepted: u64,
     /// In-doubt rows settled by looking them up at the provider.
     pub reconciled: u64,
     pub campaigns_started: Vec<i64>,
@@ -95,6 +98,7 @@ impl Summary {
     fn add(&mut self, s: &crate::store::RecordStats) {
         self.sent += s.sent + s.late_confirmations;
         self.late_confirmations += s.late_confirmations;
+        self.already_accepted += s.already_accepted;
         self.failed += s.failed;
         self.retried += s.retried;
         self.moved_in_doubt += s.in_doubt;
@@ -689,6 +693,11 @@ fn collect(
             )
         }
     };
+    if let CallResult::AlreadyAccepted { detail } = &res {
+        tracing::warn!(send_id = id, %detail,
+            "the provider says this key was already accepted with other content; \
+             recorded as sent and not resent");
+    }
     if let Some(f) = flights.remove(&id) {
         if let Some(n) = per_route.get_mut(&f.route) {
             *n = n.saturating_sub(1);

@@ -302,6 +302,8 @@ fn campaign_creation_checks_templates_and_body() {
             "n",
             "--channel",
             "email",
+            "--from",
+            "news@example.org",
             "--subject",
             subject,
             "--body-file",

@@ -38,6 +38,8 @@ fn two_tenants(env: &Env, n: usize) -> (String, String) {
             name,
             "--channel",
             "email",
+            "--from",
+            "news@example.org",
             "--subject",
             "s",
             "--body-file",

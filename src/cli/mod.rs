@@ -12,6 +12,7 @@ use args::*;
 use serde_json::json;
 use std::io::Write;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
 pub struct Output {
@@ -40,13 +41,29 @@ impl Output {
 
 fn open_opts(cli: &Cli) -> Result<OpenOptions> {
     Ok(OpenOptions {
-        busy_timeout: clock::parse_duration(&cli.busy_timeout)?,
+        busy_timeout: clock::parse_duration_in(
+            "--busy-timeout",
+            &cli.busy_timeout,
+            Duration::ZERO,
+            Duration::from_secs(3600),
+        )?,
         ..Default::default()
     })
 }
 
 fn open(cli: &Cli) -> Result<Store> {
     Store::open(&cli.db, &open_opts(cli)?)
+}
+
+/// For commands that only read: nothing is written, so they work on a read-only file.
+fn open_read_only(cli: &Cli) -> Result<Store> {
+    Store::open(
+        &cli.db,
+        &OpenOptions {
+            read_only: true,
+            ..open_opts(cli)?
+        },
+    )
 }
 
 fn channel(s: &str) -> Result<Channel> {
@@ -65,10 +82,12 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 },
             )?;
             let mode = store.journal_mode()?;
+            let installation = store.installation_id()?;
             Ok(Output::ok(
-                json!({"db": cli.db, "schema_version": crate::store::SCHEMA_VERSION, "journal_mode": mode}),
+                json!({"db": cli.db, "schema_version": crate::store::SCHEMA_VERSION,
+                       "journal_mode": mode, "installation_id": installation}),
                 format!(
-                    "database ready: {} (schema {}, journal {mode})",
+                    "database ready: {} (schema {}, journal {mode}, installation {installation})",
                     cli.db.display(),
                     crate::store::SCHEMA_VERSION
                 ),
@@ -182,7 +201,7 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
             ))
         }
         SuppressCmd::List { account } => {
-            let list = open(cli)?.suppressions(*account)?;
+            let list = open_read_only(cli)?.suppressions(*account)?;
             let mut text = String::new();
             for s in &list {
                 text.push_str(&format!(
@@ -224,25 +243,12 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             if name.trim().is_empty() {
                 return Err(Error::invalid("the campaign name is empty"));
             }
-            if ch == Channel::Sms && subject.is_some() {
-                return Err(Error::invalid("an sms campaign has no subject"));
-            }
-            if ch == Channel::Email && subject.as_deref().is_none_or(|s| s.trim().is_empty()) {
-                return Err(Error::invalid("an email campaign needs --subject"));
-            }
-            for (what, v) in [
-                ("--from", from.as_deref()),
-                ("--subject", subject.as_deref()),
-            ] {
-                if v.is_some_and(|v| v.chars().any(|c| c.is_control())) {
-                    return Err(Error::invalid(format!(
-                        "{what} contains a control character (CR, LF, NUL...)"
-                    )));
-                }
-            }
-            if let Some(f) = from {
-                crate::address::normalize_for(ch, f).map_err(|e| e.context("--from"))?;
-            }
+            crate::content::check(&crate::content::Content {
+                channel: ch,
+                sender: from.as_deref(),
+                subject: subject.as_deref(),
+                body: &body,
+            })?;
             let store = open(cli)?;
             store.account_exists(*account)?;
             let attrs = store.attribute_names(*account)?;
@@ -268,7 +274,21 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                 Some(s) => clock::parse_rfc3339_ms(s)?,
                 None => clock::now_ms(),
             };
-            let c = open(cli)?.approve_campaign(*id, at)?;
+            let store = open(cli)?;
+            // The content is frozen from here on: check it once more as the sending side will.
+            let c = store.campaign(*id)?;
+            crate::content::check(&crate::content::Content {
+                channel: c.channel,
+                sender: c.sender.as_deref(),
+                subject: c.subject.as_deref(),
+                body: &c.body,
+            })
+            .map_err(|e| {
+                e.context(&format!(
+                    "campaign {id} cannot be approved (it would fail for every recipient)"
+                ))
+            })?;
+            let c = store.approve_campaign(*id, at)?;
             Ok(Output::ok(
                 json!({"id": id, "status": c.status, "scheduled_for": clock::format_ms(at)}),
                 format!("campaign {id} approved for {}", clock::format_ms(at)),
@@ -278,7 +298,7 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
         CampaignCmd::Resume { id } => transition_out(open(cli)?.resume_campaign(*id)?),
         CampaignCmd::Cancel { id } => transition_out(open(cli)?.cancel_campaign(*id)?),
         CampaignCmd::Status { id, watch } => {
-            let store = open(cli)?;
+            let store = open_read_only(cli)?;
             if *watch {
                 watch_status(&store, *id, cli.json)?;
             }
@@ -295,10 +315,10 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             Ok(Output::ok(doc, text))
         }
         CampaignCmd::Report { id, format } => {
-            let store = open(cli)?;
+            let store = open_read_only(cli)?;
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
-            let w = |e: std::io::Error| Error::io("writing the report", e);
+            let w = Error::output;
             match format {
                 ReportFormat::Csv => {
                     let mut csvw = csv::Writer::from_writer(&mut out);
@@ -312,19 +332,19 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                         "reason",
                         "sent_at",
                     ])
-                    .map_err(|e| w(e.into()))?;
+                    .map_err(csv_output)?;
                     store.report(*id, |r| {
                         csvw.write_record([
                             r.send_id.to_string(),
-                            r.job_id,
-                            r.address,
+                            cell(r.job_id),
+                            cell(r.address),
                             r.status,
                             r.attempts.to_string(),
-                            r.provider_message_id.unwrap_or_default(),
-                            r.reason.unwrap_or_default(),
+                            cell(r.provider_message_id.unwrap_or_default()),
+                            cell(r.reason.unwrap_or_default()),
                             r.sent_at.map(clock::format_ms).unwrap_or_default(),
                         ])
-                        .map_err(|e| w(e.into()))
+                        .map_err(csv_output)
                     })?;
                     csvw.flush().map_err(w)?;
                 }
@@ -336,7 +356,12 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                             out.write_all(b",\n").map_err(w)?;
                         }
                         first = false;
-                        serde_json::to_writer(&mut out, &r).map_err(|e| w(e.into()))
+                        serde_json::to_writer(&mut out, &r).map_err(|e| {
+                            Error::output(e.io_error_kind().map_or_else(
+                                || std::io::Error::other(e.to_string()),
+                                std::io::Error::from,
+                            ))
+                        })
                     })?;
                     out.write_all(b"]\n").map_err(w)?;
                 }
@@ -344,6 +369,25 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             out.flush().map_err(w)?;
             Ok(Output::streamed())
         }
+    }
+}
+
+/// A failed write of CSV output; a closed pipe stays recognisable as one.
+fn csv_output(e: csv::Error) -> Error {
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => Error::output(io),
+        other => Error::invalid(format!("cannot write the CSV report: {other:?}")),
+    }
+}
+
+/// A CSV cell a spreadsheet will not run as a formula (OWASP "CSV injection"): text starting
+/// with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'`. A phone number
+/// `+351...` reads `'+351...` in the file and shows as `+351...` in a spreadsheet.
+fn cell(s: String) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s
     }
 }
 
@@ -391,18 +435,22 @@ fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
 }
 
 fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
-    let lease = clock::parse_duration(&a.lease)?;
-    let tick = clock::parse_duration(&a.tick)?;
-    let retry_base = clock::parse_duration(&a.retry_base)?;
-    let drain = clock::parse_duration(&a.drain)?;
+    const HOUR: Duration = Duration::from_secs(3600);
+    let lease =
+        clock::parse_duration_in("--lease", &a.lease, Duration::from_millis(200), 24 * HOUR)?;
+    let tick = clock::parse_duration_in("--tick", &a.tick, Duration::from_millis(10), HOUR)?;
+    let retry_base = clock::parse_duration_in(
+        "--retry-base",
+        &a.retry_base,
+        Duration::from_millis(1),
+        HOUR,
+    )?;
+    let drain = clock::parse_duration_in("--drain", &a.drain, Duration::ZERO, HOUR)?;
     if a.batch == 0 || a.batch > 10_000 {
         return Err(Error::invalid("--batch must be between 1 and 10000"));
     }
     if a.concurrency == 0 || a.concurrency > 10_000 {
         return Err(Error::invalid("--concurrency must be between 1 and 10000"));
-    }
-    if lease < std::time::Duration::from_millis(200) {
-        return Err(Error::invalid("--lease must be at least 200ms"));
     }
     if a.max_attempts < 1 {
         return Err(Error::invalid("--max-attempts must be at least 1"));
@@ -462,6 +510,13 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}",
         summary.claimed, summary.sent, summary.failed, summary.retried, summary.suppressed
     );
+    if summary.already_accepted > 0 {
+        text.push_str(&format!(
+            "\n{} send(s) reported by the provider as already accepted under their key with \
+             other content: recorded as sent, not resent (see `campaign report`)",
+            summary.already_accepted
+        ));
+    }
     if in_doubt > 0 {
         text.push_str(&format!(
             "\n{in_doubt} send(s) in doubt: see `sendonce doubts list --campaign ID`"
@@ -539,10 +594,9 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
 }
 
 fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
-    let store = open(cli)?;
     match cmd {
         DoubtsCmd::List { campaign } => {
-            let rows = store.doubts(*campaign)?;
+            let rows = open_read_only(cli)?.doubts(*campaign)?;
             let mut text = String::new();
             for r in &rows {
                 text.push_str(&format!(
@@ -566,7 +620,7 @@ fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
         DoubtsCmd::Resolve {
             send_id, as_sent, ..
         } => {
-            store.resolve_doubt(*send_id, *as_sent)?;
+            open(cli)?.resolve_doubt(*send_id, *as_sent)?;
             let what = if *as_sent { "sent" } else { "queued" };
             Ok(Output::ok(
                 json!({"send_id": send_id, "status": what}),
@@ -577,7 +631,7 @@ fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
 }
 
 fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Output> {
-    let store = open(cli)?;
+    let store = open_read_only(cli)?;
     let mut lines = Vec::new();
     for l in logs {
         lines.extend(crate::deliverylog::read_lines(l)?);

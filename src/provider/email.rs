@@ -218,7 +218,10 @@ pub fn check_text(what: &str, s: &str, max_bytes: usize) -> Result<(), String> {
             c as u32
         ));
     }
-    if has_encoded_word(s) {
+    // Lenient decoders accept spaces inside an encoded word (`=? utf-8 ?q?...?=`): look for
+    // one with every space and tab removed.
+    let packed: String = s.split_whitespace().collect();
+    if has_encoded_word(&packed) {
         return Err(format!(
             "the {what} contains an RFC 2047 encoded word (=?charset?q|b?...); refused, \
              since a reader would decode it"
@@ -414,6 +417,9 @@ mod tests {
             "a\u{2029}b",
             "=?utf-8?q?x=0D=0ABcc:_evil@x?=",
             "x =?ISO-8859-1?B?SGk=?= y",
+            "=? utf-8 ?q?x=0ABcc:e?=",
+            "=?utf-8? q ?x=0A?=",
+            "=?\tutf-8\t?B?SGk=?=",
         ] {
             assert!(check_text("subject", s, 900).is_err(), "{s:?}");
         }

@@ -1,7 +1,7 @@
 //! Providers: what the worker calls to deliver one message, what each declares it can do
 //! (idempotency window, lookup by job id), and how its answers are classified.
 
-mod email;
+pub(crate) mod email;
 mod httpapi;
 mod outbox;
 pub mod postmark;

@@ -4,7 +4,7 @@
 use super::Store;
 use crate::address::Channel;
 use crate::crash;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use rusqlite::{params, OptionalExtension, Transaction};
 
 /// A campaign the worker may claim from (status `sending`), with its frozen content.
@@ -112,6 +112,11 @@ pub struct RecordStats {
     pub late_confirmations: u64,
     /// Non-accepted outcomes whose lease was lost: the row's new holder decides.
     pub fenced_out: u64,
+    /// Acceptances without a provider id: the provider reported the key as already used
+    /// (for a key API, "same key, different payload"). Recorded as sent, never resent.
+    pub already_accepted: u64,
+    /// Acceptances of a row already `sent` with the same provider id (a replayed key).
+    pub double_confirmations: u64,
 }
 
 /// What the worker needs from a ledger. A second backend implements this without touching the
@@ -415,6 +420,9 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
         maybe_since: Option<i64>,
         suppressed: bool,
     }
+    // The partial index lets SQLite skip re-reading the status: a row whose status was
+    // damaged while its index entry stayed would come back here. Damage never turns into
+    // sending: the status is read from the row and checked.
     let mut cands = Vec::with_capacity(req.batch);
     {
         let mut st = tx.prepare_cached(CLAIM_CANDIDATES)?;
@@ -435,6 +443,14 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
                 maybe_since: r.get(5)?,
                 suppressed: r.get::<_, i64>(6)? != 0,
             });
+            let status: String = r.get(7)?;
+            if status != "queued" && status != "leased" {
+                return Err(Error::damaged(format!(
+                    "send {} of campaign {} is in the claim index with status {status:?}",
+                    r.get::<_, i64>(0)?,
+                    req.campaign_id
+                )));
+            }
         }
     }
     // Taken with the write lock held: a suppression whose created_at is earlier
@@ -469,12 +485,16 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
                 .key_window_ms
                 .is_some_and(|w| req.now.saturating_sub(since) < w);
             if !safe {
-                doubt.execute(params![c.id, since, req.now])?;
+                expect_one(
+                    doubt.execute(params![c.id, since, req.now])?,
+                    c.id,
+                    "park in doubt",
+                )?;
                 out.in_doubt += 1;
                 continue;
             }
         } else if c.suppressed {
-            suppress.execute(params![c.id, req.now])?;
+            expect_one(suppress.execute(params![c.id, req.now])?, c.id, "suppress")?;
             out.suppressed += 1;
             continue;
         }
@@ -485,7 +505,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
             plain_ids.push_str(&c.id.to_string());
             plain += 1;
         } else {
-            lease.execute(params![
+            let n = lease.execute(params![
                 c.id,
                 req.token,
                 req.owner,
@@ -496,6 +516,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
                 dispatched_at,
                 increment
             ])?;
+            expect_one(n, c.id, "lease")?;
         }
         out.rows.push(ClaimedRow {
             id: c.id,
@@ -521,13 +542,26 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
             claimed_at
         ])?;
         if n != plain {
-            return Err(crate::error::Error::db(format!(
-                "claim leased {n} rows instead of {plain}; nothing was committed"
+            return Err(Error::damaged(format!(
+                "the claim of campaign {} leased {n} rows instead of {plain}",
+                req.campaign_id
             )));
         }
     }
     crash::point("before_claim_commit");
     Ok(out)
+}
+
+/// A statement that moves one row by id, within the claim transaction that has just read that
+/// row as claimable, must change exactly that row; anything else means the file is damaged.
+fn expect_one(changed: usize, id: i64, what: &str) -> Result<()> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Error::damaged(format!(
+            "{what} of send {id} changed {changed} rows instead of 1"
+        )))
+    }
 }
 
 /// The dispatch marker: fenced on the lease token; returns the ids still held.
@@ -540,6 +574,38 @@ fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -
         }
     }
     Ok(held)
+}
+
+/// An acceptance for a row that is already `sent`. The same provider id (a replay of the same
+/// key) or no id (the provider said "already accepted") is a benign repeat; a second, different
+/// provider id means the message went out twice, and a row that does not exist means the file
+/// is damaged: both stop the worker.
+fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str>) -> Result<()> {
+    let row: Option<(String, Option<String>)> = tx
+        .prepare_cached(RECORD_CHECK_ROW)?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    match row {
+        None => Err(Error::damaged(format!(
+            "a provider accepted send {id}, which is not in the ledger"
+        ))),
+        Some((status, stored)) => match (provider_id, stored.as_deref()) {
+            (Some(ours), Some(theirs)) if ours != theirs => Err(Error::damaged(format!(
+                "send {id} was confirmed twice with different provider ids \
+                 ({theirs:?}, then {ours:?}): it was delivered twice"
+            ))),
+            _ if status != "sent" => Err(Error::damaged(format!(
+                "an acceptance of send {id} could not be recorded (status {status:?})"
+            ))),
+            _ => {
+                tracing::warn!(
+                    send_id = id,
+                    "a second confirmation of a sent row (same key)"
+                );
+                Ok(())
+            }
+        },
+    }
 }
 
 /// Apply a group of outcomes, each fenced on its lease token.
@@ -560,6 +626,9 @@ fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<Recor
         }
         match &r.outcome {
             Outcome::Accepted { provider_id, note } => {
+                if provider_id.is_none() {
+                    stats.already_accepted += 1;
+                }
                 if sent.execute(params![r.id, r.token, provider_id, now, note])? == 1 {
                     stats.sent += 1;
                 } else if late.execute(params![r.id, provider_id, now])? == 1 {
@@ -568,6 +637,9 @@ fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<Recor
                         send_id = r.id,
                         "confirmation arrived after the lease was lost; recorded as sent"
                     );
+                } else {
+                    confirmed_twice(tx, r.id, provider_id.as_deref())?;
+                    stats.double_confirmations += 1;
                 }
             }
             Outcome::Failed { error, suppress } => {
@@ -665,7 +737,8 @@ const CLAIM_CANDIDATES: &str = "SELECT s.id, s.job_id, s.address, s.vars, s.atte
      ELSE s.doubt_since END,
      EXISTS (SELECT 1 FROM suppressions su
      WHERE su.account_id = s.account_id AND su.channel = ?4
-     AND su.address = s.address)
+     AND su.address = s.address),
+     s.status
      FROM sends s
      WHERE s.campaign_id = ?1 AND s.account_id = ?5
      AND s.status IN ('queued', 'leased') AND s.visible_at <= ?2
@@ -677,25 +750,25 @@ const CLAIM_LEASE_ONE: &str =
      doubt_since = ?5, updated_at = ?6,
      claimed_at = CASE WHEN ?5 IS NULL THEN ?7
      ELSE coalesce(claimed_at, ?7) END
-     WHERE id = ?1";
+     WHERE id = ?1 AND status IN ('queued', 'leased')";
 
 const CLAIM_PARK_IN_DOUBT: &str =
     "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
      doubt_since = ?2, updated_at = ?3,
      last_error = coalesce(last_error || '; ', '') ||
      'lease expired after dispatch; provider has no usable idempotency key'
-     WHERE id = ?1";
+     WHERE id = ?1 AND status = 'leased'";
 
 const CLAIM_SUPPRESS: &str =
     "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
      last_error = 'address suppressed before claim'
-     WHERE id = ?1";
+     WHERE id = ?1 AND status IN ('queued', 'leased')";
 
 const CLAIM_LEASE_MANY: &str =
     "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
      visible_at = ?4, dispatched_at = ?6, attempts = attempts + ?7,
      doubt_since = NULL, updated_at = ?5, claimed_at = ?8
-     WHERE id IN (SELECT value FROM json_each(?1))";
+     WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('queued', 'leased')";
 
 const MARK_DISPATCHED: &str =
     "UPDATE sends SET dispatched_at = ?3, attempts = attempts + 1, visible_at = ?4,
@@ -712,6 +785,8 @@ const RECORD_LATE: &str =
      updated_at = ?3, lease_token = NULL, doubt_since = NULL,
      last_error = 'confirmed after the lease was lost'
      WHERE id = ?1 AND status <> 'sent'";
+
+const RECORD_CHECK_ROW: &str = "SELECT status, provider_message_id FROM sends WHERE id = ?1";
 
 const RECORD_FAILED: &str = "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
      lease_token = NULL
@@ -737,7 +812,8 @@ const RECORD_IN_DOUBT: &str =
      dispatched_at = NULL
      WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
 
-/// The list-building INSERT for a channel (the address column differs).
+/// The list-building INSERT for a channel (the address column differs). The job id is
+/// `campaign:<cid>:sub:<sid>@<installation>` (see `crate::model::campaign_job_id`).
 fn list_insert_sql(channel: &str) -> String {
     let addr = if channel == "sms" {
         "s.phone"
@@ -747,7 +823,9 @@ fn list_insert_sql(channel: &str) -> String {
     format!(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
                             vars, status, visible_at, created_at, updated_at)
-         SELECT s.account_id, ?1, s.id, 'campaign:' || ?1 || ':sub:' || s.id, {addr},
+         SELECT s.account_id, ?1, s.id,
+                'campaign:' || ?1 || ':sub:' || s.id || '@'
+                || (SELECT substr(id, 1, 16) FROM installation), {addr},
                 json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
                                                 'phone', s.phone)),
                 'queued', ?4, ?4, ?4
@@ -779,6 +857,7 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
         ("dispatch marker (separate)", MARK_DISPATCHED),
         ("record: sent (fenced)", RECORD_SENT),
         ("record: late confirmation", RECORD_LATE),
+        ("record: check a twice-confirmed row", RECORD_CHECK_ROW),
         ("record: failed", RECORD_FAILED),
         ("record: add suppression", RECORD_ADD_SUPPRESSION),
         ("record: retry", RECORD_RETRY),

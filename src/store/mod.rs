@@ -26,7 +26,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The migrations, in order. `schema/` is append-only: a released file never changes.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_init", include_str!("../../schema/0001_init.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init", include_str!("../../schema/0001_init.sql")),
+    (
+        "0002_installation",
+        include_str!("../../schema/0002_installation.sql"),
+    ),
+];
+
+/// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
+pub const APPLICATION_ID: i64 = 0x534E_444F;
 
 /// The WAL size past which `Ledger::checkpoint_if_large` checkpoints and truncates it (the
 /// automatic checkpoint cannot reset a WAL that readers keep pinned).
@@ -48,6 +57,9 @@ pub enum Sync {
 pub struct OpenOptions {
     /// Create the file if it does not exist (`init`, `demo`); other commands refuse to.
     pub create: bool,
+    /// Open read-only: nothing is written (no WAL switch, no migration), so reports work on a
+    /// file the user can only read.
+    pub read_only: bool,
     /// `synchronous` pragma.
     pub sync: Sync,
     /// How long a connection waits for another writer before reporting the database busy.
@@ -60,6 +72,7 @@ impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
             create: false,
+            read_only: false,
             sync: Sync::Full,
             busy_timeout: Duration::from_secs(10),
             pool_size: 4,
@@ -78,46 +91,114 @@ type Conn = r2d2::PooledConnection<SqliteConnectionManager>;
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
+/// What is at a database path before SQLite touches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileState {
+    Missing,
+    /// Zero bytes: SQLite would silently make it a new database.
+    Empty,
+    Sqlite,
+}
+
 /// Refuse a file that exists and is not a SQLite database, before SQLite touches it.
-fn check_header(path: &Path) -> Result<bool> {
+fn check_header(path: &Path) -> Result<FileState> {
     use std::io::Read;
-    let mut f = match std::fs::File::open(path) {
+    let f = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
         Err(e) => return Err(Error::io(&format!("cannot open {}", path.display()), e)),
     };
-    let mut head = [0u8; 16];
-    let mut n = 0;
-    while n < 16 {
-        match f.read(&mut head[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) => return Err(Error::io(&format!("cannot read {}", path.display()), e)),
-        }
+    let mut head = Vec::with_capacity(16);
+    f.take(16)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io(&format!("cannot read {}", path.display()), e))?;
+    if head.is_empty() {
+        return Ok(FileState::Empty);
     }
-    if n == 0 {
-        return Ok(true); // an empty file is a valid, empty database
-    }
-    if n < 16 || &head != SQLITE_MAGIC {
+    if head.as_slice() != SQLITE_MAGIC {
         return Err(Error::db(format!(
             "{} is not a sendonce database (not a SQLite file); it was left untouched",
             path.display()
         )));
     }
-    Ok(true)
+    Ok(FileState::Sqlite)
 }
 
-fn configure(conn: &Connection, sync: Sync, busy: Duration) -> rusqlite::Result<()> {
+/// For a read-only open of a WAL database whose directory we cannot write (so SQLite cannot
+/// make the `-shm` index): when no process holds it open (no `-wal` file, or an empty one),
+/// the file alone is the database and can be opened as immutable. `None` otherwise.
+fn immutable_uri(path: &Path) -> Option<String> {
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    match std::fs::metadata(&wal) {
+        Ok(m) if m.len() > 0 => return None,
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return None,
+        _ => {}
+    }
+    let abs = std::path::absolute(path).ok()?;
+    let text = abs.to_str()?;
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'/')
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.');
+    Some(format!(
+        "file:{}?mode=ro&immutable=1",
+        percent_encoding::utf8_percent_encode(text, KEEP)
+    ))
+}
+
+/// Whose file an open SQLite database is, read before anything is written to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    /// Marked with our application id.
+    Ours,
+    /// Made by a sendonce from before the application id (schema present, id 0): it gets the
+    /// mark the next time it is opened for writing.
+    OursUnmarked,
+    /// No schema at all: a new database.
+    Blank,
+}
+
+fn identify(conn: &Connection, path: &Path) -> Result<Identity> {
+    let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+    let ours_tables: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table'
+         AND name IN ('accounts', 'subscribers', 'campaigns', 'sends', 'suppressions')",
+        [],
+        |r| r.get(0),
+    )?;
+    let foreign = || {
+        Error::db(format!(
+            "{} is a SQLite database of another application (application_id {app_id:#x}, \
+             user_version {version}), not a sendonce database; nothing was changed",
+            path.display()
+        ))
+    };
+    match app_id {
+        APPLICATION_ID => Ok(Identity::Ours),
+        0 if objects == 0 && version == 0 => Ok(Identity::Blank),
+        0 if version >= 1 && ours_tables == 5 => Ok(Identity::OursUnmarked),
+        _ => Err(foreign()),
+    }
+}
+
+/// Per-connection settings. `sync` is `None` for a read-only connection (setting it would
+/// need the WAL index, which a reader that cannot write beside the file cannot make).
+fn configure(conn: &Connection, sync: Option<Sync>, busy: Duration) -> rusqlite::Result<()> {
     conn.busy_timeout(busy)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.pragma_update(
-        None,
-        "synchronous",
-        match sync {
-            Sync::Full => "FULL",
-            Sync::Normal => "NORMAL",
-        },
-    )?;
+    if let Some(sync) = sync {
+        conn.pragma_update(
+            None,
+            "synchronous",
+            match sync {
+                Sync::Full => "FULL",
+                Sync::Normal => "NORMAL",
+            },
+        )?;
+    }
     conn.set_prepared_statement_cache_capacity(64);
     // Crash suite only: a database size limit that makes writes fail as on a full disk.
     #[cfg(feature = "crash-points")]
@@ -132,16 +213,33 @@ fn configure(conn: &Connection, sync: Sync, busy: Duration) -> rusqlite::Result<
 
 impl Store {
     /// Open (and with `create`, create) a database file, check it, and bring its schema up to
-    /// date.
+    /// date. A file that is not ours is refused before anything is written to it; a read-only
+    /// open writes nothing at all.
     pub fn open(path: &Path, opts: &OpenOptions) -> Result<Store> {
-        let exists = check_header(path)?;
-        if !exists && !opts.create {
-            return Err(Error::invalid(format!(
-                "no database at {}; create one with `sendonce init` (or pass --db)",
-                path.display()
-            )));
+        let state = check_header(path)?;
+        if !opts.create {
+            match state {
+                FileState::Missing => {
+                    return Err(Error::invalid(format!(
+                        "no database at {}; create one with `sendonce init` (or pass --db)",
+                        path.display()
+                    )))
+                }
+                FileState::Empty => {
+                    return Err(Error::invalid(format!(
+                        "{} is an empty file, not a sendonce database; nothing was changed \
+                         (`sendonce init --db {}` makes it one)",
+                        path.display(),
+                        path.display()
+                    )))
+                }
+                FileState::Sqlite => {}
+            }
         }
-        let flags = if opts.create {
+        let mut target = path.to_path_buf();
+        let mut flags = if opts.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else if opts.create {
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -149,26 +247,53 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
 
-        // First connection: WAL, read back, and migrations. Done before the pool exists.
+        let sync = (!opts.read_only).then_some(opts.sync);
+        // First connection: identity, WAL (read back) and migrations, before the pool exists.
         {
-            let conn = Connection::open_with_flags(path, flags)
-                .map_err(|e| Error::from(e).context(&format!("cannot open {}", path.display())))?;
-            configure(&conn, opts.sync, opts.busy_timeout)?;
-            let mode: String = conn
-                .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-                .map_err(|e| Error::from(e).context(&format!("opening {}", path.display())))?;
-            if !mode.eq_ignore_ascii_case("wal") {
-                return Err(Error::db(format!(
-                    "{} could not be put in WAL mode (journal_mode is {mode:?})",
-                    path.display()
-                )));
+            let open = |target: &Path, flags| -> Result<Connection> {
+                let conn = Connection::open_with_flags(target, flags).map_err(|e| {
+                    Error::from(e).context(&format!("cannot open {}", path.display()))
+                })?;
+                configure(&conn, sync, opts.busy_timeout)?;
+                Ok(conn)
+            };
+            let mut conn = open(&target, flags)?;
+            let mut identity = identify(&conn, path);
+            if opts.read_only && identity.is_err() {
+                if let Some(uri) = immutable_uri(path) {
+                    // A WAL file we may not write beside (no -shm can be made): with no WAL
+                    // content left, the file alone is the whole database.
+                    target = PathBuf::from(uri);
+                    flags |= OpenFlags::SQLITE_OPEN_URI;
+                    conn = open(&target, flags)?;
+                    identity = identify(&conn, path);
+                }
             }
-            migrate(&conn)?;
+            let identity = identity?;
+            if opts.read_only {
+                if identity == Identity::Blank {
+                    return Err(Error::invalid(format!(
+                        "{} has no sendonce schema (create it with `sendonce init`)",
+                        path.display()
+                    )));
+                }
+                check_version(&conn)?;
+            } else {
+                let mode: String = conn
+                    .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+                    .map_err(|e| Error::from(e).context(&format!("opening {}", path.display())))?;
+                if !mode.eq_ignore_ascii_case("wal") {
+                    return Err(Error::db(format!(
+                        "{} could not be put in WAL mode (journal_mode is {mode:?})",
+                        path.display()
+                    )));
+                }
+                migrate(&conn)?;
+            }
         }
 
-        let sync = opts.sync;
         let busy = opts.busy_timeout;
-        let manager = SqliteConnectionManager::file(path)
+        let manager = SqliteConnectionManager::file(&target)
             .with_flags(flags)
             .with_init(move |c| configure(c, sync, busy));
         let pool = r2d2::Pool::builder()
@@ -180,6 +305,12 @@ impl Store {
             pool,
             path: path.to_path_buf(),
         })
+    }
+
+    /// The id of this database file (created with it; a copy keeps it). Part of every campaign
+    /// job id, and so of every provider idempotency key.
+    pub fn installation_id(&self) -> Result<String> {
+        self.read(|c| Ok(c.query_row("SELECT id FROM installation", [], |r| r.get(0))?))
     }
 
     pub fn path(&self) -> &Path {
@@ -223,8 +354,8 @@ impl Store {
     }
 }
 
-/// Apply pending migrations, one immediate transaction each; refuse a newer database.
-fn migrate(conn: &Connection) -> Result<()> {
+/// Refuse a database newer than this binary, without changing it. Returns its version.
+fn check_version(conn: &Connection) -> Result<i64> {
     let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if current > SCHEMA_VERSION {
         return Err(Error::new(
@@ -234,6 +365,27 @@ fn migrate(conn: &Connection) -> Result<()> {
                  ({SCHEMA_VERSION}); upgrade sendonce. The file was not changed"
             ),
         ));
+    }
+    Ok(current)
+}
+
+/// Apply pending migrations, one immediate transaction each; refuse a newer database. The
+/// application id is written with the first migration (and onto files made before it existed).
+fn migrate(conn: &Connection) -> Result<()> {
+    let current = check_version(conn)?;
+    let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    if app_id != APPLICATION_ID {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let marked = conn
+            .pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(Error::from);
+        match marked {
+            Ok(()) => conn.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
     }
     for (i, (name, sql)) in MIGRATIONS.iter().enumerate() {
         let version = i as i64 + 1;

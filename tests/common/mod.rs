@@ -85,6 +85,8 @@ impl Env {
             "c",
             "--channel",
             "email",
+            "--from",
+            "news@example.org",
             "--subject",
             "Hi {{ name }}",
             "--body-file",

@@ -1,0 +1,455 @@
+//! Regression tests for defects that sent twice, lost messages or crashed: a damaged file, keys
+//! shared between databases, files that are not ours, content that would fail every recipient,
+//! spreadsheet formulas in reports, and panics reachable from the command line.
+
+mod common;
+use common::Env;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Run a command with a deadline; returns (exit code or None if it had to be killed, stderr).
+fn run_with_deadline(mut cmd: Command, limit: Duration) -> (Option<i32>, String) {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        use std::io::Read;
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st.code();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (code, reader.join().unwrap_or_default())
+}
+
+/// An approved email campaign to `n` subscribers with its recipient list built, the file
+/// closed (WAL checkpointed into the main file). Returns the campaign id.
+fn built_campaign(env: &Env, n: usize) -> i64 {
+    let (_acct, cid) = env.setup_campaign(n);
+    env.ok(&["campaign", "approve", &cid]);
+    let cid: i64 = cid.parse().unwrap();
+    let store = sendonce::store::Store::open(&env.db, &Default::default()).unwrap();
+    use sendonce::store::Ledger;
+    store
+        .start_due_campaigns(sendonce::clock::now_ms())
+        .unwrap();
+    while !store.build_list_chunk(cid, 1000).unwrap() {}
+    drop(store);
+    assert!(
+        !env.path("t.db-wal").exists()
+            || std::fs::metadata(env.path("t.db-wal")).unwrap().len() == 0,
+        "the WAL should be checkpointed on close"
+    );
+    cid
+}
+
+/// A flipped byte turns one row's status `queued` into `quyued` while its claim-index entry
+/// stays. The worker must stop with a message about damage, and send nothing twice (before the
+/// fix it sent that row thousands of times, never stopping).
+#[test]
+fn a_damaged_status_stops_the_worker_and_sends_nothing_twice() {
+    let env = Env::new();
+    let cid = built_campaign(&env, 5);
+    let mut bytes = std::fs::read(&env.db).unwrap();
+    let job = format!("campaign:{cid}:sub:3@");
+    let at = bytes
+        .windows(job.len())
+        .position(|w| w == job.as_bytes())
+        .expect("the row's job id is in the file");
+    let rel = bytes[at..at + 600]
+        .windows(6)
+        .position(|w| w == b"queued")
+        .expect("the row's status follows its job id");
+    bytes[at + rel + 2] = b'y';
+    std::fs::write(&env.db, &bytes).unwrap();
+    let damaged: i64 = env.count("SELECT count(*) FROM sends WHERE status = 'quyued'");
+    assert_eq!(damaged, 1, "the probe damaged exactly one row");
+
+    let outbox = env.path("out.jsonl");
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--once", "--tick", "20ms", "--provider"])
+        .arg(format!("outbox:{}", outbox.display()));
+    let (code, stderr) = run_with_deadline(cmd, Duration::from_secs(20));
+    let per_job = common::deliveries(&outbox);
+    let worst = per_job.values().copied().max().unwrap_or(0);
+    assert!(worst <= 1, "a message was sent {worst} times: {per_job:?}");
+    assert_eq!(code, Some(1), "the worker must stop by itself: {stderr}");
+    assert!(
+        stderr.contains("damaged") && stderr.contains("integrity_check"),
+        "{stderr}"
+    );
+}
+
+/// Two fresh databases both start at campaign 1, subscriber 1. Sharing one provider (here one
+/// outbox, which honours idempotency keys like Resend does), the second must really deliver,
+/// not be answered as a replay of the first. A copy of a file keeps its installation id.
+#[test]
+fn two_databases_never_share_an_idempotency_key() {
+    let outbox = tempfile::tempdir().unwrap();
+    let outbox = outbox.path().join("shared.jsonl");
+    let spec = format!("outbox:{}", outbox.display());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let env = Env::new();
+        let (_a, cid) = env.setup_campaign(1);
+        env.ok(&["campaign", "approve", &cid]);
+        env.ok(&["run", "--once", "--tick", "20ms", "--provider", &spec]);
+        let doc: serde_json::Value = serde_json::from_str(&env.ok(&["--json", "init"])).unwrap();
+        ids.push(doc["installation_id"].as_str().unwrap().to_string());
+        let copy = env.path("copy.db");
+        std::fs::copy(&env.db, &copy).unwrap();
+        let r = common::Run::from(
+            Command::new(common::BIN)
+                .args(["--json", "--db"])
+                .arg(&copy)
+                .arg("init")
+                .output()
+                .unwrap(),
+        );
+        let copied: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(copied["installation_id"], doc["installation_id"]);
+    }
+    assert_ne!(ids[0], ids[1]);
+    let lines = sendonce::deliverylog::read_lines(&outbox).unwrap();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines.iter().all(|l| !l.replay), "{lines:?}");
+    assert_ne!(lines[0].idempotency_key, lines[1].idempotency_key);
+}
+
+#[test]
+fn an_empty_file_is_not_a_database() {
+    let env = Env::new();
+    std::fs::write(&env.db, b"").unwrap();
+    for args in [
+        &["run", "--once", "--provider", "null"][..],
+        &["campaign", "status", "1"],
+        &["account", "add", "x"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("empty file"), "{}", r.stderr);
+        assert_eq!(std::fs::metadata(&env.db).unwrap().len(), 0, "{args:?}");
+    }
+    env.ok(&["init"]);
+    env.ok(&["account", "add", "x"]);
+}
+
+/// Another application's SQLite file is refused by every command, byte for byte unchanged.
+#[test]
+fn another_sqlite_file_is_refused_and_left_unchanged() {
+    let env = Env::new();
+    {
+        let c = rusqlite::Connection::open(&env.db).unwrap();
+        c.execute_batch("CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('mine');")
+            .unwrap();
+    }
+    let before = std::fs::read(&env.db).unwrap();
+    for args in [
+        &["campaign", "status", "1"][..],
+        &["campaign", "report", "1"],
+        &["account", "add", "x"],
+        &["init"],
+        &["run", "--once", "--provider", "null"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("not a sendonce database")
+                && r.stderr.contains("nothing was changed"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(
+            std::fs::read(&env.db).unwrap(),
+            before,
+            "{args:?} changed the file"
+        );
+        assert!(!env.path("t.db-wal").exists(), "{args:?}");
+    }
+    // Ours carry the mark.
+    let ours = Env::new();
+    ours.ok(&["init"]);
+    let id: i64 = ours.count("PRAGMA application_id");
+    assert_eq!(id, sendonce::store::APPLICATION_ID);
+}
+
+/// Reports work on a file the user can only read (not its directory either): run as `nobody`
+/// when the tests run as root, else with the write bits removed.
+#[test]
+fn read_only_commands_work_on_a_read_only_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let cid = built_campaign(&env, 3);
+    let dir = env.path("ro");
+    std::fs::create_dir(&dir).unwrap();
+    let db = dir.join("t.db");
+    std::fs::copy(&env.db, &db).unwrap();
+    let bin = env.path("sendonce");
+    std::fs::copy(common::BIN, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = unsafe { libc::geteuid() } == 0;
+    let run = |args: &[&str]| {
+        let mut c = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+            c.arg(&bin);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        c.arg("--db").arg(&db).args(args);
+        common::Run::from(c.output().expect("run sendonce read-only"))
+    };
+    let before = std::fs::read(&db).unwrap();
+    let cid = cid.to_string();
+    let r = run(&["--json", "campaign", "status", &cid]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["queued"], 3);
+    let r = run(&["campaign", "report", &cid]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.lines().count(), 4, "{}", r.stdout);
+    let r = run(&["doubts", "list", "--campaign", &cid]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(&["suppress", "list", "--account", "1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // A writing command fails cleanly.
+    let r = run(&["campaign", "pause", &cid]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot be written"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn create(env: &Env, acct: &str, extra: &[&str]) -> common::Run {
+    let body = env.write("body.txt", "Hello {{ name }}");
+    let mut args = vec![
+        "campaign",
+        "create",
+        "--account",
+        acct,
+        "--name",
+        "c",
+        "--body-file",
+        body.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+/// What would fail for every recipient is refused at create, and again at approve.
+#[test]
+fn content_that_cannot_be_sent_is_refused_at_create_and_approve() {
+    let env = Env::new();
+    let acct = env.setup_account();
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        &acct,
+        "--email",
+        "a@x.com",
+    ]);
+    let r = create(&env, &acct, &["--channel", "email", "--subject", "Hi"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("needs --from"), "{}", r.stderr);
+    let hostile = [
+        "Hi\r\nBcc: victim@example.org",
+        "Hi\nthere",
+        "Hi\u{85}there",
+        "Hi\u{2028}there",
+        "=?utf-8?q?x=0D=0ABcc:_evil@x?=",
+        "=? utf-8 ?q?x=0ABcc:e?=",
+        "=?utf-8?b?SGkNCkJjYzogZXZpbEB4?=",
+        "a =?UTF-8? Q ?x=0A?= b",
+    ];
+    for s in hostile {
+        let r = create(
+            &env,
+            &acct,
+            &[
+                "--channel",
+                "email",
+                "--from",
+                "news@example.org",
+                "--subject",
+                s,
+            ],
+        );
+        assert_eq!(r.code, 2, "{s:?}: {}", r.stderr);
+    }
+    let r = create(
+        &env,
+        &acct,
+        &[
+            "--channel",
+            "email",
+            "--from",
+            "News\r\nBcc: x@y.org <news@example.org>",
+            "--subject",
+            "Hi",
+        ],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    // An SMS body no message can carry.
+    let long = env.write("long.txt", "x".repeat(20_000));
+    let r = env.run(&[
+        "campaign",
+        "create",
+        "--account",
+        &acct,
+        "--name",
+        "s",
+        "--channel",
+        "sms",
+        "--body-file",
+        long.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("1600"), "{}", r.stderr);
+    assert_eq!(
+        env.count("SELECT count(*) FROM campaigns"),
+        0,
+        "nothing was written"
+    );
+
+    // A draft stored without a sender (by an older version) is refused at approve.
+    env.sqlite()
+        .execute(
+            "INSERT INTO campaigns (account_id, name, channel, subject, body, created_at)
+             VALUES (1, 'old', 'email', 's', 'b', 0)",
+            [],
+        )
+        .unwrap();
+    let r = env.run(&["campaign", "approve", "1"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot be approved"), "{}", r.stderr);
+    assert_eq!(
+        env.count("SELECT count(*) FROM campaigns WHERE status = 'draft'"),
+        1
+    );
+}
+
+/// Cells that a spreadsheet would run as formulas are neutralised in CSV reports.
+#[test]
+fn csv_reports_do_not_carry_formulas() {
+    let env = Env::new();
+    let acct = env.setup_account();
+    for p in ["+14155550100", "+14155550101"] {
+        env.ok(&["subscriber", "add", "--account", &acct, "--phone", p]);
+    }
+    let body = env.write("sms.txt", "hi");
+    let cid = env.ok(&[
+        "campaign",
+        "create",
+        "--account",
+        &acct,
+        "--name",
+        "s",
+        "--channel",
+        "sms",
+        "--body-file",
+        body.to_str().unwrap(),
+    ]);
+    env.ok(&["campaign", "approve", &cid]);
+    env.ok(&["run", "--once", "--tick", "20ms", "--provider", "null"]);
+    env.sqlite()
+        .execute(
+            "UPDATE sends SET last_error = '=HYPERLINK(\"http://x\")', provider_message_id = '@SUM(1)'
+             WHERE address = '+14155550101'",
+            [],
+        )
+        .unwrap();
+    let r = env.run(&["campaign", "report", &cid, "--format", "csv"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut rdr = csv::Reader::from_reader(r.stdout.as_bytes());
+    let mut n = 0;
+    for rec in rdr.records() {
+        let rec = rec.unwrap();
+        for cell in rec.iter() {
+            assert!(
+                !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "formula-like cell {cell:?} in {rec:?}"
+            );
+        }
+        n += 1;
+    }
+    assert_eq!(n, 2);
+    assert!(r.stdout.contains("'+14155550100"), "{}", r.stdout);
+}
+
+/// No panic is reachable from these inputs: each is a clear usage error, and a closed pipe
+/// ends the command quietly.
+#[test]
+fn bad_durations_and_closed_pipes_do_not_panic() {
+    let env = Env::new();
+    let cid = built_campaign(&env, 2000);
+    for args in [
+        &["--busy-timeout", "999999999h", "campaign", "status", "1"][..],
+        &["run", "--once", "--tick", "0s", "--provider", "null"],
+        &[
+            "run",
+            "--once",
+            "--lease",
+            "99999999h",
+            "--provider",
+            "null",
+        ],
+        &["run", "--once", "--retry-base", "0s", "--provider", "null"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("must be between") || r.stderr.contains("too long"),
+            "{}",
+            r.stderr
+        );
+    }
+    for args in [
+        vec!["--json", "campaign", "report", cid.to_string().leak()],
+        vec![
+            "campaign",
+            "report",
+            cid.to_string().leak(),
+            "--format",
+            "json",
+        ],
+        vec!["--help"],
+    ] {
+        let mut child = env
+            .cmd()
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read ten bytes, then close the pipe, as `| head -c 10` does.
+        let mut out = child.stdout.take().unwrap();
+        let mut ten = [0u8; 10];
+        use std::io::Read;
+        out.read_exact(&mut ten).unwrap();
+        drop(out);
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
