@@ -104,6 +104,11 @@ impl Config {
             if r.burst.is_some() && r.rate.is_none() {
                 return Err(Error::invalid(format!("route {n}: burst without rate")));
             }
+            if r.burst == Some(0) {
+                return Err(Error::invalid(format!(
+                    "route {n}: burst must be at least 1 (it is how many sends may go at once)"
+                )));
+            }
             if r.concurrency == Some(0) {
                 return Err(Error::invalid(format!(
                     "route {n}: concurrency must be at least 1"
@@ -173,6 +178,13 @@ concurrency = 4
         let e = Config::parse("[[route]]\nprovider = \"null\"\nchannel = \"fax\"").unwrap_err();
         assert!(
             e.message.contains("route 1") && e.message.contains("fax"),
+            "{}",
+            e.message
+        );
+        let e =
+            Config::parse("[[route]]\nprovider = \"null\"\nrate = \"1/s\"\nburst = 0").unwrap_err();
+        assert!(
+            e.message.contains("burst must be at least 1"),
             "{}",
             e.message
         );

@@ -453,3 +453,68 @@ fn bad_durations_and_closed_pipes_do_not_panic() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// A restored backup replays keys the provider already accepted, but the recipient's captured
+/// variables changed in between: the provider answers "same key, different payload". That is
+/// "already sent, never resend", and no longer silent: a warning, a count in the run summary,
+/// and the reason in the report.
+#[test]
+fn same_key_with_other_content_is_recorded_as_sent_and_reported() {
+    let env = Env::new();
+    let (_acct, cid) = env.setup_campaign(1);
+    env.ok(&["campaign", "approve", &cid]);
+    let backup = env.path("backup.db");
+    std::fs::copy(&env.db, &backup).unwrap();
+    let log = env.path("fake.jsonl");
+    let fake = common::Fake::start(&log, &[]);
+    let spec = format!(
+        "resend:?base_url={}&from=news@example.com&timeout=2s",
+        fake.base()
+    );
+    let run = |db: &std::path::Path| {
+        let out = Command::new(common::BIN)
+            .arg("--db")
+            .arg(db)
+            .args([
+                "--json",
+                "run",
+                "--once",
+                "--tick",
+                "20ms",
+                "--provider",
+                &spec,
+            ])
+            .env("SENDONCE_RESEND_API_KEY", "re_test_key")
+            .env_remove("SENDONCE_LOG")
+            .output()
+            .unwrap();
+        common::Run::from(out)
+    };
+    let r = run(&env.db);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The backup is restored, and the subscriber was renamed in it before its list was built.
+    let c = rusqlite::Connection::open(&backup).unwrap();
+    c.execute("UPDATE subscribers SET name = 'Renamed'", [])
+        .unwrap();
+    drop(c);
+    let r = run(&backup);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc["already_accepted"], 1, "{doc}");
+    assert_eq!(doc["sent"], 1, "{doc}");
+    assert!(r.stderr.contains("already accepted"), "{}", r.stderr);
+    let report = common::Run::from(
+        Command::new(common::BIN)
+            .arg("--db")
+            .arg(&backup)
+            .args(["campaign", "report", &cid])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        report.stdout.contains("already accepted"),
+        "{}",
+        report.stdout
+    );
+    assert_eq!(common::deliveries(&log).len(), 1, "one real delivery");
+}

@@ -757,7 +757,7 @@ const CLAIM_PARK_IN_DOUBT: &str =
      doubt_since = ?2, updated_at = ?3,
      last_error = coalesce(last_error || '; ', '') ||
      'lease expired after dispatch; provider has no usable idempotency key'
-     WHERE id = ?1 AND status = 'leased'";
+     WHERE id = ?1 AND status IN ('queued', 'leased')";
 
 const CLAIM_SUPPRESS: &str =
     "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
@@ -825,7 +825,7 @@ fn list_insert_sql(channel: &str) -> String {
                             vars, status, visible_at, created_at, updated_at)
          SELECT s.account_id, ?1, s.id,
                 'campaign:' || ?1 || ':sub:' || s.id || '@'
-                || (SELECT substr(id, 1, 16) FROM installation), {addr},
+                || (SELECT substr(id, 1, 16) FROM installation WHERE singleton = 1), {addr},
                 json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
                                                 'phone', s.phone)),
                 'queued', ?4, ?4, ?4
