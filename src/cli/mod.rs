@@ -235,11 +235,7 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             body_file,
         } => {
             let ch = channel(ch)?;
-            let body = std::fs::read(body_file)
-                .map_err(|e| Error::io(&format!("cannot read {}", body_file.display()), e))?;
-            let body = String::from_utf8(body).map_err(|_| {
-                Error::invalid(format!("{} is not valid UTF-8", body_file.display()))
-            })?;
+            let body = import::read_body_file("--body-file", body_file)?;
             if name.trim().is_empty() {
                 return Err(Error::invalid("the campaign name is empty"));
             }
@@ -651,20 +647,15 @@ fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Ou
 fn notify(a: &NotifyArgs) -> Result<Output> {
     let message = match (&a.message, &a.message_file) {
         (Some(m), _) => m.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .map_err(|e| Error::io(&format!("cannot read {}", f.display()), e))?,
+        (None, Some(f)) => import::read_body_file("--message-file", f)?,
         (None, None) => {
-            use std::io::{IsTerminal, Read};
+            use std::io::IsTerminal;
             if std::io::stdin().is_terminal() {
                 return Err(Error::invalid(
                     "no message: pass --message TEXT, --message-file F, or pipe it on stdin",
                 ));
             }
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .map_err(|e| Error::io("cannot read the message from stdin", e))?;
-            s
+            import::read_body_stdin()?
         }
     };
     let req = crate::notify::Request {
