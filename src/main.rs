@@ -44,6 +44,15 @@ fn main() {
             } else {
                 exit::SUCCESS
             };
+            // `--json` promises one JSON document for every error, parse errors included.
+            if code != exit::SUCCESS && std::env::args_os().any(|a| a == "--json") {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let message = first.strip_prefix("error: ").unwrap_or(first);
+                let _ = print_out(
+                    &serde_json::json!({"error": message, "exit_code": code}).to_string(),
+                );
+            }
             let _ = e.print();
             std::process::exit(code);
         }

@@ -250,9 +250,11 @@ pub enum CampaignCmd {
     },
     /// Every recipient: state, attempts, provider id, reason.
     Report {
+        /// Campaign id.
         id: i64,
-        #[arg(long, value_enum, default_value_t = ReportFormat::Csv)]
-        format: ReportFormat,
+        /// Output format (default: csv, or json with --json). Times are RFC 3339 in both.
+        #[arg(long, value_enum)]
+        format: Option<ReportFormat>,
     },
 }
 
@@ -269,8 +271,8 @@ pub struct RunArgs {
     pub once: bool,
     /// Provider for every campaign (overrides the config file's default): outbox:PATH[?idempotent=false],
     /// webhook:URL[#timeout=10s&key_window=24h], smtp://HOST:PORT?tls=..., twilio:ACCOUNT_SID?from=+1...,
-    /// resend:?from=ADDR, postmark:?from=ADDR or null. Without it and without a config file:
-    /// outbox:./outbox.jsonl. Credentials come from environment variables (SENDONCE_SMTP_PASSWORD,
+    /// resend:?from=ADDR, postmark:?from=ADDR or null. Without it, SENDONCE_PROVIDER or a
+    /// config file, `run` refuses to start. Credentials come from environment variables (SENDONCE_SMTP_PASSWORD,
     /// SENDONCE_TWILIO_AUTH_TOKEN, SENDONCE_RESEND_API_KEY, SENDONCE_POSTMARK_TOKEN) or the spec's
     /// *_file= option, never from the command line.
     #[arg(long, env = "SENDONCE_PROVIDER")]

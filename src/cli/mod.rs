@@ -149,7 +149,7 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
         } => {
             let store = open(cli)?;
             store.account_exists(*account)?;
-            let rows = import::read_csv(file)?;
+            let rows = import::read_csv_with(file, *skip_invalid)?;
             let report = store.import_subscribers(*account, rows, *skip_invalid)?;
             let mut text = format!("imported {} subscribers", report.imported);
             if !report.skipped.is_empty() {
@@ -315,6 +315,11 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             let w = Error::output;
+            let format = format.unwrap_or(if cli.json {
+                ReportFormat::Json
+            } else {
+                ReportFormat::Csv
+            });
             match format {
                 ReportFormat::Csv => {
                     let mut csvw = csv::Writer::from_writer(&mut out);
@@ -352,7 +357,17 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                             out.write_all(b",\n").map_err(w)?;
                         }
                         first = false;
-                        serde_json::to_writer(&mut out, &r).map_err(|e| {
+                        let row = json!({
+                            "send_id": r.send_id,
+                            "job_id": r.job_id,
+                            "address": r.address,
+                            "status": r.status,
+                            "attempts": r.attempts,
+                            "provider_message_id": r.provider_message_id,
+                            "reason": r.reason,
+                            "sent_at": r.sent_at.map(clock::format_ms),
+                        });
+                        serde_json::to_writer(&mut out, &row).map_err(|e| {
                             Error::output(e.io_error_kind().map_or_else(
                                 || std::io::Error::other(e.to_string()),
                                 std::io::Error::from,
@@ -460,9 +475,17 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
     )?;
     let routes = match crate::config::Config::load(a.config.as_deref())? {
         Some(file) => crate::routes::Routes::from_config(file, a.provider.as_deref(), &store)?,
-        None => crate::routes::Routes::single(provider::from_spec(
-            a.provider.as_deref().unwrap_or("outbox:./outbox.jsonl"),
-        )?),
+        None => match a.provider.as_deref() {
+            Some(spec) => crate::routes::Routes::single(provider::from_spec(spec)?),
+            None => {
+                return Err(Error::invalid(
+                    "no provider chosen: pass --provider SPEC (e.g. --provider \
+                     outbox:./outbox.jsonl to write messages to a file, or smtp://HOST:PORT), \
+                     set SENDONCE_PROVIDER, or write a sendonce.toml (--config FILE); \
+                     see `sendonce run --help`",
+                ))
+            }
+        },
     };
     let cfg = worker::Config {
         batch: a.batch,
