@@ -1,45 +1,20 @@
 //! Pieces shared by the HTTP API providers (Twilio, Resend, Postmark): spec options, secrets
 //! read from an environment variable or a file (never from the spec itself), the pooled client,
-//! and the transport-level classification. Every error string built here is secret-free.
+//! and the transport-level classification. Every error string built here is secret-free: response
+//! bodies are scrubbed (`redact.rs`) before any excerpt is cut from them.
 
+use super::redact;
 use super::webhook::chain;
 use super::CallResult;
 use crate::error::{Error, ErrorKind, Result};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::Url;
-use std::fmt;
 use std::time::Duration;
 
 /// Default upper bound of one call.
 pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A credential. Its `Debug` never shows it, and `redact` scrubs it from any text that might
-/// echo it back (an error body, a transport message).
-#[derive(Clone)]
-pub(crate) struct Secret(String);
-
-impl Secret {
-    pub(crate) fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-    /// `text` with every occurrence of the secret replaced.
-    pub(crate) fn redact(&self, text: String) -> String {
-        if self.0.len() >= 4 && text.contains(&self.0) {
-            text.replace(&self.0, "[redacted]")
-        } else {
-            text
-        }
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
+pub(crate) use super::redact::Secret;
 
 /// The `key=value&...` options of a spec, percent-decoded (a `+` stays a plus: phone numbers).
 pub(super) struct Options {
@@ -190,10 +165,11 @@ pub(super) fn transport(provider: &str, e: &reqwest::Error, secret: &Secret) -> 
     }
 }
 
-/// `Retry-After` in seconds (the HTTP-date form is not used by these APIs).
 /// Send one API request and turn the answer into a `CallResult` with the provider's
 /// `classify`: a transport error through [`transport`], and the secret scrubbed from whatever
-/// comes back. A body that cannot be read does not change what the status says.
+/// comes back. The body is scrubbed before `classify` sees it, so the excerpt it cuts from the
+/// body can never hold part of a secret. A body that cannot be read does not change what the
+/// status says.
 pub(super) async fn exchange(
     provider: &str,
     request: reqwest::RequestBuilder,
@@ -207,6 +183,7 @@ pub(super) async fn exchange(
     let status = resp.status();
     let headers = resp.headers().clone();
     let body = resp.bytes().await.unwrap_or_default();
+    let body = redact::redact_bytes(&body, std::slice::from_ref(secret));
     redact(classify(status, &headers, &body), secret)
 }
 
@@ -218,6 +195,7 @@ pub(super) fn accepted(v: &serde_json::Value, field: &str) -> CallResult {
     }
 }
 
+/// `Retry-After` in seconds (the HTTP-date form is not used by these APIs).
 pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     headers
         .get(RETRY_AFTER)
@@ -228,23 +206,7 @@ pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// Scrub the token from whatever text a result carries.
 pub(super) fn redact(r: CallResult, secret: &Secret) -> CallResult {
-    match r {
-        CallResult::AlreadyAccepted { detail } => CallResult::AlreadyAccepted {
-            detail: secret.redact(detail),
-        },
-        CallResult::Permanent { error, suppress } => CallResult::Permanent {
-            error: secret.redact(error),
-            suppress,
-        },
-        CallResult::NotSent { error, retry_after } => CallResult::NotSent {
-            error: secret.redact(error),
-            retry_after,
-        },
-        CallResult::Ambiguous { error } => CallResult::Ambiguous {
-            error: secret.redact(error),
-        },
-        ok @ CallResult::Accepted { .. } => ok,
-    }
+    redact::redact_result(r, std::slice::from_ref(secret))
 }
 
 /// A JSON body, or `Null` when it is not JSON.

@@ -5,6 +5,7 @@ pub(crate) mod email;
 mod httpapi;
 mod outbox;
 pub mod postmark;
+mod redact;
 pub mod resend;
 mod smtp;
 pub mod twilio;

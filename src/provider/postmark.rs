@@ -169,10 +169,14 @@ impl Postmark {
             Err(e) => return unknown(format!("postmark search: {}", chain(&e))),
         };
         if !status.is_success() {
+            // Scrubbed before the excerpt is cut from it.
+            let body = self
+                .token
+                .redact(String::from_utf8_lossy(&body).into_owned());
             return unknown(format!(
                 "postmark search: HTTP {}{}",
                 status.as_u16(),
-                excerpt(&body)
+                excerpt(body.as_bytes())
             ));
         }
         search_result(&httpapi::json_body(&body), &msg.job_id)

@@ -23,8 +23,12 @@
 //! this module drives `AsyncSmtpConnection` (MAIL, RCPT, DATA, message) itself and keeps its
 //! own idle-connection pool. The call's budget ends a little before the worker's timeout, so
 //! the provider, which knows the phase, classifies a slow call rather than the worker.
+//!
+//! Every server reply and transport message is scrubbed of the password (literal, encoded, and
+//! inside base64 such as an echoed AUTH PLAIN / AUTH LOGIN line) before it is cut to length.
 
 use super::email::{build_email, check_domain, parse_address, EmailSettings, UnsubscribeSettings};
+use super::redact::{self, Secret as Password};
 use super::{CallFuture, CallResult, Capabilities, Message, Provider};
 use crate::error::{Error, ErrorKind, Result};
 use crate::unsubscribe::Secret;
@@ -47,7 +51,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_POOL: usize = 4;
 /// An idle connection older than this is closed instead of reused.
 const IDLE_MAX: Duration = Duration::from_secs(60);
-/// Characters of a server reply quoted in an error.
+/// Characters of a server reply quoted in an error (cut after the password is scrubbed).
 const REPLY_CHARS: usize = 300;
 
 /// How the connection is protected.
@@ -90,7 +94,8 @@ impl Phase {
     }
 }
 
-/// How one step failed.
+/// How one step failed. Straight from `step` the text is raw (unbounded, not yet scrubbed);
+/// [`Smtp::scrub`] makes it safe to show.
 enum StepError {
     /// The server answered with a negative reply (4xx/5xx); the connection is still usable.
     Reply { code: u16, text: String },
@@ -107,6 +112,8 @@ pub struct Smtp {
     tls_params: Option<TlsParameters>,
     hello: ClientId,
     credentials: Option<Credentials>,
+    /// The password, scrubbed from every reply and error (empty without credentials).
+    secrets: Vec<Password>,
     /// The provider's own budget for one call (a little under `caps.call_timeout`).
     budget: Duration,
     email: EmailSettings,
@@ -250,7 +257,11 @@ impl Smtp {
             },
         };
 
-        let credentials = credentials(&user, password_file.as_deref(), env(PASSWORD_ENV))?;
+        let (credentials, password) =
+            match credentials(&user, password_file.as_deref(), env(PASSWORD_ENV))? {
+                Some((c, p)) => (Some(c), Some(p)),
+                None => (None, None),
+            };
         if credentials.is_some() && tls == TlsMode::None && !is_loopback(&host) {
             return Err(Error::invalid(
                 "refusing to send the SMTP password unencrypted (tls=none) to a host that is \
@@ -303,6 +314,7 @@ impl Smtp {
             tls_params,
             hello,
             credentials,
+            secrets: password.into_iter().collect(),
             // Classify before the worker's own timeout (same length) cuts the call blindly.
             budget: timeout.saturating_sub(timeout / 20),
             email: EmailSettings {
@@ -315,7 +327,29 @@ impl Smtp {
         })
     }
 
+    /// One call; whatever text the result carries is scrubbed once more as a last guard.
     async fn call(&self, msg: &Message) -> CallResult {
+        let result = self.transaction(msg).await;
+        redact::redact_result(result, &self.secrets)
+    }
+
+    /// A server reply or transport message made safe to show: the password scrubbed, then
+    /// single-line and cut to length.
+    fn scrub(&self, text: &str) -> String {
+        clean(&redact::redact(text, &self.secrets))
+    }
+
+    fn scrub_error(&self, e: StepError) -> StepError {
+        match e {
+            StepError::Reply { code, text } => StepError::Reply {
+                code,
+                text: self.scrub(&text),
+            },
+            StepError::Transport(t) => StepError::Transport(self.scrub(&t)),
+        }
+    }
+
+    async fn transaction(&self, msg: &Message) -> CallResult {
         let deadline = Instant::now() + self.budget;
         let built = match build_email(msg, &self.email, SystemTime::now()) {
             Ok(b) => b,
@@ -363,8 +397,9 @@ impl Smtp {
                 }
             };
             let (phase, res) = transact(&mut conn, &built, deadline).await;
-            match res {
+            match res.map_err(|e| self.scrub_error(e)) {
                 Ok(reply) => {
+                    let reply = self.scrub(&reply);
                     tracing::debug!(message_id = %built.message_id, reply = %reply, "SMTP accepted");
                     self.put_idle(conn);
                     return CallResult::Accepted {
@@ -403,11 +438,15 @@ impl Smtp {
         }
     }
 
-    /// TCP, TLS, greeting, EHLO, STARTTLS, AUTH.
+    /// TCP, TLS, greeting, EHLO, STARTTLS, AUTH; a failure's text scrubbed.
     async fn connect(
         &self,
         deadline: Instant,
     ) -> std::result::Result<AsyncSmtpConnection, StepError> {
+        self.open(deadline).await.map_err(|e| self.scrub_error(e))
+    }
+
+    async fn open(&self, deadline: Instant) -> std::result::Result<AsyncSmtpConnection, StepError> {
         let left = deadline.saturating_duration_since(Instant::now());
         let implicit = match self.tls {
             TlsMode::Tls => self.tls_params.clone(),
@@ -512,7 +551,8 @@ async fn reset(conn: &mut AsyncSmtpConnection, deadline: Instant) -> bool {
     step(deadline.min(cap), conn.command(Rset)).await.is_ok()
 }
 
-/// Run one lettre step against the deadline and sort its error.
+/// Run one lettre step against the deadline and sort its error. The error text is raw: scrub
+/// it before showing it.
 async fn step<T>(
     deadline: Instant,
     fut: impl Future<Output = std::result::Result<T, lettre::transport::smtp::Error>>,
@@ -526,7 +566,7 @@ async fn step<T>(
                 text: e.source_text().unwrap_or_default(),
             },
             // Network errors, and lettre's "incomplete response" when the server hangs up.
-            None => StepError::Transport(clean(&e.to_string())),
+            None => StepError::Transport(e.to_string()),
         }),
     }
 }
@@ -536,9 +576,9 @@ trait SourceText {
 }
 
 impl SourceText for lettre::transport::smtp::Error {
-    /// The server's reply text (lettre keeps it as the error's source).
+    /// The server's reply text (lettre keeps it as the error's source), whole.
     fn source_text(&self) -> Option<String> {
-        std::error::Error::source(self).map(|s| clean(&s.to_string()))
+        std::error::Error::source(self).map(|s| s.to_string())
     }
 }
 
@@ -637,12 +677,13 @@ fn clean(s: &str) -> String {
     out.trim().to_string()
 }
 
-/// User and password, or none. The password never appears in an error.
+/// User and password (and the password again, to scrub from replies), or none. The password
+/// never appears in an error.
 fn credentials(
     user: &str,
     password_file: Option<&str>,
     from_env: Option<String>,
-) -> Result<Option<Credentials>> {
+) -> Result<Option<(Credentials, Password)>> {
     if user.is_empty() {
         if password_file.is_some() {
             return Err(Error::invalid(
@@ -674,7 +715,8 @@ fn credentials(
     if password.is_empty() {
         return Err(Error::invalid("the SMTP password is empty"));
     }
-    Ok(Some(Credentials::new(user.to_string(), password)))
+    let secret = Password::new(password.clone());
+    Ok(Some((Credentials::new(user.to_string(), password), secret)))
 }
 
 fn tls_parameters(host: &str, ca_file: Option<&str>) -> Result<TlsParameters> {

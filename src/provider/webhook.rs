@@ -5,7 +5,11 @@
 //! Spec: `webhook:URL[#timeout=10s&key_window=24h]`. Options live in the URL fragment, which
 //! HTTP never sends. Without `key_window` the endpoint is treated as having no idempotency
 //! window, so an ambiguous outcome parks the row in doubt instead of retrying it.
+//!
+//! Credentials in the URL (a password in the user info, values in the query string) are
+//! treated as secrets: scrubbed from every error before it is cut or stored.
 
+use super::redact::{self, Secret};
 use super::{CallFuture, CallResult, Capabilities, Message, Provider};
 use crate::error::{Error, Result};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -24,6 +28,8 @@ pub struct Webhook {
     client: reqwest::Client,
     url: Url,
     timeout: Duration,
+    /// The URL's password and query values, scrubbed from every error.
+    secrets: Vec<Secret>,
 }
 
 impl Webhook {
@@ -84,6 +90,16 @@ impl Webhook {
             .connect_timeout(timeout)
             .build()
             .map_err(|e| Error::new(crate::error::ErrorKind::Provider, chain(&e)))?;
+        let password = url.password().map(|p| {
+            percent_encoding::percent_decode_str(p)
+                .decode_utf8_lossy()
+                .into_owned()
+        });
+        let secrets = password
+            .into_iter()
+            .chain(url.query_pairs().map(|(_, v)| v.into_owned()))
+            .map(Secret::new)
+            .collect();
         Ok(Webhook {
             caps: Capabilities {
                 name: format!("webhook:{}", public_url(&url)),
@@ -94,6 +110,7 @@ impl Webhook {
             client,
             url,
             timeout,
+            secrets,
         })
     }
 
@@ -117,13 +134,15 @@ impl Webhook {
             .await;
         let resp = match sent {
             Ok(r) => r,
-            Err(e) => return classify_error(&e),
+            Err(e) => return redact::redact_result(classify_error(&e), &self.secrets),
         };
         let status = resp.status();
         let headers = resp.headers().clone();
-        // A body that cannot be read does not change what the status says.
+        // A body that cannot be read does not change what the status says. It is scrubbed
+        // before the excerpt is cut from it.
         let body = resp.bytes().await.unwrap_or_default();
-        classify_response(status, &headers, &body)
+        let body = redact::redact_bytes(&body, &self.secrets);
+        redact::redact_result(classify_response(status, &headers, &body), &self.secrets)
     }
 }
 
@@ -192,7 +211,8 @@ pub fn classify_response(status: StatusCode, headers: &HeaderMap, body: &[u8]) -
     }
 }
 
-/// `": <first characters of the body>"`, single-line, or nothing for an empty body.
+/// `": <first characters of the body>"`, single-line, or nothing for an empty body. The body
+/// must already be scrubbed of secrets: a cut can split one so that no whole copy is left.
 pub(super) fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
@@ -274,6 +294,26 @@ mod tests {
         let w = Webhook::from_spec("https://user:hunter2@example.com/hook?token=abc").unwrap();
         assert!(!w.caps.name.contains("hunter2"));
         assert!(!w.caps.name.contains("abc"));
+    }
+
+    #[test]
+    fn url_credentials_are_secrets() {
+        let w = Webhook::from_spec("https://u:pw%2Dsecret-1@example.com/hook?token=abcd1234&v=1")
+            .unwrap();
+        let found: Vec<&str> = w.secrets.iter().map(Secret::expose).collect();
+        assert_eq!(found, ["pw-secret-1", "abcd1234", "1"]);
+        let r = redact::redact_result(
+            CallResult::Ambiguous {
+                error: "HTTP 500: token=abcd1234 pw=pw%2Dsecret%2D1".into(),
+            },
+            &w.secrets,
+        );
+        assert_eq!(
+            r,
+            CallResult::Ambiguous {
+                error: "HTTP 500: token=[redacted] pw=[redacted]".into()
+            }
+        );
     }
 
     #[test]
