@@ -167,6 +167,30 @@ pub fn subscriber(
     })
 }
 
+/// Validate the fields `subscriber update` changes (the same rules as [`subscriber`]).
+pub fn changes(
+    name: Option<&str>,
+    status: Option<&str>,
+    attrs: &[String],
+) -> Result<crate::store::SubscriberChanges> {
+    if name.is_none() && status.is_none() && attrs.is_empty() {
+        return Err(Error::invalid(
+            "nothing to change: give --name, --status or --attr KEY=VALUE",
+        ));
+    }
+    let pairs = attrs
+        .iter()
+        .map(|a| parse_attr(a))
+        .collect::<Result<Vec<_>>>()?;
+    // Reuse the full check with a placeholder address: it validates status and attributes.
+    let checked = subscriber(Some("x@example.org"), None, name, status, &pairs)?;
+    Ok(crate::store::SubscriberChanges {
+        name: name.and(checked.name),
+        status: status.map(|_| checked.status),
+        attrs: (!pairs.is_empty()).then_some(checked.attrs),
+    })
+}
+
 /// Parse `k=v` from `--attr`.
 pub fn parse_attr(s: &str) -> Result<(String, String)> {
     let (k, v) = s

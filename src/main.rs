@@ -10,6 +10,8 @@ fn init_logging(cli: &Cli) {
         "error"
     } else {
         match cli.verbose {
+            // A worker says what it does (campaigns started, lists built, campaigns sent).
+            0 if matches!(cli.command, sendonce::cli::args::Command::Run(_)) => "info",
             0 => "warn",
             1 => "info",
             _ => "debug",
@@ -17,8 +19,11 @@ fn init_logging(cli: &Cli) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SENDONCE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("sendonce={level}")));
+    // Colour codes only for a terminal: a log file or a pipe gets plain text.
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Human => builder.init(),

@@ -61,6 +61,18 @@ impl Routes {
         let mut routes = Vec::new();
         for (i, r) in config.route.iter().enumerate() {
             let name = format!("route {}", i + 1);
+            // A route for an account that does not exist would be silently passed over and its
+            // campaigns sent through the default provider: refuse at start.
+            let exists = match &r.account {
+                None => Ok(()),
+                Some(crate::config::AccountRef::Id(id)) => store.account_exists(*id),
+                Some(crate::config::AccountRef::Name(n)) => store.account_id_by_name(n).map(|_| ()),
+            };
+            exists.map_err(|e| {
+                e.context(&format!(
+                    "{name} of the config file names an account that does not exist"
+                ))
+            })?;
             let provider = provider::from_spec(&r.provider).map_err(|e| e.context(&name))?;
             let limiter = match &r.rate {
                 Some(rate) => {

@@ -81,6 +81,8 @@ fn create_campaign(env: &Env, acct: &str, body: &Path) -> (Run, Duration) {
             "big",
             "--channel",
             "email",
+            "--from",
+            "news@example.org",
             "--subject",
             "Hi",
             "--body-file",

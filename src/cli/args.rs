@@ -146,20 +146,29 @@ pub struct BenchArgs {
 #[derive(Subcommand, Debug)]
 pub enum AccountCmd {
     /// Add an account; prints its id.
-    Add { name: String },
+    Add {
+        /// The account's name (unique; commands take it wherever they take an account id).
+        name: String,
+    },
+    /// List the accounts, with how many subscribers and campaigns each has.
+    List,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum SubscriberCmd {
-    /// Add one subscriber; prints its id.
+    /// Add one subscriber; prints its id. Adding the address of a removed subscriber brings
+    /// it back.
     Add {
+        /// Account id or name.
         #[arg(long)]
-        account: i64,
+        account: String,
+        /// Email address (at least one of --email and --phone).
         #[arg(long, required_unless_present = "phone")]
         email: Option<String>,
         /// E.164 phone number (+14155550100).
         #[arg(long)]
         phone: Option<String>,
+        /// Display name, usable in templates as {{ name }}.
         #[arg(long)]
         name: Option<String>,
         /// Free attribute, usable in templates as {{ key }}. Repeatable.
@@ -172,12 +181,63 @@ pub enum SubscriberCmd {
     /// Import a CSV file (header: email and/or phone, optional name, status, any attributes).
     /// All-or-nothing unless --skip-invalid.
     Import {
+        /// Account id or name.
         #[arg(long)]
-        account: i64,
+        account: String,
+        /// The CSV file.
         file: PathBuf,
         /// Import the valid rows and report every skipped one (with its line number).
         #[arg(long)]
         skip_invalid: bool,
+    },
+    /// List an account's subscribers (removed ones are not listed), in id order.
+    List {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Only this status: pending, confirmed, unsubscribed or bounced.
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+        /// Start after this subscriber id (for paging).
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+    },
+    /// Show one subscriber.
+    Show {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Subscriber id, email address or phone number.
+        subscriber: String,
+    },
+    /// Change a subscriber's name, status or attributes.
+    Update {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Subscriber id, email address or phone number.
+        subscriber: String,
+        /// New display name.
+        #[arg(long)]
+        name: Option<String>,
+        /// New status: pending, confirmed, unsubscribed or bounced.
+        #[arg(long)]
+        status: Option<String>,
+        /// Set an attribute. Repeatable.
+        #[arg(long = "attr", value_name = "KEY=VALUE")]
+        attrs: Vec<String>,
+    },
+    /// Remove a subscriber: never sent to again and listed nowhere; the ledger keeps the
+    /// rows of messages already sent to it.
+    Remove {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Subscriber id, email address or phone number.
+        subscriber: String,
     },
 }
 
@@ -185,26 +245,34 @@ pub enum SubscriberCmd {
 pub enum SuppressCmd {
     /// Suppress an address: from the moment this returns, no new claim sends to it.
     Add {
+        /// Account id or name.
         #[arg(long)]
-        account: i64,
+        account: String,
+        /// Which list: email or sms.
         #[arg(long, value_parser = ["email", "sms"])]
         channel: String,
+        /// The email address or E.164 phone number.
         address: String,
+        /// Why (kept with the entry).
         #[arg(long, default_value = "manual")]
         reason: String,
     },
     /// Remove an address from the suppression list.
     Remove {
+        /// Account id or name.
         #[arg(long)]
-        account: i64,
+        account: String,
+        /// Which list: email or sms.
         #[arg(long, value_parser = ["email", "sms"])]
         channel: String,
+        /// The email address or E.164 phone number.
         address: String,
     },
     /// List an account's suppressions.
     List {
+        /// Account id or name.
         #[arg(long)]
-        account: i64,
+        account: String,
     },
 }
 
@@ -212,16 +280,20 @@ pub enum SuppressCmd {
 pub enum CampaignCmd {
     /// Create a draft campaign; prints its id. Templates are checked now, not mid-send.
     Create {
+        /// Account id or name.
         #[arg(long)]
-        account: i64,
+        account: String,
+        /// A name for people (reports, lists).
         #[arg(long)]
         name: String,
+        /// email or sms.
         #[arg(long, value_parser = ["email", "sms"])]
         channel: String,
-        /// Sender address or number.
+        /// Sender: required for email (`news@example.org` or `Name <news@example.org>`); an
+        /// E.164 number for sms (optional: the provider's default).
         #[arg(long)]
         from: Option<String>,
-        /// Subject template (email).
+        /// Subject template (required for email).
         #[arg(long)]
         subject: Option<String>,
         /// Body template file (minijinja syntax: {{ name }}, {{ email }}, attributes).
@@ -230,21 +302,43 @@ pub enum CampaignCmd {
     },
     /// Approve a draft: freezes its content and schedules it (now, or --at).
     Approve {
+        /// Campaign id.
         id: i64,
         /// RFC 3339 time to start sending, e.g. 2026-12-24T09:00:00Z.
         #[arg(long)]
         at: Option<String>,
     },
-    /// Stop claiming for a campaign; in-flight calls finish.
-    Pause { id: i64 },
+    /// Stop claiming for a campaign; in-flight calls finish. A running `sendonce run` goes on
+    /// with it after `resume`.
+    Pause {
+        /// Campaign id.
+        id: i64,
+    },
     /// Resume a paused campaign.
-    Resume { id: i64 },
+    Resume {
+        /// Campaign id.
+        id: i64,
+    },
     /// Cancel a campaign; queued sends are cancelled.
-    Cancel { id: i64 },
+    Cancel {
+        /// Campaign id.
+        id: i64,
+    },
+    /// List campaigns, newest first.
+    List {
+        /// Only this account's (id or name).
+        #[arg(long)]
+        account: Option<String>,
+        /// Only campaigns in this state: draft, approved, sending, paused, sent, cancelled.
+        #[arg(long)]
+        status: Option<String>,
+    },
     /// Counts per send state.
     Status {
+        /// Campaign id.
         id: i64,
-        /// Show a progress bar until the campaign is no longer sending.
+        /// Follow the campaign until it is no longer sending: a progress bar on a terminal,
+        /// a line per change otherwise.
         #[arg(long)]
         watch: bool,
     },
@@ -320,18 +414,24 @@ pub struct RunArgs {
 pub enum DoubtsCmd {
     /// Sends in doubt for a campaign.
     List {
+        /// Campaign id.
         #[arg(long)]
         campaign: i64,
     },
-    /// Decide a send in doubt: it was delivered, or it may be sent again.
+    /// Decide a send in doubt: --as-sent (it was delivered) or --requeue (it was not; send it
+    /// again).
     Resolve {
+        /// The send id (first column of `doubts list`).
         send_id: i64,
         /// It was delivered (checked with the provider or the recipient).
-        #[arg(long, conflicts_with = "requeue", required_unless_present = "requeue")]
+        #[arg(long, conflicts_with = "requeue")]
         as_sent: bool,
         /// It was not delivered: queue it again.
         #[arg(long)]
         requeue: bool,
+        /// Who decided (kept in the ledger's reason; default: $USER).
+        #[arg(long)]
+        by: Option<String>,
     },
 }
 

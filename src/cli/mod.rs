@@ -106,6 +106,28 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
             let id = open(cli)?.add_account(name)?;
             Ok(Output::ok(json!({"id": id, "name": name}), id.to_string()))
         }
+        Command::Account(AccountCmd::List) => {
+            let rows = open_read_only(cli)?.accounts()?;
+            let mut text = String::from("ID\tNAME\tSUBSCRIBERS\tCAMPAIGNS\tCREATED");
+            for a in &rows {
+                text.push_str(&format!(
+                    "\n{}\t{}\t{}\t{}\t{}",
+                    a.id,
+                    a.name,
+                    a.subscribers,
+                    a.campaigns,
+                    clock::format_ms(a.created_at)
+                ));
+            }
+            let doc: Vec<_> = rows
+                .iter()
+                .map(|a| {
+                    json!({"id": a.id, "name": a.name, "subscribers": a.subscribers,
+                           "campaigns": a.campaigns, "created_at": clock::format_ms(a.created_at)})
+                })
+                .collect();
+            Ok(Output::ok(json!({ "accounts": doc }), text))
+        }
         Command::Subscriber(cmd) => subscriber(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
         Command::Campaign(cmd) => campaign(cli, cmd),
@@ -120,6 +142,76 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
 
 fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
     match cmd {
+        SubscriberCmd::List {
+            account,
+            status,
+            limit,
+            after,
+        } => {
+            if let Some(st) = status {
+                if !import::STATUSES.contains(&st.as_str()) {
+                    return Err(Error::invalid(format!(
+                        "unknown status {st:?} (pending, confirmed, unsubscribed, bounced)"
+                    )));
+                }
+            }
+            let store = open_read_only(cli)?;
+            let account = store.resolve_account(account)?;
+            let rows = store.list_subscribers(account, status.as_deref(), *after, *limit)?;
+            let mut text = String::from("ID\tEMAIL\tPHONE\tNAME\tSTATUS");
+            for r in &rows {
+                text.push_str(&format!(
+                    "\n{}\t{}\t{}\t{}\t{}",
+                    r.id,
+                    r.email.as_deref().unwrap_or("-"),
+                    r.phone.as_deref().unwrap_or("-"),
+                    r.name.as_deref().unwrap_or("-"),
+                    r.status
+                ));
+            }
+            let doc: Vec<_> = rows.iter().map(subscriber_json).collect();
+            Ok(Output::ok(json!({ "subscribers": doc }), text))
+        }
+        SubscriberCmd::Show {
+            account,
+            subscriber,
+        } => {
+            let store = open_read_only(cli)?;
+            let r = store.find_subscriber(store.resolve_account(account)?, subscriber)?;
+            let doc = subscriber_json(&r);
+            let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+            Ok(Output::ok(doc, text))
+        }
+        SubscriberCmd::Update {
+            account,
+            subscriber,
+            name,
+            status,
+            attrs,
+        } => {
+            let store = open(cli)?;
+            let account = store.resolve_account(account)?;
+            let changes = import::changes(name.as_deref(), status.as_deref(), attrs)?;
+            let id = store.find_subscriber(account, subscriber)?.id;
+            let r = store.update_subscriber(account, id, &changes)?;
+            Ok(Output::ok(
+                subscriber_json(&r),
+                format!("subscriber {} updated", r.id),
+            ))
+        }
+        SubscriberCmd::Remove {
+            account,
+            subscriber,
+        } => {
+            let store = open(cli)?;
+            let account = store.resolve_account(account)?;
+            let id = store.find_subscriber(account, subscriber)?.id;
+            store.remove_subscriber(account, id)?;
+            Ok(Output::ok(
+                json!({"id": id, "removed": true}),
+                format!("subscriber {id} removed (the ledger keeps its past sends)"),
+            ))
+        }
         SubscriberCmd::Add {
             account,
             email,
@@ -139,7 +231,8 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 Some(status),
                 &attrs,
             )?;
-            let id = open(cli)?.add_subscriber(*account, &s)?;
+            let store = open(cli)?;
+            let id = store.add_subscriber(store.resolve_account(account)?, &s)?;
             Ok(Output::ok(json!({"id": id}), id.to_string()))
         }
         SubscriberCmd::Import {
@@ -148,9 +241,9 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             skip_invalid,
         } => {
             let store = open(cli)?;
-            store.account_exists(*account)?;
+            let account = store.resolve_account(account)?;
             let rows = import::read_csv_with(file, *skip_invalid)?;
-            let report = store.import_subscribers(*account, rows, *skip_invalid)?;
+            let report = store.import_subscribers(account, rows, *skip_invalid)?;
             let mut text = format!("imported {} subscribers", report.imported);
             if !report.skipped.is_empty() {
                 text.push_str(&format!(", skipped {}:", report.skipped.len()));
@@ -166,6 +259,13 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
     }
 }
 
+fn subscriber_json(r: &crate::store::SubscriberRow) -> serde_json::Value {
+    let attrs: serde_json::Value = serde_json::from_str(&r.attrs).unwrap_or_default();
+    json!({"id": r.id, "account_id": r.account_id, "email": r.email, "phone": r.phone,
+           "name": r.name, "status": r.status, "attrs": attrs,
+           "created_at": clock::format_ms(r.created_at)})
+}
+
 fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
     match cmd {
         SuppressCmd::Add {
@@ -176,7 +276,9 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
         } => {
             let ch = channel(ch)?;
             let addr = crate::address::normalize_for(ch, address)?;
-            let added = open(cli)?.suppress(*account, ch, &addr, reason, "manual")?;
+            let store = open(cli)?;
+            let added =
+                store.suppress(store.resolve_account(account)?, ch, &addr, reason, "manual")?;
             let text = if added {
                 format!("suppressed {addr} ({ch})")
             } else {
@@ -194,14 +296,16 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
         } => {
             let ch = channel(ch)?;
             let addr = crate::address::normalize_for(ch, address)?;
-            open(cli)?.unsuppress(*account, ch, &addr)?;
+            let store = open(cli)?;
+            store.unsuppress(store.resolve_account(account)?, ch, &addr)?;
             Ok(Output::ok(
                 json!({"address": addr, "channel": ch, "removed": true}),
                 format!("removed {addr} ({ch}) from the suppression list"),
             ))
         }
         SuppressCmd::List { account } => {
-            let list = open_read_only(cli)?.suppressions(*account)?;
+            let store = open_read_only(cli)?;
+            let list = store.suppressions(store.resolve_account(account)?)?;
             let mut text = String::new();
             for s in &list {
                 text.push_str(&format!(
@@ -246,11 +350,11 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                 body: &body,
             })?;
             let store = open(cli)?;
-            store.account_exists(*account)?;
-            let attrs = store.attribute_names(*account)?;
+            let account = store.resolve_account(account)?;
+            let attrs = store.attribute_names(account)?;
             template::check(subject.as_deref(), &body, &attrs)?;
             let id = store.create_campaign(&NewCampaign {
-                account_id: *account,
+                account_id: account,
                 name: name.trim(),
                 channel: ch,
                 sender: from.as_deref(),
@@ -290,6 +394,7 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                 format!("campaign {id} approved for {}", clock::format_ms(at)),
             ))
         }
+        CampaignCmd::List { account, status } => campaign_list(cli, account, status),
         CampaignCmd::Pause { id } => transition_out(open(cli)?.pause_campaign(*id)?),
         CampaignCmd::Resume { id } => transition_out(open(cli)?.resume_campaign(*id)?),
         CampaignCmd::Cancel { id } => transition_out(open(cli)?.cancel_campaign(*id)?),
@@ -402,6 +507,43 @@ fn cell(s: String) -> String {
     }
 }
 
+fn campaign_list(cli: &Cli, account: &Option<String>, status: &Option<String>) -> Result<Output> {
+    let status = status
+        .as_deref()
+        .map(|s| {
+            crate::model::CampaignStatus::parse(s).ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown campaign status {s:?} (draft, approved, sending, paused, sent, \
+                     cancelled)"
+                ))
+            })
+        })
+        .transpose()?;
+    let store = open_read_only(cli)?;
+    let account = account
+        .as_deref()
+        .map(|a| store.resolve_account(a))
+        .transpose()?;
+    let rows = store.list_campaigns(account, status)?;
+    let mut text = String::from("ID\tACCOUNT\tCHANNEL\tSTATUS\tNAME");
+    for c in &rows {
+        text.push_str(&format!(
+            "\n{}\t{}\t{}\t{}\t{}",
+            c.id, c.account, c.channel, c.status, c.name
+        ));
+    }
+    let doc: Vec<_> = rows
+        .iter()
+        .map(|c| {
+            json!({"id": c.id, "account_id": c.account_id, "account": c.account, "name": c.name,
+                   "channel": c.channel, "status": c.status,
+                   "scheduled_for": c.scheduled_for.map(clock::format_ms),
+                   "created_at": clock::format_ms(c.created_at)})
+        })
+        .collect();
+    Ok(Output::ok(json!({ "campaigns": doc }), text))
+}
+
 fn transition_out(c: crate::store::Campaign) -> Result<Output> {
     Ok(Output::ok(
         json!({"id": c.id, "status": c.status}),
@@ -409,8 +551,13 @@ fn transition_out(c: crate::store::Campaign) -> Result<Output> {
     ))
 }
 
+/// Follow a campaign until it is no longer sending: a progress bar on a terminal; otherwise
+/// (piped, a log file) one line on stdout per change. With `--json`, nothing until the end.
 fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
-    let bar = if quiet {
+    use std::io::IsTerminal;
+    let lines = !quiet && !std::io::stderr().is_terminal();
+    let mut last = String::new();
+    let bar = if quiet || lines {
         indicatif::ProgressBar::hidden()
     } else {
         indicatif::ProgressBar::new(0)
@@ -426,14 +573,28 @@ fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
         let open = s.counts["queued"] + s.counts["leased"];
         bar.set_length(s.total);
         bar.set_position(s.total - open);
-        bar.set_message(format!(
+        let msg = format!(
             "{} sent {} failed {} suppressed {} in doubt {}",
             s.status,
             s.counts["sent"],
             s.counts["failed"],
             s.counts["suppressed"],
             s.counts["in_doubt"]
-        ));
+        );
+        if lines && msg != last {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "{} campaign {id}: {}/{} {msg}",
+                clock::format_ms(clock::now_ms()),
+                s.total - open,
+                s.total
+            )
+            .and_then(|()| out.flush())
+            .map_err(Error::output)?;
+            last = msg.clone();
+        }
+        bar.set_message(msg);
         use crate::model::CampaignStatus::*;
         if matches!(s.status, Sent | Cancelled | Draft)
             || (s.status == Sending && open == 0 && s.list_complete)
@@ -529,6 +690,18 @@ fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}",
         summary.claimed, summary.sent, summary.failed, summary.retried, summary.suppressed
     );
+    let paused: Vec<i64> = store
+        .list_campaigns(None, Some(crate::model::CampaignStatus::Paused))?
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    doc["paused"] = json!(paused);
+    for id in &paused {
+        text.push_str(&format!(
+            "\ncampaign {id} is paused and waiting: `sendonce campaign resume {id}`, then run \
+             again (a running `sendonce run` without --once picks it up by itself)"
+        ));
+    }
     if summary.already_accepted > 0 {
         text.push_str(&format!(
             "\n{} send(s) reported by the provider as already accepted under their key with \
@@ -637,9 +810,25 @@ fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
             ))
         }
         DoubtsCmd::Resolve {
-            send_id, as_sent, ..
+            send_id,
+            as_sent,
+            requeue,
+            by,
         } => {
-            open(cli)?.resolve_doubt(*send_id, *as_sent)?;
+            if !as_sent && !requeue {
+                return Err(Error::invalid(
+                    "say what happened: --as-sent (it was delivered) or --requeue (it was not: \
+                     send it again)",
+                ));
+            }
+            let who = by
+                .clone()
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_else(|| "operator".into());
+            if who.chars().any(char::is_control) || who.len() > 200 {
+                return Err(Error::invalid("--by must be one line of at most 200 bytes"));
+            }
+            open(cli)?.resolve_doubt_by(*send_id, *as_sent, &who)?;
             let what = if *as_sent { "sent" } else { "queued" };
             Ok(Output::ok(
                 json!({"send_id": send_id, "status": what}),

@@ -55,15 +55,36 @@ pub(super) fn require_account(tx: &Transaction<'_>, account_id: i64) -> Result<(
 /// Insert one subscriber, naming the conflicting address when it already exists.
 fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -> Result<i64> {
     let mut dup = tx.prepare_cached(
-        "SELECT id FROM subscribers WHERE account_id = ?1 AND (email_norm = ?2 OR phone = ?3)",
+        "SELECT id, removed_at IS NOT NULL FROM subscribers
+         WHERE account_id = ?1 AND (email_norm = ?2 OR phone = ?3)",
     )?;
-    let existing: Option<i64> = dup
+    let existing: Option<(i64, bool)> = dup
         .query_row(
             params![account_id, s.email.as_ref().map(|e| &e.1), s.phone],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
-    if let Some(id) = existing {
+    if let Some((id, true)) = existing {
+        // A removed subscriber comes back under its old id (its past sends name it).
+        let n = tx.execute(
+            "UPDATE subscribers SET email = ?2, email_norm = ?3, phone = ?4, name = ?5,
+                    status = ?6, attrs = ?7, removed_at = NULL
+             WHERE id = ?1 AND removed_at IS NOT NULL",
+            params![
+                id,
+                s.email.as_ref().map(|e| &e.0),
+                s.email.as_ref().map(|e| &e.1),
+                s.phone,
+                s.name,
+                s.status,
+                s.attrs
+            ],
+        )?;
+        if n == 1 {
+            return Ok(id);
+        }
+    }
+    if let Some((id, _)) = existing {
         let what = s
             .email
             .as_ref()

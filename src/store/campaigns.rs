@@ -342,6 +342,11 @@ impl Store {
     /// An operator's decision on a row in doubt: it was delivered (`as_sent`), or it was not
     /// and may be sent again. Completes the campaign if that was the last open row.
     pub fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {
+        self.resolve_doubt_by(send_id, as_sent, "operator")
+    }
+
+    /// [`Store::resolve_doubt`], recording who decided (`by` goes into the row's reason).
+    pub fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()> {
         let now = crate::clock::now_ms();
         self.write(|tx| {
             let status: Option<String> = tx
@@ -357,7 +362,7 @@ impl Store {
                     "send {send_id} is {status}, not in_doubt"
                 )));
             }
-            settle_doubt_tx(tx, send_id, None, as_sent, now, "operator")?;
+            settle_doubt_tx(tx, send_id, None, as_sent, now, by)?;
             Ok(())
         })
     }

@@ -812,7 +812,9 @@ const RECORD_IN_DOUBT: &str =
      dispatched_at = NULL
      WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
 
-/// The list-building INSERT for a channel (the address column differs). The job id is
+/// The list-building INSERT for a channel (the address column differs). An address already
+/// suppressed gets its row too, as `suppressed` with the reason, so that status and report
+/// account for everyone the campaign considered. The job id is
 /// `campaign:<cid>:sub:<sid>@<installation>` (see `crate::model::campaign_job_id`).
 fn list_insert_sql(channel: &str) -> String {
     let addr = if channel == "sms" {
@@ -822,19 +824,21 @@ fn list_insert_sql(channel: &str) -> String {
     };
     format!(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
-                            vars, status, visible_at, created_at, updated_at)
+                            vars, status, last_error, visible_at, created_at, updated_at)
          SELECT s.account_id, ?1, s.id,
                 'campaign:' || ?1 || ':sub:' || s.id || '@'
                 || (SELECT substr(id, 1, 16) FROM installation WHERE singleton = 1), {addr},
                 json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
                                                 'phone', s.phone)),
-                'queued', ?4, ?4, ?4
+                CASE WHEN su.address IS NULL THEN 'queued' ELSE 'suppressed' END,
+                CASE WHEN su.address IS NULL THEN NULL
+                     ELSE 'address suppressed before the list was built' END,
+                ?4, ?4, ?4
          FROM subscribers s NOT INDEXED
+         LEFT JOIN suppressions su ON su.account_id = s.account_id
+                                  AND su.channel = ?6 AND su.address = {addr}
          WHERE s.account_id = ?2 AND s.id > ?3 AND s.id <= ?5
            AND s.status = 'confirmed' AND {addr} IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM suppressions su
-                           WHERE su.account_id = s.account_id
-                             AND su.channel = ?6 AND su.address = {addr})
          ORDER BY s.id
          ON CONFLICT DO NOTHING"
     )

@@ -5,6 +5,7 @@ mod admin;
 mod audit;
 mod bench;
 mod campaigns;
+mod directory;
 mod ledger;
 mod notify;
 mod ratelimit;
@@ -13,6 +14,7 @@ pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
 pub use audit::{AuditRow, AuditSnapshot};
 pub use bench::{BareClaim, QueryPlan};
 pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
+pub use directory::{AccountRow, CampaignRow, SubscriberChanges, SubscriberRow};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
@@ -31,6 +33,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0002_installation",
         include_str!("../../schema/0002_installation.sql"),
+    ),
+    (
+        "0003_subscriber_removal",
+        include_str!("../../schema/0003_subscriber_removal.sql"),
     ),
 ];
 

@@ -1,0 +1,270 @@
+//! Looking things up by name and listing them: accounts (by id or name), campaigns, and the
+//! subscribers of an account, with the few edits a subscriber needs (update, remove).
+
+use super::Store;
+use crate::error::{Error, Result};
+use crate::model::CampaignStatus;
+use rusqlite::{params, OptionalExtension};
+use serde::Serialize;
+
+/// An account with how many subscribers and campaigns it has.
+#[derive(Debug, Clone, Serialize)]
+pub struct AccountRow {
+    pub id: i64,
+    pub name: String,
+    pub subscribers: i64,
+    pub campaigns: i64,
+    pub created_at: i64,
+}
+
+/// A campaign as `campaign list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CampaignRow {
+    pub id: i64,
+    pub account_id: i64,
+    pub account: String,
+    pub name: String,
+    pub channel: String,
+    pub status: String,
+    pub scheduled_for: Option<i64>,
+    pub created_at: i64,
+}
+
+/// A subscriber as `subscriber list|show` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubscriberRow {
+    pub id: i64,
+    pub account_id: i64,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub name: Option<String>,
+    pub status: String,
+    /// JSON object text.
+    pub attrs: String,
+    pub created_at: i64,
+}
+
+/// What `subscriber update` changes (None: unchanged). Validated by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriberChanges {
+    pub name: Option<String>,
+    pub status: Option<String>,
+    /// Attributes to set (JSON object text, merged into the existing ones).
+    pub attrs: Option<String>,
+}
+
+const SUBSCRIBER_COLS: &str =
+    "id, account_id, email, phone, name, status, attrs, created_at FROM subscribers";
+
+fn subscriber_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SubscriberRow> {
+    Ok(SubscriberRow {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        email: r.get(2)?,
+        phone: r.get(3)?,
+        name: r.get(4)?,
+        status: r.get(5)?,
+        attrs: r.get(6)?,
+        created_at: r.get(7)?,
+    })
+}
+
+impl Store {
+    /// An account given as an id (`3`) or a name (`acme`); an unknown one is a usage error
+    /// that lists the accounts there are.
+    pub fn resolve_account(&self, key: &str) -> Result<i64> {
+        let key = key.trim();
+        let found: Option<i64> = self.read(|c| {
+            let by_id = key.parse::<i64>().ok();
+            Ok(c.query_row(
+                "SELECT id FROM accounts WHERE id = ?1 OR name = ?2 ORDER BY id = ?1 DESC LIMIT 1",
+                params![by_id, key],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })?;
+        found.ok_or_else(|| {
+            let names: Vec<String> = self
+                .accounts()
+                .map(|a| {
+                    a.into_iter()
+                        .map(|a| format!("{} ({})", a.name, a.id))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let there = if names.is_empty() {
+                "there are none yet: `sendonce account add NAME`".to_string()
+            } else {
+                format!("accounts: {}", names.join(", "))
+            };
+            Error::invalid(format!("unknown account {key:?}; {there}"))
+        })
+    }
+
+    /// An account by its exact name.
+    pub fn account_id_by_name(&self, name: &str) -> Result<i64> {
+        let found: Option<i64> = self.read(|c| {
+            Ok(
+                c.query_row("SELECT id FROM accounts WHERE name = ?1", [name], |r| {
+                    r.get(0)
+                })
+                .optional()?,
+            )
+        })?;
+        found.ok_or_else(|| Error::invalid(format!("unknown account name {name:?}")))
+    }
+
+    pub fn accounts(&self) -> Result<Vec<AccountRow>> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT a.id, a.name, a.created_at,
+                        (SELECT count(*) FROM subscribers s
+                         WHERE s.account_id = a.id AND s.removed_at IS NULL),
+                        (SELECT count(*) FROM campaigns k
+                         WHERE k.account_id = a.id AND k.name NOT LIKE 'notify:%')
+                 FROM accounts a ORDER BY a.id",
+            )?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok(AccountRow {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        created_at: r.get(2)?,
+                        subscribers: r.get(3)?,
+                        campaigns: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Campaigns, newest first, optionally of one account and in one state.
+    pub fn list_campaigns(
+        &self,
+        account: Option<i64>,
+        status: Option<CampaignStatus>,
+    ) -> Result<Vec<CampaignRow>> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT k.id, k.account_id, a.name, k.name, k.channel, k.status,
+                        k.scheduled_for, k.created_at
+                 FROM campaigns k JOIN accounts a ON a.id = k.account_id
+                 WHERE (?1 IS NULL OR k.account_id = ?1) AND (?2 IS NULL OR k.status = ?2)
+                 ORDER BY k.id DESC",
+            )?;
+            let rows = st
+                .query_map(params![account, status.map(|s| s.as_str())], |r| {
+                    Ok(CampaignRow {
+                        id: r.get(0)?,
+                        account_id: r.get(1)?,
+                        account: r.get(2)?,
+                        name: r.get(3)?,
+                        channel: r.get(4)?,
+                        status: r.get(5)?,
+                        scheduled_for: r.get(6)?,
+                        created_at: r.get(7)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// One page of an account's subscribers in id order, after `after_id`, optionally in one
+    /// status. Removed subscribers are not listed.
+    pub fn list_subscribers(
+        &self,
+        account: i64,
+        status: Option<&str>,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<SubscriberRow>> {
+        self.read(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {SUBSCRIBER_COLS}
+                 WHERE account_id = ?1 AND removed_at IS NULL AND id > ?2
+                   AND (?3 IS NULL OR status = ?3)
+                 ORDER BY id LIMIT ?4"
+            ))?;
+            let rows = st
+                .query_map(
+                    params![account, after_id, status, limit as i64],
+                    subscriber_from_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// A subscriber by id, or by email address / phone number within an account.
+    pub fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
+        let key = key.trim();
+        let by_id = key.parse::<i64>().ok();
+        let email = key.to_lowercase();
+        let row = self.read(|c| {
+            Ok(c.query_row(
+                &format!(
+                    "SELECT {SUBSCRIBER_COLS}
+                     WHERE account_id = ?1 AND removed_at IS NULL
+                       AND (id = ?2 OR email_norm = ?3 OR phone = ?4)
+                     ORDER BY id = ?2 DESC LIMIT 1"
+                ),
+                params![account, by_id, email, key],
+                subscriber_from_row,
+            )
+            .optional()?)
+        })?;
+        row.ok_or_else(|| {
+            Error::invalid(format!(
+                "no subscriber {key:?} in account {account} (give its id, email or phone)"
+            ))
+        })
+    }
+
+    /// Change a subscriber's name, status or attributes (merged). Returns the new row.
+    pub fn update_subscriber(
+        &self,
+        account: i64,
+        id: i64,
+        ch: &SubscriberChanges,
+    ) -> Result<SubscriberRow> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE subscribers SET name = coalesce(?3, name), status = coalesce(?4, status),
+                        attrs = CASE WHEN ?5 IS NULL THEN attrs ELSE json_patch(attrs, ?5) END
+                 WHERE id = ?1 AND account_id = ?2 AND removed_at IS NULL",
+                params![id, account, ch.name, ch.status, ch.attrs],
+            )?;
+            if n != 1 {
+                return Err(Error::invalid(format!(
+                    "no subscriber {id} in account {account}"
+                )));
+            }
+            Ok(())
+        })?;
+        self.find_subscriber(account, &id.to_string())
+    }
+
+    /// Remove a subscriber: blanked (no name, no attributes, `unsubscribed`), listed nowhere
+    /// and never sent to; the ledger rows of past sends keep naming it. The row itself stays
+    /// (deleting it would have to search the whole ledger for rows that name it); adding the
+    /// same address again brings it back.
+    pub fn remove_subscriber(&self, account: i64, id: i64) -> Result<()> {
+        let now = crate::clock::now_ms();
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE subscribers SET name = NULL, attrs = '{}', status = 'unsubscribed',
+                        removed_at = ?3
+                 WHERE id = ?1 AND account_id = ?2 AND removed_at IS NULL",
+                params![id, account, now],
+            )?;
+            if n != 1 {
+                return Err(Error::invalid(format!(
+                    "no subscriber {id} in account {account}"
+                )));
+            }
+            Ok(())
+        })
+    }
+}
