@@ -439,6 +439,9 @@ pub enum DoubtsCmd {
 /// and Twilio-, Resend- and Postmark-compatible endpoints (point a provider's base_url here).
 #[derive(Args, Debug)]
 pub struct FakeProviderArgs {
+    /// Not used: the fake provider keeps no database (hidden; refused if given).
+    #[arg(long = "db", hide = true)]
+    pub db: Option<PathBuf>,
     /// Address to listen on (port 0: any free port). The bound address is printed first.
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub listen: std::net::SocketAddr,

@@ -135,7 +135,15 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::Notify(a) => notify(a),
-        Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
+        Command::FakeProvider(a) => {
+            if a.db.is_some() {
+                return Err(Error::invalid(
+                    "fake-provider keeps no database: --db means nothing here (its deliveries \
+                     go to --log FILE)",
+                ));
+            }
+            crate::fake::run_cli(a).map(|_| Output::streamed())
+        }
         Command::Bench(a) => bench(a),
     }
 }

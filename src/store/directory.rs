@@ -97,7 +97,10 @@ impl Store {
             } else {
                 format!("accounts: {}", names.join(", "))
             };
-            Error::invalid(format!("unknown account {key:?}; {there}"))
+            match key.parse::<i64>() {
+                Ok(id) => Error::invalid(format!("unknown account id {id}; {there}")),
+                Err(_) => Error::invalid(format!("unknown account {key:?}; {there}")),
+            }
         })
     }
 
