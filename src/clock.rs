@@ -62,6 +62,22 @@ pub fn format_ms(ms: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+/// Serde: Unix milliseconds written as RFC 3339, so JSON shows the same times as text and CSV.
+pub fn ser_ms<S: serde::Serializer>(ms: &i64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&format_ms(*ms))
+}
+
+/// [`ser_ms`] for an optional time (`null` when absent).
+pub fn ser_opt_ms<S: serde::Serializer>(
+    ms: &Option<i64>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.serialize_str(&format_ms(*ms)),
+        None => s.serialize_none(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,6 +26,7 @@ pub struct Suppression {
     pub address: String,
     pub reason: String,
     pub source: String,
+    #[serde(serialize_with = "crate::clock::ser_ms")]
     pub created_at: i64,
 }
 

@@ -56,6 +56,7 @@ pub struct ReportRow {
     pub attempts: i64,
     pub provider_message_id: Option<String>,
     pub reason: Option<String>,
+    #[serde(serialize_with = "crate::clock::ser_opt_ms")]
     pub sent_at: Option<i64>,
 }
 
@@ -66,6 +67,7 @@ pub struct DoubtRow {
     pub job_id: String,
     pub address: String,
     pub attempts: i64,
+    #[serde(serialize_with = "crate::clock::ser_opt_ms")]
     pub doubt_since: Option<i64>,
     pub reason: Option<String>,
 }
