@@ -1,0 +1,238 @@
+//! The README cannot drift: its "Quick start" block runs as written, top to bottom, in an empty
+//! directory with the binary under test first on PATH, and its two top commands are the ones
+//! that exist (the demo, and `tests/run.sh`, which `.ci/run` calls too).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sendonce");
+/// A Quick start line ending with this comment is not run (installing is the test's own job).
+const SKIP_MARKER: &str = "# not run by tests/readme.rs";
+
+fn readme() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    std::fs::read_to_string(&path).expect("read README.md")
+}
+
+/// The lines of every fenced code block in `text`.
+fn code_blocks(text: &str) -> Vec<Vec<String>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            match current.take() {
+                Some(b) => blocks.push(b),
+                None => current = Some(Vec::new()),
+            }
+        } else if let Some(b) = current.as_mut() {
+            b.push(line.to_string());
+        }
+    }
+    assert!(current.is_none(), "README.md has an unclosed code fence");
+    blocks
+}
+
+/// The text of the section under the heading `## {title}`, up to the next `## ` heading.
+fn section(text: &str, title: &str) -> String {
+    let heading = format!("## {title}");
+    let mut lines = text.lines().skip_while(|l| l.trim_end() != heading);
+    assert!(
+        lines.next().is_some(),
+        "README.md has no `{heading}` section"
+    );
+    lines
+        .take_while(|l| !l.starts_with("## "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The Quick start as a bash script: every line of its code blocks, marked lines commented out.
+fn quick_start_script() -> (String, Vec<String>) {
+    let blocks = code_blocks(&section(&readme(), "Quick start"));
+    assert!(
+        !blocks.is_empty(),
+        "the Quick start section has no code block"
+    );
+    let mut script = String::new();
+    let mut skipped = Vec::new();
+    let mut continued = false;
+    for line in blocks.iter().flatten() {
+        let continues = line.trim_end().ends_with('\\');
+        if line.trim_end().ends_with(SKIP_MARKER) {
+            assert!(
+                !continued && !continues,
+                "a skipped line cannot be part of a multi-line command: {line}"
+            );
+            let code = line.split(" #").next().unwrap_or("");
+            assert!(
+                !code.contains("sendonce"),
+                "every sendonce command of the Quick start must run; this one is skipped: {line}"
+            );
+            skipped.push(line.clone());
+            script.push_str("# skipped: ");
+        }
+        script.push_str(line);
+        script.push('\n');
+        continued = continues;
+    }
+    (script, skipped)
+}
+
+#[test]
+fn quick_start_runs_as_written() {
+    let (script, skipped) = quick_start_script();
+    assert!(
+        skipped.len() <= 1,
+        "only the install line may be skipped: {skipped:?}"
+    );
+    assert!(
+        script.contains("sendonce run"),
+        "the Quick start should send:\n{script}"
+    );
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let work = tmp.path().join("work");
+    let home = tmp.path().join("home");
+    let tmpdir = tmp.path().join("tmp");
+    for d in [&work, &home, &tmpdir] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    // What the test needs back from the script, after the README's own lines.
+    let trailer = "printf 'readme-test: db=%s campaign=%s\\n' \"$SENDONCE_DB\" \"$CID\"\n";
+    let script_path = tmp.path().join("quick-start.sh");
+    std::fs::write(&script_path, format!("{script}{trailer}")).expect("write script");
+
+    let bin_dir = Path::new(BIN).parent().expect("binary directory");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display());
+    let out = Command::new("bash")
+        .args(["-e", "-u", "-o", "pipefail", "-x"])
+        .arg(&script_path)
+        .current_dir(&work)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("TMPDIR", &tmpdir)
+        .output()
+        .expect("run bash");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the README's Quick start failed ({}):\n--- script\n{script}--- stdout\n{stdout}--- stderr (bash -x)\n{stderr}",
+        out.status
+    );
+
+    // `sendonce demo` made its directory under TMPDIR and finished its campaign.
+    assert!(
+        stdout.contains("campaign 1 is sent"),
+        "demo summary: {stdout}"
+    );
+    let demo_dirs = std::fs::read_dir(&tmpdir)
+        .expect("read TMPDIR")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("sendonce-demo-")
+        })
+        .count();
+    assert_eq!(demo_dirs, 1, "the demo should make one directory in TMPDIR");
+
+    // The campaign of the walkthrough ended `sent`: Ada got one message, the suppressed
+    // address none.
+    let last = stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("readme-test: "))
+        .expect("trailer line");
+    let (db, cid) = last
+        .strip_prefix("db=")
+        .and_then(|r| r.split_once(" campaign="))
+        .expect("trailer format");
+    let db = work.join(db);
+    assert!(db.exists(), "{} was not created", db.display());
+    let status = Command::new(BIN)
+        .args(["--json", "--db"])
+        .arg(&db)
+        .args(["campaign", "status", cid])
+        .env_remove("SENDONCE_DB")
+        .output()
+        .expect("campaign status");
+    assert!(status.status.success(), "{status:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status json");
+    assert_eq!(doc["status"], "sent", "{doc}");
+    assert_eq!(doc["sent"], 1, "{doc}");
+    for state in ["queued", "leased", "failed", "in_doubt", "cancelled"] {
+        assert_eq!(doc[state], 0, "{state}: {doc}");
+    }
+
+    let outbox = std::fs::read_to_string(work.join("outbox.jsonl")).expect("outbox.jsonl");
+    let lines: Vec<serde_json::Value> = outbox
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("outbox line"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{outbox}");
+    assert_eq!(lines[0]["to"], "ada@example.org");
+    assert_eq!(lines[0]["from"], "news@example.org");
+    assert_eq!(lines[0]["subject"], "News for Ada");
+    assert_eq!(lines[0]["body"], "Hello Ada,\nnews from London.\n");
+
+    // The report has Ada, sent; the suppressed address, if it is listed at all, as suppressed.
+    let report = std::fs::read_to_string(work.join("report.csv")).expect("report.csv");
+    let mut rows = report.lines();
+    assert!(
+        rows.next().unwrap_or("").starts_with("send_id,"),
+        "{report}"
+    );
+    let rows: Vec<&str> = rows.collect();
+    assert!(
+        rows.iter().any(|r| r.contains(",ada@example.org,sent,")),
+        "{report}"
+    );
+    for row in &rows {
+        assert!(
+            row.contains(",ada@example.org,sent,")
+                || row.contains(",bounced@example.org,suppressed,"),
+            "unexpected report row {row:?} in:\n{report}"
+        );
+    }
+}
+
+/// The top of the README shows the two commands a newcomer needs, and both exist: the test
+/// command is the script `.ci/run` calls, and that script runs the release + crash-points suite.
+#[test]
+fn top_commands_are_the_demo_and_the_test_script() {
+    let text = readme();
+    let first = code_blocks(&text)
+        .into_iter()
+        .next()
+        .expect("a first code block");
+    let commands: Vec<&str> = first
+        .iter()
+        .map(|l| l.split(" #").next().unwrap_or("").trim())
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(commands, ["cargo run --release -- demo", "tests/run.sh"]);
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = root.join("tests/run.sh");
+    let mode = std::fs::metadata(&script)
+        .expect("tests/run.sh")
+        .permissions()
+        .mode();
+    assert!(mode & 0o111 != 0, "tests/run.sh is not executable");
+    let body = std::fs::read_to_string(&script).expect("read tests/run.sh");
+    assert!(body.contains("cargo test --release --features crash-points \"$@\""));
+    assert!(body.contains("tests/requirements.txt"));
+    let ci = std::fs::read_to_string(root.join(".ci/run")).expect("read .ci/run");
+    assert!(
+        ci.lines()
+            .any(|l| !l.trim_start().starts_with('#') && l.contains("tests/run.sh")),
+        ".ci/run does not call tests/run.sh"
+    );
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The test command (README "Testing", and what .ci/run calls): brings what the tests need, then
+# runs every test, crash suite included. Extra arguments go to cargo test, e.g.
+#   tests/run.sh --test smtp
+#   tests/run.sh --test crash -- --nocapture
+# What it brings:
+#   - a Python virtual environment at ${CARGO_TARGET_DIR:-target}/test-venv with the pinned
+#     packages of tests/requirements.txt (pip, from PyPI, only when the requirements or the
+#     python3 first on PATH changed since the last run: a second run is fast and offline);
+#   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root.
+# The venv's bin goes first on PATH, so the tests' `python3` is the venv's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Milliseconds since the epoch (bash 5's EPOCHREALTIME; whole seconds on older shells).
+now_ms() {
+  if [ -n "${EPOCHREALTIME:-}" ]; then
+    local t=${EPOCHREALTIME/[.,]/}
+    echo $((10#$t / 1000))
+  else
+    echo $(($(date +%s) * 1000))
+  fi
+}
+started=$(now_ms)
+echo "== test dependencies"
+
+as_root() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+apt_install() {
+  # apt-get update first: on a fresh machine the package lists may be missing or stale.
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
+
+# -- python3 and the virtual environment
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "tests/run.sh: no python3 on PATH: the SMTP tests need Python 3 (3.8 or newer)." >&2
+  echo "  Debian/Ubuntu: apt-get install python3 python3-venv; macOS: brew install python" >&2
+  exit 1
+fi
+target=${CARGO_TARGET_DIR:-target}
+venv="$target/test-venv"
+requirements=tests/requirements.txt
+stamp="$venv/.sendonce-stamp"
+# What the venv must match: the requirements file and the Python it was made from (the
+# python3 first on PATH; its base prefix is the same inside and outside a venv).
+want=$(python3 - "$requirements" <<'PY'
+import hashlib, sys
+with open(sys.argv[1], "rb") as f:
+    digest = hashlib.sha256(f.read()).hexdigest()
+print("requirements-sha256", digest)
+print("python", sys.base_prefix, sys.version.split()[0])
+PY
+)
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c '' 2>/dev/null; then
+  echo "venv $venv is up to date ($(python3 --version 2>&1), $requirements unchanged)"
+else
+  rm -rf "$venv"
+  mkdir -p "$target"
+  echo "creating venv $venv with $(command -v python3) ($(python3 --version 2>&1))"
+  if ! venv_err=$(python3 -m venv "$venv" 2>&1); then
+    rm -rf "$venv"
+    if as_root; then
+      # Debian and Ubuntu ship venv's pip bootstrap (ensurepip) separately.
+      echo "python3 -m venv failed; installing python3-venv with apt-get"
+      apt_install python3-venv
+      if ! venv_err=$(python3 -m venv "$venv" 2>&1); then
+        rm -rf "$venv"
+        echo "$venv_err" >&2
+        echo "tests/run.sh: python3 -m venv still fails after installing python3-venv." >&2
+        exit 1
+      fi
+    else
+      echo "$venv_err" >&2
+      echo "tests/run.sh: python3 -m venv failed. On Debian/Ubuntu install the venv module" >&2
+      echo "  (sudo apt-get install python3-venv) and run tests/run.sh again." >&2
+      exit 1
+    fi
+  fi
+  echo "installing $requirements into $venv (needs PyPI the first time)"
+  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
+    echo "tests/run.sh: pip could not install $requirements into $venv (no network to PyPI?)." >&2
+    exit 1
+  fi
+  printf '%s\n' "$want" > "$stamp"
+fi
+"$venv/bin/python" -c 'import aiosmtpd' || {
+  echo "tests/run.sh: aiosmtpd does not import from $venv; delete that directory and rerun." >&2
+  exit 1
+}
+
+# -- openssl
+if ! command -v openssl >/dev/null 2>&1; then
+  if as_root; then
+    apt_install openssl
+  else
+    echo "tests/run.sh: the SMTP tests need the openssl command: install it (apt-get install openssl)." >&2
+    exit 1
+  fi
+fi
+
+venv_abs=$(cd "$venv" && pwd)
+export PATH="$venv_abs/bin:$PATH" VIRTUAL_ENV="$venv_abs"
+unset PYTHONHOME
+elapsed=$(($(now_ms) - started))
+echo "test dependencies ready in $((elapsed / 1000)).$(printf '%03d' $((elapsed % 1000))) s ($(command -v python3))"
+
+echo "== tests: cargo test --release --features crash-points $*"
+exec cargo test --release --features crash-points "$@"
