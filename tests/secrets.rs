@@ -23,7 +23,7 @@ const TOKEN: &str = "CANARY-s3cr3t-7fq9Zk";
 const PASSWORD: &str = "CANARY-pw!Qx7 vR2mz";
 const SID: &str = "AC0123456789abcdef0123456789abcdef";
 const SMTP_USER: &str = "mailer";
-const INSTALL: &str = "python3 -m pip install aiosmtpd==1.4.6";
+const INSTALL: &str = "tests/run.sh (it installs aiosmtpd into a venv under target/)";
 
 // ---------------------------------------------------------------------------------------------
 // What a leak looks like

@@ -439,7 +439,8 @@ pub enum DoubtsCmd {
 /// and Twilio-, Resend- and Postmark-compatible endpoints (point a provider's base_url here).
 #[derive(Args, Debug)]
 pub struct FakeProviderArgs {
-    /// Not used: the fake provider keeps no database (hidden; refused if given).
+    /// Not used: the fake provider keeps no database. This hidden local copy keeps the global
+    /// `--db` out of this command's help (clap propagates a global value into it; it is ignored).
     #[arg(long = "db", hide = true)]
     pub db: Option<PathBuf>,
     /// Address to listen on (port 0: any free port). The bound address is printed first.

@@ -2,16 +2,17 @@
 //! prints either text for people or one JSON document (`--json`). Exit codes come from `exit`.
 
 pub mod args;
+mod report;
+mod run;
 
 use crate::address::Channel;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::store::{NewCampaign, OpenOptions, Store};
-use crate::{clock, import, provider, template, worker};
+use crate::{clock, import, template};
 use args::*;
 use serde_json::json;
 use std::io::Write;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
@@ -39,7 +40,7 @@ impl Output {
     }
 }
 
-fn open_opts(cli: &Cli) -> Result<OpenOptions> {
+pub(super) fn open_opts(cli: &Cli) -> Result<OpenOptions> {
     Ok(OpenOptions {
         busy_timeout: clock::parse_duration_in(
             "--busy-timeout",
@@ -131,19 +132,11 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Subscriber(cmd) => subscriber(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
         Command::Campaign(cmd) => campaign(cli, cmd),
-        Command::Run(a) => run(cli, a),
+        Command::Run(a) => run::run(cli, a),
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::Notify(a) => notify(a),
-        Command::FakeProvider(a) => {
-            if a.db.is_some() {
-                return Err(Error::invalid(
-                    "fake-provider keeps no database: --db means nothing here (its deliveries \
-                     go to --log FILE)",
-                ));
-            }
-            crate::fake::run_cli(a).map(|_| Output::streamed())
-        }
+        Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
         Command::Bench(a) => bench(a),
     }
 }
@@ -425,93 +418,14 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
         }
         CampaignCmd::Report { id, format } => {
             let store = open_read_only(cli)?;
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            let w = Error::output;
             let format = format.unwrap_or(if cli.json {
                 ReportFormat::Json
             } else {
                 ReportFormat::Csv
             });
-            match format {
-                ReportFormat::Csv => {
-                    let mut csvw = csv::Writer::from_writer(&mut out);
-                    csvw.write_record([
-                        "send_id",
-                        "job_id",
-                        "address",
-                        "status",
-                        "attempts",
-                        "provider_message_id",
-                        "reason",
-                        "sent_at",
-                    ])
-                    .map_err(csv_output)?;
-                    store.report(*id, |r| {
-                        csvw.write_record([
-                            r.send_id.to_string(),
-                            cell(r.job_id),
-                            cell(r.address),
-                            r.status,
-                            r.attempts.to_string(),
-                            cell(r.provider_message_id.unwrap_or_default()),
-                            cell(r.reason.unwrap_or_default()),
-                            r.sent_at.map(clock::format_ms).unwrap_or_default(),
-                        ])
-                        .map_err(csv_output)
-                    })?;
-                    csvw.flush().map_err(w)?;
-                }
-                ReportFormat::Json => {
-                    out.write_all(b"[").map_err(w)?;
-                    let mut first = true;
-                    store.report(*id, |r| {
-                        if !first {
-                            out.write_all(b",\n").map_err(w)?;
-                        }
-                        first = false;
-                        let row = json!({
-                            "send_id": r.send_id,
-                            "job_id": r.job_id,
-                            "address": r.address,
-                            "status": r.status,
-                            "attempts": r.attempts,
-                            "provider_message_id": r.provider_message_id,
-                            "reason": r.reason,
-                            "sent_at": r.sent_at.map(clock::format_ms),
-                        });
-                        serde_json::to_writer(&mut out, &row).map_err(|e| {
-                            Error::output(e.io_error_kind().map_or_else(
-                                || std::io::Error::other(e.to_string()),
-                                std::io::Error::from,
-                            ))
-                        })
-                    })?;
-                    out.write_all(b"]\n").map_err(w)?;
-                }
-            }
-            out.flush().map_err(w)?;
+            report::write(&store, *id, format)?;
             Ok(Output::streamed())
         }
-    }
-}
-
-/// A failed write of CSV output; a closed pipe stays recognisable as one.
-fn csv_output(e: csv::Error) -> Error {
-    match e.into_kind() {
-        csv::ErrorKind::Io(io) => Error::output(io),
-        other => Error::invalid(format!("cannot write the CSV report: {other:?}")),
-    }
-}
-
-/// A CSV cell a spreadsheet will not run as a formula (OWASP "CSV injection"): text starting
-/// with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'`. A phone number
-/// `+351...` reads `'+351...` in the file and shows as `+351...` in a spreadsheet.
-fn cell(s: String) -> String {
-    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{s}")
-    } else {
-        s
     }
 }
 
@@ -614,122 +528,7 @@ fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
     }
 }
 
-fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
-    const HOUR: Duration = Duration::from_secs(3600);
-    let lease =
-        clock::parse_duration_in("--lease", &a.lease, Duration::from_millis(200), 24 * HOUR)?;
-    let tick = clock::parse_duration_in("--tick", &a.tick, Duration::from_millis(10), HOUR)?;
-    let retry_base = clock::parse_duration_in(
-        "--retry-base",
-        &a.retry_base,
-        Duration::from_millis(1),
-        HOUR,
-    )?;
-    let drain = clock::parse_duration_in("--drain", &a.drain, Duration::ZERO, HOUR)?;
-    if a.batch == 0 || a.batch > 10_000 {
-        return Err(Error::invalid("--batch must be between 1 and 10000"));
-    }
-    if a.concurrency == 0 || a.concurrency > 10_000 {
-        return Err(Error::invalid("--concurrency must be between 1 and 10000"));
-    }
-    if a.max_attempts < 1 {
-        return Err(Error::invalid("--max-attempts must be at least 1"));
-    }
-    let store = Store::open(
-        &cli.db,
-        &OpenOptions {
-            sync: sync_of(a.sync),
-            ..open_opts(cli)?
-        },
-    )?;
-    let routes = match crate::config::Config::load(a.config.as_deref())? {
-        Some(file) => crate::routes::Routes::from_config(file, a.provider.as_deref(), &store)?,
-        None => match a.provider.as_deref() {
-            Some(spec) => crate::routes::Routes::single(provider::from_spec(spec)?),
-            None => {
-                return Err(Error::invalid(
-                    "no provider chosen: pass --provider SPEC (e.g. --provider \
-                     outbox:./outbox.jsonl to write messages to a file, or smtp://HOST:PORT), \
-                     set SENDONCE_PROVIDER, or write a sendonce.toml (--config FILE); \
-                     see `sendonce run --help`",
-                ))
-            }
-        },
-    };
-    let cfg = worker::Config {
-        batch: a.batch,
-        concurrency: a.concurrency,
-        lease,
-        tick,
-        worker_id: a
-            .worker_id
-            .clone()
-            .unwrap_or_else(worker::default_worker_id),
-        once: a.once,
-        max_attempts: a.max_attempts,
-        retry_base,
-        drain_deadline: drain,
-        list_chunk: a.list_chunk.max(1),
-        ..Default::default()
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
-    let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
-    let summary = rt.block_on(async move {
-        let stop = stop_signal()?;
-        worker::spawn_routed(ledger, Arc::new(routes), cfg, stop).await
-    })?;
-    let mut in_doubt = 0;
-    for id in &summary.campaigns_touched {
-        in_doubt += store.status_counts(*id)?.counts["in_doubt"];
-    }
-    let code = exit::for_outcome(exit::Outcome {
-        in_doubt,
-        failed: 0,
-    });
-    let mut doc = serde_json::to_value(&summary).unwrap_or_default();
-    doc["in_doubt"] = json!(in_doubt);
-    if a.report_peak_rss {
-        doc["peak_rss_kib"] = json!(crate::bench::peak_rss_kib());
-    }
-    let mut text = format!(
-        "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}",
-        summary.claimed, summary.sent, summary.failed, summary.retried, summary.suppressed
-    );
-    let paused: Vec<i64> = store
-        .list_campaigns(None, Some(crate::model::CampaignStatus::Paused))?
-        .iter()
-        .map(|c| c.id)
-        .collect();
-    doc["paused"] = json!(paused);
-    for id in &paused {
-        text.push_str(&format!(
-            "\ncampaign {id} is paused and waiting: `sendonce campaign resume {id}`, then run \
-             again (a running `sendonce run` without --once picks it up by itself)"
-        ));
-    }
-    if summary.already_accepted > 0 {
-        text.push_str(&format!(
-            "\n{} send(s) reported by the provider as already accepted under their key with \
-             other content: recorded as sent, not resent (see `campaign report`)",
-            summary.already_accepted
-        ));
-    }
-    if in_doubt > 0 {
-        text.push_str(&format!(
-            "\n{in_doubt} send(s) in doubt: see `sendonce doubts list --campaign ID`"
-        ));
-    }
-    Ok(Output {
-        json: doc,
-        text,
-        code,
-    })
-}
-
-fn sync_of(s: SyncArg) -> crate::store::Sync {
+pub(super) fn sync_of(s: SyncArg) -> crate::store::Sync {
     match s {
         SyncArg::Full => crate::store::Sync::Full,
         SyncArg::Normal => crate::store::Sync::Normal,
@@ -770,7 +569,7 @@ fn bench(a: &BenchArgs) -> Result<Output> {
 
 /// A future that resolves on SIGTERM or Ctrl-C. The handlers are installed before this returns
 /// (inside the runtime), so a signal that arrives early still stops the worker cleanly.
-fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
+pub(super) fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -398,6 +398,54 @@ impl Ledger for Store {
     }
 }
 
+/// A due row the claim read, before it decides what to do with it.
+struct Candidate {
+    id: i64,
+    job_id: String,
+    address: String,
+    vars: String,
+    attempts: i64,
+    /// Earliest dispatch that may have delivered (expired lease or earlier doubt).
+    maybe_since: Option<i64>,
+    suppressed: bool,
+}
+
+/// The due rows of one claim: one range scan of the partial index `sends_claim`. The partial
+/// index lets SQLite skip re-reading the status: a row whose status was damaged while its
+/// index entry stayed would come back here. Damage never turns into sending: the status is
+/// read from the row and checked.
+fn claim_candidates(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Vec<Candidate>> {
+    let mut cands = Vec::with_capacity(req.batch);
+    let mut st = tx.prepare_cached(CLAIM_CANDIDATES)?;
+    let mut rows = st.query(params![
+        req.campaign_id,
+        req.now,
+        req.batch as i64,
+        req.channel.as_str(),
+        req.account_id
+    ])?;
+    while let Some(r) = rows.next()? {
+        let status: String = r.get(7)?;
+        if status != "queued" && status != "leased" {
+            return Err(Error::damaged(format!(
+                "send {} of campaign {} is in the claim index with status {status:?}",
+                r.get::<_, i64>(0)?,
+                req.campaign_id
+            )));
+        }
+        cands.push(Candidate {
+            id: r.get(0)?,
+            job_id: r.get(1)?,
+            address: r.get(2)?,
+            vars: r.get(3)?,
+            attempts: r.get(4)?,
+            maybe_since: r.get(5)?,
+            suppressed: r.get::<_, i64>(6)? != 0,
+        });
+    }
+    Ok(cands)
+}
+
 /// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
 /// marker (attempts + 1, dispatched now) in the same UPDATE.
 fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<Claimed> {
@@ -409,50 +457,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     if status.as_deref() != Some("sending") {
         return Ok(out);
     }
-    // One range scan of the partial index sends_claim.
-    struct Candidate {
-        id: i64,
-        job_id: String,
-        address: String,
-        vars: String,
-        attempts: i64,
-        /// Earliest dispatch that may have delivered (expired lease or earlier doubt).
-        maybe_since: Option<i64>,
-        suppressed: bool,
-    }
-    // The partial index lets SQLite skip re-reading the status: a row whose status was
-    // damaged while its index entry stayed would come back here. Damage never turns into
-    // sending: the status is read from the row and checked.
-    let mut cands = Vec::with_capacity(req.batch);
-    {
-        let mut st = tx.prepare_cached(CLAIM_CANDIDATES)?;
-        let mut rows = st.query(params![
-            req.campaign_id,
-            req.now,
-            req.batch as i64,
-            req.channel.as_str(),
-            req.account_id
-        ])?;
-        while let Some(r) = rows.next()? {
-            cands.push(Candidate {
-                id: r.get(0)?,
-                job_id: r.get(1)?,
-                address: r.get(2)?,
-                vars: r.get(3)?,
-                attempts: r.get(4)?,
-                maybe_since: r.get(5)?,
-                suppressed: r.get::<_, i64>(6)? != 0,
-            });
-            let status: String = r.get(7)?;
-            if status != "queued" && status != "leased" {
-                return Err(Error::damaged(format!(
-                    "send {} of campaign {} is in the claim index with status {status:?}",
-                    r.get::<_, i64>(0)?,
-                    req.campaign_id
-                )));
-            }
-        }
-    }
+    let cands = claim_candidates(tx, req)?;
     // Taken with the write lock held: a suppression whose created_at is earlier
     // committed before this claim (the crash-suite checker relies on it).
     let claimed_at = crate::clock::now_ms();

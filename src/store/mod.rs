@@ -222,28 +222,8 @@ impl Store {
     /// date. A file that is not ours is refused before anything is written to it; a read-only
     /// open writes nothing at all.
     pub fn open(path: &Path, opts: &OpenOptions) -> Result<Store> {
-        let state = check_header(path)?;
-        if !opts.create {
-            match state {
-                FileState::Missing => {
-                    return Err(Error::invalid(format!(
-                        "no database at {}; create one with `sendonce init` (or pass --db)",
-                        path.display()
-                    )))
-                }
-                FileState::Empty => {
-                    return Err(Error::invalid(format!(
-                        "{} is an empty file, not a sendonce database; nothing was changed \
-                         (`sendonce init --db {}` makes it one)",
-                        path.display(),
-                        path.display()
-                    )))
-                }
-                FileState::Sqlite => {}
-            }
-        }
-        let mut target = path.to_path_buf();
-        let mut flags = if opts.read_only {
+        refuse_missing(path, check_header(path)?, opts)?;
+        let flags = if opts.read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
         } else if opts.create {
             OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -252,52 +232,8 @@ impl Store {
         } else {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
-
         let sync = (!opts.read_only).then_some(opts.sync);
-        // First connection: identity, WAL (read back) and migrations, before the pool exists.
-        {
-            let open = |target: &Path, flags| -> Result<Connection> {
-                let conn = Connection::open_with_flags(target, flags).map_err(|e| {
-                    Error::from(e).context(&format!("cannot open {}", path.display()))
-                })?;
-                configure(&conn, sync, opts.busy_timeout)?;
-                Ok(conn)
-            };
-            let mut conn = open(&target, flags)?;
-            let mut identity = identify(&conn, path);
-            if opts.read_only && identity.is_err() {
-                if let Some(uri) = immutable_uri(path) {
-                    // A WAL file we may not write beside (no -shm can be made): with no WAL
-                    // content left, the file alone is the whole database.
-                    target = PathBuf::from(uri);
-                    flags |= OpenFlags::SQLITE_OPEN_URI;
-                    conn = open(&target, flags)?;
-                    identity = identify(&conn, path);
-                }
-            }
-            let identity = identity?;
-            if opts.read_only {
-                if identity == Identity::Blank {
-                    return Err(Error::invalid(format!(
-                        "{} has no sendonce schema (create it with `sendonce init`)",
-                        path.display()
-                    )));
-                }
-                check_version(&conn)?;
-            } else {
-                let mode: String = conn
-                    .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-                    .map_err(|e| Error::from(e).context(&format!("opening {}", path.display())))?;
-                if !mode.eq_ignore_ascii_case("wal") {
-                    return Err(Error::db(format!(
-                        "{} could not be put in WAL mode (journal_mode is {mode:?})",
-                        path.display()
-                    )));
-                }
-                migrate(&conn)?;
-            }
-        }
-
+        let (target, flags) = first_connection(path, flags, sync, opts)?;
         let busy = opts.busy_timeout;
         let manager = SqliteConnectionManager::file(&target)
             .with_flags(flags)
@@ -358,6 +294,79 @@ impl Store {
         c.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(()))?;
         Ok(())
     }
+}
+
+/// Only `init` and `demo` (`opts.create`) make a database: anything else refuses a missing or
+/// empty file.
+fn refuse_missing(path: &Path, state: FileState, opts: &OpenOptions) -> Result<()> {
+    if opts.create {
+        return Ok(());
+    }
+    match state {
+        FileState::Missing => Err(Error::invalid(format!(
+            "no database at {}; create one with `sendonce init` (or pass --db)",
+            path.display()
+        ))),
+        FileState::Empty => Err(Error::invalid(format!(
+            "{} is an empty file, not a sendonce database; nothing was changed \
+             (`sendonce init --db {}` makes it one)",
+            path.display(),
+            path.display()
+        ))),
+        FileState::Sqlite => Ok(()),
+    }
+}
+
+/// The first connection, before the pool exists: whose file it is, then (writable) WAL read
+/// back and migrations, or (read-only) the schema version. Returns what the pool opens: the
+/// path, or an immutable URI for a read-only file whose directory we cannot write.
+fn first_connection(
+    path: &Path,
+    mut flags: OpenFlags,
+    sync: Option<Sync>,
+    opts: &OpenOptions,
+) -> Result<(PathBuf, OpenFlags)> {
+    let open = |target: &Path, flags| -> Result<Connection> {
+        let conn = Connection::open_with_flags(target, flags)
+            .map_err(|e| Error::from(e).context(&format!("cannot open {}", path.display())))?;
+        configure(&conn, sync, opts.busy_timeout)?;
+        Ok(conn)
+    };
+    let mut target = path.to_path_buf();
+    let mut conn = open(&target, flags)?;
+    let mut identity = identify(&conn, path);
+    if opts.read_only && identity.is_err() {
+        if let Some(uri) = immutable_uri(path) {
+            // A WAL file we may not write beside (no -shm can be made): with no WAL content
+            // left, the file alone is the whole database.
+            target = PathBuf::from(uri);
+            flags |= OpenFlags::SQLITE_OPEN_URI;
+            conn = open(&target, flags)?;
+            identity = identify(&conn, path);
+        }
+    }
+    let identity = identity?;
+    if opts.read_only {
+        if identity == Identity::Blank {
+            return Err(Error::invalid(format!(
+                "{} has no sendonce schema (create it with `sendonce init`)",
+                path.display()
+            )));
+        }
+        check_version(&conn)?;
+        return Ok((target, flags));
+    }
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(|e| Error::from(e).context(&format!("opening {}", path.display())))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::db(format!(
+            "{} could not be put in WAL mode (journal_mode is {mode:?})",
+            path.display()
+        )));
+    }
+    migrate(&conn)?;
+    Ok((target, flags))
 }
 
 /// Refuse a database newer than this binary, without changing it. Returns its version.

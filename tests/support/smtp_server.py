@@ -25,7 +25,7 @@ try:
     from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
 except ImportError:
     sys.stderr.write(
-        "aiosmtpd is not installed: run `python3 -m pip install aiosmtpd==1.4.6`\n"
+        "aiosmtpd is not installed: run the tests with `tests/run.sh`, which installs it into a venv\n"
     )
     sys.exit(3)
 
