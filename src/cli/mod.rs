@@ -146,10 +146,16 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             account,
             file,
             skip_invalid,
+            delimiter,
+            encoding,
         } => {
+            let format = import::CsvFormat {
+                delimiter: import::parse_delimiter(delimiter)?,
+                encoding: import::Encoding::parse(encoding)?,
+            };
             let store = open(cli)?;
             store.account_exists(*account)?;
-            let rows = import::read_csv_with(file, *skip_invalid)?;
+            let rows = import::read_csv_with(file, *skip_invalid, format)?;
             let report = store.import_subscribers(*account, rows, *skip_invalid)?;
             let mut text = format!("imported {} subscribers", report.imported);
             if !report.skipped.is_empty() {
@@ -248,7 +254,8 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             let store = open(cli)?;
             store.account_exists(*account)?;
             let attrs = store.attribute_names(*account)?;
-            template::check(subject.as_deref(), &body, &attrs)?;
+            let counts = store.variable_counts(*account, ch)?;
+            template::check(subject.as_deref(), &body, &attrs, &counts)?;
             let id = store.create_campaign(&NewCampaign {
                 account_id: *account,
                 name: name.trim(),
