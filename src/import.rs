@@ -6,8 +6,8 @@
 use crate::address::{normalize_email, normalize_phone};
 use crate::error::{Error, Result};
 use crate::store::NewSubscriber;
-use std::cell::Cell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, Read};
 use std::path::Path;
 use std::rc::Rc;
@@ -199,36 +199,180 @@ pub fn parse_attr(s: &str) -> Result<(String, String)> {
     Ok((k.to_string(), v.to_string()))
 }
 
+/// The text encoding of a CSV file (`subscriber import --encoding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Encoding {
+    /// UTF-8; any invalid byte sequence is an error naming its line.
+    #[default]
+    Utf8,
+    /// ISO-8859-1: every byte is the Unicode character of the same number.
+    Latin1,
+}
+
+impl Encoding {
+    /// `utf8` or `latin1`, as `--encoding` takes them.
+    pub fn parse(s: &str) -> Result<Encoding> {
+        match s {
+            "utf8" => Ok(Encoding::Utf8),
+            "latin1" => Ok(Encoding::Latin1),
+            _ => Err(Error::invalid(format!(
+                "--encoding {s:?}: expected utf8 or latin1"
+            ))),
+        }
+    }
+
+    /// The text of one field; `None` if it is not valid in this encoding.
+    fn decode(self, bytes: &[u8]) -> Option<String> {
+        match self {
+            Encoding::Utf8 => std::str::from_utf8(bytes).ok().map(str::to_string),
+            Encoding::Latin1 => Some(bytes.iter().map(|&b| char::from(b)).collect()),
+        }
+    }
+}
+
+/// How a subscriber CSV file is written: the byte between fields and the text encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CsvFormat {
+    pub delimiter: u8,
+    pub encoding: Encoding,
+}
+
+impl Default for CsvFormat {
+    fn default() -> Self {
+        CsvFormat {
+            delimiter: b',',
+            encoding: Encoding::Utf8,
+        }
+    }
+}
+
+/// The delimiters `--delimiter` accepts, and how each is written in messages and on the
+/// command line.
+const DELIMITERS: [(u8, &str, &str); 4] = [
+    (b',', "`,`", "','"),
+    (b';', "`;`", "';'"),
+    (b'\t', "tabs", "tab"),
+    (b'|', "`|`", "'|'"),
+];
+
+/// `--delimiter`: `,`, `;`, `|`, or a tab written `tab`, `\t` or as the character itself.
+pub fn parse_delimiter(s: &str) -> Result<u8> {
+    let d = match s {
+        "tab" | "\\t" | "\t" => b'\t',
+        "," | ";" | "|" => s.as_bytes()[0],
+        _ => {
+            return Err(Error::invalid(format!(
+                "--delimiter {s:?}: expected `,`, `;`, `|` or a tab (written `tab` or `\\t`)"
+            )))
+        }
+    };
+    Ok(d)
+}
+
+/// Where the line ends are in the bytes handed to the CSV parser, so that a row's line number
+/// is the one an editor shows: `\n`, `\r\n` and a lone `\r` each end a line (the three line
+/// ends the parser accepts), and the blank lines the parser skips still count. The csv crate's
+/// own record position is taken before the parser skips the `\n` of a `\r\n` and any blank
+/// lines, so it is a line short on CRLF files and after a blank line, and stays at 1 in a file
+/// of `\r` line ends. Memory: one entry per run of line ends not yet passed.
+#[derive(Default)]
+struct LineIndex {
+    /// Runs of consecutive line-end bytes: (first byte, byte after, how many line ends).
+    runs: VecDeque<(u64, u64, u64)>,
+    /// Line ends before the first run.
+    passed: u64,
+    /// Bytes fed so far.
+    fed: u64,
+    /// The last byte fed was `\r`.
+    after_cr: bool,
+}
+
+impl LineIndex {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            let at = self.fed;
+            self.fed += 1;
+            if b != b'\n' && b != b'\r' {
+                self.after_cr = false;
+                continue;
+            }
+            // The `\n` of a `\r\n` ends no line of its own.
+            let crlf = b == b'\n' && self.after_cr;
+            self.after_cr = b == b'\r';
+            match self.runs.back_mut() {
+                Some(run) if run.1 == at => {
+                    run.1 = at + 1;
+                    run.2 += u64::from(!crlf);
+                }
+                // Its `\r` was passed and counted already.
+                _ if crlf => {}
+                _ => self.runs.push_back((at, at + 1, 1)),
+            }
+        }
+    }
+
+    /// The line on which the first row at or after byte `at` starts. `at` is where the parser
+    /// began reading the row: just past the previous row's first line-end byte, so possibly the
+    /// `\n` of a `\r\n` or blank lines, which the parser skips. Offsets must not go backwards.
+    fn line_at(&mut self, at: u64) -> u64 {
+        while let Some(&(_, end, n)) = self.runs.front() {
+            if end > at {
+                break;
+            }
+            self.passed += n;
+            self.runs.pop_front();
+        }
+        let skipped = match self.runs.front() {
+            Some(&(start, _, n)) if start <= at => n,
+            _ => 0,
+        };
+        1 + self.passed + skipped
+    }
+}
+
+/// What the CSV reader and the byte source under it share.
+#[derive(Default)]
+struct Shared {
+    /// Where the current row starts (the parser's byte position after the previous row).
+    row_start: Cell<u64>,
+    /// Set when a read was refused.
+    tripped: Cell<bool>,
+    lines: RefCell<LineIndex>,
+}
+
 /// Hands the CSV parser at most `MAX_ROW_BYTES + 1` bytes past the start of the row being
 /// parsed. The parser asks for more only once it has consumed everything it was given, so a
 /// refused read means the current row is longer than the limit: a 50 MB field or a million
-/// columns stop the import there instead of being buffered whole.
+/// columns stop the import there instead of being buffered whole. Every byte handed over is
+/// also fed to the line index.
 struct RowBound<R> {
     inner: R,
     /// Bytes handed to the parser so far.
     given: u64,
-    /// Where the current row starts (the parser's byte position after the previous row).
-    row_start: Rc<Cell<u64>>,
-    /// Set when a read was refused.
-    tripped: Rc<Cell<bool>>,
+    shared: Rc<Shared>,
 }
 
 impl<R: Read> Read for RowBound<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let cap = self.row_start.get().saturating_add(MAX_ROW_BYTES + 1);
+        let cap = self
+            .shared
+            .row_start
+            .get()
+            .saturating_add(MAX_ROW_BYTES + 1);
         let room = cap.saturating_sub(self.given);
         if room == 0 {
-            self.tripped.set(true);
+            self.shared.tripped.set(true);
             return Err(std::io::Error::other("row longer than the limit"));
         }
         let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
         let got = self.inner.read(&mut buf[..n])?;
         self.given += got as u64;
+        self.shared.lines.borrow_mut().feed(&buf[..got]);
         Ok(got)
     }
 }
 
-fn row_too_long(file: &impl std::fmt::Display, line: u64) -> Error {
+fn row_too_long(file: &str, line: u64) -> Error {
     Error::invalid(format!(
         "{file}: line {line}: the row is longer than the {} limit for one CSV row \
          (at most {MAX_COLUMNS} columns, {} per attribute value, {} per email, phone, name, \
@@ -239,6 +383,251 @@ fn row_too_long(file: &impl std::fmt::Display, line: u64) -> Error {
     ))
 }
 
+fn not_utf8(file: &str, line: u64) -> Error {
+    Error::invalid(format!(
+        "{file}: line {line}: not valid UTF-8 (bad encoding); if the file was saved as Latin-1 \
+         (ISO-8859-1), import it with --encoding latin1, or save it again as UTF-8 (\"CSV UTF-8\" \
+         in a spreadsheet); nothing was imported"
+    ))
+}
+
+/// A CSV file being read row by row, with line numbers counted by [`LineIndex`].
+struct CsvInput {
+    file: String,
+    format: CsvFormat,
+    rdr: csv::Reader<RowBound<std::io::BufReader<std::fs::File>>>,
+    shared: Rc<Shared>,
+    record: csv::ByteRecord,
+}
+
+impl CsvInput {
+    fn open(path: &Path, format: CsvFormat) -> Result<CsvInput> {
+        let file = path.display().to_string();
+        let f =
+            std::fs::File::open(path).map_err(|e| Error::io(&format!("cannot read {file}"), e))?;
+        let mut input = std::io::BufReader::with_capacity(64 * 1024, f);
+        // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
+        // `fill_buf` may return fewer bytes than the mark on a pipe; then it is simply kept.
+        let has_bom = input
+            .fill_buf()
+            .map_err(|e| Error::io(&format!("cannot read {file}"), e))?
+            .starts_with(b"\xef\xbb\xbf");
+        if has_bom {
+            input.consume(3);
+        }
+        let shared = Rc::new(Shared::default());
+        let rdr = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .flexible(false)
+            .delimiter(format.delimiter)
+            .from_reader(RowBound {
+                inner: input,
+                given: 0,
+                shared: Rc::clone(&shared),
+            });
+        Ok(CsvInput {
+            file,
+            format,
+            rdr,
+            shared,
+            record: csv::ByteRecord::new(),
+        })
+    }
+
+    fn line_at(&self, byte: u64) -> u64 {
+        self.shared.lines.borrow_mut().line_at(byte)
+    }
+
+    /// The header's cells and its line. An empty file (nothing, a byte order mark, blank
+    /// lines) is an error that says what a header looks like.
+    fn header(&mut self) -> Result<(u64, Vec<String>)> {
+        let file = self.file.clone();
+        let file = file.as_str();
+        let headers = match self.rdr.byte_headers() {
+            Ok(h) => h.clone(),
+            Err(_) if self.shared.tripped.get() => return Err(row_too_long(file, self.line_at(0))),
+            Err(e) => {
+                return Err(Error::invalid(format!(
+                    "{file}: cannot read the header line: {e}"
+                )))
+            }
+        };
+        let line = self.line_at(0);
+        let empty = || {
+            Error::invalid(format!(
+                "{file} is empty: expected a header row such as `email,name`"
+            ))
+        };
+        if headers.is_empty() {
+            return Err(empty());
+        }
+        if self.rdr.position().byte() > MAX_ROW_BYTES {
+            return Err(row_too_long(file, line));
+        }
+        self.shared.row_start.set(self.rdr.position().byte());
+        if headers.len() > MAX_COLUMNS {
+            return Err(Error::invalid(format!(
+                "{file}: line {line}: the header has {} columns, more than the limit of \
+                 {MAX_COLUMNS}; nothing was imported",
+                headers.len()
+            )));
+        }
+        let cells = headers
+            .iter()
+            .map(|h| self.format.encoding.decode(h))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| not_utf8(file, line))?;
+        if cells.iter().all(|c| c.trim().is_empty()) && self.next_row()?.is_none() {
+            return Err(empty());
+        }
+        Ok((line, cells))
+    }
+
+    /// The next row's line and fields, or `None` at the end of the file.
+    fn next_row(&mut self) -> Result<Option<(u64, Vec<String>)>> {
+        let start = self.rdr.position().byte();
+        let res = self.rdr.read_byte_record(&mut self.record);
+        let line = self.line_at(start);
+        let file = &self.file;
+        match res {
+            Ok(false) => return Ok(None),
+            Ok(true) => {}
+            Err(_) if self.shared.tripped.get() => return Err(row_too_long(file, line)),
+            Err(e) => {
+                let what = match e.kind() {
+                    csv::ErrorKind::UnequalLengths {
+                        expected_len, len, ..
+                    } => format!("the row has {len} fields, but the header has {expected_len}"),
+                    _ => e.to_string(),
+                };
+                return Err(Error::invalid(format!("{file}: line {line}: {what}")));
+            }
+        }
+        let end = self.rdr.position().byte();
+        if end.saturating_sub(self.shared.row_start.get()) > MAX_ROW_BYTES {
+            return Err(row_too_long(file, line));
+        }
+        self.shared.row_start.set(end);
+        let fields = self
+            .record
+            .iter()
+            .map(|f| self.format.encoding.decode(f))
+            .collect::<Option<Vec<String>>>()
+            .ok_or_else(|| not_utf8(file, line))?;
+        Ok(Some((line, fields)))
+    }
+}
+
+/// The columns a subscriber CSV's header names.
+struct Columns {
+    names: Vec<String>,
+    email: Option<usize>,
+    phone: Option<usize>,
+    name: Option<usize>,
+    status: Option<usize>,
+    attrs: Vec<usize>,
+}
+
+impl Columns {
+    /// Check the header's cells (read on `line` of `file`, split at `delimiter`).
+    fn new(file: &str, line: u64, cells: &[String], delimiter: u8) -> Result<Columns> {
+        if let Some((i, h)) = cells
+            .iter()
+            .enumerate()
+            .find(|(_, h)| h.len() > MAX_FIELD_BYTES)
+        {
+            return Err(Error::invalid(format!(
+                "{file}: line {line}: the name of column {} is {} bytes, longer than the {} \
+                 limit; nothing was imported",
+                i + 1,
+                h.len(),
+                size(MAX_FIELD_BYTES as u64)
+            )));
+        }
+        let names: Vec<String> = cells.iter().map(|h| h.trim().to_lowercase()).collect();
+        let find = |n: &str| names.iter().position(|c| c == n);
+        let (email, phone) = (find("email"), find("phone"));
+        if names.iter().all(|n| n.is_empty()) {
+            return Err(Error::invalid(format!(
+                "{file}: line {line}: the header row is blank: expected a header row such as \
+                 `email,name`"
+            )));
+        }
+        if email.is_none() && phone.is_none() {
+            return Err(missing_address_column(file, &names, delimiter));
+        }
+        let mut seen = HashMap::new();
+        for (i, c) in names.iter().enumerate() {
+            if c.is_empty() {
+                return Err(Error::invalid(format!(
+                    "{file}: header column {} has no name",
+                    i + 1
+                )));
+            }
+            if let Some(j) = seen.insert(c.clone(), i) {
+                return Err(Error::invalid(format!(
+                    "{file}: header names column {c:?} twice (columns {} and {})",
+                    j + 1,
+                    i + 1
+                )));
+            }
+        }
+        let (name, status) = (find("name"), find("status"));
+        let attrs = (0..names.len())
+            .filter(|i| ![email, phone, name, status].contains(&Some(*i)))
+            .collect();
+        Ok(Columns {
+            names,
+            email,
+            phone,
+            name,
+            status,
+            attrs,
+        })
+    }
+
+    /// One data row as a subscriber (validated by [`subscriber`]).
+    fn subscriber(&self, fields: &[String]) -> Result<NewSubscriber> {
+        let get = |c: Option<usize>| c.and_then(|i| fields.get(i)).map(String::as_str);
+        let attrs: Vec<(String, String)> = self
+            .attrs
+            .iter()
+            .map(|&i| {
+                (
+                    self.names[i].clone(),
+                    fields.get(i).cloned().unwrap_or_default(),
+                )
+            })
+            .collect();
+        subscriber(
+            get(self.email),
+            get(self.phone),
+            get(self.name),
+            get(self.status),
+            &attrs,
+        )
+    }
+}
+
+/// The header has neither `email` nor `phone`. If its cells contain another delimiter than
+/// the one in use, the file was most likely written with that one: say which flag reads it.
+fn missing_address_column(file: &str, names: &[String], delimiter: u8) -> Error {
+    let mut msg = format!(
+        "{file}: missing column: the header needs an `email` or a `phone` column (found: {})",
+        names.join(", ")
+    );
+    let other = DELIMITERS
+        .iter()
+        .filter(|(d, _, _)| *d != delimiter)
+        .find(|(d, _, _)| names.iter().any(|n| n.as_bytes().contains(d)));
+    if let Some((_, shown, flag)) = other {
+        msg.push_str(&format!(
+            "; its columns look separated by {shown}: import it with --delimiter {flag}"
+        ));
+    }
+    Error::invalid(msg)
+}
+
 /// Read a CSV file of subscribers. The header names the columns: `email` and/or `phone`
 /// (at least one), optional `name` and `status`; every other column becomes an attribute.
 /// Returns one entry per data row with its line number; a file-level problem is an error.
@@ -247,143 +636,25 @@ fn row_too_long(file: &impl std::fmt::Display, line: u64) -> Error {
 /// ([`MAX_FIELD_BYTES`], [`MAX_ATTR_BYTES`]) are checked per row by [`subscriber`].
 /// Every row is kept, invalid ones as their error (what `--skip-invalid` reports).
 pub fn read_csv(path: &Path) -> Result<Vec<(u64, Result<NewSubscriber>)>> {
-    read_csv_with(path, true)
+    read_csv_with(path, true, CsvFormat::default())
 }
 
-/// [`read_csv`]; with `keep_invalid` false, reading stops after the first invalid row (an
-/// import without `--skip-invalid` stops there anyway), so a file of garbage costs nothing
-/// past its first bad row.
-pub fn read_csv_with(path: &Path, keep_invalid: bool) -> Result<Vec<(u64, Result<NewSubscriber>)>> {
-    let file = path.display();
-    let f = std::fs::File::open(path).map_err(|e| Error::io(&format!("cannot read {file}"), e))?;
-    let mut input = std::io::BufReader::with_capacity(64 * 1024, f);
-    // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
-    // `fill_buf` may return fewer bytes than the mark on a pipe; then it is simply kept.
-    let has_bom = input
-        .fill_buf()
-        .map_err(|e| Error::io(&format!("cannot read {file}"), e))?
-        .starts_with(b"\xef\xbb\xbf");
-    if has_bom {
-        input.consume(3);
-    }
-    let row_start = Rc::new(Cell::new(0u64));
-    let tripped = Rc::new(Cell::new(false));
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(false)
-        .from_reader(RowBound {
-            inner: input,
-            given: 0,
-            row_start: Rc::clone(&row_start),
-            tripped: Rc::clone(&tripped),
-        });
-    let headers = match rdr.headers() {
-        Ok(h) => h.clone(),
-        Err(_) if tripped.get() => return Err(row_too_long(&file, 1)),
-        Err(e) => {
-            return Err(Error::invalid(format!(
-                "{file}: cannot read the header line: {e}"
-            )))
-        }
-    };
-    if rdr.position().byte() > MAX_ROW_BYTES {
-        return Err(row_too_long(&file, 1));
-    }
-    row_start.set(rdr.position().byte());
-    if headers.len() > MAX_COLUMNS {
-        return Err(Error::invalid(format!(
-            "{file}: line 1: the header has {} columns, more than the limit of {MAX_COLUMNS}; \
-             nothing was imported",
-            headers.len()
-        )));
-    }
-    if let Some((i, h)) = headers
-        .iter()
-        .enumerate()
-        .find(|(_, h)| h.len() > MAX_FIELD_BYTES)
-    {
-        return Err(Error::invalid(format!(
-            "{file}: line 1: the name of column {} is {} bytes, longer than the {} limit; \
-             nothing was imported",
-            i + 1,
-            h.len(),
-            size(MAX_FIELD_BYTES as u64)
-        )));
-    }
-    let cols: Vec<String> = headers.iter().map(|h| h.trim().to_lowercase()).collect();
-    let find = |n: &str| cols.iter().position(|c| c == n);
-    let (email_col, phone_col) = (find("email"), find("phone"));
-    if email_col.is_none() && phone_col.is_none() {
-        return Err(Error::invalid(format!(
-            "{file}: missing column: the header needs an `email` or a `phone` column (found: {})",
-            cols.join(", ")
-        )));
-    }
-    let mut seen_cols = HashMap::new();
-    for (i, c) in cols.iter().enumerate() {
-        if c.is_empty() {
-            return Err(Error::invalid(format!(
-                "{file}: header column {} has no name",
-                i + 1
-            )));
-        }
-        if let Some(j) = seen_cols.insert(c.clone(), i) {
-            return Err(Error::invalid(format!(
-                "{file}: header names column {c:?} twice (columns {} and {})",
-                j + 1,
-                i + 1
-            )));
-        }
-    }
-    let (name_col, status_col) = (find("name"), find("status"));
-    let attr_cols: Vec<usize> = (0..cols.len())
-        .filter(|i| ![email_col, phone_col, name_col, status_col].contains(&Some(*i)))
-        .collect();
-
+/// [`read_csv`] for a file in `format`; with `keep_invalid` false, reading stops after the
+/// first invalid row (an import without `--skip-invalid` stops there anyway), so a file of
+/// garbage costs nothing past its first bad row. Line numbers are the editor's (see
+/// [`LineIndex`]): the same for LF and CRLF line ends, with or without a byte order mark.
+pub fn read_csv_with(
+    path: &Path,
+    keep_invalid: bool,
+    format: CsvFormat,
+) -> Result<Vec<(u64, Result<NewSubscriber>)>> {
+    let mut input = CsvInput::open(path, format)?;
+    let (header_line, cells) = input.header()?;
+    let cols = Columns::new(&input.file, header_line, &cells, format.delimiter)?;
     let mut out = Vec::new();
     let mut seen: HashMap<String, u64> = HashMap::new();
-    let mut record = csv::ByteRecord::new();
-    loop {
-        let line = rdr.position().line();
-        match rdr.read_byte_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {}
-            Err(_) if tripped.get() => return Err(row_too_long(&file, line)),
-            Err(e) => {
-                let at = e.position().map(|p| p.line()).unwrap_or(line);
-                return Err(Error::invalid(format!("{file}: line {at}: {e}")));
-            }
-        }
-        let line = record.position().map(|p| p.line()).unwrap_or(line);
-        let end = rdr.position().byte();
-        if end.saturating_sub(row_start.get()) > MAX_ROW_BYTES {
-            return Err(row_too_long(&file, line));
-        }
-        row_start.set(end);
-        let text: Result<Vec<&str>> = record
-            .iter()
-            .map(|f| {
-                std::str::from_utf8(f).map_err(|_| {
-                    Error::invalid(format!(
-                        "{file}: line {line}: not valid UTF-8 (bad encoding)"
-                    ))
-                })
-            })
-            .collect();
-        let fields = text?;
-        let get = |c: Option<usize>| c.and_then(|i| fields.get(i).copied());
-        let attrs: Vec<(String, String)> = attr_cols
-            .iter()
-            .map(|&i| (cols[i].clone(), fields.get(i).unwrap_or(&"").to_string()))
-            .collect();
-        let parsed = subscriber(
-            get(email_col),
-            get(phone_col),
-            get(name_col),
-            get(status_col),
-            &attrs,
-        )
-        .and_then(|s| {
+    while let Some((line, fields)) = input.next_row()? {
+        let parsed = cols.subscriber(&fields).and_then(|s| {
             for key in [s.email.as_ref().map(|e| e.1.clone()), s.phone.clone()]
                 .into_iter()
                 .flatten()
@@ -434,9 +705,9 @@ mod tests {
     #[test]
     fn without_keep_invalid_reading_stops_at_the_first_invalid_row() {
         let f = file(b"email\na@x.com\nbroken\nb@x.com\nalso broken\n");
-        let all = read_csv_with(f.path(), true).expect("read");
+        let all = read_csv_with(f.path(), true, CsvFormat::default()).expect("read");
         assert_eq!(all.len(), 4);
-        let first = read_csv_with(f.path(), false).expect("read");
+        let first = read_csv_with(f.path(), false, CsvFormat::default()).expect("read");
         assert_eq!(first.len(), 2);
         assert_eq!(first[1].0, 3);
         assert!(first[1].1.is_err());
@@ -460,5 +731,47 @@ mod tests {
                 assert!(e.message.contains("line 2"), "{}", e.message);
             }
         }
+    }
+
+    #[test]
+    fn line_index_counts_lf_crlf_cr_and_blank_lines_alike() {
+        for text in [
+            "h\na\n\n\"b\ny\"\nc\n",
+            "h\r\na\r\n\r\n\"b\r\ny\"\r\nc\r\n",
+            "h\ra\r\r\"b\ry\"\rc\r",
+        ] {
+            let f = file(text.as_bytes());
+            let format = CsvFormat::default();
+            let mut input = CsvInput::open(f.path(), format).expect("open");
+            let (line, _) = input.header().expect("header");
+            assert_eq!(line, 1, "{text:?}");
+            let mut lines = Vec::new();
+            while let Some((line, _)) = input.next_row().expect("row") {
+                lines.push(line);
+            }
+            assert_eq!(lines, [2, 4, 6], "{text:?}");
+        }
+        // A `\r\n` split between two reads is still one line end.
+        let mut index = LineIndex::default();
+        index.feed(b"a\r");
+        index.feed(b"\nb\n");
+        assert_eq!(index.line_at(2), 2);
+        assert_eq!(index.line_at(5), 3);
+    }
+
+    #[test]
+    fn delimiters_and_encodings() {
+        assert_eq!(parse_delimiter(";").ok(), Some(b';'));
+        assert_eq!(parse_delimiter("tab").ok(), Some(b'\t'));
+        assert_eq!(parse_delimiter("\\t").ok(), Some(b'\t'));
+        assert_eq!(parse_delimiter("|").ok(), Some(b'|'));
+        assert!(parse_delimiter("::").is_err());
+        assert!(parse_delimiter("\"").is_err());
+        assert_eq!(
+            Encoding::Latin1.decode(b"Jos\xe9").as_deref(),
+            Some("Jos\u{e9}")
+        );
+        assert_eq!(Encoding::Utf8.decode(b"Jos\xe9"), None);
+        assert!(Encoding::parse("latin1").is_ok() && Encoding::parse("cp1252").is_err());
     }
 }

@@ -326,7 +326,15 @@ fn campaign_creation_checks_templates_and_body() {
     let r = create("Hi", "Line\r\nBcc: x@y.com");
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("control character"), "{}", r.stderr);
+    // The subscriber has no name: `{{ name }}` would fail for them, a default does not.
     let r = create("Hi {{ city }}", "For {{ name }}");
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("`name` without a default"),
+        "{}",
+        r.stderr
+    );
+    let r = create("Hi {{ city }}", "For {{ name | default(\"you\") }}");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(env.count("SELECT count(*) FROM campaigns"), 1);
     let r = env.run(&["campaign", "approve", "4242"]);

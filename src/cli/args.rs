@@ -189,6 +189,12 @@ pub enum SubscriberCmd {
         /// Import the valid rows and report every skipped one (with its line number).
         #[arg(long)]
         skip_invalid: bool,
+        /// Field separator: `,`, `;`, `|`, or a tab (written `tab` or `\t`).
+        #[arg(long, default_value = ",", value_name = "CHAR")]
+        delimiter: String,
+        /// Text encoding of the file; latin1 is ISO-8859-1 (older spreadsheet exports).
+        #[arg(long, default_value = "utf8", value_parser = ["utf8", "latin1"])]
+        encoding: String,
     },
     /// List an account's subscribers (removed ones are not listed), in id order.
     List {

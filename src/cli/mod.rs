@@ -240,10 +240,16 @@ fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             account,
             file,
             skip_invalid,
+            delimiter,
+            encoding,
         } => {
+            let format = import::CsvFormat {
+                delimiter: import::parse_delimiter(delimiter)?,
+                encoding: import::Encoding::parse(encoding)?,
+            };
             let store = open(cli)?;
             let account = store.resolve_account(account)?;
-            let rows = import::read_csv_with(file, *skip_invalid)?;
+            let rows = import::read_csv_with(file, *skip_invalid, format)?;
             let report = store.import_subscribers(account, rows, *skip_invalid)?;
             let mut text = format!("imported {} subscribers", report.imported);
             if !report.skipped.is_empty() {
@@ -353,7 +359,8 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             let store = open(cli)?;
             let account = store.resolve_account(account)?;
             let attrs = store.attribute_names(account)?;
-            template::check(subject.as_deref(), &body, &attrs)?;
+            let counts = store.variable_counts(account, ch)?;
+            template::check(subject.as_deref(), &body, &attrs, &counts)?;
             let id = store.create_campaign(&NewCampaign {
                 account_id: account,
                 name: name.trim(),
@@ -389,6 +396,11 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                     "campaign {id} cannot be approved (it would fail for every recipient)"
                 ))
             })?;
+            // Subscribers added since create may lack a variable the template prints.
+            let attrs = store.attribute_names(c.account_id)?;
+            let counts = store.variable_counts(c.account_id, c.channel)?;
+            template::check(c.subject.as_deref(), &c.body, &attrs, &counts)
+                .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
             let c = store.approve_campaign(*id, at)?;
             Ok(Output::ok(
                 json!({"id": id, "status": c.status, "scheduled_for": clock::format_ms(at)}),

@@ -4,9 +4,10 @@ use super::Store;
 use crate::address::Channel;
 use crate::crash;
 use crate::error::{Error, Result};
+use crate::template::VarCounts;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A validated subscriber ready to insert.
 #[derive(Debug, Clone)]
@@ -193,6 +194,50 @@ impl Store {
                 .query_map([account_id], |r| r.get(0))?
                 .collect::<rusqlite::Result<BTreeSet<String>>>()?;
             Ok(names)
+        })
+    }
+
+    /// Who would receive a `channel` campaign of this account now, for the template check at
+    /// creation: the confirmed subscribers with an address for the channel (suppressed ones
+    /// included, as a suppression may be lifted before the list is built), and per variable
+    /// how many of them have it. Counted on the very JSON object list building captures for
+    /// rendering (`list_insert_sql` in ledger.rs: the attributes patched with the built-in
+    /// `name`, `email`, `phone`, where a NULL built-in is absent), so "has it" means here what
+    /// it means when the message is rendered. One statement, so one snapshot.
+    pub fn variable_counts(&self, account_id: i64, channel: Channel) -> Result<VarCounts> {
+        let addr = match channel {
+            Channel::Sms => "s.phone",
+            Channel::Email => "s.email_norm",
+        };
+        let sql = format!(
+            "SELECT NULL, count(*) FROM subscribers s
+             WHERE s.account_id = ?1 AND s.status = 'confirmed' AND {addr} IS NOT NULL
+             UNION ALL
+             SELECT j.key, count(DISTINCT s.id) FROM subscribers s,
+                    json_each(json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
+                                                              'phone', s.phone))) j
+             WHERE s.account_id = ?1 AND s.status = 'confirmed' AND {addr} IS NOT NULL
+             GROUP BY j.key"
+        );
+        self.read(|c| {
+            let mut counts = VarCounts {
+                channel,
+                total: 0,
+                present: BTreeMap::new(),
+            };
+            let mut st = c.prepare(&sql)?;
+            let mut rows = st.query([account_id])?;
+            while let Some(r) = rows.next()? {
+                let (key, n): (Option<String>, i64) = (r.get(0)?, r.get(1)?);
+                let n = u64::try_from(n).unwrap_or(0);
+                match key {
+                    None => counts.total = n,
+                    Some(k) => {
+                        counts.present.insert(k, n);
+                    }
+                }
+            }
+            Ok(counts)
         })
     }
 
