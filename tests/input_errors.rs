@@ -379,7 +379,40 @@ fn a_variable_missing_at_send_time_fails_the_row_instead_of_printing_nothing() {
         "--name",
         "Bob",
     ]);
-    let sent = send(&env, &cid);
+    // Added after create: approve checks again and refuses.
+    let r = env.run(&["campaign", "approve", &cid]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot be approved") && r.stderr.contains("city"),
+        "{}",
+        r.stderr
+    );
+    // Bob gets a city, the campaign is approved, and his city is lost before the list is
+    // built (a change no check can see): his row fails instead of printing nothing.
+    env.ok(&[
+        "subscriber",
+        "update",
+        "--account",
+        &acct,
+        "b@x.com",
+        "--attr",
+        "city=Faro",
+    ]);
+    env.ok(&["campaign", "approve", &cid]);
+    env.sqlite()
+        .execute(
+            "UPDATE subscribers SET attrs = '{}' WHERE email = 'b@x.com'",
+            [],
+        )
+        .unwrap();
+    let outbox = env.path("late.jsonl");
+    let spec = format!("outbox:{}", outbox.display());
+    env.run(&["run", "--once", "--tick", "20ms", "--provider", &spec]);
+    let sent: Vec<(String, String, String)> = sendonce::deliverylog::read_lines(&outbox)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|l| (l.to, l.subject.unwrap_or_default(), l.body))
+        .collect();
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0].0, "a@x.com");
     assert_eq!(sent[0].2, "From Porto\n");

@@ -4,6 +4,7 @@
 pub mod args;
 mod report;
 mod run;
+mod subscribers;
 
 use crate::address::Channel;
 use crate::error::{Error, Result};
@@ -23,7 +24,7 @@ pub struct Output {
 }
 
 impl Output {
-    fn ok(json: serde_json::Value, text: impl Into<String>) -> Self {
+    pub(super) fn ok(json: serde_json::Value, text: impl Into<String>) -> Self {
         Output {
             json,
             text: text.into(),
@@ -52,12 +53,12 @@ pub(super) fn open_opts(cli: &Cli) -> Result<OpenOptions> {
     })
 }
 
-fn open(cli: &Cli) -> Result<Store> {
+pub(super) fn open(cli: &Cli) -> Result<Store> {
     Store::open(&cli.db, &open_opts(cli)?)
 }
 
 /// For commands that only read: nothing is written, so they work on a read-only file.
-fn open_read_only(cli: &Cli) -> Result<Store> {
+pub(super) fn open_read_only(cli: &Cli) -> Result<Store> {
     Store::open(
         &cli.db,
         &OpenOptions {
@@ -129,7 +130,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 .collect();
             Ok(Output::ok(json!({ "accounts": doc }), text))
         }
-        Command::Subscriber(cmd) => subscriber(cli, cmd),
+        Command::Subscriber(cmd) => subscribers::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
         Command::Campaign(cmd) => campaign(cli, cmd),
         Command::Run(a) => run::run(cli, a),
@@ -139,138 +140,6 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
         Command::Bench(a) => bench(a),
     }
-}
-
-fn subscriber(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
-    match cmd {
-        SubscriberCmd::List {
-            account,
-            status,
-            limit,
-            after,
-        } => {
-            if let Some(st) = status {
-                if !import::STATUSES.contains(&st.as_str()) {
-                    return Err(Error::invalid(format!(
-                        "unknown status {st:?} (pending, confirmed, unsubscribed, bounced)"
-                    )));
-                }
-            }
-            let store = open_read_only(cli)?;
-            let account = store.resolve_account(account)?;
-            let rows = store.list_subscribers(account, status.as_deref(), *after, *limit)?;
-            let mut text = String::from("ID\tEMAIL\tPHONE\tNAME\tSTATUS");
-            for r in &rows {
-                text.push_str(&format!(
-                    "\n{}\t{}\t{}\t{}\t{}",
-                    r.id,
-                    r.email.as_deref().unwrap_or("-"),
-                    r.phone.as_deref().unwrap_or("-"),
-                    r.name.as_deref().unwrap_or("-"),
-                    r.status
-                ));
-            }
-            let doc: Vec<_> = rows.iter().map(subscriber_json).collect();
-            Ok(Output::ok(json!({ "subscribers": doc }), text))
-        }
-        SubscriberCmd::Show {
-            account,
-            subscriber,
-        } => {
-            let store = open_read_only(cli)?;
-            let r = store.find_subscriber(store.resolve_account(account)?, subscriber)?;
-            let doc = subscriber_json(&r);
-            let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-            Ok(Output::ok(doc, text))
-        }
-        SubscriberCmd::Update {
-            account,
-            subscriber,
-            name,
-            status,
-            attrs,
-        } => {
-            let store = open(cli)?;
-            let account = store.resolve_account(account)?;
-            let changes = import::changes(name.as_deref(), status.as_deref(), attrs)?;
-            let id = store.find_subscriber(account, subscriber)?.id;
-            let r = store.update_subscriber(account, id, &changes)?;
-            Ok(Output::ok(
-                subscriber_json(&r),
-                format!("subscriber {} updated", r.id),
-            ))
-        }
-        SubscriberCmd::Remove {
-            account,
-            subscriber,
-        } => {
-            let store = open(cli)?;
-            let account = store.resolve_account(account)?;
-            let id = store.find_subscriber(account, subscriber)?.id;
-            store.remove_subscriber(account, id)?;
-            Ok(Output::ok(
-                json!({"id": id, "removed": true}),
-                format!("subscriber {id} removed (the ledger keeps its past sends)"),
-            ))
-        }
-        SubscriberCmd::Add {
-            account,
-            email,
-            phone,
-            name,
-            attrs,
-            status,
-        } => {
-            let attrs = attrs
-                .iter()
-                .map(|a| import::parse_attr(a))
-                .collect::<Result<Vec<_>>>()?;
-            let s = import::subscriber(
-                email.as_deref(),
-                phone.as_deref(),
-                name.as_deref(),
-                Some(status),
-                &attrs,
-            )?;
-            let store = open(cli)?;
-            let id = store.add_subscriber(store.resolve_account(account)?, &s)?;
-            Ok(Output::ok(json!({"id": id}), id.to_string()))
-        }
-        SubscriberCmd::Import {
-            account,
-            file,
-            skip_invalid,
-            delimiter,
-            encoding,
-        } => {
-            let format = import::CsvFormat {
-                delimiter: import::parse_delimiter(delimiter)?,
-                encoding: import::Encoding::parse(encoding)?,
-            };
-            let store = open(cli)?;
-            let account = store.resolve_account(account)?;
-            let rows = import::read_csv_with(file, *skip_invalid, format)?;
-            let report = store.import_subscribers(account, rows, *skip_invalid)?;
-            let mut text = format!("imported {} subscribers", report.imported);
-            if !report.skipped.is_empty() {
-                text.push_str(&format!(", skipped {}:", report.skipped.len()));
-                for s in &report.skipped {
-                    text.push_str(&format!("\n  line {}: {}", s.line, s.reason));
-                }
-            }
-            Ok(Output::ok(
-                serde_json::to_value(&report).unwrap_or_default(),
-                text,
-            ))
-        }
-    }
-}
-
-fn subscriber_json(r: &crate::store::SubscriberRow) -> serde_json::Value {
-    let attrs: serde_json::Value = serde_json::from_str(&r.attrs).unwrap_or_default();
-    json!({"id": r.id, "account_id": r.account_id, "email": r.email, "phone": r.phone,
-           "name": r.name, "status": r.status, "attrs": attrs,
-           "created_at": clock::format_ms(r.created_at)})
 }
 
 fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
@@ -344,69 +213,16 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             from,
             subject,
             body_file,
-        } => {
-            let ch = channel(ch)?;
-            let body = import::read_body_file("--body-file", body_file)?;
-            if name.trim().is_empty() {
-                return Err(Error::invalid("the campaign name is empty"));
-            }
-            crate::content::check(&crate::content::Content {
-                channel: ch,
-                sender: from.as_deref(),
-                subject: subject.as_deref(),
-                body: &body,
-            })?;
-            let store = open(cli)?;
-            let account = store.resolve_account(account)?;
-            let attrs = store.attribute_names(account)?;
-            let counts = store.variable_counts(account, ch)?;
-            template::check(subject.as_deref(), &body, &attrs, &counts)?;
-            let id = store.create_campaign(&NewCampaign {
-                account_id: account,
-                name: name.trim(),
-                channel: ch,
-                sender: from.as_deref(),
-                subject: subject.as_deref(),
-                body: &body,
-            })?;
-            if ch == Channel::Sms {
-                // The template before rendering: variables change the length per recipient.
-                let seg = crate::sms::segments(&body);
-                eprintln!("sms body (before variables): {seg}");
-                return Ok(Output::ok(json!({"id": id, "sms": seg}), id.to_string()));
-            }
-            Ok(Output::ok(json!({"id": id}), id.to_string()))
-        }
-        CampaignCmd::Approve { id, at } => {
-            let at = match at {
-                Some(s) => clock::parse_rfc3339_ms(s)?,
-                None => clock::now_ms(),
-            };
-            let store = open(cli)?;
-            // The content is frozen from here on: check it once more as the sending side will.
-            let c = store.campaign(*id)?;
-            crate::content::check(&crate::content::Content {
-                channel: c.channel,
-                sender: c.sender.as_deref(),
-                subject: c.subject.as_deref(),
-                body: &c.body,
-            })
-            .map_err(|e| {
-                e.context(&format!(
-                    "campaign {id} cannot be approved (it would fail for every recipient)"
-                ))
-            })?;
-            // Subscribers added since create may lack a variable the template prints.
-            let attrs = store.attribute_names(c.account_id)?;
-            let counts = store.variable_counts(c.account_id, c.channel)?;
-            template::check(c.subject.as_deref(), &c.body, &attrs, &counts)
-                .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
-            let c = store.approve_campaign(*id, at)?;
-            Ok(Output::ok(
-                json!({"id": id, "status": c.status, "scheduled_for": clock::format_ms(at)}),
-                format!("campaign {id} approved for {}", clock::format_ms(at)),
-            ))
-        }
+        } => campaign_create(
+            cli,
+            account,
+            name,
+            ch,
+            from.as_deref(),
+            subject.as_deref(),
+            body_file,
+        ),
+        CampaignCmd::Approve { id, at } => campaign_approve(cli, *id, at.as_deref()),
         CampaignCmd::List { account, status } => campaign_list(cli, account, status),
         CampaignCmd::Pause { id } => transition_out(open(cli)?.pause_campaign(*id)?),
         CampaignCmd::Resume { id } => transition_out(open(cli)?.resume_campaign(*id)?),
@@ -439,6 +255,82 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             Ok(Output::streamed())
         }
     }
+}
+
+/// `campaign create`: the content checked as the sending side will check it, the templates
+/// against the account's subscribers, then one draft.
+fn campaign_create(
+    cli: &Cli,
+    account: &str,
+    name: &str,
+    ch: &str,
+    from: Option<&str>,
+    subject: Option<&str>,
+    body_file: &std::path::Path,
+) -> Result<Output> {
+    let ch = channel(ch)?;
+    let body = import::read_body_file("--body-file", body_file)?;
+    if name.trim().is_empty() {
+        return Err(Error::invalid("the campaign name is empty"));
+    }
+    crate::content::check(&crate::content::Content {
+        channel: ch,
+        sender: from,
+        subject,
+        body: &body,
+    })?;
+    let store = open(cli)?;
+    let account = store.resolve_account(account)?;
+    let attrs = store.attribute_names(account)?;
+    let counts = store.variable_counts(account, ch)?;
+    template::check(subject, &body, &attrs, &counts)?;
+    let id = store.create_campaign(&NewCampaign {
+        account_id: account,
+        name: name.trim(),
+        channel: ch,
+        sender: from,
+        subject,
+        body: &body,
+    })?;
+    if ch == Channel::Sms {
+        // The template before rendering: variables change the length per recipient.
+        let seg = crate::sms::segments(&body);
+        let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
+        return Ok(Output::ok(json!({"id": id, "sms": seg}), id.to_string()));
+    }
+    Ok(Output::ok(json!({"id": id}), id.to_string()))
+}
+
+/// `campaign approve`: content frozen from here on, so it is checked once more first.
+fn campaign_approve(cli: &Cli, id: i64, at: Option<&str>) -> Result<Output> {
+    let at = match at {
+        Some(s) => clock::parse_rfc3339_ms(s)?,
+        None => clock::now_ms(),
+    };
+    let store = open(cli)?;
+    // The content is frozen from here on: check it once more as the sending side will.
+    let c = store.campaign(id)?;
+    crate::content::check(&crate::content::Content {
+        channel: c.channel,
+        sender: c.sender.as_deref(),
+        subject: c.subject.as_deref(),
+        body: &c.body,
+    })
+    .map_err(|e| {
+        e.context(&format!(
+            "campaign {id} cannot be approved (it would fail for every recipient)"
+        ))
+    })?;
+    // Subscribers added since create may lack a variable the template prints.
+    let attrs = store.attribute_names(c.account_id)?;
+    let counts = store.variable_counts(c.account_id, c.channel)?;
+    template::check(c.subject.as_deref(), &c.body, &attrs, &counts)
+        .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
+    let c = store.approve_campaign(id, at)?;
+    Ok(Output::ok(
+        json!({"id": id, "status": c.status, "scheduled_for": clock::format_ms(at)}),
+        format!("campaign {id} approved for {}", clock::format_ms(at)),
+    ))
 }
 
 fn campaign_list(cli: &Cli, account: &Option<String>, status: &Option<String>) -> Result<Output> {
