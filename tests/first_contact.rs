@@ -260,8 +260,10 @@ fn every_argument_has_a_description() {
     let env = Env::new();
     let help = env.ok(&["campaign", "create", "--help"]);
     assert!(help.contains("required for email"), "{help}");
-    let fake = env.ok(&["fake-provider", "--help"]);
-    assert!(!fake.contains("--db"), "{fake}");
+    for cmd in ["fake-provider", "bench", "notify", "demo"] {
+        let help = env.ok(&[cmd, "--help"]);
+        assert!(!help.contains("--db"), "{cmd}: {help}");
+    }
     let r = env.run(&["doubts", "resolve", "1"]);
     assert_eq!(r.code, 2);
     assert!(

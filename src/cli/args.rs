@@ -62,6 +62,10 @@ pub enum Command {
         /// Directory for the files (default: a new temporary directory).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// Not used: the demo makes its own database in --dir (hidden, ignored; keeps the
+        /// global `--db` out of this command's help).
+        #[arg(long = "db", hide = true)]
+        db: Option<PathBuf>,
     },
     /// Tenants.
     #[command(subcommand)]
@@ -120,6 +124,11 @@ pub enum SyncArg {
 /// `sendonce bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
+    /// Not used: the bench makes its own databases (see --dir). This hidden local copy keeps the global `--db` out of this
+    /// command's help (clap propagates a global value into it; it is ignored).
+    #[arg(long = "db", hide = true)]
+    pub db: Option<PathBuf>,
+
     /// Recipients for the limit and pipeline sections.
     #[arg(long, default_value_t = 100_000)]
     pub recipients: u64,
@@ -487,6 +496,11 @@ pub struct FakeProviderArgs {
 
 #[derive(Args, Debug)]
 pub struct NotifyArgs {
+    /// Not used: notify keeps its ledger in --state. This hidden local copy keeps the global `--db` out of this
+    /// command's help (clap propagates a global value into it; it is ignored).
+    #[arg(long = "db", hide = true)]
+    pub db: Option<PathBuf>,
+
     /// Recipient: an email address or an E.164 phone number (+14155550100). Repeatable.
     #[arg(long, required = true)]
     pub to: Vec<String>,

@@ -95,7 +95,9 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                 ),
             ))
         }
-        Command::Demo { recipients, dir } => {
+        Command::Demo {
+            recipients, dir, ..
+        } => {
             let report = crate::demo::run(*recipients, dir.as_deref())?;
             let text = report.text();
             Ok(Output {
