@@ -60,7 +60,8 @@ impl Error {
             format!(
                 "the database file is damaged: {what}. Nothing of this transaction was \
                  committed and the worker stopped, so that the damage cannot turn into sending. \
-                 Check the file with `sqlite3 FILE 'PRAGMA integrity_check'` and restore a backup"
+                 Check the file with `sqlite3 FILE 'PRAGMA integrity_check'` before anything \
+                 else runs on it (a backup older than the last sends would send them again)"
             ),
         )
     }

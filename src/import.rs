@@ -156,7 +156,11 @@ pub fn subscriber(
                 "attribute {k:?} would hide the built-in variable of that name"
             )));
         }
-        map.insert(k.to_string(), serde_json::Value::String(v.clone()));
+        // An empty cell is a missing value, as for `name`: templates then see it as missing
+        // (refused at create, or filled by `default(...)`), never as empty text.
+        if !v.trim().is_empty() {
+            map.insert(k.to_string(), serde_json::Value::String(v.clone()));
+        }
     }
     Ok(NewSubscriber {
         email,

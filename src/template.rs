@@ -139,12 +139,14 @@ fn needed_vars(env: &Environment<'_>, which: &str, source: &str) -> Result<Vec<S
             v.split('.').next().unwrap_or(v)
         )));
     }
-    let mut needed: Vec<String> = t
-        .undeclared_variables(false)
-        .into_iter()
-        .filter(|v| !globals.contains(v.as_str()))
-        .filter(|v| unguarded.as_ref().is_none_or(|u| u.contains(v)))
-        .collect();
+    // The walk sees `{% set name = name | title %}` read `name` before assigning it, which
+    // minijinja's own list misses; it is the list used whenever the walk could follow the
+    // template (and minijinja's where it could not: every variable counts as unguarded).
+    let mut needed: Vec<String> = match unguarded {
+        Some(u) => u.into_iter().collect(),
+        None => t.undeclared_variables(false).into_iter().collect(),
+    };
+    needed.retain(|v| !globals.contains(v.as_str()));
     needed.sort();
     Ok(needed)
 }
@@ -300,7 +302,18 @@ mod tests {
         );
         let e = check(None, "{{ phone }}", &attrs, &counts).unwrap_err();
         assert!(e.message.contains("`phone`"), "{}", e.message);
+        // Reassigning a variable from itself still reads it first.
+        let e = check(
+            None,
+            "{% set nickname = nickname | title %}Hi {{ nickname }}",
+            &attrs,
+            &counts,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("`nickname`"), "{}", e.message);
         for ok in [
+            "{% set greeting = 'Hi' %}{{ greeting }} {{ name }}",
+            "{% for c in [city] %}{{ c }}{{ loop.index }}{% endfor %}",
             "Hi {{ nickname | default('friend') | title }}",
             "{% if nickname %}Hi {{ nickname }}{% endif %}",
             "{{ unknown_to_all | d('x') }}{% if other is defined %}{{ other }}{% endif %}",

@@ -8,7 +8,7 @@
 //! database statement or transaction is open across a provider call or an `.await`: every store
 //! call runs to completion on a blocking thread.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::model::idempotency_key;
 use crate::provider::{CallResult, Lookup, Message, Provider};
 use crate::routes::{Route, Routes};
@@ -84,6 +84,8 @@ pub struct Summary {
     /// Sends the provider reported as already accepted under their key ("same key, different
     /// payload"): recorded as sent, never resent, but the content changed between attempts.
     pub already_accepted: u64,
+    /// Acceptances of rows already sent (see `RecordStats::double_confirmations`).
+    pub double_confirmations: u64,
     /// In-doubt rows settled by looking them up at the provider.
     pub reconciled: u64,
     pub campaigns_started: Vec<i64>,
@@ -99,6 +101,7 @@ impl Summary {
         self.sent += s.sent + s.late_confirmations;
         self.late_confirmations += s.late_confirmations;
         self.already_accepted += s.already_accepted;
+        self.double_confirmations += s.double_confirmations;
         self.failed += s.failed;
         self.retried += s.retried;
         self.moved_in_doubt += s.in_doubt;
@@ -264,6 +267,9 @@ pub async fn run_routed(
     let mut last_maintenance: Option<Instant> = None;
     let mut stopping = false;
     let mut drain_until: Option<tokio::time::Instant> = None;
+    // Damage found by a claim: no new claims; the calls in flight finish and are recorded,
+    // then the worker stops with this error.
+    let mut damaged: Option<Error> = None;
     // When rows wait for rate-limit tokens: how long until the next one.
     let mut rate_wait: Option<Duration>;
     tokio::pin!(shutdown);
@@ -415,7 +421,19 @@ pub async fn run_routed(
                 let group = std::mem::take(&mut outcomes);
                 let now = req.now;
                 let (stats, got) =
-                    blocking(&ledger, move |l| l.cycle(&group, Some(&req), now)).await?;
+                    match blocking(&ledger, move |l| l.cycle(&group, Some(&req), now)).await {
+                        Ok(x) => x,
+                        Err(e) if e.kind == ErrorKind::Damaged => {
+                            tracing::error!(error = %e.message, in_flight = inflight.len(),
+                                "ledger damage: no new claims; recording the calls in flight, \
+                                 then stopping");
+                            damaged = Some(e);
+                            stopping = true;
+                            drain_until = Some(tokio::time::Instant::now() + cfg.drain_deadline);
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    };
                 committed = true;
                 summary.add(&stats);
                 summary.suppressed += got.suppressed;
@@ -616,7 +634,10 @@ pub async fn run_routed(
     flush(&ledger, &mut outcomes, &mut summary).await?;
     tracing::info!(worker = %cfg.worker_id, claimed = summary.claimed, sent = summary.sent,
         failed = summary.failed, in_doubt = summary.moved_in_doubt, "worker stopped");
-    Ok(summary)
+    match damaged {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
 }
 
 /// Ask the provider about rows in doubt it can look up: found means sent, an authoritative

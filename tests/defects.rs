@@ -94,6 +94,63 @@ fn a_damaged_status_stops_the_worker_and_sends_nothing_twice() {
     );
 }
 
+/// Flip the status byte of one row (`queued` -> `quyued`), leaving its claim-index entry.
+fn damage_status(env: &Env, cid: i64, sub: usize) {
+    let mut bytes = std::fs::read(&env.db).unwrap();
+    let job = format!("campaign:{cid}:sub:{sub}@");
+    let at = bytes
+        .windows(job.len())
+        .position(|w| w == job.as_bytes())
+        .expect("the row's job id is in the file");
+    let end = (at + 600).min(bytes.len());
+    let rel = bytes[at..end]
+        .windows(6)
+        .position(|w| w == b"queued")
+        .expect("the row's status follows its job id");
+    bytes[at + rel + 2] = b'y';
+    std::fs::write(&env.db, &bytes).unwrap();
+}
+
+/// Damage met mid-campaign: the worker stops claiming, but what it already sent is recorded
+/// (the outcomes that shared the failing claim's transaction are committed on their own, and
+/// the calls in flight finish first), so the ledger matches the provider exactly.
+#[test]
+fn damage_mid_campaign_still_records_every_delivery() {
+    let env = Env::new();
+    let cid = built_campaign(&env, 40);
+    damage_status(&env, cid, 30);
+    let outbox = env.path("out.jsonl");
+    let mut cmd = env.cmd();
+    cmd.args([
+        "run",
+        "--once",
+        "--tick",
+        "20ms",
+        "--batch",
+        "4",
+        "--concurrency",
+        "4",
+        "--provider",
+    ])
+    .arg(format!("outbox:{}?idempotent=false", outbox.display()));
+    let (code, stderr) = run_with_deadline(cmd, Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{stderr}");
+    let delivered = common::deliveries(&outbox);
+    assert!(delivered.values().all(|&n| n == 1), "{delivered:?}");
+    assert!(
+        !delivered.is_empty() && delivered.len() < 40,
+        "{delivered:?}"
+    );
+    let sent = env.count("SELECT count(*) FROM sends WHERE status = 'sent'");
+    assert_eq!(
+        sent as usize,
+        delivered.len(),
+        "every delivery is recorded as sent"
+    );
+    let leased = env.count("SELECT count(*) FROM sends WHERE status = 'leased'");
+    assert_eq!(leased, 0, "no call was left without its outcome");
+}
+
 /// Two fresh databases both start at campaign 1, subscriber 1. Sharing one provider (here one
 /// outbox, which honours idempotency keys like Resend does), the second must really deliver,
 /// not be answered as a replay of the first. A copy of a file keeps its installation id.
@@ -230,6 +287,10 @@ fn read_only_commands_work_on_a_read_only_file() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = run(&["suppress", "list", "--account", "1"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // A snapshot cannot be followed: it would never see the writes of others.
+    let r = run(&["campaign", "status", "--watch", &cid]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot follow"), "{}", r.stderr);
     // A writing command fails cleanly.
     let r = run(&["campaign", "pause", &cid]);
     assert_eq!(r.code, 1, "{}", r.stderr);
@@ -464,6 +525,10 @@ fn same_key_with_other_content_is_recorded_as_sent_and_reported() {
     let (_acct, cid) = env.setup_campaign(1);
     env.ok(&["campaign", "approve", &cid]);
     let backup = env.path("backup.db");
+    // A backup taken properly: everything committed is in the main file first.
+    env.sqlite()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
     std::fs::copy(&env.db, &backup).unwrap();
     let log = env.path("fake.jsonl");
     let fake = common::Fake::start(&log, &[]);

@@ -172,6 +172,10 @@ fn things_can_be_listed_and_accounts_named() {
         "user0@example.com",
     ]);
     assert_eq!(r.code, 2);
+    // Its address is suppressed, so a row already queued for it is not sent either.
+    let sup = json(&env.ok(&["--json", "suppress", "list", "--account", "acme"]));
+    assert_eq!(sup["suppressions"][0]["address"], "user0@example.com");
+    assert_eq!(sup["suppressions"][0]["reason"], "subscriber removed");
     // Adding the address again brings the subscriber back under its old id.
     let again = env.ok(&[
         "subscriber",
@@ -182,6 +186,8 @@ fn things_can_be_listed_and_accounts_named() {
         "user0@example.com",
     ]);
     assert_eq!(again, "1");
+    let sup = json(&env.ok(&["--json", "suppress", "list", "--account", "acme"]));
+    assert!(sup["suppressions"].as_array().unwrap().is_empty(), "{sup}");
 }
 
 /// Someone suppressed before the list was built is in status and report, with the reason.
@@ -316,14 +322,19 @@ fn watch_prints_lines_when_piped() {
     let env = Env::new();
     let (_a, cid) = env.setup_campaign(300);
     env.ok(&["campaign", "approve", &cid]);
-    let watch = env
+    let mut watch = env
         .cmd()
         .args(["campaign", "status", "--watch", &cid])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // The first line (approved, nothing sent) is printed before anything runs.
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    assert!(first.contains("0/0 approved"), "{first}");
     env.ok(&[
         "run",
         "--once",
@@ -334,9 +345,11 @@ fn watch_prints_lines_when_piped() {
         "--concurrency",
         "4",
     ]);
-    let out = watch.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0));
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    let status = watch.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let stdout = format!("{first}{rest}");
     let lines: Vec<&str> = stdout
         .lines()
         .filter(|l| l.contains(&format!("campaign {cid}:")))

@@ -232,6 +232,14 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
         CampaignCmd::Status { id, watch } => {
             let store = open_read_only(cli)?;
             if *watch {
+                if store.is_snapshot() {
+                    return Err(Error::invalid(format!(
+                        "cannot follow {}: it is read-only in a directory you cannot write, \
+                         so SQLite cannot see other processes' writes (run without --watch, or \
+                         as a user who can write the directory)",
+                        cli.db.display()
+                    )));
+                }
                 watch_status(&store, *id, cli.json)?;
             }
             let s = store.status_counts(*id)?;

@@ -83,6 +83,11 @@ fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -
             ],
         )?;
         if n == 1 {
+            tx.execute(
+                "DELETE FROM suppressions WHERE account_id = ?1 AND source = 'removal'
+                 AND ((channel = 'email' AND address = ?2) OR (channel = 'sms' AND address = ?3))",
+                params![account_id, s.email.as_ref().map(|e| &e.1), s.phone],
+            )?;
             return Ok(id);
         }
     }
@@ -119,6 +124,12 @@ impl Store {
         let name = name.trim();
         if name.is_empty() {
             return Err(Error::invalid("the account name is empty"));
+        }
+        if name.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::invalid(format!(
+                "the account name {name:?} is all digits: commands take an account by id or by \
+                 name, so it would read as an id; add a letter"
+            )));
         }
         self.write(|tx| {
             let exists: Option<i64> = tx

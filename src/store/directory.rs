@@ -250,7 +250,8 @@ impl Store {
     }
 
     /// Remove a subscriber: blanked (no name, no attributes, `unsubscribed`), listed nowhere
-    /// and never sent to; the ledger rows of past sends keep naming it. The row itself stays
+    /// and never sent to (its addresses are suppressed, so rows already queued for it are not
+    /// sent either); the ledger rows of past sends keep naming it. The row itself stays
     /// (deleting it would have to search the whole ledger for rows that name it); adding the
     /// same address again brings it back.
     pub fn remove_subscriber(&self, account: i64, id: i64) -> Result<()> {
@@ -267,6 +268,18 @@ impl Store {
                     "no subscriber {id} in account {account}"
                 )));
             }
+            // Rows already queued for this subscriber must not go out either: the claim
+            // checks suppressions, so its addresses are suppressed (undone if it is re-added).
+            tx.execute(
+                "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+                 SELECT account_id, 'email', email_norm, 'subscriber removed', 'removal', ?2
+                 FROM subscribers WHERE id = ?1 AND email_norm IS NOT NULL
+                 UNION ALL
+                 SELECT account_id, 'sms', phone, 'subscriber removed', 'removal', ?2
+                 FROM subscribers WHERE id = ?1 AND phone IS NOT NULL
+                 ON CONFLICT DO NOTHING",
+                params![id, now],
+            )?;
             Ok(())
         })
     }

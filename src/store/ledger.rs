@@ -115,7 +115,8 @@ pub struct RecordStats {
     /// Acceptances without a provider id: the provider reported the key as already used
     /// (for a key API, "same key, different payload"). Recorded as sent, never resent.
     pub already_accepted: u64,
-    /// Acceptances of a row already `sent` with the same provider id (a replayed key).
+    /// Acceptances of a row already `sent` (a replayed key; or another provider id, noted on
+    /// the row as a possible second delivery).
     pub double_confirmations: u64,
 }
 
@@ -293,14 +294,24 @@ impl Ledger for Store {
         if records.is_empty() && claim.is_none() {
             return Ok((RecordStats::default(), Claimed::default()));
         }
-        let (stats, got) = self.write(|tx| {
+        let both = self.write(|tx| {
             let stats = record_tx(tx, records, now)?;
             let got = match claim {
                 Some(req) => claim_tx(tx, req, true)?,
                 None => Claimed::default(),
             };
             Ok((stats, got))
-        })?;
+        });
+        let (stats, got) = match both {
+            Ok(x) => x,
+            // The claim found damage and rolled everything back: the outcomes of calls that
+            // did finish are still the truth, so they are committed on their own first.
+            Err(e) if e.kind == crate::error::ErrorKind::Damaged && !records.is_empty() => {
+                self.write(|tx| record_tx(tx, records, now))?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         if !records.is_empty() {
             crash::point("after_confirm_commit");
         }
@@ -582,35 +593,43 @@ fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -
 }
 
 /// An acceptance for a row that is already `sent`. The same provider id (a replay of the same
-/// key) or no id (the provider said "already accepted") is a benign repeat; a second, different
-/// provider id means the message went out twice, and a row that does not exist means the file
-/// is damaged: both stop the worker.
+/// key) or none (the provider said "already accepted") is a benign repeat. A different id can
+/// happen with an intact file (an operator requeued a row in doubt and it was sent again before
+/// the first call's late "yes" arrived; a provider that gives a replay a new id): it is not
+/// damage, but it may mean two deliveries, so the row says so and the run counts it. A row that
+/// does not exist at all means the file is damaged.
 fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str>) -> Result<()> {
-    let row: Option<(String, Option<String>)> = tx
+    let stored: Option<Option<String>> = tx
         .prepare_cached(RECORD_CHECK_ROW)?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row([id], |r| r.get(1))
         .optional()?;
-    match row {
-        None => Err(Error::damaged(format!(
+    let Some(stored) = stored else {
+        return Err(Error::damaged(format!(
             "a provider accepted send {id}, which is not in the ledger"
-        ))),
-        Some((status, stored)) => match (provider_id, stored.as_deref()) {
-            (Some(ours), Some(theirs)) if ours != theirs => Err(Error::damaged(format!(
-                "send {id} was confirmed twice with different provider ids \
-                 ({theirs:?}, then {ours:?}): it was delivered twice"
-            ))),
-            _ if status != "sent" => Err(Error::damaged(format!(
-                "an acceptance of send {id} could not be recorded (status {status:?})"
-            ))),
-            _ => {
-                tracing::warn!(
-                    send_id = id,
-                    "a second confirmation of a sent row (same key)"
-                );
-                Ok(())
-            }
-        },
+        )));
+    };
+    match (provider_id, stored.as_deref()) {
+        (Some(ours), Some(theirs)) if ours != theirs => {
+            tracing::warn!(
+                send_id = id,
+                first = theirs,
+                second = ours,
+                "a sent row was confirmed again with another provider id: it may have been \
+                 delivered twice"
+            );
+            let note = format!(
+                "confirmed again with another provider id ({ours}): it may have been delivered \
+                 twice"
+            );
+            tx.prepare_cached(RECORD_NOTE_TWICE)?
+                .execute(params![id, note])?;
+        }
+        _ => tracing::warn!(
+            send_id = id,
+            "a second confirmation of a sent row (same key)"
+        ),
     }
+    Ok(())
 }
 
 /// Apply a group of outcomes, each fenced on its lease token.
@@ -793,6 +812,9 @@ const RECORD_LATE: &str =
 
 const RECORD_CHECK_ROW: &str = "SELECT status, provider_message_id FROM sends WHERE id = ?1";
 
+const RECORD_NOTE_TWICE: &str =
+    "UPDATE sends SET last_error = coalesce(last_error || '; ', '') || ?2 WHERE id = ?1";
+
 const RECORD_FAILED: &str = "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
      lease_token = NULL
      WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
@@ -867,6 +889,7 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
         ("record: sent (fenced)", RECORD_SENT),
         ("record: late confirmation", RECORD_LATE),
         ("record: check a twice-confirmed row", RECORD_CHECK_ROW),
+        ("record: note a twice-confirmed row", RECORD_NOTE_TWICE),
         ("record: failed", RECORD_FAILED),
         ("record: add suppression", RECORD_ADD_SUPPRESSION),
         ("record: retry", RECORD_RETRY),

@@ -91,6 +91,9 @@ impl Default for OpenOptions {
 pub struct Store {
     pool: r2d2::Pool<SqliteConnectionManager>,
     path: PathBuf,
+    /// Opened as an immutable snapshot (read-only, no `-shm` could be made): it does not see
+    /// later writes by other processes.
+    snapshot: bool,
 }
 
 type Conn = r2d2::PooledConnection<SqliteConnectionManager>;
@@ -246,7 +249,15 @@ impl Store {
         Ok(Store {
             pool,
             path: path.to_path_buf(),
+            snapshot: flags.contains(OpenFlags::SQLITE_OPEN_URI),
         })
+    }
+
+    /// True when the file was opened as an immutable snapshot: a read-only file in a directory
+    /// we cannot write, with no process holding it open at that moment. Such a store does not
+    /// see later writes; commands that follow a file over time refuse it.
+    pub fn is_snapshot(&self) -> bool {
+        self.snapshot
     }
 
     /// The id of this database file (created with it; a copy keeps it). Part of every campaign
@@ -346,6 +357,14 @@ fn first_connection(
         }
     }
     let identity = identity?;
+    if identity == Identity::Blank && !opts.create {
+        return Err(Error::invalid(format!(
+            "{} is a SQLite file without any tables, not a sendonce database; nothing was \
+             changed (`sendonce init --db {}` makes it one)",
+            path.display(),
+            path.display()
+        )));
+    }
     if opts.read_only {
         if identity == Identity::Blank {
             return Err(Error::invalid(format!(
@@ -353,7 +372,16 @@ fn first_connection(
                 path.display()
             )));
         }
-        check_version(&conn)?;
+        let version = check_version(&conn)?;
+        if version < SCHEMA_VERSION {
+            return Err(Error::db(format!(
+                "{} has schema version {version}, older than this binary's {SCHEMA_VERSION}: \
+                 run `sendonce init --db {}` once to upgrade it (this command only reads, so \
+                 it changed nothing)",
+                path.display(),
+                path.display()
+            )));
+        }
         return Ok((target, flags));
     }
     let mode: String = conn
