@@ -583,3 +583,43 @@ fn same_key_with_other_content_is_recorded_as_sent_and_reported() {
     );
     assert_eq!(common::deliveries(&log).len(), 1, "one real delivery");
 }
+
+/// A SQLite file with no tables at all is not a database of ours either (only `init` makes one).
+#[test]
+fn a_sqlite_file_without_tables_is_refused_except_by_init() {
+    let env = Env::new();
+    {
+        let c = rusqlite::Connection::open(&env.db).unwrap();
+        let mode: String = c
+            .query_row("PRAGMA journal_mode=wal", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+    let r = env.run(&["account", "add", "acme"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("without any tables"), "{}", r.stderr);
+    assert_eq!(env.count("SELECT count(*) FROM sqlite_schema"), 0);
+    env.ok(&["init"]);
+    env.ok(&["account", "add", "acme"]);
+    // An all-digit name would read as an id wherever an account is taken.
+    let r = env.run(&["account", "add", "2"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("all digits"), "{}", r.stderr);
+}
+
+/// A read-only command on a file of an older schema changes nothing and says how to upgrade.
+#[test]
+fn read_only_commands_on_an_older_schema_say_to_run_init() {
+    let env = Env::new();
+    env.setup_account();
+    env.sqlite()
+        .execute_batch("ALTER TABLE subscribers DROP COLUMN removed_at; PRAGMA user_version = 2;")
+        .unwrap();
+    let r = env.run(&["subscriber", "list", "--account", "acme"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("sendonce init"), "{}", r.stderr);
+    assert_eq!(env.count("PRAGMA user_version"), 2, "nothing was changed");
+    env.ok(&["init"]);
+    assert_eq!(env.count("PRAGMA user_version"), 3);
+    env.ok(&["subscriber", "list", "--account", "acme"]);
+}

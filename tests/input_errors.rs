@@ -429,3 +429,32 @@ fn a_variable_missing_at_send_time_fails_the_row_instead_of_printing_nothing() {
         "{err}"
     );
 }
+
+/// An empty CSV cell is a missing value: a template that prints it without a default is
+/// refused, and `default(...)` fills it.
+#[test]
+fn empty_csv_cells_are_missing_values() {
+    let env = Env::new();
+    let acct = env.setup_account();
+    let f = env.write("s.csv", "email,nickname\na@x.com,Al\nb@x.com,\n");
+    env.ok(&[
+        "subscriber",
+        "import",
+        "--account",
+        &acct,
+        f.to_str().unwrap(),
+    ]);
+    let r = create(&env, &acct, "Hi", "Hi {{ nickname }}!\n");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("nickname"), "{}", r.stderr);
+    let r = create(
+        &env,
+        &acct,
+        "Hi",
+        "Hi {{ nickname | default(\"friend\") }}!\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let sent = send(&env, r.stdout.trim());
+    let bodies: Vec<&str> = sent.iter().map(|s| s.2.as_str()).collect();
+    assert_eq!(bodies, ["Hi Al!\n", "Hi friend!\n"], "{sent:?}");
+}
