@@ -623,3 +623,61 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     assert_eq!(env.count("PRAGMA user_version"), 3);
     env.ok(&["subscriber", "list", "--account", "acme"]);
 }
+
+/// A provider answering with a huge error body is read only up to a cap: the run's memory stays
+/// small, and what is stored is a short excerpt.
+#[test]
+fn a_huge_error_body_is_read_only_up_to_a_cap() {
+    use std::io::{Read, Write};
+    const BODY: usize = 64 * 1024 * 1024;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let Ok((mut sock, _)) = listener.accept() else {
+            return;
+        };
+        let mut buf = [0u8; 65536];
+        let _ = sock.read(&mut buf);
+        let head = format!(
+            "HTTP/1.1 500 Internal Server Error\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n"
+        );
+        let _ = sock.write_all(head.as_bytes());
+        let chunk = vec![b'x'; 65536];
+        let mut sent = 0;
+        while sent < BODY {
+            if sock.write_all(&chunk).is_err() {
+                break;
+            }
+            sent += chunk.len();
+        }
+    });
+    let env = Env::new();
+    let (_a, cid) = env.setup_campaign(1);
+    env.ok(&["campaign", "approve", &cid]);
+    let spec = format!("webhook:http://{addr}/send#timeout=20s");
+    let r = env.run(&[
+        "--json",
+        "run",
+        "--once",
+        "--tick",
+        "20ms",
+        "--report-peak-rss",
+        "--provider",
+        &spec,
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_default();
+    let rss = doc["peak_rss_kib"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        rss < 48 * 1024,
+        "peak RSS {rss} KiB for a 64 MiB error body: {}",
+        r.stderr
+    );
+    let reason: String = env
+        .sqlite()
+        .query_row("SELECT coalesce(last_error, '') FROM sends", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(reason.contains("500") && reason.len() < 1024, "{reason}");
+    let _ = server.join();
+}

@@ -182,9 +182,26 @@ pub(super) async fn exchange(
     };
     let status = resp.status();
     let headers = resp.headers().clone();
-    let body = resp.bytes().await.unwrap_or_default();
+    let body = body_capped(resp).await;
     let body = redact::redact_bytes(&body, std::slice::from_ref(secret));
     redact(classify(status, &headers, &body), secret)
+}
+
+/// The most of a response body that is read: an answer is a few hundred bytes; a larger one
+/// (an HTML error page, a hostile server) is cut here, before it is scrubbed and excerpted.
+pub(super) const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Read a response body, at most [`MAX_BODY_BYTES`]; a body that fails midway keeps what came.
+pub(super) async fn body_capped(mut resp: reqwest::Response) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        let room = MAX_BODY_BYTES.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() >= MAX_BODY_BYTES {
+            break;
+        }
+    }
+    out
 }
 
 /// A 2xx answer: accepted, with the message id from the JSON body's `field`.

@@ -140,7 +140,7 @@ impl Webhook {
         let headers = resp.headers().clone();
         // A body that cannot be read does not change what the status says. It is scrubbed
         // before the excerpt is cut from it.
-        let body = resp.bytes().await.unwrap_or_default();
+        let body = super::httpapi::body_capped(resp).await;
         let body = redact::redact_bytes(&body, &self.secrets);
         redact::redact_result(classify_response(status, &headers, &body), &self.secrets)
     }
