@@ -134,14 +134,18 @@ fn check_header(path: &Path) -> Result<FileState> {
 }
 
 /// For a read-only open of a WAL database whose directory we cannot write (so SQLite cannot
-/// make the `-shm` index): when no process holds it open (no `-wal` file, or an empty one),
-/// the file alone is the database and can be opened as immutable. `None` otherwise.
+/// make the `-shm` index): when no process holds it open (neither `-wal` nor `-shm` beside
+/// it), the file alone is the database and can be opened as an immutable snapshot. `None`
+/// otherwise (then the open fails with SQLite's read-only error, which names the directory).
 fn immutable_uri(path: &Path) -> Option<String> {
-    let wal = PathBuf::from(format!("{}-wal", path.display()));
-    match std::fs::metadata(&wal) {
-        Ok(m) if m.len() > 0 => return None,
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return None,
-        _ => {}
+    // A process that has the file open keeps both files beside it (a checkpoint may leave the
+    // -wal empty, but not gone); their absence is what says nobody is writing now.
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        match std::fs::symlink_metadata(&side) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            _ => return None,
+        }
     }
     let abs = std::path::absolute(path).ok()?;
     let text = abs.to_str()?;
