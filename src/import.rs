@@ -95,7 +95,31 @@ pub fn subscriber(
     status: Option<&str>,
     attrs: &[(String, String)],
 ) -> Result<NewSubscriber> {
-    // Sizes first, so that no later message quotes a huge value.
+    check_sizes(email, phone, name, status, attrs)?;
+    let email = email.filter(|s| !s.trim().is_empty());
+    let phone = phone.filter(|s| !s.trim().is_empty());
+    if email.is_none() && phone.is_none() {
+        return Err(Error::invalid(
+            "a subscriber needs an email address or a phone number",
+        ));
+    }
+    Ok(NewSubscriber {
+        email: email.map(normalize_email).transpose()?,
+        phone: phone.map(normalize_phone).transpose()?,
+        name: clean_name(name),
+        status: check_status(status)?.to_string(),
+        attrs: attrs_json(attrs, false)?,
+    })
+}
+
+/// Sizes first, so that no later message quotes a huge value.
+fn check_sizes(
+    email: Option<&str>,
+    phone: Option<&str>,
+    name: Option<&str>,
+    status: Option<&str>,
+    attrs: &[(String, String)],
+) -> Result<()> {
     for (what, v) in [
         ("the email address", email),
         ("the phone number", phone),
@@ -124,15 +148,16 @@ pub fn subscriber(
             ));
         }
     }
-    let email = email.filter(|s| !s.trim().is_empty());
-    let phone = phone.filter(|s| !s.trim().is_empty());
-    if email.is_none() && phone.is_none() {
-        return Err(Error::invalid(
-            "a subscriber needs an email address or a phone number",
-        ));
-    }
-    let email = email.map(normalize_email).transpose()?;
-    let phone = phone.map(normalize_phone).transpose()?;
+    Ok(())
+}
+
+/// A display name, trimmed; empty means none.
+fn clean_name(name: Option<&str>) -> Option<String> {
+    name.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// One of [`STATUSES`]; none or empty means `confirmed`.
+fn check_status(status: Option<&str>) -> Result<&str> {
     let status = status
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -143,6 +168,14 @@ pub fn subscriber(
             STATUSES.join(", ")
         )));
     }
+    Ok(status)
+}
+
+/// The attributes as a JSON object. An empty value is a missing value, as for `name`:
+/// templates then see it as missing (refused at create, or filled by `default(...)`), never as
+/// empty text. With `empty_as_null` (an update, merged with `json_patch`), an empty value is
+/// written as `null`, which removes the attribute.
+fn attrs_json(attrs: &[(String, String)], empty_as_null: bool) -> Result<String> {
     let mut map = serde_json::Map::new();
     for (k, v) in attrs {
         let k = k.trim();
@@ -156,22 +189,17 @@ pub fn subscriber(
                 "attribute {k:?} would hide the built-in variable of that name"
             )));
         }
-        // An empty cell is a missing value, as for `name`: templates then see it as missing
-        // (refused at create, or filled by `default(...)`), never as empty text.
         if !v.trim().is_empty() {
             map.insert(k.to_string(), serde_json::Value::String(v.clone()));
+        } else if empty_as_null {
+            map.insert(k.to_string(), serde_json::Value::Null);
         }
     }
-    Ok(NewSubscriber {
-        email,
-        phone,
-        name: name.map(|s| s.trim().to_string()).filter(|s| !s.is_empty()),
-        status: status.to_string(),
-        attrs: serde_json::Value::Object(map).to_string(),
-    })
+    Ok(serde_json::Value::Object(map).to_string())
 }
 
-/// Validate the fields `subscriber update` changes (the same rules as [`subscriber`]).
+/// Validate the fields `subscriber update` changes (the same rules as [`subscriber`]);
+/// `--attr key=` (empty) removes an attribute.
 pub fn changes(
     name: Option<&str>,
     status: Option<&str>,
@@ -186,12 +214,18 @@ pub fn changes(
         .iter()
         .map(|a| parse_attr(a))
         .collect::<Result<Vec<_>>>()?;
-    // Reuse the full check with a placeholder address: it validates status and attributes.
-    let checked = subscriber(Some("x@example.org"), None, name, status, &pairs)?;
+    check_sizes(None, None, name, status, &pairs)?;
     Ok(crate::store::SubscriberChanges {
-        name: name.and(checked.name),
-        status: status.map(|_| checked.status),
-        attrs: (!pairs.is_empty()).then_some(checked.attrs),
+        name: clean_name(name),
+        status: status
+            .map(|s| check_status(Some(s)))
+            .transpose()?
+            .map(str::to_string),
+        attrs: if pairs.is_empty() {
+            None
+        } else {
+            Some(attrs_json(&pairs, true)?)
+        },
     })
 }
 

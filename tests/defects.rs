@@ -296,6 +296,13 @@ fn read_only_commands_work_on_a_read_only_file() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("cannot be written"), "{}", r.stderr);
     assert_eq!(std::fs::read(&db).unwrap(), before);
+    // A -wal beside the file means a process may be writing: no snapshot then.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("t.db-wal"), b"").unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let r = run(&["campaign", "status", &cid]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(std::fs::read(&db).unwrap(), before);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 

@@ -137,6 +137,18 @@ fn things_can_be_listed_and_accounts_named() {
     ]));
     assert_eq!(up["name"], "Nova");
     assert_eq!(up["attrs"]["city"], "Porto");
+    // An empty value removes an attribute (a missing value, never empty text).
+    let up = json(&env.ok(&[
+        "--json",
+        "subscriber",
+        "update",
+        "--account",
+        "acme",
+        &id,
+        "--attr",
+        "city=",
+    ]));
+    assert!(up["attrs"].get("city").is_none(), "{up}");
     let campaigns = json(&env.ok(&[
         "--json",
         "campaign",

@@ -415,3 +415,50 @@ fn four_processes_on_one_file_never_send_a_row_twice() {
         "the work was shared"
     );
 }
+
+/// A second acceptance of a row already sent: with the same provider id it is a benign
+/// replay; with another id it may be a second delivery (an operator requeued a row in doubt,
+/// say) and is noted on the row and counted, never called damage. An acceptance for a row that
+/// is not in the ledger is damage.
+#[test]
+fn a_second_confirmation_is_noted_and_a_missing_row_is_damage() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 1);
+    let t0 = sendonce::clock::now_ms();
+    let a = s.claim(&req(acct, cid, 1, 7, t0, None)).unwrap();
+    let id = a.rows[0].id;
+    s.mark_dispatched(&[(id, 7)], t0 + 1, 1000).unwrap();
+    assert_eq!(s.record(&[accepted(id, 7)], t0 + 2).unwrap().sent, 1);
+    // The same id again, from a stale token: a replay.
+    let st = s.record(&[accepted(id, 99)], t0 + 3).unwrap();
+    assert_eq!((st.sent, st.double_confirmations), (0, 1));
+    let reason = |env: &Env| -> Option<String> {
+        env.sqlite()
+            .query_row("SELECT last_error FROM sends", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(reason(&env), None);
+    // Another id: noted on the row as a possible second delivery.
+    let other = Record {
+        id,
+        token: 98,
+        outcome: Outcome::Accepted {
+            provider_id: Some("another".into()),
+            note: None,
+        },
+    };
+    let st = s.record(&[other], t0 + 4).unwrap();
+    assert_eq!(st.double_confirmations, 1);
+    let r = reason(&env).unwrap_or_default();
+    assert!(
+        r.contains("another") && r.contains("delivered twice"),
+        "{r}"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'sent'"),
+        1
+    );
+    // A row that does not exist.
+    let e = s.record(&[accepted(id + 1000, 1)], t0 + 5).unwrap_err();
+    assert_eq!(e.kind, sendonce::error::ErrorKind::Damaged, "{}", e.message);
+}

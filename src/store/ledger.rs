@@ -601,7 +601,7 @@ fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -
 fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str>) -> Result<()> {
     let stored: Option<Option<String>> = tx
         .prepare_cached(RECORD_CHECK_ROW)?
-        .query_row([id], |r| r.get(1))
+        .query_row([id], |r| r.get(0))
         .optional()?;
     let Some(stored) = stored else {
         return Err(Error::damaged(format!(
@@ -810,7 +810,7 @@ const RECORD_LATE: &str =
      last_error = 'confirmed after the lease was lost'
      WHERE id = ?1 AND status <> 'sent'";
 
-const RECORD_CHECK_ROW: &str = "SELECT status, provider_message_id FROM sends WHERE id = ?1";
+const RECORD_CHECK_ROW: &str = "SELECT provider_message_id FROM sends WHERE id = ?1";
 
 const RECORD_NOTE_TWICE: &str =
     "UPDATE sends SET last_error = coalesce(last_error || '; ', '') || ?2 WHERE id = ?1";
