@@ -123,13 +123,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
                     clock::format_ms(a.created_at)
                 ));
             }
-            let doc: Vec<_> = rows
-                .iter()
-                .map(|a| {
-                    json!({"id": a.id, "name": a.name, "subscribers": a.subscribers,
-                           "campaigns": a.campaigns, "created_at": clock::format_ms(a.created_at)})
-                })
-                .collect();
+            let doc = serde_json::to_value(&rows).unwrap_or_default();
             Ok(Output::ok(json!({ "accounts": doc }), text))
         }
         Command::Subscriber(cmd) => subscribers::command(cli, cmd),
@@ -368,15 +362,7 @@ fn campaign_list(cli: &Cli, account: &Option<String>, status: &Option<String>) -
             c.id, c.account, c.channel, c.status, c.name
         ));
     }
-    let doc: Vec<_> = rows
-        .iter()
-        .map(|c| {
-            json!({"id": c.id, "account_id": c.account_id, "account": c.account, "name": c.name,
-                   "channel": c.channel, "status": c.status,
-                   "scheduled_for": c.scheduled_for.map(clock::format_ms),
-                   "created_at": clock::format_ms(c.created_at)})
-        })
-        .collect();
+    let doc = serde_json::to_value(&rows).unwrap_or_default();
     Ok(Output::ok(json!({ "campaigns": doc }), text))
 }
 

@@ -14,6 +14,7 @@ pub struct AccountRow {
     pub name: String,
     pub subscribers: i64,
     pub campaigns: i64,
+    #[serde(serialize_with = "crate::clock::ser_ms")]
     pub created_at: i64,
 }
 
@@ -26,7 +27,9 @@ pub struct CampaignRow {
     pub name: String,
     pub channel: String,
     pub status: String,
+    #[serde(serialize_with = "crate::clock::ser_opt_ms")]
     pub scheduled_for: Option<i64>,
+    #[serde(serialize_with = "crate::clock::ser_ms")]
     pub created_at: i64,
 }
 
