@@ -187,6 +187,22 @@ fn things_can_be_listed_and_accounts_named() {
     // Its address is suppressed, so a row already queued for it is not sent either.
     let sup = json(&env.ok(&["--json", "suppress", "list", "--account", "acme"]));
     assert_eq!(sup["suppressions"][0]["address"], "user0@example.com");
+    // Times read the same in every JSON output.
+    let rfc3339 = |v: &serde_json::Value| {
+        let t = v.as_str().unwrap_or_default();
+        t.ends_with('Z') && t.contains('T')
+    };
+    assert!(rfc3339(&sup["suppressions"][0]["created_at"]), "{sup}");
+    let accounts = json(&env.ok(&["--json", "account", "list"]));
+    assert!(
+        rfc3339(&accounts["accounts"][0]["created_at"]),
+        "{accounts}"
+    );
+    let campaigns = json(&env.ok(&["--json", "campaign", "list"]));
+    assert!(
+        rfc3339(&campaigns["campaigns"][0]["scheduled_for"]),
+        "{campaigns}"
+    );
     assert_eq!(sup["suppressions"][0]["reason"], "subscriber removed");
     // Adding the address again brings the subscriber back under its old id.
     let again = env.ok(&[
