@@ -14,7 +14,7 @@
 //! concurrency = 16                          # calls in flight for this route, per worker
 //! ```
 
-use crate::address::Channel;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -99,7 +99,8 @@ impl Config {
             let n = i + 1;
             r.channel().map_err(|e| e.context(&format!("route {n}")))?;
             if let Some(rate) = &r.rate {
-                crate::ratelimit::parse_rate(rate).map_err(|e| e.context(&format!("route {n}")))?;
+                crate::worker::ratelimit::parse_rate(rate)
+                    .map_err(|e| e.context(&format!("route {n}")))?;
             }
             if r.burst.is_some() && r.rate.is_none() {
                 return Err(Error::invalid(format!("route {n}: burst without rate")));

@@ -23,27 +23,14 @@
 //! - `bench`: `sendonce bench`, throughput/memory/WAL/restart figures against the SQLite limit.
 //! - `crash`: named crash points for the crash suite (feature `crash-points`).
 
-pub mod address;
-pub mod bench;
-pub mod checker;
+pub mod app;
 pub mod cli;
-pub mod clock;
 pub mod config;
-pub mod content;
-pub mod crash;
-pub mod deliverylog;
-pub mod demo;
+pub mod domain;
 pub mod error;
 pub mod exit;
-pub mod fake;
-pub mod import;
-pub mod model;
-pub mod notify;
 pub mod provider;
-pub mod ratelimit;
-pub mod routes;
-pub mod sms;
+pub mod shutdown;
 pub mod store;
-pub mod template;
-pub mod unsubscribe;
+pub mod tools;
 pub mod worker;

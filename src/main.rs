@@ -63,14 +63,17 @@ fn main() {
         }
     };
     init_logging(&parsed);
-    let result = cli::dispatch(&parsed).and_then(|out| {
-        if parsed.json && !out.json.is_null() {
-            print_out(&out.json.to_string())?;
-        } else if !parsed.json && !out.text.is_empty() {
-            print_out(&out.text)?;
-        }
-        Ok(out.code)
-    });
+    // The one async runtime of the process; commands that need it borrow it.
+    let result = sendonce::shutdown::runtime()
+        .and_then(|rt| cli::dispatch(&parsed, &rt))
+        .and_then(|out| {
+            if parsed.json && !out.json.is_null() {
+                print_out(&out.json.to_string())?;
+            } else if !parsed.json && !out.text.is_empty() {
+                print_out(&out.text)?;
+            }
+            Ok(out.code)
+        });
     let code = match result {
         Ok(code) => code,
         Err(e) if e.kind == ErrorKind::ClosedOutput => exit::for_error(&e),

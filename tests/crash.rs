@@ -346,7 +346,7 @@ fn windows_of(
         // A request for this dispatch arrived at or after its marker (earlier ones were
         // earlier attempts).
         let called = requests
-            .get(&sendonce::model::idempotency_key(&job))
+            .get(&sendonce::domain::model::idempotency_key(&job))
             .is_some_and(|times| times.iter().any(|&t| t >= dispatched_at));
         if delivered_jobs.contains(&job) {
             w.accepted_not_confirmed += 1;
@@ -378,7 +378,7 @@ fn delivered_jobs(log: &Path) -> std::collections::HashSet<String> {
     if !log.exists() {
         return Default::default();
     }
-    sendonce::deliverylog::read_lines(log)
+    sendonce::provider::deliverylog::read_lines(log)
         .unwrap()
         .into_iter()
         .map(|l| l.job_id)
@@ -389,7 +389,7 @@ fn random_kills(idempotent: bool) {
     let seed: u64 = std::env::var("SENDONCE_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| sendonce::clock::now_ms() as u64);
+        .unwrap_or_else(|| sendonce::domain::clock::now_ms() as u64);
     let (recipients, min_kills, optouts) = if soak() {
         // The kill loop is paced by wall time; 300 is what it reaches before the faster worker
         // (one commit per turn) finishes 200,000 recipients (about 350 in practice).
@@ -447,14 +447,17 @@ fn random_kills(idempotent: bool) {
                 if store
                     .suppress(
                         1,
-                        sendonce::address::Channel::Email,
+                        sendonce::domain::address::Channel::Email,
                         &addr,
                         "opt-out",
                         "test",
                     )
                     .unwrap_or(false)
                 {
-                    optout_times.lock().unwrap().push(sendonce::clock::now_ms());
+                    optout_times
+                        .lock()
+                        .unwrap()
+                        .push(sendonce::domain::clock::now_ms());
                 }
                 if i % 10 == 0 {
                     std::thread::sleep(Duration::from_millis(15));
@@ -631,7 +634,7 @@ fn disk_full_fails_cleanly_and_resumes() {
     let base = Env::new();
     let cid = template(&base, recipients);
     let pages = base.count("PRAGMA page_count");
-    let mut rng = Rng(sendonce::clock::now_ms() as u64);
+    let mut rng = Rng(sendonce::domain::clock::now_ms() as u64);
     let mut full_errors = 0;
     for round in 0..6 {
         let env = Env::new();

@@ -45,7 +45,7 @@ fn built_campaign(env: &Env, n: usize) -> i64 {
     let store = sendonce::store::Store::open(&env.db, &Default::default()).unwrap();
     use sendonce::store::Ledger;
     store
-        .start_due_campaigns(sendonce::clock::now_ms())
+        .start_due_campaigns(sendonce::domain::clock::now_ms())
         .unwrap();
     while !store.build_list_chunk(cid, 1000).unwrap() {}
     drop(store);
@@ -181,7 +181,7 @@ fn two_databases_never_share_an_idempotency_key() {
         assert_eq!(copied["installation_id"], doc["installation_id"]);
     }
     assert_ne!(ids[0], ids[1]);
-    let lines = sendonce::deliverylog::read_lines(&outbox).unwrap();
+    let lines = sendonce::provider::deliverylog::read_lines(&outbox).unwrap();
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines.iter().all(|l| !l.replay), "{lines:?}");
     assert_ne!(lines[0].idempotency_key, lines[1].idempotency_key);

@@ -4,8 +4,8 @@
 mod common;
 
 use common::Fake;
-use sendonce::address::Channel;
-use sendonce::deliverylog::DeliveryLine;
+use sendonce::domain::address::Channel;
+use sendonce::provider::deliverylog::DeliveryLine;
 use sendonce::provider::{from_spec, CallResult, Message, Provider};
 use serde_json::{json, Value};
 use std::net::SocketAddr;

@@ -224,11 +224,12 @@ fn send(env: &Env, cid: &str) -> Vec<(String, String, String)> {
     let outbox = env.path(&format!("out-{cid}.jsonl"));
     let spec = format!("outbox:{}", outbox.display());
     env.ok(&["run", "--once", "--tick", "20ms", "--provider", &spec]);
-    let mut out: Vec<(String, String, String)> = sendonce::deliverylog::read_lines(&outbox)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|l| (l.to, l.subject.unwrap_or_default(), l.body))
-        .collect();
+    let mut out: Vec<(String, String, String)> =
+        sendonce::provider::deliverylog::read_lines(&outbox)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.to, l.subject.unwrap_or_default(), l.body))
+            .collect();
     out.sort();
     out
 }
@@ -408,7 +409,7 @@ fn a_variable_missing_at_send_time_fails_the_row_instead_of_printing_nothing() {
     let outbox = env.path("late.jsonl");
     let spec = format!("outbox:{}", outbox.display());
     env.run(&["run", "--once", "--tick", "20ms", "--provider", &spec]);
-    let sent: Vec<(String, String, String)> = sendonce::deliverylog::read_lines(&outbox)
+    let sent: Vec<(String, String, String)> = sendonce::provider::deliverylog::read_lines(&outbox)
         .unwrap_or_default()
         .into_iter()
         .map(|l| (l.to, l.subject.unwrap_or_default(), l.body))

@@ -3,7 +3,7 @@
 
 mod common;
 use common::Env;
-use sendonce::address::Channel;
+use sendonce::domain::address::Channel;
 use sendonce::store::{ClaimRequest, Ledger, NewCampaign, OpenOptions, Outcome, Record, Store};
 
 fn store(env: &Env) -> Store {
@@ -25,7 +25,13 @@ fn sending_campaign(env: &Env, n: usize) -> (Store, i64, i64) {
         .map(|i| {
             (
                 i as u64 + 2,
-                sendonce::import::subscriber(Some(&format!("u{i}@x.com")), None, None, None, &[]),
+                sendonce::app::import::subscriber(
+                    Some(&format!("u{i}@x.com")),
+                    None,
+                    None,
+                    None,
+                    &[],
+                ),
             )
         })
         .collect();
@@ -42,7 +48,8 @@ fn sending_campaign(env: &Env, n: usize) -> (Store, i64, i64) {
         .unwrap();
     s.approve_campaign(cid, 0).unwrap();
     assert_eq!(
-        s.start_due_campaigns(sendonce::clock::now_ms()).unwrap(),
+        s.start_due_campaigns(sendonce::domain::clock::now_ms())
+            .unwrap(),
         vec![cid]
     );
     while !s.build_list_chunk(cid, 7).unwrap() {}
@@ -102,7 +109,7 @@ fn list_building_in_chunks_is_complete_and_rerunnable() {
 fn an_opt_out_during_the_campaign_is_honoured_at_claim() {
     let env = Env::new();
     let (s, acct, cid) = sending_campaign(&env, 10);
-    let now = sendonce::clock::now_ms();
+    let now = sendonce::domain::clock::now_ms();
     let first = s.claim(&req(acct, cid, 3, 1, now, None)).unwrap();
     assert_eq!(first.rows.len(), 3);
     // u5 opts out after the list was built, before its row is claimed.
@@ -123,7 +130,7 @@ fn an_opt_out_during_the_campaign_is_honoured_at_claim() {
 fn a_lost_lease_cannot_dispatch_but_a_late_yes_is_recorded() {
     let env = Env::new();
     let (s, acct, cid) = sending_campaign(&env, 2);
-    let t0 = sendonce::clock::now_ms();
+    let t0 = sendonce::domain::clock::now_ms();
     let a = s.claim(&req(acct, cid, 2, 111, t0, None)).unwrap();
     let ids: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
     // Worker A stalls past its lease; worker B re-leases the undispatched rows.
@@ -165,7 +172,7 @@ fn a_lost_lease_cannot_dispatch_but_a_late_yes_is_recorded() {
 fn expired_dispatched_rows_go_in_doubt_without_a_key_window() {
     let env = Env::new();
     let (s, acct, cid) = sending_campaign(&env, 3);
-    let t0 = sendonce::clock::now_ms();
+    let t0 = sendonce::domain::clock::now_ms();
     let a = s.claim(&req(acct, cid, 3, 1, t0, None)).unwrap();
     let ids: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
     s.mark_dispatched(&ids[..2], t0, 1000).unwrap(); // the worker dies with two calls in flight
@@ -192,7 +199,7 @@ fn expired_dispatched_rows_go_in_doubt_without_a_key_window() {
 fn expired_dispatched_rows_are_retried_with_the_same_key_inside_the_window() {
     let env = Env::new();
     let (s, acct, cid) = sending_campaign(&env, 1);
-    let t0 = sendonce::clock::now_ms();
+    let t0 = sendonce::domain::clock::now_ms();
     let a = s.claim(&req(acct, cid, 1, 1, t0, Some(60_000))).unwrap();
     let row = &a.rows[0];
     s.mark_dispatched(&[(row.id, 1)], t0, 1000).unwrap();
@@ -232,7 +239,7 @@ fn expired_dispatched_rows_are_retried_with_the_same_key_inside_the_window() {
 fn completion_needs_an_empty_queue_and_no_live_lease() {
     let env = Env::new();
     let (s, acct, cid) = sending_campaign(&env, 2);
-    let now = sendonce::clock::now_ms();
+    let now = sendonce::domain::clock::now_ms();
     assert!(!s.try_complete(cid, now).unwrap());
     let a = s.claim(&req(acct, cid, 1, 9, now, None)).unwrap();
     assert!(
@@ -254,7 +261,7 @@ fn completion_needs_an_empty_queue_and_no_live_lease() {
 fn release_returns_only_undispatched_rows() {
     let env = Env::new();
     let (s, acct, cid) = sending_campaign(&env, 4);
-    let now = sendonce::clock::now_ms();
+    let now = sendonce::domain::clock::now_ms();
     let a = s.claim(&req(acct, cid, 4, 5, now, None)).unwrap();
     let ids: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
     s.mark_dispatched(&ids[..1], now, 1000).unwrap();
@@ -316,7 +323,7 @@ fn outbox_replay_is_not_a_second_delivery_even_across_processes() {
     let path = env.path("o.jsonl");
     let msg = Message {
         job_id: "campaign:1:sub:1".into(),
-        idempotency_key: sendonce::model::idempotency_key("campaign:1:sub:1"),
+        idempotency_key: sendonce::domain::model::idempotency_key("campaign:1:sub:1"),
         channel: Channel::Email,
         from: None,
         to: "a@x.com".into(),
@@ -424,7 +431,7 @@ fn four_processes_on_one_file_never_send_a_row_twice() {
 fn a_second_confirmation_is_noted_and_a_missing_row_is_damage() {
     let env = Env::new();
     let (s, acct, cid) = sending_campaign(&env, 1);
-    let t0 = sendonce::clock::now_ms();
+    let t0 = sendonce::domain::clock::now_ms();
     let a = s.claim(&req(acct, cid, 1, 7, t0, None)).unwrap();
     let id = a.rows[0].id;
     s.mark_dispatched(&[(id, 7)], t0 + 1, 1000).unwrap();

@@ -116,7 +116,7 @@ fn on_an_ephemeral_runner_the_provider_key_prevents_the_duplicate() {
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
     }
-    let lines = sendonce::deliverylog::read_lines(&outbox).unwrap();
+    let lines = sendonce::provider::deliverylog::read_lines(&outbox).unwrap();
     assert_eq!(lines.len(), 2);
     assert_eq!(
         lines.iter().filter(|l| !l.replay).count(),
@@ -323,7 +323,7 @@ fn message_from_stdin() {
         .write_all(b"from {{ stdin }}\n")
         .unwrap();
     assert_eq!(c.wait().unwrap().code(), Some(0));
-    let lines = sendonce::deliverylog::read_lines(&outbox).unwrap();
+    let lines = sendonce::provider::deliverylog::read_lines(&outbox).unwrap();
     assert_eq!(
         lines[0].body, "from {{ stdin }}\n",
         "sent verbatim, not as a template"

@@ -8,7 +8,7 @@ mod common;
 
 use common::Fake;
 
-use sendonce::address::Channel;
+use sendonce::domain::address::Channel;
 use sendonce::provider::{from_spec, CallResult, Lookup, Message};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
@@ -48,7 +48,7 @@ fn client() -> reqwest::Client {
 fn email(job: &str, to: &str, body: &str) -> Message {
     Message {
         job_id: job.into(),
-        idempotency_key: sendonce::model::idempotency_key(job),
+        idempotency_key: sendonce::domain::model::idempotency_key(job),
         channel: Channel::Email,
         from: None,
         to: to.into(),
@@ -61,7 +61,7 @@ fn email(job: &str, to: &str, body: &str) -> Message {
 fn sms(job: &str, to: &str, body: &str) -> Message {
     Message {
         job_id: job.into(),
-        idempotency_key: sendonce::model::idempotency_key(job),
+        idempotency_key: sendonce::domain::model::idempotency_key(job),
         channel: Channel::Sms,
         from: None,
         to: to.into(),
@@ -1037,7 +1037,7 @@ fn twilio_signature_published_vector() {
 
 #[test]
 fn sms_segment_counts() {
-    use sendonce::sms::{segments, Encoding};
+    use sendonce::domain::sms::{segments, Encoding};
     let c = |s: &str| {
         let r = segments(s);
         (r.encoding, r.units, r.segments)
@@ -1058,11 +1058,11 @@ fn sms_segment_counts() {
     assert_eq!(c(&"я".repeat(135)), (Encoding::Ucs2, 135, 3));
     assert_eq!(c("Hi 👋"), (Encoding::Ucs2, 5, 1));
     assert_eq!(
-        sendonce::sms::body_report(&"x".repeat(161)),
+        sendonce::domain::sms::body_report(&"x".repeat(161)),
         "GSM-7, 161 characters (161 septets), 2 segments"
     );
-    assert!(sendonce::sms::check_e164("+44 20 7946 0958").is_ok());
-    assert!(sendonce::sms::check_e164("020 7946 0958").is_err());
+    assert!(sendonce::domain::sms::check_e164("+44 20 7946 0958").is_ok());
+    assert!(sendonce::domain::sms::check_e164("020 7946 0958").is_err());
 }
 
 /// `sendonce run --once` with the Resend provider pointed at the fake: every recipient

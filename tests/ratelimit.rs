@@ -63,7 +63,7 @@ fn the_limiter_waits_for_tokens() {
     let d = tempfile::tempdir().unwrap();
     let s = store(d.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let lim = sendonce::ratelimit::Limiter::new(s, "web", 50.0, 5);
+    let lim = sendonce::worker::ratelimit::Limiter::new(s, "web", 50.0, 5);
     let t = Instant::now();
     rt.block_on(async {
         for _ in 0..20 {
@@ -84,7 +84,7 @@ fn the_limiter_waits_for_tokens() {
 async fn unused_tokens_are_not_hoarded() {
     let d = tempfile::tempdir().unwrap();
     // 100/s with a burst of 1: the bucket holds one token at most, refilled every 10 ms.
-    let limiter = sendonce::ratelimit::Limiter::new(store(d.path()), "sms", 100.0, 1);
+    let limiter = sendonce::worker::ratelimit::Limiter::new(store(d.path()), "sms", 100.0, 1);
     // Eight idle turns: each takes what it can for 8 free slots, claims nothing, gives it back.
     for _ in 0..8 {
         let (granted, _) = limiter.try_take(8).await.unwrap();

@@ -71,7 +71,7 @@ fn each_account_goes_to_its_routed_provider() {
     let (acme, other) = (deliveries(&a), deliveries(&g));
     assert_eq!(acme.len(), 20);
     assert_eq!(other.len(), 20);
-    let lines = sendonce::deliverylog::read_lines(&a).unwrap();
+    let lines = sendonce::provider::deliverylog::read_lines(&a).unwrap();
     assert!(
         lines.iter().all(|l| l.to.starts_with("acme")),
         "only acme's recipients in acme's provider"
@@ -127,7 +127,7 @@ fn the_rate_limit_holds_across_the_run() {
     assert_eq!(deliveries(&out).len(), 60);
     // 5 from the burst, 55 at 40/s: at least ~1.3 s (a lower bound only).
     assert!(took >= Duration::from_millis(1300), "{took:?}");
-    let lines = sendonce::deliverylog::read_lines(&out).unwrap();
+    let lines = sendonce::provider::deliverylog::read_lines(&out).unwrap();
     // No one-second window holds more than burst + rate.
     for (i, l) in lines.iter().enumerate() {
         let in_window = lines[i..].iter().take_while(|m| m.at < l.at + 1000).count();
@@ -178,7 +178,7 @@ fn rows_in_doubt_are_reconciled_by_lookup() {
     let store = Store::open(&env.db, &OpenOptions::default()).unwrap();
     let cid: i64 = cid.parse().unwrap();
     store
-        .start_due_campaigns(sendonce::clock::now_ms())
+        .start_due_campaigns(sendonce::domain::clock::now_ms())
         .unwrap();
     while !store.build_list_chunk(cid, 100).unwrap() {}
     // Two rows went in doubt two minutes ago; the provider has one of them.
@@ -186,7 +186,7 @@ fn rows_in_doubt_are_reconciled_by_lookup() {
         .execute(
             "UPDATE sends SET status = 'in_doubt', doubt_since = ?2 WHERE campaign_id = ?1 AND id IN
              (SELECT id FROM sends WHERE campaign_id = ?1 ORDER BY id LIMIT 2)",
-            rusqlite::params![cid, sendonce::clock::now_ms() - 120_000],
+            rusqlite::params![cid, sendonce::domain::clock::now_ms() - 120_000],
         )
         .unwrap();
     let jobs: Vec<String> = {
@@ -275,7 +275,7 @@ fn a_panicking_call_is_settled_not_leaked() {
     let store = Store::open(&env.db, &OpenOptions::default()).unwrap();
     let cid: i64 = cid.parse().unwrap();
     store
-        .start_due_campaigns(sendonce::clock::now_ms())
+        .start_due_campaigns(sendonce::domain::clock::now_ms())
         .unwrap();
     while !store.build_list_chunk(cid, 100).unwrap() {}
     let job: String = env

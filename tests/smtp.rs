@@ -4,12 +4,12 @@
 
 mod common;
 
-use sendonce::address::Channel;
+use sendonce::domain::address::Channel;
+use sendonce::domain::unsubscribe::{self, Secret};
 use sendonce::provider::{
     build_email, CallResult, EmailSettings, Message, Provider, Smtp, UnsubscribeSettings,
     EXPECTED_HEADERS,
 };
-use sendonce::unsubscribe::{self, Secret};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -120,7 +120,7 @@ fn with_secret(k: &str) -> Option<String> {
 fn message(n: u32, to: &str) -> Message {
     let job_id = format!("campaign:1:sub:{n}");
     Message {
-        idempotency_key: sendonce::model::idempotency_key(&job_id),
+        idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
         job_id,
         channel: Channel::Email,
         from: Some("Zoë Ñandú from Açaí <news@example.org>".into()),
@@ -979,7 +979,7 @@ fn hostile_inputs_never_add_headers_or_recipients() {
         let subject = (rng.below(8) != 0).then(|| value(&mut rng, h2));
         let html = (rng.below(2) == 0).then(|| value(&mut rng, h3));
         let msg = Message {
-            idempotency_key: sendonce::model::idempotency_key(&job_id),
+            idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
             job_id: job_id.clone(),
             channel: Channel::Email,
             from: Some(from.clone()),
@@ -1170,7 +1170,7 @@ fn cli_campaign_is_delivered_exactly_once_through_smtp() {
             p.message_id().map(str::to_string),
             Some(format!(
                 "{}@example.org",
-                sendonce::model::idempotency_key(&job)
+                sendonce::domain::model::idempotency_key(&job)
             ))
         );
         assert!(ids.insert(job));

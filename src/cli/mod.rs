@@ -6,11 +6,12 @@ mod report;
 mod run;
 mod subscribers;
 
-use crate::address::Channel;
+use crate::app::import;
+use crate::domain::address::Channel;
+use crate::domain::{clock, template};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::store::{NewCampaign, OpenOptions, Store};
-use crate::{clock, import, template};
 use args::*;
 use serde_json::json;
 use std::io::Write;
@@ -73,7 +74,7 @@ fn channel(s: &str) -> Result<Channel> {
 }
 
 /// Run one parsed command. Printing and exit codes are the caller's (main.rs).
-pub fn dispatch(cli: &Cli) -> Result<Output> {
+pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
     match &cli.command {
         Command::Init => {
             let store = Store::open(
@@ -98,7 +99,7 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Demo {
             recipients, dir, ..
         } => {
-            let report = crate::demo::run(*recipients, dir.as_deref())?;
+            let report = crate::tools::demo::run(*recipients, dir.as_deref(), rt)?;
             let text = report.text();
             Ok(Output {
                 json: serde_json::to_value(&report).unwrap_or_default(),
@@ -129,12 +130,12 @@ pub fn dispatch(cli: &Cli) -> Result<Output> {
         Command::Subscriber(cmd) => subscribers::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
         Command::Campaign(cmd) => campaign(cli, cmd),
-        Command::Run(a) => run::run(cli, a),
+        Command::Run(a) => run::run(cli, a, rt),
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
-        Command::Notify(a) => notify(a),
-        Command::FakeProvider(a) => crate::fake::run_cli(a).map(|_| Output::streamed()),
-        Command::Bench(a) => bench(a),
+        Command::Notify(a) => notify(a, rt),
+        Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
+        Command::Bench(a) => bench(a, rt),
     }
 }
 
@@ -147,7 +148,7 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
             reason,
         } => {
             let ch = channel(ch)?;
-            let addr = crate::address::normalize_for(ch, address)?;
+            let addr = crate::domain::address::normalize_for(ch, address)?;
             let store = open(cli)?;
             let added =
                 store.suppress(store.resolve_account(account)?, ch, &addr, reason, "manual")?;
@@ -167,7 +168,7 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
             address,
         } => {
             let ch = channel(ch)?;
-            let addr = crate::address::normalize_for(ch, address)?;
+            let addr = crate::domain::address::normalize_for(ch, address)?;
             let store = open(cli)?;
             store.unsuppress(store.resolve_account(account)?, ch, &addr)?;
             Ok(Output::ok(
@@ -277,7 +278,7 @@ fn campaign_create(
     if name.trim().is_empty() {
         return Err(Error::invalid("the campaign name is empty"));
     }
-    crate::content::check(&crate::content::Content {
+    crate::domain::content::check(&crate::domain::content::Content {
         channel: ch,
         sender: from,
         subject,
@@ -298,7 +299,7 @@ fn campaign_create(
     })?;
     if ch == Channel::Sms {
         // The template before rendering: variables change the length per recipient.
-        let seg = crate::sms::segments(&body);
+        let seg = crate::domain::sms::segments(&body);
         let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
         return Ok(Output::ok(json!({"id": id, "sms": seg}), id.to_string()));
     }
@@ -314,7 +315,7 @@ fn campaign_approve(cli: &Cli, id: i64, at: Option<&str>) -> Result<Output> {
     let store = open(cli)?;
     // The content is frozen from here on: check it once more as the sending side will.
     let c = store.campaign(id)?;
-    crate::content::check(&crate::content::Content {
+    crate::domain::content::check(&crate::domain::content::Content {
         channel: c.channel,
         sender: c.sender.as_deref(),
         subject: c.subject.as_deref(),
@@ -341,7 +342,7 @@ fn campaign_list(cli: &Cli, account: &Option<String>, status: &Option<String>) -
     let status = status
         .as_deref()
         .map(|s| {
-            crate::model::CampaignStatus::parse(s).ok_or_else(|| {
+            crate::domain::model::CampaignStatus::parse(s).ok_or_else(|| {
                 Error::invalid(format!(
                     "unknown campaign status {s:?} (draft, approved, sending, paused, sent, \
                      cancelled)"
@@ -417,7 +418,7 @@ fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
             last = msg.clone();
         }
         bar.set_message(msg);
-        use crate::model::CampaignStatus::*;
+        use crate::domain::model::CampaignStatus::*;
         if matches!(s.status, Sent | Cancelled | Draft)
             || (s.status == Sending && open == 0 && s.list_complete)
         {
@@ -435,7 +436,7 @@ pub(super) fn sync_of(s: SyncArg) -> crate::store::Sync {
     }
 }
 
-fn bench(a: &BenchArgs) -> Result<Output> {
+fn bench(a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     if a.batch == 0 || a.batch > 10_000 {
         return Err(Error::invalid("--batch must be between 1 and 10000"));
     }
@@ -452,44 +453,22 @@ fn bench(a: &BenchArgs) -> Result<Output> {
     if latency.is_zero() || latency > std::time::Duration::from_secs(10) {
         return Err(Error::invalid("--latency must be between 1ms and 10s"));
     }
-    let report = crate::bench::run(&crate::bench::Options {
-        recipients: a.recipients,
-        batch: a.batch,
-        sync: sync_of(a.sync),
-        latency,
-        concurrency: a.concurrency,
-        scale: a.scale,
-        dir: a.dir.clone(),
-    })?;
+    let report = crate::tools::bench::run(
+        &crate::tools::bench::Options {
+            recipients: a.recipients,
+            batch: a.batch,
+            sync: sync_of(a.sync),
+            latency,
+            concurrency: a.concurrency,
+            scale: a.scale,
+            dir: a.dir.clone(),
+        },
+        rt,
+    )?;
     Ok(Output::ok(
         serde_json::to_value(&report).unwrap_or_default(),
         report.table(),
     ))
-}
-
-/// A future that resolves on SIGTERM or Ctrl-C. The handlers are installed before this returns
-/// (inside the runtime), so a signal that arrives early still stops the worker cleanly.
-pub(super) fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())
-            .map_err(|e| Error::io("cannot install the SIGTERM handler", e))?;
-        let mut int = signal(SignalKind::interrupt())
-            .map_err(|e| Error::io("cannot install the SIGINT handler", e))?;
-        Ok(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(async move {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-    }
 }
 
 fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
@@ -549,9 +528,9 @@ fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Ou
     let store = open_read_only(cli)?;
     let mut lines = Vec::new();
     for l in logs {
-        lines.extend(crate::deliverylog::read_lines(l)?);
+        lines.extend(crate::provider::deliverylog::read_lines(l)?);
     }
-    let report = crate::checker::check(&store, campaigns, &lines)?;
+    let report = crate::app::check::check(&store, campaigns, &lines)?;
     Ok(Output {
         json: serde_json::to_value(&report).unwrap_or_default(),
         text: report.table(),
@@ -563,7 +542,7 @@ fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Ou
     })
 }
 
-fn notify(a: &NotifyArgs) -> Result<Output> {
+fn notify(a: &NotifyArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let message = match (&a.message, &a.message_file) {
         (Some(m), _) => m.clone(),
         (None, Some(f)) => import::read_body_file("--message-file", f)?,
@@ -577,7 +556,7 @@ fn notify(a: &NotifyArgs) -> Result<Output> {
             import::read_body_stdin()?
         }
     };
-    let req = crate::notify::Request {
+    let req = crate::app::notify::Request {
         to: a.to.clone(),
         message,
         subject: a.subject.clone(),
@@ -588,7 +567,7 @@ fn notify(a: &NotifyArgs) -> Result<Output> {
         state: a.state.clone(),
         dry_run: a.dry_run,
     };
-    let report = crate::notify::run(&req, &|k| std::env::var(k).ok())?;
+    let report = crate::app::notify::run(&req, &|k| std::env::var(k).ok(), rt)?;
     Ok(Output {
         json: serde_json::to_value(&report).unwrap_or_default(),
         text: report.text(),

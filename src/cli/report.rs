@@ -2,7 +2,7 @@
 //! run as formulas neutralised) or as a JSON array, times in RFC 3339 in both.
 
 use super::args::ReportFormat;
-use crate::clock;
+use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use std::io::Write;

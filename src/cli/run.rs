@@ -2,16 +2,18 @@
 //! (never guessed), the worker run on one runtime, and its summary told in text and JSON.
 
 use super::args::{Cli, RunArgs};
-use super::{open_opts, stop_signal, sync_of, Output};
+use super::{open_opts, sync_of, Output};
+use crate::domain::clock;
 use crate::error::{Error, Result};
-use crate::routes::Routes;
+use crate::shutdown::stop_signal;
 use crate::store::{OpenOptions, Store};
-use crate::{clock, exit, provider, worker};
+use crate::worker::routes::Routes;
+use crate::{exit, provider, worker};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(super) fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
+pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let cfg = worker_config(a)?;
     let store = Store::open(
         &cli.db,
@@ -21,10 +23,6 @@ pub(super) fn run(cli: &Cli, a: &RunArgs) -> Result<Output> {
         },
     )?;
     let routes = routes(a, &store)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
     let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
     let summary = rt.block_on(async move {
         let stop = stop_signal()?;
@@ -96,7 +94,7 @@ fn told(store: &Store, summary: &worker::Summary, peak_rss: bool) -> Result<Outp
         in_doubt += store.status_counts(*id)?.counts["in_doubt"];
     }
     let paused: Vec<i64> = store
-        .list_campaigns(None, Some(crate::model::CampaignStatus::Paused))?
+        .list_campaigns(None, Some(crate::domain::model::CampaignStatus::Paused))?
         .iter()
         .map(|c| c.id)
         .collect();
@@ -104,7 +102,7 @@ fn told(store: &Store, summary: &worker::Summary, peak_rss: bool) -> Result<Outp
     doc["in_doubt"] = json!(in_doubt);
     doc["paused"] = json!(paused);
     if peak_rss {
-        doc["peak_rss_kib"] = json!(crate::bench::peak_rss_kib());
+        doc["peak_rss_kib"] = json!(crate::tools::bench::peak_rss_kib());
     }
     let mut text = format!(
         "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}",

@@ -3,9 +3,9 @@
 
 use super::args::{Cli, SubscriberCmd};
 use super::{open, open_read_only, Output};
-use crate::clock;
+use crate::app::import;
+use crate::domain::clock;
 use crate::error::{Error, Result};
-use crate::import;
 use crate::store::SubscriberRow;
 use serde_json::json;
 

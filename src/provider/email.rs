@@ -11,7 +11,7 @@
 //! forge a MIME part. After building, the header block is checked once more line by line.
 
 use super::Message;
-use crate::unsubscribe::{self, Secret};
+use crate::domain::unsubscribe::{self, Secret};
 use lettre::message::header::{ContentTransferEncoding, ContentType, HeaderName, HeaderValue};
 use lettre::message::{Body, Mailbox, MultiPart, SinglePart};
 use lettre::Address;
@@ -281,7 +281,7 @@ pub fn parse_address(what: &str, s: &str) -> Result<Address, String> {
     if s.trim() != s {
         return Err(format!("the {what} address has surrounding spaces"));
     }
-    crate::address::normalize_email(s).map_err(|e| format!("{what}: {}", e.message))?;
+    crate::domain::address::normalize_email(s).map_err(|e| format!("{what}: {}", e.message))?;
     s.parse::<Address>()
         .map_err(|e| format!("the {what} address is not valid: {e}"))
 }
@@ -390,7 +390,7 @@ fn check_output(bytes: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::address::Channel;
+    use crate::domain::address::Channel;
 
     fn msg() -> Message {
         Message {

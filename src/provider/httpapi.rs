@@ -84,7 +84,7 @@ impl Options {
         match self.get("timeout") {
             None => Ok(DEFAULT_TIMEOUT),
             Some(v) => {
-                let t = crate::clock::parse_duration(v)
+                let t = crate::domain::clock::parse_duration(v)
                     .map_err(|e| e.context(&format!("{} option timeout", self.provider)))?;
                 if t.is_zero() {
                     return Err(Error::invalid(format!(

@@ -1,6 +1,7 @@
 //! Providers: what the worker calls to deliver one message, what each declares it can do
 //! (idempotency window, lookup by job id), and how its answers are classified.
 
+pub mod deliverylog;
 pub(crate) mod email;
 mod httpapi;
 mod outbox;
@@ -19,7 +20,7 @@ pub use smtp::{classify_reply, classify_transport, Phase, Smtp, TlsMode};
 pub use twilio::{twilio_signature, validate_twilio_signature, Twilio};
 pub use webhook::Webhook;
 
-use crate::address::Channel;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::future::Future;
@@ -182,9 +183,9 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
                 "unknown null provider option {query:?} (known: latency=DURATION)"
             )));
         };
-        return Ok(Arc::new(Null::with_latency(crate::clock::parse_duration(
-            d,
-        )?)));
+        return Ok(Arc::new(Null::with_latency(
+            crate::domain::clock::parse_duration(d)?,
+        )));
     }
     if let Some(rest) = spec.strip_prefix("outbox:") {
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));

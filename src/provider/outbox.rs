@@ -4,8 +4,8 @@
 //! append happen under an exclusive file lock.
 
 use super::{CallFuture, CallResult, Capabilities, Message, Provider};
-use crate::deliverylog::DeliveryLine;
 use crate::error::{Error, Result};
+use crate::provider::deliverylog::DeliveryLine;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -157,7 +157,7 @@ impl Writer {
             bytes.push(b'\n');
             self.pending.clear();
         }
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         for (m, _) in group {
             let seen = if self.idempotent {
                 self.keys.get(&m.idempotency_key).cloned()

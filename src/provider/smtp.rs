@@ -30,8 +30,8 @@
 use super::email::{build_email, check_domain, parse_address, EmailSettings, UnsubscribeSettings};
 use super::redact::{self, Secret as Password};
 use super::{CallFuture, CallResult, Capabilities, Message, Provider};
+use crate::domain::unsubscribe::Secret;
 use crate::error::{Error, ErrorKind, Result};
-use crate::unsubscribe::Secret;
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{AsyncSmtpConnection, Certificate, TlsParameters};
 use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
@@ -195,7 +195,7 @@ impl Smtp {
                     }
                 }
                 "timeout" => {
-                    timeout = crate::clock::parse_duration(&v).map_err(opt)?;
+                    timeout = crate::domain::clock::parse_duration(&v).map_err(opt)?;
                     if timeout < Duration::from_secs(1) {
                         return Err(Error::invalid("smtp option timeout must be at least 1s"));
                     }
@@ -271,7 +271,7 @@ impl Smtp {
 
         let unsubscribe = if unsubscribe_url.is_some() || unsubscribe_mailto.is_some() {
             let secret = match Secret::from_env_value(
-                env(crate::unsubscribe::SECRET_ENV).map(String::into_bytes),
+                env(crate::domain::unsubscribe::SECRET_ENV).map(String::into_bytes),
             ) {
                 Ok(s) => Some(s),
                 Err(e) if unsubscribe_url.is_some() => {

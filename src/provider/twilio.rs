@@ -73,9 +73,9 @@ impl Twilio {
         let o = Options::parse("twilio", query, OPTIONS)?;
         let from = match o.get("from") {
             // A phone number is checked; an alphanumeric sender ID is passed as is.
-            Some(f) if f.starts_with('+') => {
-                Some(crate::sms::check_e164(f).map_err(|e| e.context("twilio option from"))?)
-            }
+            Some(f) if f.starts_with('+') => Some(
+                crate::domain::sms::check_e164(f).map_err(|e| e.context("twilio option from"))?,
+            ),
             other => other.map(str::to_string),
         };
         let messaging_service_sid = o.get("messaging_service_sid").map(str::to_string);
@@ -118,7 +118,7 @@ impl Twilio {
     /// The form fields of one message, in the order they are sent.
     pub fn form(&self, msg: &Message) -> Vec<(&'static str, String)> {
         // The ledger stores E.164 already; normalising again costs nothing and is safe.
-        let to = crate::sms::check_e164(&msg.to).unwrap_or_else(|_| msg.to.clone());
+        let to = crate::domain::sms::check_e164(&msg.to).unwrap_or_else(|_| msg.to.clone());
         let mut f = vec![("To", to)];
         if let Some(from) = msg.from.as_ref().or(self.from.as_ref()) {
             f.push(("From", from.clone()));
@@ -136,7 +136,7 @@ impl Twilio {
     }
 
     async fn call(&self, msg: &Message) -> CallResult {
-        if let Err(e) = crate::sms::check_e164(&msg.to) {
+        if let Err(e) = crate::domain::sms::check_e164(&msg.to) {
             return CallResult::Permanent {
                 error: e.message,
                 suppress: None,
@@ -319,7 +319,7 @@ mod tests {
         let msg = Message {
             job_id: "campaign:1:sub:2".into(),
             idempotency_key: "k".into(),
-            channel: crate::address::Channel::Sms,
+            channel: crate::domain::address::Channel::Sms,
             from: None,
             to: "+14155550100".into(),
             subject: None,

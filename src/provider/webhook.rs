@@ -47,7 +47,7 @@ impl Webhook {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
             match k {
                 "timeout" => {
-                    timeout = crate::clock::parse_duration(v)
+                    timeout = crate::domain::clock::parse_duration(v)
                         .map_err(|e| e.context("webhook option timeout"))?;
                     if timeout.is_zero() {
                         return Err(Error::invalid("webhook option timeout must be above 0"));
@@ -57,7 +57,7 @@ impl Webhook {
                     key_window = match v {
                         "none" | "0" => None,
                         _ => Some(
-                            crate::clock::parse_duration(v)
+                            crate::domain::clock::parse_duration(v)
                                 .map_err(|e| e.context("webhook option key_window"))?,
                         ),
                     }

@@ -128,7 +128,7 @@ pub fn deliveries(path: &Path) -> std::collections::HashMap<String, usize> {
     if !path.exists() {
         return m;
     }
-    for l in sendonce::deliverylog::read_lines(path).unwrap() {
+    for l in sendonce::provider::deliverylog::read_lines(path).unwrap() {
         if !l.replay {
             *m.entry(l.job_id).or_insert(0) += 1;
         }
@@ -185,8 +185,8 @@ impl Fake {
     }
 
     /// The delivery log's lines.
-    pub fn lines(&self) -> Vec<sendonce::deliverylog::DeliveryLine> {
-        sendonce::deliverylog::read_lines(&self.log).expect("read the delivery log")
+    pub fn lines(&self) -> Vec<sendonce::provider::deliverylog::DeliveryLine> {
+        sendonce::provider::deliverylog::read_lines(&self.log).expect("read the delivery log")
     }
 
     /// SIGTERM, then wait up to 20 s for the exit.

@@ -2,7 +2,7 @@
 //! channel in the account `notify`, one send row per recipient, job id `notify:<key>:<address>`.
 
 use super::Store;
-use crate::address::Channel;
+use crate::domain::address::Channel;
 use crate::error::Result;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
@@ -54,7 +54,7 @@ impl Store {
         body: &str,
         addresses: &[String],
     ) -> Result<i64> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let account = account_id(tx, now)?;
             let name = campaign_name(key);

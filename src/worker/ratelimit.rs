@@ -66,7 +66,7 @@ impl Limiter {
             let want = (need + chunk).min(self.burst.max(need));
             let (store, name, rate, burst) =
                 (self.store.clone(), self.name.clone(), self.rate, self.burst);
-            let now = crate::clock::now_ms();
+            let now = crate::domain::clock::now_ms();
             let g = tokio::task::spawn_blocking(move || {
                 store.take_tokens(&name, want, rate, burst, now)
             })
@@ -94,7 +94,7 @@ impl Limiter {
         let want = (need + chunk).min(self.burst.max(need));
         let (store, name, rate, burst) =
             (self.store.clone(), self.name.clone(), self.rate, self.burst);
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         let g =
             tokio::task::spawn_blocking(move || store.take_tokens(&name, want, rate, burst, now))
                 .await

@@ -2,7 +2,7 @@
 //! campaign is created and again when it is approved (content is frozen after approval, so a
 //! problem found at send time would fail every recipient with no way to fix it).
 
-use crate::address::Channel;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::provider::email;
 
@@ -65,11 +65,11 @@ fn check_sms(c: &Content<'_>) -> Result<()> {
                 "--from contains a control character (CR, LF, NUL...)",
             ));
         }
-        crate::address::normalize_for(Channel::Sms, f).map_err(|e| e.context("--from"))?;
+        crate::domain::address::normalize_for(Channel::Sms, f).map_err(|e| e.context("--from"))?;
     }
     let chars = c.body.chars().count();
     if chars > MAX_SMS_BODY_CHARS {
-        let seg = crate::sms::segments(c.body);
+        let seg = crate::domain::sms::segments(c.body);
         return Err(Error::invalid(format!(
             "the sms body has {chars} characters ({seg}); at most {MAX_SMS_BODY_CHARS} \
              characters, the most one SMS can carry"

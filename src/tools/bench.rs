@@ -3,7 +3,7 @@
 //! two-marker loop on the same table and index). Figures only; thresholds are read from the
 //! output (`targets`), never asserted here.
 
-use crate::address::Channel;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::provider::{self, Provider};
 use crate::store::{Ledger, NewCampaign, OpenOptions, QueryPlan, Store, Sync};
@@ -294,7 +294,7 @@ impl Workspace {
                 std::env::temp_dir().join(format!(
                     "sendonce-bench-{}-{}",
                     std::process::id(),
-                    crate::clock::now_ms()
+                    crate::domain::clock::now_ms()
                 )),
                 false,
             ),
@@ -351,13 +351,13 @@ fn setup_campaign(store: &Store, n: u64) -> Result<i64> {
         subject: Some("News for {{ name }}"),
         body: "Hello {{ name }},\n\nThis month in {{ city }}: nothing was sent twice.\n",
     })?;
-    store.approve_campaign(cid, crate::clock::now_ms())?;
+    store.approve_campaign(cid, crate::domain::clock::now_ms())?;
     Ok(cid)
 }
 
 /// Start the campaign (compare-and-set) and build its whole list, as the worker does.
 fn build_list(store: &Store, cid: i64) -> Result<()> {
-    store.start_due_campaigns(crate::clock::now_ms())?;
+    store.start_due_campaigns(crate::domain::clock::now_ms())?;
     while !store.build_list_chunk(cid, LIST_CHUNK)? {}
     Ok(())
 }
@@ -375,13 +375,6 @@ fn worker_config(opts: &Options, concurrency: usize) -> worker::Config {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))
-}
-
 /// Section 1: the bare loop, two commits per batch (leased claim, fenced confirmation).
 fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
     let (_, store) = ws.fresh("limit.db")?;
@@ -389,19 +382,19 @@ fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
     build_list(&store, cid)?;
     store.checkpoint_truncate()?;
     let lease_ms = LEASE.as_millis() as i64;
-    let mut token = crate::clock::now_ms();
+    let mut token = crate::domain::clock::now_ms();
     let (mut sent, mut commits) = (0u64, 0u64);
     let cpu = cpu_seconds();
     let t = Instant::now();
     loop {
         token += 1;
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         let claim = store.bench_bare_claim(cid, opts.batch, token, now, lease_ms)?;
         commits += 1;
         if claim.ids.is_empty() {
             break;
         }
-        sent += store.bench_bare_confirm(&claim.ids, token, crate::clock::now_ms())?;
+        sent += store.bench_bare_confirm(&claim.ids, token, crate::domain::clock::now_ms())?;
         commits += 1;
     }
     let seconds = t.elapsed().as_secs_f64();
@@ -750,9 +743,9 @@ fn notify(ws: &Workspace, rt: &tokio::runtime::Runtime) -> Result<Notify> {
         .map_err(|e| Error::io("cannot read the loopback address", e))?;
     let log = ws.path("notify-deliveries.jsonl");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(crate::fake::run(
+    let server = rt.spawn(crate::tools::fake::run(
         listener,
-        crate::fake::Config::new(&log),
+        crate::tools::fake::Config::new(&log),
         async move {
             let _ = stopped.await;
         },
@@ -796,7 +789,7 @@ fn notify(ws: &Workspace, rt: &tokio::runtime::Runtime) -> Result<Notify> {
     if let Some(f) = failure {
         return Err(Error::db(f));
     }
-    let delivered = crate::deliverylog::read_lines(&log)?.len() as u64;
+    let delivered = crate::provider::deliverylog::read_lines(&log)?.len() as u64;
     if delivered != times.len() as u64 {
         return Err(Error::db(format!(
             "{} notifies, but the provider logged {delivered} deliveries",
@@ -881,17 +874,16 @@ fn targets(r: &Report) -> Vec<Target> {
 }
 
 /// Run every section. Takes a minute or two at the default sizes.
-pub fn run(opts: &Options) -> Result<Report> {
+pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Report> {
     let started = Instant::now();
     let load_start = load_average();
     let ws = Workspace::new(opts.dir.as_deref(), opts.sync)?;
-    let rt = runtime()?;
 
     let limit = limit(&ws, opts)?;
     let null = pipeline_run(
         &ws,
         opts,
-        &rt,
+        rt,
         "null",
         Arc::new(provider::Null::new()),
         limit.per_second,
@@ -900,15 +892,15 @@ pub fn run(opts: &Options) -> Result<Report> {
     let outbox = pipeline_run(
         &ws,
         opts,
-        &rt,
+        rt,
         "outbox",
         Arc::new(provider::Outbox::open(&outbox_path, true)?),
         limit.per_second,
     )?;
-    let latency = latency_bound(&ws, opts, &rt)?;
+    let latency = latency_bound(&ws, opts, rt)?;
     let (scale, wal) = scale(&ws, opts)?;
     let restart = restart(&ws, opts)?;
-    let notify = notify(&ws, &rt)?;
+    let notify = notify(&ws, rt)?;
     let plans = ws.fresh("plans.db")?.1.hot_query_plans()?;
 
     let mut report = Report {

@@ -1,10 +1,10 @@
 //! Tenants, subscribers and suppression lists.
 
 use super::Store;
-use crate::address::Channel;
-use crate::crash;
+use crate::domain::address::Channel;
+use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
-use crate::template::VarCounts;
+use crate::tools::crash;
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -27,7 +27,7 @@ pub struct Suppression {
     pub address: String,
     pub reason: String,
     pub source: String,
-    #[serde(serialize_with = "crate::clock::ser_ms")]
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub created_at: i64,
 }
 
@@ -114,7 +114,7 @@ fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -
         s.name,
         s.status,
         s.attrs,
-        crate::clock::now_ms()
+        crate::domain::clock::now_ms()
     ])?;
     Ok(tx.last_insert_rowid())
 }
@@ -144,7 +144,7 @@ impl Store {
             }
             tx.execute(
                 "INSERT INTO accounts (name, created_at) VALUES (?1, ?2)",
-                params![name, crate::clock::now_ms()],
+                params![name, crate::domain::clock::now_ms()],
             )?;
             Ok(tx.last_insert_rowid())
         })
@@ -286,7 +286,7 @@ impl Store {
                     address,
                     reason,
                     source,
-                    crate::clock::now_ms()
+                    crate::domain::clock::now_ms()
                 ],
             )?;
             crash::point("suppression_insert");

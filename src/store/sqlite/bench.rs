@@ -73,7 +73,7 @@ impl Store {
     /// Insert `n` confirmed email subscribers `reader<i>@bench.example` (i from 1) with a `city`
     /// attribute, in chunks of 50,000 per transaction. Returns how many were inserted.
     pub fn bench_seed_subscribers(&self, account_id: i64, n: u64) -> Result<u64> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         let mut done: i64 = 0;
         let n = n as i64;
         while done < n {
@@ -103,7 +103,7 @@ impl Store {
     /// Suppress the address of every `every`-th subscriber of the account (opted out before
     /// the campaign), in one statement.
     pub fn bench_seed_suppressions(&self, account_id: i64, every: u64) -> Result<u64> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let n = tx.execute(
                 "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)

@@ -143,7 +143,7 @@ pub fn body_report(body: &str) -> String {
 /// Check that a recipient is an E.164 number (`+` and 8 to 15 digits) and return it
 /// normalised; the same rule the importer applies.
 pub fn check_e164(number: &str) -> Result<String> {
-    crate::address::normalize_phone(number)
+    crate::domain::address::normalize_phone(number)
 }
 
 /// True when `number` is already exactly in E.164 form (no spaces or punctuation to remove).

@@ -2,8 +2,8 @@
 //! subscribers of an account, with the few edits a subscriber needs (update, remove).
 
 use super::Store;
+use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
-use crate::model::CampaignStatus;
 use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
@@ -14,7 +14,7 @@ pub struct AccountRow {
     pub name: String,
     pub subscribers: i64,
     pub campaigns: i64,
-    #[serde(serialize_with = "crate::clock::ser_ms")]
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub created_at: i64,
 }
 
@@ -27,9 +27,9 @@ pub struct CampaignRow {
     pub name: String,
     pub channel: String,
     pub status: String,
-    #[serde(serialize_with = "crate::clock::ser_opt_ms")]
+    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
     pub scheduled_for: Option<i64>,
-    #[serde(serialize_with = "crate::clock::ser_ms")]
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub created_at: i64,
 }
 
@@ -258,7 +258,7 @@ impl Store {
     /// (deleting it would have to search the whole ledger for rows that name it); adding the
     /// same address again brings it back.
     pub fn remove_subscriber(&self, account: i64, id: i64) -> Result<()> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let n = tx.execute(
                 "UPDATE subscribers SET name = NULL, attrs = '{}', status = 'unsubscribed',

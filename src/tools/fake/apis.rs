@@ -23,7 +23,7 @@
 
 use super::journal::{IdStyle, Request, Verdict};
 use super::server::{reply, Body, DropReply, Shared, MAX_BODY};
-use crate::deliverylog::DeliveryLine;
+use crate::provider::deliverylog::DeliveryLine;
 use base64::Engine;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -234,7 +234,7 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
     if from.is_none() && service.is_none() {
         return bad(21603, "A 'From' phone number is required.");
     }
-    if !crate::sms::is_e164(&to) {
+    if !crate::domain::sms::is_e164(&to) {
         return bad(
             21211,
             &format!("The 'To' number {to} is not a valid phone number."),
@@ -263,7 +263,7 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
     if let Some(mg) = &service {
         metadata.insert("MessagingServiceSid".into(), json!(mg));
     }
-    let segments = crate::sms::segments(&text).segments;
+    let segments = crate::domain::sms::segments(&text).segments;
     let request = Request {
         job_id,
         idempotency_key: String::new(),
@@ -279,7 +279,7 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
     };
     let answers = Answers {
         ok: |id: &str| {
-            let now = rfc2822(crate::clock::now_ms());
+            let now = rfc2822(crate::domain::clock::now_ms());
             let uri = format!("/2010-04-01/Accounts/{sid}/Messages/{id}.json");
             reply(
                 StatusCode::CREATED,
@@ -433,7 +433,7 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
         return Err(invalid("`to` takes at most 50 recipients".into()));
     }
     for t in &to {
-        crate::address::normalize_email(t).map_err(|e| invalid(e.message))?;
+        crate::domain::address::normalize_email(t).map_err(|e| invalid(e.message))?;
     }
     let subject = string("subject").ok_or_else(|| missing("subject"))?;
     let text = string("text")
@@ -518,7 +518,7 @@ pub(super) async fn postmark_send(shared: &Shared, req: HttpRequest<Incoming>) -
                 StatusCode::OK,
                 json!({
                     "To": to,
-                    "SubmittedAt": rfc3339(crate::clock::now_ms()),
+                    "SubmittedAt": rfc3339(crate::domain::clock::now_ms()),
                     "MessageID": id,
                     "ErrorCode": 0,
                     "Message": "OK",
@@ -562,7 +562,7 @@ fn parse_postmark(body: &[u8]) -> Result<Request, (i64, String)> {
             (Some(i), true) => &addr[i + 1..addr.len() - 1],
             _ => addr,
         };
-        crate::address::normalize_email(addr)
+        crate::domain::address::normalize_email(addr)
             .map_err(|e| (300, format!("Invalid 'To' address: {}", e.message)))?;
     }
     let text = string("TextBody").or_else(|| string("HtmlBody")).ok_or((
@@ -649,7 +649,9 @@ pub(super) async fn postmark_search(shared: &Shared, req: HttpRequest<Incoming>)
         .collect();
     let path = shared.journal.log_path().to_path_buf();
     let lines =
-        match tokio::task::spawn_blocking(move || crate::deliverylog::read_lines(&path)).await {
+        match tokio::task::spawn_blocking(move || crate::provider::deliverylog::read_lines(&path))
+            .await
+        {
             Ok(Ok(l)) => l,
             Ok(Err(e)) => return postmark_error(StatusCode::INTERNAL_SERVER_ERROR, 0, &e.message),
             Err(e) => return postmark_error(StatusCode::INTERNAL_SERVER_ERROR, 0, &e.to_string()),

@@ -8,12 +8,15 @@
 //! database statement or transaction is open across a provider call or an `.await`: every store
 //! call runs to completion on a blocking thread.
 
+pub mod ratelimit;
+pub mod routes;
+
+use crate::domain::model::idempotency_key;
+use crate::domain::template::Compiled;
 use crate::error::{Error, ErrorKind, Result};
-use crate::model::idempotency_key;
 use crate::provider::{CallResult, Lookup, Message, Provider};
-use crate::routes::{Route, Routes};
 use crate::store::{ActiveCampaign, ClaimRequest, Ledger, Outcome, Record};
-use crate::template::Compiled;
+use crate::worker::routes::{Route, Routes};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -283,7 +286,7 @@ pub async fn run_routed(
             // Outcomes already in hand are confirmed first: maintenance (lookups at the
             // provider among it) must not keep a finished call unconfirmed.
             flush(&ledger, &mut outcomes, &mut summary).await?;
-            let now = crate::clock::now_ms();
+            let now = crate::domain::clock::now_ms();
             let started = blocking(&ledger, move |l| l.start_due_campaigns(now)).await?;
             for id in &started {
                 tracing::info!(campaign_id = id, "campaign started sending");
@@ -416,7 +419,7 @@ pub async fn run_routed(
                     token: random_token(),
                     owner: cfg.worker_id.clone(),
                     key_window_ms: caps.key_window.map(|w| w.as_millis() as i64),
-                    now: crate::clock::now_ms(),
+                    now: crate::domain::clock::now_ms(),
                 };
                 let group = std::mem::take(&mut outcomes);
                 let now = req.now;
@@ -508,7 +511,7 @@ pub async fn run_routed(
                             res,
                             CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }
                         ) {
-                            crate::crash::point("after_provider_accept");
+                            crate::tools::crash::point("after_provider_accept");
                         }
                         (id, res)
                     });
@@ -533,7 +536,7 @@ pub async fn run_routed(
             if claimed_any || building {
                 continue;
             }
-            let now = crate::clock::now_ms();
+            let now = crate::domain::clock::now_ms();
             let mut next: Option<i64> = None;
             for c in campaigns.iter().filter(|c| c.list_complete) {
                 let id = c.id;
@@ -548,7 +551,7 @@ pub async fn run_routed(
             }
             if cfg.once && next.is_none() {
                 // Maintenance may have found nothing new either: done.
-                let now2 = crate::clock::now_ms();
+                let now2 = crate::domain::clock::now_ms();
                 let due = blocking(&ledger, move |l| l.start_due_campaigns(now2)).await?;
                 if due.is_empty() {
                     break;
@@ -614,7 +617,7 @@ pub async fn run_routed(
                 }
                 tracing::warn!(abandoned = flights.len(), "drain deadline passed; abandoning in-flight calls");
                 inflight.abort_all();
-                let now = crate::clock::now_ms();
+                let now = crate::domain::clock::now_ms();
                 for (id, f) in flights.drain() {
                     outcomes.push(Record {
                         id,
@@ -648,7 +651,7 @@ async fn reconcile(
     c: &ActiveCampaign,
     summary: &mut Summary,
 ) -> Result<()> {
-    let (id, before) = (c.id, crate::clock::now_ms() - RECONCILE_AFTER_MS);
+    let (id, before) = (c.id, crate::domain::clock::now_ms() - RECONCILE_AFTER_MS);
     let rows = blocking(ledger, move |l| l.reconcilable(id, before, 100)).await?;
     for (send_id, job_id, address) in rows {
         let msg = Message {
@@ -723,7 +726,7 @@ fn collect(
         if let Some(n) = per_route.get_mut(&f.route) {
             *n = n.saturating_sub(1);
         }
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         outcomes.push(Record {
             id,
             token: f.token,
@@ -741,7 +744,7 @@ async fn flush(
         return Ok(());
     }
     let group = std::mem::take(outcomes);
-    let now = crate::clock::now_ms();
+    let now = crate::domain::clock::now_ms();
     let s = blocking(ledger, move |l| l.record(&group, now)).await?;
     summary.add(&s);
     Ok(())

@@ -3,7 +3,7 @@
 //! Rendering is a pure function of the frozen campaign content and the variables captured
 //! when the list was built, so a retry sends byte-identical content.
 
-use crate::address::Channel;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use minijinja::value::Kwargs;
 use minijinja::{Environment, UndefinedBehavior};

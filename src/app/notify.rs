@@ -2,10 +2,11 @@
 //! re-runs. The idempotency key comes from the CI environment (or `--key`); the ledger lives in
 //! a small state database; the provider's own idempotency key covers ephemeral runners.
 
-use crate::address::{normalize_email, normalize_phone, Channel};
+use crate::domain::address::{normalize_email, normalize_phone, Channel};
+use crate::domain::{clock, model};
 use crate::error::{Error, Result};
 use crate::store::{Ledger, NotifyRow, OpenOptions, Store};
-use crate::{clock, model, provider, worker};
+use crate::{provider, worker};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -246,7 +247,11 @@ fn recipient_from(row: &NotifyRow, before: Option<&str>) -> Recipient {
 }
 
 /// Send (or, with `dry_run`, show) one notification.
-pub fn run(req: &Request, env: &dyn Fn(&str) -> Option<String>) -> Result<Report> {
+pub fn run(
+    req: &Request,
+    env: &dyn Fn(&str) -> Option<String>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Report> {
     if req.message.trim().is_empty() {
         return Err(Error::invalid("the message is empty"));
     }
@@ -373,10 +378,6 @@ pub fn run(req: &Request, env: &dyn Fn(&str) -> Option<String>) -> Result<Report
         drain_deadline: std::time::Duration::from_secs(10),
         ..Default::default()
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
     let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
     rt.block_on(worker::run(ledger, provider, cfg, std::future::pending()))?;
 

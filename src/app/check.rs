@@ -1,8 +1,8 @@
 //! The crash-suite checker: compares a provider's delivery log with the ledger and counts lost,
 //! duplicated, unexpected and after-opt-out messages (`sendonce check`).
 
-use crate::deliverylog::DeliveryLine;
 use crate::error::Result;
+use crate::provider::deliverylog::DeliveryLine;
 use crate::store::Store;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};

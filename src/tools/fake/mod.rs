@@ -70,7 +70,8 @@ impl Config {
                 .twilio_opted_out
                 .iter()
                 .map(|n| {
-                    crate::address::normalize_phone(n).map_err(|e| e.context("--twilio-opted-out"))
+                    crate::domain::address::normalize_phone(n)
+                        .map_err(|e| e.context("--twilio-opted-out"))
                 })
                 .collect::<Result<_>>()?,
             request_log: a.request_log.clone(),
@@ -92,11 +93,11 @@ fn rate(flag: &str, p: f64) -> Result<f64> {
 pub fn parse_latency(s: &str) -> Result<(Duration, Duration)> {
     let (lo, hi) = match s.split_once("..") {
         Some((a, b)) => (
-            crate::clock::parse_duration(a)?,
-            crate::clock::parse_duration(b)?,
+            crate::domain::clock::parse_duration(a)?,
+            crate::domain::clock::parse_duration(b)?,
         ),
         None => {
-            let d = crate::clock::parse_duration(s)?;
+            let d = crate::domain::clock::parse_duration(s)?;
             (d, d)
         }
     };
@@ -134,15 +135,11 @@ impl Rng {
 }
 
 /// `sendonce fake-provider`: bind, print `listening on ADDR`, serve until SIGTERM or Ctrl-C.
-pub fn run_cli(a: &FakeProviderArgs) -> Result<()> {
+pub fn run_cli(a: &FakeProviderArgs, rt: &tokio::runtime::Runtime) -> Result<()> {
     let config = Config::from_args(a)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
     rt.block_on(async {
         // Signal handlers first: a test may send SIGTERM as soon as it reads the address.
-        let stop = stop_signal()?;
+        let stop = crate::shutdown::stop_signal()?;
         let server = Server::open(config)?;
         let listener = tokio::net::TcpListener::bind(a.listen)
             .await
@@ -157,30 +154,6 @@ pub fn run_cli(a: &FakeProviderArgs) -> Result<()> {
         drop(out);
         server.serve(listener, stop).await
     })
-}
-
-/// Registered now, resolves on SIGTERM or Ctrl-C.
-fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())
-            .map_err(|e| Error::io("cannot install the SIGTERM handler", e))?;
-        let mut int = signal(SignalKind::interrupt())
-            .map_err(|e| Error::io("cannot install the SIGINT handler", e))?;
-        Ok(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        Ok(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-    }
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! in-doubt queue.
 
 use super::Store;
-use crate::address::Channel;
+use crate::domain::address::Channel;
+use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
-use crate::model::{CampaignStatus, SendStatus};
 use rusqlite::{params, OptionalExtension, Transaction};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ pub struct ReportRow {
     pub attempts: i64,
     pub provider_message_id: Option<String>,
     pub reason: Option<String>,
-    #[serde(serialize_with = "crate::clock::ser_opt_ms")]
+    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
     pub sent_at: Option<i64>,
 }
 
@@ -67,7 +67,7 @@ pub struct DoubtRow {
     pub job_id: String,
     pub address: String,
     pub attempts: i64,
-    #[serde(serialize_with = "crate::clock::ser_opt_ms")]
+    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
     pub doubt_since: Option<i64>,
     pub reason: Option<String>,
 }
@@ -128,7 +128,7 @@ impl Store {
     pub fn create_campaign(&self, c: &NewCampaign<'_>) -> Result<i64> {
         self.write(|tx| {
             super::admin::require_account(tx, c.account_id)?;
-            let now = crate::clock::now_ms();
+            let now = crate::domain::clock::now_ms();
             tx.execute(
                 "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -186,7 +186,7 @@ impl Store {
     /// `draft -> approved`, scheduled for `at`. Content is frozen from here on (a trigger
     /// refuses any change to it).
     pub fn approve_campaign(&self, id: i64, at: i64) -> Result<Campaign> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.transition(
             id,
             "approve",
@@ -206,7 +206,7 @@ impl Store {
             "UPDATE campaigns SET status = 'paused' WHERE id = ?1 AND status IN ('approved', 'sending')",
             None,
         )?;
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             tx.execute(
                 "UPDATE sends SET status = 'queued', lease_token = NULL, lease_owner = NULL,
@@ -235,7 +235,7 @@ impl Store {
     /// whose call may be in flight keep their lease (their outcome is still recorded), and the
     /// in-doubt ones stay in doubt.
     pub fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let n = tx.execute(
                 "UPDATE campaigns SET status = 'cancelled', finished_at = ?2
@@ -349,7 +349,7 @@ impl Store {
 
     /// [`Store::resolve_doubt`], recording who decided (`by` goes into the row's reason).
     pub fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let status: Option<String> = tx
                 .query_row("SELECT status FROM sends WHERE id = ?1", [send_id], |r| {

@@ -6,8 +6,8 @@
 use super::apis;
 use super::journal::{IdStyle, Journal, Request, Verdict};
 use super::{Config, Rng};
-use crate::deliverylog::DeliveryLine;
 use crate::error::{Error, Result};
+use crate::provider::deliverylog::DeliveryLine;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -197,7 +197,7 @@ async fn send(
         let line = format!(
             "{} {}\n",
             String::from_utf8_lossy(key.as_bytes()),
-            crate::clock::now_ms()
+            crate::domain::clock::now_ms()
         );
         if let Ok(mut f) = f.lock() {
             if let Err(e) = std::io::Write::write_all(&mut *f, line.as_bytes()) {
@@ -307,7 +307,8 @@ async fn messages(shared: &Arc<Shared>, query: Option<&str>) -> Response<Body> {
         }
     }
     let path = shared.journal.log_path().to_path_buf();
-    let lines = tokio::task::spawn_blocking(move || crate::deliverylog::read_lines(&path)).await;
+    let lines =
+        tokio::task::spawn_blocking(move || crate::provider::deliverylog::read_lines(&path)).await;
     let lines: Vec<DeliveryLine> = match lines {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => return invalid(StatusCode::INTERNAL_SERVER_ERROR, e.message),

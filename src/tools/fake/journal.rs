@@ -2,8 +2,8 @@
 //! table (`<log>.keys`), decides delivery / replay / conflict per request, appends a whole
 //! group, fsyncs both files once, and only then answers every request of the group.
 
-use crate::deliverylog::DeliveryLine;
 use crate::error::{Error, Result};
+use crate::provider::deliverylog::DeliveryLine;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -167,7 +167,7 @@ impl Journal {
             }
             // A crash between the two files' fsyncs leaves a logged delivery without its key
             // line (never answered, but a retry must still be a replay): learn it from the log.
-            for l in crate::deliverylog::read_lines(log_path)? {
+            for l in crate::provider::deliverylog::read_lines(log_path)? {
                 if !l.replay && !l.idempotency_key.is_empty() {
                     let hash = Request::payload_hash(&l.to, l.subject.as_deref(), &l.body);
                     keys.entry(l.idempotency_key)
@@ -253,7 +253,7 @@ impl Writer {
     }
 
     fn commit(&mut self, group: &[(Request, Reply)]) -> Result<Vec<Verdict>> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         let mut log_bytes = Vec::new();
         let mut key_bytes = Vec::new();
         let mut out = Vec::with_capacity(group.len());

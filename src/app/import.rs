@@ -3,7 +3,7 @@
 //! limit a real list or message never reaches (README "Input limits"), checked while reading,
 //! so a huge or endless input fails fast with an error instead of filling memory.
 
-use crate::address::{normalize_email, normalize_phone};
+use crate::domain::address::{normalize_email, normalize_phone};
 use crate::error::{Error, Result};
 use crate::store::NewSubscriber;
 use std::cell::{Cell, RefCell};
@@ -184,7 +184,7 @@ fn attrs_json(attrs: &[(String, String)], empty_as_null: bool) -> Result<String>
                 "invalid attribute name {k:?} (letters, digits and _ only)"
             )));
         }
-        if crate::template::BUILTIN_VARS.contains(&k) {
+        if crate::domain::template::BUILTIN_VARS.contains(&k) {
             return Err(Error::invalid(format!(
                 "attribute {k:?} would hide the built-in variable of that name"
             )));

@@ -2,9 +2,9 @@
 //! SQLite implementation. Every method is one `BEGIN IMMEDIATE` transaction.
 
 use super::Store;
-use crate::address::Channel;
-use crate::crash;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
+use crate::tools::crash;
 use rusqlite::{params, OptionalExtension, Transaction};
 
 /// A campaign the worker may claim from (status `sending`), with its frozen content.
@@ -250,7 +250,7 @@ impl Ledger for Store {
                 params![account_id, cursor, chunk as i64],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
-            let now = crate::clock::now_ms();
+            let now = crate::domain::clock::now_ms();
             if let Some(end) = chunk_end {
                 // One row per normalised address (UNIQUE (campaign_id, address)); re-running a
                 // chunk after a crash inserts nothing twice (ON CONFLICT DO NOTHING).
@@ -388,7 +388,7 @@ impl Ledger for Store {
     }
 
     fn settle_doubt(&self, send_id: i64, found: Option<String>) -> Result<bool> {
-        let now = crate::clock::now_ms();
+        let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             super::campaigns::settle_doubt_tx(
                 tx,
@@ -471,7 +471,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     let cands = claim_candidates(tx, req)?;
     // Taken with the write lock held: a suppression whose created_at is earlier
     // committed before this claim (the crash-suite checker relies on it).
-    let claimed_at = crate::clock::now_ms();
+    let claimed_at = crate::domain::clock::now_ms();
     // The lease runs from now, not from `req.now`: waiting for the write lock must not eat
     // into the time a call has before its lease expires.
     let lease_until = claimed_at + req.lease_ms;
@@ -842,7 +842,7 @@ const RECORD_IN_DOUBT: &str =
 /// The list-building INSERT for a channel (the address column differs). An address already
 /// suppressed gets its row too, as `suppressed` with the reason, so that status and report
 /// account for everyone the campaign considered. The job id is
-/// `campaign:<cid>:sub:<sid>@<installation>` (see `crate::model::campaign_job_id`).
+/// `campaign:<cid>:sub:<sid>@<installation>` (see `crate::domain::model::campaign_job_id`).
 fn list_insert_sql(channel: &str) -> String {
     let addr = if channel == "sms" {
         "s.phone"

@@ -2,12 +2,12 @@
 //! of a config file, each with an optional durable rate limit and concurrency cap. Every
 //! provider is built when the worker starts, so a bad spec fails before anything is claimed.
 
-use crate::address::Channel;
 use crate::config::Config;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::provider::{self, Provider};
-use crate::ratelimit::Limiter;
 use crate::store::Store;
+use crate::worker::ratelimit::Limiter;
 use std::sync::Arc;
 
 /// A provider with the limits that apply to it.
@@ -76,7 +76,7 @@ impl Routes {
             let provider = provider::from_spec(&r.provider).map_err(|e| e.context(&name))?;
             let limiter = match &r.rate {
                 Some(rate) => {
-                    let per_sec = crate::ratelimit::parse_rate(rate)?;
+                    let per_sec = crate::worker::ratelimit::parse_rate(rate)?;
                     let burst = r.burst.unwrap_or((per_sec.ceil() as u32).max(1));
                     Some(Limiter::new(
                         store.clone(),

@@ -1,9 +1,10 @@
 //! `sendonce demo`: the main job end to end on a fresh database in a temporary directory.
 
-use crate::address::Channel;
+use crate::app::import;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::store::{Ledger, NewCampaign, OpenOptions, Store};
-use crate::{import, provider, worker};
+use crate::{provider, worker};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -74,13 +75,13 @@ fn fresh_dir() -> Result<PathBuf> {
     let base = std::env::temp_dir().join(format!(
         "sendonce-demo-{}-{}",
         std::process::id(),
-        crate::clock::now_ms()
+        crate::domain::clock::now_ms()
     ));
     std::fs::create_dir_all(&base).map_err(|e| Error::io("cannot create the demo directory", e))?;
     Ok(base)
 }
 
-pub fn run(recipients: u32, dir: Option<&Path>) -> Result<Report> {
+pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) -> Result<Report> {
     if recipients < 2 {
         return Err(Error::invalid("--recipients must be at least 2"));
     }
@@ -160,7 +161,7 @@ pub fn run(recipients: u32, dir: Option<&Path>) -> Result<Report> {
         subject: Some("News for {{ name }}"),
         body: "Hello {{ name }},\n\nThis month in {{ city }}: nothing was sent twice.\n",
     })?;
-    store.approve_campaign(cid, crate::clock::now_ms())?;
+    store.approve_campaign(cid, crate::domain::clock::now_ms())?;
 
     let provider = provider::from_spec(&format!("outbox:{}", outbox.display()))?;
     let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
@@ -169,14 +170,10 @@ pub fn run(recipients: u32, dir: Option<&Path>) -> Result<Report> {
         tick: std::time::Duration::from_millis(50),
         ..Default::default()
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
     rt.block_on(worker::spawn(ledger, provider, cfg, std::future::pending()))?;
 
     let counts = store.status_counts(cid)?;
-    let lines = crate::deliverylog::read_lines(&outbox)?;
+    let lines = crate::provider::deliverylog::read_lines(&outbox)?;
     Ok(Report {
         dir,
         db,

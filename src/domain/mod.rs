@@ -1,0 +1,10 @@
+//! Pure rules with no I/O: addresses and channels, states, job ids and keys, templates, content
+//! checks, SMS segments, unsubscribe tokens, time.
+
+pub mod address;
+pub mod clock;
+pub mod content;
+pub mod model;
+pub mod sms;
+pub mod template;
+pub mod unsubscribe;

@@ -1,0 +1,463 @@
+//! The SQLite store: opening the file (pragmas read back), migrations, and the pool. All SQL of
+//! the project lives under this module.
+
+mod admin;
+mod audit;
+mod bench;
+mod campaigns;
+mod directory;
+mod ledger;
+mod notify;
+mod ratelimit;
+
+pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
+pub use audit::{AuditRow, AuditSnapshot};
+pub use bench::{BareClaim, QueryPlan};
+pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
+pub use directory::{AccountRow, CampaignRow, SubscriberChanges, SubscriberRow};
+pub use ledger::{
+    ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
+};
+pub use notify::{notify_job_id, NotifyRow};
+pub use ratelimit::{refill, Grant};
+
+use crate::error::{Error, ErrorKind, Result};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The migrations, in order. `schema/` is append-only: a released file never changes.
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init", include_str!("../../../schema/0001_init.sql")),
+    (
+        "0002_installation",
+        include_str!("../../../schema/0002_installation.sql"),
+    ),
+    (
+        "0003_subscriber_removal",
+        include_str!("../../../schema/0003_subscriber_removal.sql"),
+    ),
+];
+
+/// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
+pub const APPLICATION_ID: i64 = 0x534E_444F;
+
+/// The WAL size past which `Ledger::checkpoint_if_large` checkpoints and truncates it (the
+/// automatic checkpoint cannot reset a WAL that readers keep pinned).
+pub const WAL_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The schema version this binary writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How durable a commit is. `Full` is the default: with `Normal` a committed marker can roll
+/// back on power loss, which breaks the exactly-once promise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    Full,
+    Normal,
+}
+
+/// How to open the store.
+#[derive(Debug, Clone)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist (`init`, `demo`); other commands refuse to.
+    pub create: bool,
+    /// Open read-only: nothing is written (no WAL switch, no migration), so reports work on a
+    /// file the user can only read.
+    pub read_only: bool,
+    /// `synchronous` pragma.
+    pub sync: Sync,
+    /// How long a connection waits for another writer before reporting the database busy.
+    pub busy_timeout: Duration,
+    /// Connections in the pool.
+    pub pool_size: u32,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            create: false,
+            read_only: false,
+            sync: Sync::Full,
+            busy_timeout: Duration::from_secs(10),
+            pool_size: 4,
+        }
+    }
+}
+
+/// A handle on one database file; cheap to clone (the pool is shared).
+#[derive(Clone)]
+pub struct Store {
+    pool: r2d2::Pool<SqliteConnectionManager>,
+    path: PathBuf,
+    /// Opened as an immutable snapshot (read-only, no `-shm` could be made): it does not see
+    /// later writes by other processes.
+    snapshot: bool,
+}
+
+type Conn = r2d2::PooledConnection<SqliteConnectionManager>;
+
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// What is at a database path before SQLite touches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileState {
+    Missing,
+    /// Zero bytes: SQLite would silently make it a new database.
+    Empty,
+    Sqlite,
+}
+
+/// Refuse a file that exists and is not a SQLite database, before SQLite touches it.
+fn check_header(path: &Path) -> Result<FileState> {
+    use std::io::Read;
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
+        Err(e) => return Err(Error::io(&format!("cannot open {}", path.display()), e)),
+    };
+    let mut head = Vec::with_capacity(16);
+    f.take(16)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io(&format!("cannot read {}", path.display()), e))?;
+    if head.is_empty() {
+        return Ok(FileState::Empty);
+    }
+    if head.as_slice() != SQLITE_MAGIC {
+        return Err(Error::db(format!(
+            "{} is not a sendonce database (not a SQLite file); it was left untouched",
+            path.display()
+        )));
+    }
+    Ok(FileState::Sqlite)
+}
+
+/// For a read-only open of a WAL database whose directory we cannot write (so SQLite cannot
+/// make the `-shm` index): when no process holds it open (neither `-wal` nor `-shm` beside
+/// it), the file alone is the database and can be opened as an immutable snapshot. `None`
+/// otherwise (then the open fails with SQLite's read-only error, which names the directory).
+fn immutable_uri(path: &Path) -> Option<String> {
+    // A process that has the file open keeps both files beside it (a checkpoint may leave the
+    // -wal empty, but not gone); their absence is what says nobody is writing now.
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        match std::fs::symlink_metadata(&side) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            _ => return None,
+        }
+    }
+    let abs = std::path::absolute(path).ok()?;
+    let text = abs.to_str()?;
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'/')
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.');
+    Some(format!(
+        "file:{}?mode=ro&immutable=1",
+        percent_encoding::utf8_percent_encode(text, KEEP)
+    ))
+}
+
+/// Whose file an open SQLite database is, read before anything is written to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    /// Marked with our application id.
+    Ours,
+    /// Made by a sendonce from before the application id (schema present, id 0): it gets the
+    /// mark the next time it is opened for writing.
+    OursUnmarked,
+    /// No schema at all: a new database.
+    Blank,
+}
+
+fn identify(conn: &Connection, path: &Path) -> Result<Identity> {
+    let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+    let ours_tables: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table'
+         AND name IN ('accounts', 'subscribers', 'campaigns', 'sends', 'suppressions')",
+        [],
+        |r| r.get(0),
+    )?;
+    let foreign = || {
+        Error::db(format!(
+            "{} is a SQLite database of another application (application_id {app_id:#x}, \
+             user_version {version}), not a sendonce database; nothing was changed",
+            path.display()
+        ))
+    };
+    match app_id {
+        APPLICATION_ID => Ok(Identity::Ours),
+        0 if objects == 0 && version == 0 => Ok(Identity::Blank),
+        0 if version >= 1 && ours_tables == 5 => Ok(Identity::OursUnmarked),
+        _ => Err(foreign()),
+    }
+}
+
+/// Per-connection settings. `sync` is `None` for a read-only connection (setting it would
+/// need the WAL index, which a reader that cannot write beside the file cannot make).
+fn configure(conn: &Connection, sync: Option<Sync>, busy: Duration) -> rusqlite::Result<()> {
+    conn.busy_timeout(busy)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    if let Some(sync) = sync {
+        conn.pragma_update(
+            None,
+            "synchronous",
+            match sync {
+                Sync::Full => "FULL",
+                Sync::Normal => "NORMAL",
+            },
+        )?;
+    }
+    conn.set_prepared_statement_cache_capacity(64);
+    // Crash suite only: a database size limit that makes writes fail as on a full disk.
+    #[cfg(feature = "crash-points")]
+    if let Some(pages) = std::env::var("SENDONCE_TEST_MAX_PAGES")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        conn.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(()))?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Open (and with `create`, create) a database file, check it, and bring its schema up to
+    /// date. A file that is not ours is refused before anything is written to it; a read-only
+    /// open writes nothing at all.
+    pub fn open(path: &Path, opts: &OpenOptions) -> Result<Store> {
+        refuse_missing(path, check_header(path)?, opts)?;
+        let flags = if opts.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else if opts.create {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let sync = (!opts.read_only).then_some(opts.sync);
+        let (target, flags) = first_connection(path, flags, sync, opts)?;
+        let busy = opts.busy_timeout;
+        let manager = SqliteConnectionManager::file(&target)
+            .with_flags(flags)
+            .with_init(move |c| configure(c, sync, busy));
+        let pool = r2d2::Pool::builder()
+            .max_size(opts.pool_size.max(1))
+            .min_idle(Some(1))
+            .connection_timeout(Duration::from_secs(30))
+            .build(manager)?;
+        Ok(Store {
+            pool,
+            path: path.to_path_buf(),
+            snapshot: flags.contains(OpenFlags::SQLITE_OPEN_URI),
+        })
+    }
+
+    /// True when the file was opened as an immutable snapshot: a read-only file in a directory
+    /// we cannot write, with no process holding it open at that moment. Such a store does not
+    /// see later writes; commands that follow a file over time refuse it.
+    pub fn is_snapshot(&self) -> bool {
+        self.snapshot
+    }
+
+    /// The id of this database file (created with it; a copy keeps it). Part of every campaign
+    /// job id, and so of every provider idempotency key.
+    pub fn installation_id(&self) -> Result<String> {
+        self.read(|c| Ok(c.query_row("SELECT id FROM installation", [], |r| r.get(0))?))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> Result<Conn> {
+        Ok(self.pool.get()?)
+    }
+
+    /// Run `f` in a `BEGIN IMMEDIATE` transaction and commit it. Every write goes through here.
+    fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Read-only access (a deferred read transaction is implicit per statement).
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.conn()?;
+        f(&conn)
+    }
+
+    /// `PRAGMA integrity_check` (the crash suite asserts it says `ok`).
+    pub fn integrity_check(&self) -> Result<String> {
+        self.read(|c| Ok(c.query_row("PRAGMA integrity_check", [], |r| r.get(0))?))
+    }
+
+    /// The journal mode as SQLite reports it now.
+    pub fn journal_mode(&self) -> Result<String> {
+        self.read(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
+    }
+
+    /// Limit the database size in pages (disk-full simulation in tests).
+    pub fn set_max_page_count(&self, pages: i64) -> Result<()> {
+        let c = self.conn()?;
+        c.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+/// Only `init` and `demo` (`opts.create`) make a database: anything else refuses a missing or
+/// empty file.
+fn refuse_missing(path: &Path, state: FileState, opts: &OpenOptions) -> Result<()> {
+    if opts.create {
+        return Ok(());
+    }
+    match state {
+        FileState::Missing => Err(Error::invalid(format!(
+            "no database at {}; create one with `sendonce init` (or pass --db)",
+            path.display()
+        ))),
+        FileState::Empty => Err(Error::invalid(format!(
+            "{} is an empty file, not a sendonce database; nothing was changed \
+             (`sendonce init --db {}` makes it one)",
+            path.display(),
+            path.display()
+        ))),
+        FileState::Sqlite => Ok(()),
+    }
+}
+
+/// The first connection, before the pool exists: whose file it is, then (writable) WAL read
+/// back and migrations, or (read-only) the schema version. Returns what the pool opens: the
+/// path, or an immutable URI for a read-only file whose directory we cannot write.
+fn first_connection(
+    path: &Path,
+    mut flags: OpenFlags,
+    sync: Option<Sync>,
+    opts: &OpenOptions,
+) -> Result<(PathBuf, OpenFlags)> {
+    let open = |target: &Path, flags| -> Result<Connection> {
+        let conn = Connection::open_with_flags(target, flags)
+            .map_err(|e| Error::from(e).context(&format!("cannot open {}", path.display())))?;
+        configure(&conn, sync, opts.busy_timeout)?;
+        Ok(conn)
+    };
+    let mut target = path.to_path_buf();
+    let mut conn = open(&target, flags)?;
+    let mut identity = identify(&conn, path);
+    if opts.read_only && identity.is_err() {
+        if let Some(uri) = immutable_uri(path) {
+            // A WAL file we may not write beside (no -shm can be made): with no WAL content
+            // left, the file alone is the whole database.
+            target = PathBuf::from(uri);
+            flags |= OpenFlags::SQLITE_OPEN_URI;
+            conn = open(&target, flags)?;
+            identity = identify(&conn, path);
+        }
+    }
+    let identity = identity?;
+    if identity == Identity::Blank && !opts.create {
+        return Err(Error::invalid(format!(
+            "{} is a SQLite file without any tables, not a sendonce database; nothing was \
+             changed (`sendonce init --db {}` makes it one)",
+            path.display(),
+            path.display()
+        )));
+    }
+    if opts.read_only {
+        if identity == Identity::Blank {
+            return Err(Error::invalid(format!(
+                "{} has no sendonce schema (create it with `sendonce init`)",
+                path.display()
+            )));
+        }
+        let version = check_version(&conn)?;
+        if version < SCHEMA_VERSION {
+            return Err(Error::db(format!(
+                "{} has schema version {version}, older than this binary's {SCHEMA_VERSION}: \
+                 run `sendonce init --db {}` once to upgrade it (this command only reads, so \
+                 it changed nothing)",
+                path.display(),
+                path.display()
+            )));
+        }
+        return Ok((target, flags));
+    }
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(|e| Error::from(e).context(&format!("opening {}", path.display())))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::db(format!(
+            "{} could not be put in WAL mode (journal_mode is {mode:?})",
+            path.display()
+        )));
+    }
+    migrate(&conn)?;
+    Ok((target, flags))
+}
+
+/// Refuse a database newer than this binary, without changing it. Returns its version.
+fn check_version(conn: &Connection) -> Result<i64> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if current > SCHEMA_VERSION {
+        return Err(Error::new(
+            ErrorKind::Database,
+            format!(
+                "the database has schema version {current}, newer than this binary understands \
+                 ({SCHEMA_VERSION}); upgrade sendonce. The file was not changed"
+            ),
+        ));
+    }
+    Ok(current)
+}
+
+/// Apply pending migrations, one immediate transaction each; refuse a newer database. The
+/// application id is written with the first migration (and onto files made before it existed).
+fn migrate(conn: &Connection) -> Result<()> {
+    let current = check_version(conn)?;
+    let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    if app_id != APPLICATION_ID {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let marked = conn
+            .pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(Error::from);
+        match marked {
+            Ok(()) => conn.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+    }
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate() {
+        let version = i as i64 + 1;
+        if version <= current {
+            continue;
+        }
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let run = || -> Result<bool> {
+            // Another process may have migrated while we waited for the lock.
+            let now: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now >= version {
+                return Ok(false);
+            }
+            conn.execute_batch(sql)
+                .map_err(|e| Error::db(format!("migration {name} failed: {e}")))?;
+            conn.pragma_update(None, "user_version", version)?;
+            Ok(true)
+        };
+        match run() {
+            Ok(_) => conn.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}

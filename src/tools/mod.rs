@@ -1,0 +1,6 @@
+//! Tools around the product: the demo, the benchmark, the fake provider and crash points.
+
+pub mod bench;
+pub mod crash;
+pub mod demo;
+pub mod fake;
