@@ -13,7 +13,7 @@
 use super::Message;
 use crate::domain::unsubscribe::{self, Secret};
 use lettre::message::header::{ContentTransferEncoding, ContentType, HeaderName, HeaderValue};
-use lettre::message::{Body, Mailbox, MultiPart, SinglePart};
+use lettre::message::{Body, Mailbox, MessageBuilder, MultiPart, SinglePart};
 use lettre::Address;
 use reqwest::Url;
 use std::time::SystemTime;
@@ -88,23 +88,7 @@ pub fn build_email(
     let to = Mailbox::new(None, to_addr.clone());
 
     let key = &msg.idempotency_key;
-    if key.is_empty()
-        || key.len() > 64
-        || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    {
-        return Err("the idempotency key is not a UUID-like token".into());
-    }
-    let domain = match &settings.message_id_domain {
-        Some(d) => d.clone(),
-        None => from.email.domain().to_ascii_lowercase(),
-    };
-    check_domain("message_id_domain", &domain)?;
-    let message_id = format!("<{key}@{domain}>");
-
-    check_text("job id", &msg.job_id, MAX_JOB_ID_BYTES)?;
-    if !msg.job_id.bytes().all(|b| (0x21..0x7f).contains(&b)) {
-        return Err("the job id must be printable ASCII without spaces".into());
-    }
+    let message_id = message_id(msg, settings, &from)?;
 
     let mut b = lettre::Message::builder()
         .from(from.clone())
@@ -120,17 +104,7 @@ pub fn build_email(
         b = b.subject(squeeze_spaces(subject));
     }
     if let Some(u) = &settings.unsubscribe {
-        let (list, one_click) = list_unsubscribe(u, &msg.job_id, &msg.to)?;
-        b = b.raw_header(HeaderValue::new(
-            HeaderName::new_from_ascii_str("List-Unsubscribe"),
-            list,
-        ));
-        if one_click {
-            b = b.raw_header(HeaderValue::new(
-                HeaderName::new_from_ascii_str("List-Unsubscribe-Post"),
-                "List-Unsubscribe=One-Click".to_string(),
-            ));
-        }
+        b = unsubscribe_headers(b, u, msg)?;
     }
 
     let text = qp_part(ContentType::TEXT_PLAIN, &msg.body)?;
@@ -155,6 +129,50 @@ pub fn build_email(
         to: to_addr,
         message_id,
     })
+}
+
+/// `<key@domain>` for the `Message-ID` header, after checking the key, the domain and the job
+/// id (which goes into `X-Sendonce-Job`).
+fn message_id(msg: &Message, settings: &EmailSettings, from: &Mailbox) -> Result<String, String> {
+    let key = &msg.idempotency_key;
+    if key.is_empty()
+        || key.len() > 64
+        || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err("the idempotency key is not a UUID-like token".into());
+    }
+    let domain = match &settings.message_id_domain {
+        Some(d) => d.clone(),
+        None => from.email.domain().to_ascii_lowercase(),
+    };
+    check_domain("message_id_domain", &domain)?;
+    let message_id = format!("<{key}@{domain}>");
+
+    check_text("job id", &msg.job_id, MAX_JOB_ID_BYTES)?;
+    if !msg.job_id.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+        return Err("the job id must be printable ASCII without spaces".into());
+    }
+    Ok(message_id)
+}
+
+/// `List-Unsubscribe`, and `List-Unsubscribe-Post` when there is an https link (one click).
+fn unsubscribe_headers(
+    b: MessageBuilder,
+    u: &UnsubscribeSettings,
+    msg: &Message,
+) -> Result<MessageBuilder, String> {
+    let (list, one_click) = list_unsubscribe(u, &msg.job_id, &msg.to)?;
+    let mut b = b.raw_header(HeaderValue::new(
+        HeaderName::new_from_ascii_str("List-Unsubscribe"),
+        list,
+    ));
+    if one_click {
+        b = b.raw_header(HeaderValue::new(
+            HeaderName::new_from_ascii_str("List-Unsubscribe-Post"),
+            "List-Unsubscribe=One-Click".to_string(),
+        ));
+    }
+    Ok(b)
 }
 
 /// A quoted-printable text part: its output is ASCII, has short lines and never contains `=_`.

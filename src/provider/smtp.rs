@@ -131,176 +131,42 @@ impl Smtp {
     /// Build from a spec with `env` standing in for the environment (`SENDONCE_SMTP_PASSWORD`,
     /// `SENDONCE_UNSUBSCRIBE_SECRET`), so tests never have to change the real one.
     pub fn from_spec_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
-        let rest = spec
-            .strip_prefix("smtp://")
-            .ok_or_else(|| Error::invalid("an SMTP provider spec starts with smtp://"))?;
-        // Before parsing (the URL parser's errors are fine, but be sure): no password, ever.
-        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-        if authority
-            .rsplit_once('@')
-            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-        {
-            return Err(Error::invalid(format!(
-                "the smtp:// spec must not contain a password (command lines are visible in \
-                 `ps`): write smtp://USER@HOST:PORT and put the password in the environment \
-                 variable {PASSWORD_ENV} or in a file named by password_file=PATH"
-            )));
-        }
-        let url = Url::parse(spec).map_err(|e| Error::invalid(format!("invalid smtp URL: {e}")))?;
-        if url.password().is_some() {
-            return Err(Error::invalid(format!(
-                "the smtp:// spec must not contain a password: use {PASSWORD_ENV}"
-            )));
-        }
-        if !matches!(url.path(), "" | "/") || url.fragment().is_some() {
-            return Err(Error::invalid(
-                "an smtp:// spec has no path or fragment: smtp://[user@]host:port?tls=...",
-            ));
-        }
-        let host = url
-            .host_str()
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| Error::invalid("the smtp:// spec needs a host"))?;
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let user = percent_encoding::percent_decode_str(url.username())
-            .decode_utf8()
-            .map_err(|_| Error::invalid("the SMTP user name is not valid UTF-8"))?
-            .into_owned();
-
-        let mut tls = TlsMode::StartTls;
-        let mut timeout = DEFAULT_TIMEOUT;
-        let mut pool = DEFAULT_POOL;
-        let mut hello_name: Option<String> = None;
-        let mut message_id_domain: Option<String> = None;
-        let mut unsubscribe_url: Option<Url> = None;
-        let mut unsubscribe_mailto = None;
-        let mut password_file: Option<String> = None;
-        let mut ca_file: Option<String> = None;
-        for (k, v) in url.query_pairs() {
-            let opt = |e: Error| e.context(&format!("smtp option {k}"));
-            match k.as_ref() {
-                "tls" => {
-                    tls = match v.as_ref() {
-                        "starttls" => TlsMode::StartTls,
-                        "tls" => TlsMode::Tls,
-                        "none" => TlsMode::None,
-                        _ => {
-                            return Err(Error::invalid(
-                                "smtp option tls must be starttls, tls or none",
-                            ))
-                        }
-                    }
-                }
-                "timeout" => {
-                    timeout = crate::domain::clock::parse_duration(&v).map_err(opt)?;
-                    if timeout < Duration::from_secs(1) {
-                        return Err(Error::invalid("smtp option timeout must be at least 1s"));
-                    }
-                }
-                "pool" => {
-                    pool = v
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=100).contains(n))
-                        .ok_or_else(|| Error::invalid("smtp option pool must be 1 to 100"))?;
-                }
-                "hello_name" => {
-                    check_domain("smtp option hello_name", &v).map_err(Error::invalid)?;
-                    hello_name = Some(v.into_owned());
-                }
-                "message_id_domain" => {
-                    check_domain("smtp option message_id_domain", &v).map_err(Error::invalid)?;
-                    message_id_domain = Some(v.to_ascii_lowercase());
-                }
-                "unsubscribe_url" => {
-                    let u = Url::parse(&v)
-                        .map_err(|e| Error::invalid(format!("smtp option unsubscribe_url: {e}")))?;
-                    if u.scheme() != "https" || u.host_str().is_none() {
-                        return Err(Error::invalid(
-                            "smtp option unsubscribe_url must be an https:// URL (RFC 8058 \
-                             one-click unsubscribe requires HTTPS)",
-                        ));
-                    }
-                    if u.fragment().is_some() || !u.username().is_empty() || u.password().is_some()
-                    {
-                        return Err(Error::invalid(
-                            "smtp option unsubscribe_url must not have a fragment or user info",
-                        ));
-                    }
-                    unsubscribe_url = Some(u);
-                }
-                "unsubscribe_mailto" => {
-                    let a = parse_address("unsubscribe_mailto", &v)
-                        .map_err(|e| Error::invalid(format!("smtp option {e}")))?;
-                    unsubscribe_mailto = Some(a);
-                }
-                "password_file" => password_file = Some(v.into_owned()),
-                "ca_file" => ca_file = Some(v.into_owned()),
-                other => {
-                    return Err(Error::invalid(format!(
-                        "unknown smtp option {other:?} (known: tls, timeout, pool, hello_name, \
-                         message_id_domain, unsubscribe_url, unsubscribe_mailto, \
-                         password_file, ca_file)"
-                    )))
-                }
-            }
-        }
-        let port = match url.port() {
-            Some(p) => p,
-            None => match tls {
-                TlsMode::StartTls => 587,
-                TlsMode::Tls => 465,
-                TlsMode::None => 25,
-            },
-        };
+        let (url, host, user) = parse_spec_url(spec)?;
+        let opts = Options::parse(&url)?;
+        let port = url.port().unwrap_or(match opts.tls {
+            TlsMode::StartTls => 587,
+            TlsMode::Tls => 465,
+            TlsMode::None => 25,
+        });
 
         let (credentials, password) =
-            match credentials(&user, password_file.as_deref(), env(PASSWORD_ENV))? {
+            match credentials(&user, opts.password_file.as_deref(), env(PASSWORD_ENV))? {
                 Some((c, p)) => (Some(c), Some(p)),
                 None => (None, None),
             };
-        if credentials.is_some() && tls == TlsMode::None && !is_loopback(&host) {
+        if credentials.is_some() && opts.tls == TlsMode::None && !is_loopback(&host) {
             return Err(Error::invalid(
                 "refusing to send the SMTP password unencrypted (tls=none) to a host that is \
                  not loopback: use tls=starttls or tls=tls",
             ));
         }
-
-        let unsubscribe = if unsubscribe_url.is_some() || unsubscribe_mailto.is_some() {
-            let secret = match Secret::from_env_value(
-                env(crate::domain::unsubscribe::SECRET_ENV).map(String::into_bytes),
-            ) {
-                Ok(s) => Some(s),
-                Err(e) if unsubscribe_url.is_some() => {
-                    return Err(Error::invalid(format!("smtp option unsubscribe_url: {e}")))
-                }
-                Err(_) => None,
-            };
-            Some(UnsubscribeSettings {
-                url: unsubscribe_url,
-                mailto: unsubscribe_mailto,
-                secret,
-            })
-        } else {
-            None
-        };
-
-        let tls_params = match tls {
+        let unsubscribe = unsubscribe_settings(opts.unsubscribe_url, opts.unsubscribe_mailto, env)?;
+        let tls_params = match opts.tls {
             TlsMode::None => None,
-            TlsMode::StartTls | TlsMode::Tls => Some(tls_parameters(&host, ca_file.as_deref())?),
+            TlsMode::StartTls | TlsMode::Tls => {
+                Some(tls_parameters(&host, opts.ca_file.as_deref())?)
+            }
         };
-        if tls == TlsMode::None && ca_file.is_some() {
+        if opts.tls == TlsMode::None && opts.ca_file.is_some() {
             return Err(Error::invalid(
                 "smtp option ca_file needs tls=starttls or tls=tls",
             ));
         }
-        let hello = match hello_name {
+        let hello = match opts.hello_name {
             Some(h) => ClientId::Domain(h),
             None => default_hello(),
         };
+        let timeout = opts.timeout;
         Ok(Smtp {
             caps: Capabilities {
                 name: format!("smtp://{}:{port}", url.host_str().unwrap_or(&host)),
@@ -310,7 +176,7 @@ impl Smtp {
             },
             host,
             port,
-            tls,
+            tls: opts.tls,
             tls_params,
             hello,
             credentials,
@@ -318,11 +184,11 @@ impl Smtp {
             // Classify before the worker's own timeout (same length) cuts the call blindly.
             budget: timeout.saturating_sub(timeout / 20),
             email: EmailSettings {
-                message_id_domain,
+                message_id_domain: opts.message_id_domain,
                 unsubscribe,
             },
-            pool_size: pool,
-            slots: Semaphore::new(pool),
+            pool_size: opts.pool,
+            slots: Semaphore::new(opts.pool),
             idle: Mutex::new(Vec::new()),
         })
     }
@@ -360,19 +226,9 @@ impl Smtp {
                 }
             }
         };
-        // Waiting for a free connection must leave time for the transaction itself.
-        let wait = self.budget / 2;
-        let _permit = match tokio::time::timeout(wait, self.slots.acquire()).await {
-            Ok(Ok(p)) => p,
-            _ => {
-                return CallResult::NotSent {
-                    error: format!(
-                        "all {} SMTP connections stayed busy for {wait:?}",
-                        self.pool_size
-                    ),
-                    retry_after: None,
-                }
-            }
+        let _permit = match self.slot().await {
+            Ok(p) => p,
+            Err(busy) => return busy,
         };
         let mut tried_fresh = false;
         loop {
@@ -382,17 +238,7 @@ impl Smtp {
                     tried_fresh = true;
                     match self.connect(deadline).await {
                         Ok(c) => (c, false),
-                        Err(e) => {
-                            return CallResult::NotSent {
-                                error: format!(
-                                    "SMTP connection to {}:{} failed before any transaction: {}",
-                                    self.host,
-                                    self.port,
-                                    e.describe()
-                                ),
-                                retry_after: None,
-                            }
-                        }
+                        Err(e) => return self.connect_failed(&e),
                     }
                 }
             };
@@ -435,6 +281,34 @@ impl Smtp {
                     return classify_transport(phase, &e);
                 }
             }
+        }
+    }
+
+    /// A free connection slot. Waiting for one must leave time for the transaction itself.
+    async fn slot(&self) -> std::result::Result<tokio::sync::SemaphorePermit<'_>, CallResult> {
+        let wait = self.budget / 2;
+        match tokio::time::timeout(wait, self.slots.acquire()).await {
+            Ok(Ok(p)) => Ok(p),
+            _ => Err(CallResult::NotSent {
+                error: format!(
+                    "all {} SMTP connections stayed busy for {wait:?}",
+                    self.pool_size
+                ),
+                retry_after: None,
+            }),
+        }
+    }
+
+    /// No connection could be made: nothing was sent.
+    fn connect_failed(&self, e: &StepError) -> CallResult {
+        CallResult::NotSent {
+            error: format!(
+                "SMTP connection to {}:{} failed before any transaction: {}",
+                self.host,
+                self.port,
+                e.describe()
+            ),
+            retry_after: None,
         }
     }
 
@@ -675,6 +549,209 @@ fn clean(s: &str) -> String {
         out.push('…');
     }
     out.trim().to_string()
+}
+
+/// The URL of an `smtp://` spec, its host (without IPv6 brackets) and its user (decoded, maybe
+/// empty). A password is refused before the URL is even parsed.
+fn parse_spec_url(spec: &str) -> Result<(Url, String, String)> {
+    let rest = spec
+        .strip_prefix("smtp://")
+        .ok_or_else(|| Error::invalid("an SMTP provider spec starts with smtp://"))?;
+    // Before parsing (the URL parser's errors are fine, but be sure): no password, ever.
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    {
+        return Err(Error::invalid(format!(
+            "the smtp:// spec must not contain a password (command lines are visible in \
+             `ps`): write smtp://USER@HOST:PORT and put the password in the environment \
+             variable {PASSWORD_ENV} or in a file named by password_file=PATH"
+        )));
+    }
+    let url = Url::parse(spec).map_err(|e| Error::invalid(format!("invalid smtp URL: {e}")))?;
+    if url.password().is_some() {
+        return Err(Error::invalid(format!(
+            "the smtp:// spec must not contain a password: use {PASSWORD_ENV}"
+        )));
+    }
+    if !matches!(url.path(), "" | "/") || url.fragment().is_some() {
+        return Err(Error::invalid(
+            "an smtp:// spec has no path or fragment: smtp://[user@]host:port?tls=...",
+        ));
+    }
+    let host = url
+        .host_str()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| Error::invalid("the smtp:// spec needs a host"))?;
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let user = percent_encoding::percent_decode_str(url.username())
+        .decode_utf8()
+        .map_err(|_| Error::invalid("the SMTP user name is not valid UTF-8"))?
+        .into_owned();
+    Ok((url, host, user))
+}
+
+/// The query options of an `smtp://` spec, defaults filled in.
+struct Options {
+    tls: TlsMode,
+    timeout: Duration,
+    pool: usize,
+    hello_name: Option<String>,
+    message_id_domain: Option<String>,
+    unsubscribe_url: Option<Url>,
+    unsubscribe_mailto: Option<lettre::Address>,
+    password_file: Option<String>,
+    ca_file: Option<String>,
+}
+
+/// Checks one option's value and stores it.
+type SetOption = fn(&mut Options, &str) -> Result<()>;
+
+/// Every option an `smtp://` spec may have, in the order the "unknown option" error names them,
+/// each with its parser (the refusals are in these small functions, one per option).
+const OPTIONS: &[(&str, SetOption)] = &[
+    ("tls", Options::set_tls),
+    ("timeout", Options::set_timeout),
+    ("pool", Options::set_pool),
+    ("hello_name", Options::set_hello_name),
+    ("message_id_domain", Options::set_message_id_domain),
+    ("unsubscribe_url", Options::set_unsubscribe_url),
+    ("unsubscribe_mailto", Options::set_unsubscribe_mailto),
+    ("password_file", |o, v| {
+        o.password_file = Some(v.to_string());
+        Ok(())
+    }),
+    ("ca_file", |o, v| {
+        o.ca_file = Some(v.to_string());
+        Ok(())
+    }),
+];
+
+impl Options {
+    /// The spec's query, option by option in the order written; the first refusal ends it.
+    fn parse(url: &Url) -> Result<Options> {
+        let mut opts = Options {
+            tls: TlsMode::StartTls,
+            timeout: DEFAULT_TIMEOUT,
+            pool: DEFAULT_POOL,
+            hello_name: None,
+            message_id_domain: None,
+            unsubscribe_url: None,
+            unsubscribe_mailto: None,
+            password_file: None,
+            ca_file: None,
+        };
+        for (k, v) in url.query_pairs() {
+            let Some((_, set)) = OPTIONS.iter().find(|(name, _)| *name == k) else {
+                let known: Vec<&str> = OPTIONS.iter().map(|(name, _)| *name).collect();
+                return Err(Error::invalid(format!(
+                    "unknown smtp option {k:?} (known: {})",
+                    known.join(", ")
+                )));
+            };
+            set(&mut opts, &v)?;
+        }
+        Ok(opts)
+    }
+
+    fn set_tls(&mut self, v: &str) -> Result<()> {
+        self.tls = match v {
+            "starttls" => TlsMode::StartTls,
+            "tls" => TlsMode::Tls,
+            "none" => TlsMode::None,
+            _ => {
+                return Err(Error::invalid(
+                    "smtp option tls must be starttls, tls or none",
+                ))
+            }
+        };
+        Ok(())
+    }
+
+    fn set_timeout(&mut self, v: &str) -> Result<()> {
+        self.timeout = crate::domain::clock::parse_duration(v)
+            .map_err(|e| e.context("smtp option timeout"))?;
+        if self.timeout < Duration::from_secs(1) {
+            return Err(Error::invalid("smtp option timeout must be at least 1s"));
+        }
+        Ok(())
+    }
+
+    fn set_pool(&mut self, v: &str) -> Result<()> {
+        self.pool = v
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| Error::invalid("smtp option pool must be 1 to 100"))?;
+        Ok(())
+    }
+
+    fn set_hello_name(&mut self, v: &str) -> Result<()> {
+        check_domain("smtp option hello_name", v).map_err(Error::invalid)?;
+        self.hello_name = Some(v.to_string());
+        Ok(())
+    }
+
+    fn set_message_id_domain(&mut self, v: &str) -> Result<()> {
+        check_domain("smtp option message_id_domain", v).map_err(Error::invalid)?;
+        self.message_id_domain = Some(v.to_ascii_lowercase());
+        Ok(())
+    }
+
+    fn set_unsubscribe_url(&mut self, v: &str) -> Result<()> {
+        let u = Url::parse(v)
+            .map_err(|e| Error::invalid(format!("smtp option unsubscribe_url: {e}")))?;
+        if u.scheme() != "https" || u.host_str().is_none() {
+            return Err(Error::invalid(
+                "smtp option unsubscribe_url must be an https:// URL (RFC 8058 \
+                 one-click unsubscribe requires HTTPS)",
+            ));
+        }
+        if u.fragment().is_some() || !u.username().is_empty() || u.password().is_some() {
+            return Err(Error::invalid(
+                "smtp option unsubscribe_url must not have a fragment or user info",
+            ));
+        }
+        self.unsubscribe_url = Some(u);
+        Ok(())
+    }
+
+    fn set_unsubscribe_mailto(&mut self, v: &str) -> Result<()> {
+        let a = parse_address("unsubscribe_mailto", v)
+            .map_err(|e| Error::invalid(format!("smtp option {e}")))?;
+        self.unsubscribe_mailto = Some(a);
+        Ok(())
+    }
+}
+
+/// The `List-Unsubscribe` settings when the spec asks for them; the secret that signs the
+/// tokens is required with an https link and optional with a mailto alone.
+fn unsubscribe_settings(
+    url: Option<Url>,
+    mailto: Option<lettre::Address>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<UnsubscribeSettings>> {
+    if url.is_none() && mailto.is_none() {
+        return Ok(None);
+    }
+    let secret = match Secret::from_env_value(
+        env(crate::domain::unsubscribe::SECRET_ENV).map(String::into_bytes),
+    ) {
+        Ok(s) => Some(s),
+        Err(e) if url.is_some() => {
+            return Err(Error::invalid(format!("smtp option unsubscribe_url: {e}")))
+        }
+        Err(_) => None,
+    };
+    Ok(Some(UnsubscribeSettings {
+        url,
+        mailto,
+        secret,
+    }))
 }
 
 /// User and password (and the password again, to scrub from replies), or none. The password

@@ -591,44 +591,9 @@ fn scale(ws: &Workspace, opts: &Options) -> Result<(Scale, Wal)> {
         .stderr(Stdio::inherit());
     let (run_seconds, out) = std::thread::scope(|s| -> Result<(f64, Vec<u8>)> {
         s.spawn(|| watch_size(&wal_path, &stop, &wal_run));
-        s.spawn(|| {
-            // The second connection: a separate handle, reading the status as a dashboard would.
-            let Ok(reader) = Store::open(
-                &db,
-                &OpenOptions {
-                    pool_size: 1,
-                    ..Default::default()
-                },
-            ) else {
-                return;
-            };
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                if reader.status_counts(cid).is_ok() {
-                    reads.fetch_add(1, Ordering::Relaxed);
-                    read_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                }
-                std::thread::sleep(STATUS_READ_GAP);
-            }
-        });
+        s.spawn(|| read_status(&db, cid, &stop, &reads, &read_nanos));
         let t = Instant::now();
-        let res = cmd
-            .spawn()
-            .map_err(|e| Error::io("cannot start sendonce run", e))
-            .and_then(|mut child| {
-                let mut out = Vec::new();
-                if let Some(mut so) = child.stdout.take() {
-                    so.read_to_end(&mut out)
-                        .map_err(|e| Error::io("reading sendonce run", e))?;
-                }
-                let st = child
-                    .wait()
-                    .map_err(|e| Error::io("waiting for sendonce run", e))?;
-                if !st.success() {
-                    return Err(Error::db(format!("the scale run exited with {st}")));
-                }
-                Ok(out)
-            });
+        let res = run_to_end(&mut cmd);
         let secs = t.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
         res.map(|out| (secs, out))
@@ -660,6 +625,47 @@ fn scale(ws: &Workspace, opts: &Options) -> Result<(Scale, Wal)> {
             },
         },
     ))
+}
+
+/// The second connection of `scale`: a separate handle, reading the campaign's status as a
+/// dashboard would until `stop`; counts the reads and their total time.
+fn read_status(db: &Path, cid: i64, stop: &AtomicBool, reads: &AtomicU64, read_nanos: &AtomicU64) {
+    let Ok(reader) = Store::open(
+        db,
+        &OpenOptions {
+            pool_size: 1,
+            ..Default::default()
+        },
+    ) else {
+        return;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        if reader.status_counts(cid).is_ok() {
+            reads.fetch_add(1, Ordering::Relaxed);
+            read_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        std::thread::sleep(STATUS_READ_GAP);
+    }
+}
+
+/// Run the scale section's `sendonce run` child to its end; its stdout.
+fn run_to_end(cmd: &mut Command) -> Result<Vec<u8>> {
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io("cannot start sendonce run", e))?;
+    let mut out = Vec::new();
+    if let Some(mut so) = child.stdout.take() {
+        so.read_to_end(&mut out)
+            .map_err(|e| Error::io("reading sendonce run", e))?;
+    }
+    let st = child
+        .wait()
+        .map_err(|e| Error::io("waiting for sendonce run", e))?;
+    if !st.success() {
+        return Err(Error::db(format!("the scale run exited with {st}")));
+    }
+    Ok(out)
 }
 
 /// Section 6: spawn `sendonce run -v` on a database with a backlog and time its "first claim"
@@ -933,6 +939,11 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Report> {
     Ok(report)
 }
 
+/// One line of the table: section, what was measured, the figure.
+fn row(t: &mut String, section: &str, what: String, value: String) {
+    t.push_str(&format!("{section:<18} {what:<56} {value:>14}\n"));
+}
+
 fn thousands(v: f64) -> String {
     let n = v.round() as u64;
     let s = n.to_string();
@@ -949,9 +960,19 @@ fn thousands(v: f64) -> String {
 impl Report {
     /// The table for people.
     pub fn table(&self) -> String {
+        let mut t = self.header();
+        self.throughput_rows(&mut t);
+        self.timing_rows(&mut t);
+        self.plans_and_targets(&mut t);
+        t.push_str(&format!("\nbench took {:.1} s", self.seconds));
+        t
+    }
+
+    /// The settings and the machine the figures were measured with.
+    fn header(&self) -> String {
         let m = &self.machine;
         let s = &self.settings;
-        let mut t = format!(
+        format!(
             "sendonce bench: synchronous={}, batch {}, concurrency {}, {} cpu(s) ({}), \
              load {:.1} -> {:.1}, SQLite {}\n\n",
             s.synchronous.to_uppercase(),
@@ -962,12 +983,13 @@ impl Report {
             m.load_start,
             m.load_end,
             m.sqlite_version
-        );
-        let row = |t: &mut String, section: &str, what: String, value: String| {
-            t.push_str(&format!("{section:<18} {what:<56} {value:>14}\n"));
-        };
+        )
+    }
+
+    /// Sections 1 to 3: the bare limit, the pipeline, list building and a run at scale.
+    fn throughput_rows(&self, t: &mut String) {
         row(
-            &mut t,
+            t,
             "1 limit",
             format!(
                 "bare two-marker loop, {} rows, {} commits, cpu {:.1} s",
@@ -977,7 +999,7 @@ impl Report {
         );
         for p in [&self.pipeline.null, &self.pipeline.outbox] {
             row(
-                &mut t,
+                t,
                 &format!("2 pipeline {}", p.provider),
                 format!(
                     "end to end, {} sent, cpu {:.1} s ({:.2} x limit)",
@@ -988,7 +1010,7 @@ impl Report {
         }
         let sc = &self.scale;
         row(
-            &mut t,
+            t,
             "3 scale",
             format!(
                 "list building, {} subscribers, cpu {:.1} s",
@@ -997,7 +1019,7 @@ impl Report {
             format!("{:.2} s", sc.list_build_seconds),
         );
         row(
-            &mut t,
+            t,
             "3 scale",
             format!(
                 "peak RSS of `run` over {} recipients ({:.1} s)",
@@ -1006,14 +1028,18 @@ impl Report {
             format!("{:.1} MiB", sc.peak_rss_mib),
         );
         row(
-            &mut t,
+            t,
             "3 scale",
             "throughput of that run".into(),
             format!("{}/s", thousands(sc.run_per_second)),
         );
+    }
+
+    /// Sections 4 to 7: provider latency, the WAL, restart and notify.
+    fn timing_rows(&self, t: &mut String) {
         let l = &self.latency;
         row(
-            &mut t,
+            t,
             "4 latency",
             format!(
                 "{} in flight at {:.0} ms, ideal {}/s ({:.1}%)",
@@ -1025,14 +1051,14 @@ impl Report {
             format!("{}/s", thousands(l.per_second)),
         );
         row(
-            &mut t,
+            t,
             "4 latency",
             format!("calls took {:.2} ms on average; slots busy", l.mean_call_ms),
             format!("{:.1}%", l.slot_utilisation * 100.0),
         );
         let w = &self.wal;
         row(
-            &mut t,
+            t,
             "5 WAL",
             format!(
                 "largest -wal during the run ({} status reads)",
@@ -1041,14 +1067,14 @@ impl Report {
             format!("{:.1} MiB", w.max_mib_run),
         );
         row(
-            &mut t,
+            t,
             "5 WAL",
             "largest -wal during list building".into(),
             format!("{:.1} MiB", w.max_mib_list_build),
         );
         let r = &self.restart;
         row(
-            &mut t,
+            t,
             "6 restart",
             format!(
                 "start to first claim, {} backlog (median of {})",
@@ -1059,7 +1085,7 @@ impl Report {
         );
         let n = &self.notify;
         row(
-            &mut t,
+            t,
             "7 notify",
             format!(
                 "notify, loopback provider, median of {} (first {:.0} ms)",
@@ -1068,6 +1094,10 @@ impl Report {
             ),
             format!("{:.1} ms", n.ms),
         );
+    }
+
+    /// Section 8 (query plans) and the targets, met or missed.
+    fn plans_and_targets(&self, t: &mut String) {
         t.push_str(&format!(
             "8 plans            EXPLAIN QUERY PLAN of the {} statements of the send path:\n",
             self.plans.len()
@@ -1085,7 +1115,5 @@ impl Report {
                 g.target
             ));
         }
-        t.push_str(&format!("\nbench took {:.1} s", self.seconds));
-        t
     }
 }

@@ -215,14 +215,51 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
             ))
         }
     }
-    let form: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+    let TwilioSend {
+        request,
+        from,
+        service,
+    } = match parse_twilio(&body, &sid, &shared.config.twilio_opted_out) {
+        Ok(s) => s,
+        Err((code, message)) => return Ok(twilio_error(StatusCode::BAD_REQUEST, code, &message)),
+    };
+    let (to, text) = (request.to.clone(), request.body.clone());
+    let answers = Answers {
+        ok: |id: &str| twilio_message(&sid, id, &to, &text, &from, &service),
+        conflict: || {
+            twilio_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                20500,
+                "unexpected key conflict",
+            )
+        },
+        fail: |status: StatusCode, message: &str| {
+            let code = 20000 + i64::from(status.as_u16());
+            twilio_error(status, code, message)
+        },
+    };
+    record(shared, &f, request, answers).await
+}
+
+/// A Twilio send that passed the checks: the journal request, and the sender fields the
+/// answer echoes.
+struct TwilioSend {
+    request: Request,
+    from: Option<String>,
+    service: Option<String>,
+}
+
+/// The form body of a Twilio send, checked like Twilio does; a refusal is `(code, message)`
+/// for a 400.
+fn parse_twilio(body: &[u8], sid: &str, opted_out: &[String]) -> Result<TwilioSend, (i64, String)> {
+    let form: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
     let field = |name: &str| {
         form.iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.trim().to_string())
             .filter(|v| !v.is_empty())
     };
-    let bad = |code: i64, message: &str| Ok(twilio_error(StatusCode::BAD_REQUEST, code, message));
+    let bad = |code: i64, message: &str| Err((code, message.to_string()));
     let Some(to) = field("To") else {
         return bad(21604, "A 'To' phone number is required.");
     };
@@ -240,7 +277,7 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
             &format!("The 'To' number {to} is not a valid phone number."),
         );
     }
-    if shared.config.twilio_opted_out.contains(&to) {
+    if opted_out.contains(&to) {
         return bad(21610, "Attempt to send to unsubscribed recipient");
     }
     let callback = field("StatusCallback");
@@ -263,65 +300,65 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
     if let Some(mg) = &service {
         metadata.insert("MessagingServiceSid".into(), json!(mg));
     }
-    let segments = crate::domain::sms::segments(&text).segments;
     let request = Request {
         job_id,
         idempotency_key: String::new(),
         channel: "sms".into(),
         from: from.clone().or_else(|| service.clone()),
-        to: to.clone(),
+        to,
         subject: None,
-        body: text.clone(),
+        body: text,
         metadata: Some(Value::Object(metadata)),
         api: Some("twilio"),
         headers: None,
         id_style: IdStyle::TwilioSid,
     };
-    let answers = Answers {
-        ok: |id: &str| {
-            let now = rfc2822(crate::domain::clock::now_ms());
-            let uri = format!("/2010-04-01/Accounts/{sid}/Messages/{id}.json");
-            reply(
-                StatusCode::CREATED,
-                json!({
-                    "account_sid": sid,
-                    "api_version": "2010-04-01",
-                    "body": text,
-                    "date_created": now,
-                    "date_sent": null,
-                    "date_updated": now,
-                    "direction": "outbound-api",
-                    "error_code": null,
-                    "error_message": null,
-                    "from": from,
-                    "messaging_service_sid": service,
-                    "num_media": "0",
-                    "num_segments": segments.to_string(),
-                    "price": null,
-                    "price_unit": "USD",
-                    "sid": id,
-                    "status": if service.is_some() { "accepted" } else { "queued" },
-                    "subresource_uris": {
-                        "media": format!("/2010-04-01/Accounts/{sid}/Messages/{id}/Media.json"),
-                    },
-                    "to": to,
-                    "uri": uri,
-                }),
-            )
-        },
-        conflict: || {
-            twilio_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                20500,
-                "unexpected key conflict",
-            )
-        },
-        fail: |status: StatusCode, message: &str| {
-            let code = 20000 + i64::from(status.as_u16());
-            twilio_error(status, code, message)
-        },
-    };
-    record(shared, &f, request, answers).await
+    Ok(TwilioSend {
+        request,
+        from,
+        service,
+    })
+}
+
+/// The `201` Message resource of an accepted Twilio send.
+fn twilio_message(
+    sid: &str,
+    id: &str,
+    to: &str,
+    text: &str,
+    from: &Option<String>,
+    service: &Option<String>,
+) -> Response<Body> {
+    let segments = crate::domain::sms::segments(text).segments;
+    let now = rfc2822(crate::domain::clock::now_ms());
+    let uri = format!("/2010-04-01/Accounts/{sid}/Messages/{id}.json");
+    reply(
+        StatusCode::CREATED,
+        json!({
+            "account_sid": sid,
+            "api_version": "2010-04-01",
+            "body": text,
+            "date_created": now,
+            "date_sent": null,
+            "date_updated": now,
+            "direction": "outbound-api",
+            "error_code": null,
+            "error_message": null,
+            "from": from,
+            "messaging_service_sid": service,
+            "num_media": "0",
+            "num_segments": segments.to_string(),
+            "price": null,
+            "price_unit": "USD",
+            "sid": id,
+            "status": if service.is_some() { "accepted" } else { "queued" },
+            "subresource_uris": {
+                "media": format!("/2010-04-01/Accounts/{sid}/Messages/{id}/Media.json"),
+            },
+            "to": to,
+            "uri": uri,
+        }),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -643,10 +680,6 @@ pub(super) async fn postmark_search(shared: &Shared, req: HttpRequest<Incoming>)
             "count must be 1 to 500, and count + offset at most 10000",
         );
     }
-    let metadata: Vec<(&str, &str)> = query
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("metadata_")?, v.as_str())))
-        .collect();
     let path = shared.journal.log_path().to_path_buf();
     let lines =
         match tokio::task::spawn_blocking(move || crate::provider::deliverylog::read_lines(&path))
@@ -656,55 +689,75 @@ pub(super) async fn postmark_search(shared: &Shared, req: HttpRequest<Incoming>)
             Ok(Err(e)) => return postmark_error(StatusCode::INTERNAL_SERVER_ERROR, 0, &e.message),
             Err(e) => return postmark_error(StatusCode::INTERNAL_SERVER_ERROR, 0, &e.to_string()),
         };
-    let eq = |a: &str, b: &str| a.trim().eq_ignore_ascii_case(b.trim());
+    let metadata = metadata_of(&query);
     let found: Vec<&DeliveryLine> = lines
         .iter()
         .rev() // newest first
-        .filter(|l| l.api.as_deref() == Some("postmark") && !l.replay)
-        .filter(|l| get("recipient").is_none_or(|r| l.to.split(',').any(|t| eq(t, r))))
-        .filter(|l| get("fromemail").is_none_or(|f| l.from.as_deref().is_some_and(|x| eq(x, f))))
-        .filter(|l| get("subject").is_none_or(|s| l.subject.as_deref() == Some(s)))
-        .filter(|_| get("tag").is_none()) // nothing is tagged
-        .filter(|l| {
-            metadata.iter().all(|(k, v)| {
-                l.metadata
-                    .as_ref()
-                    .and_then(|m| m.get(*k))
-                    .and_then(Value::as_str)
-                    == Some(*v)
-            })
-        })
+        .filter(|l| search_matches(l, &get, &metadata))
         .collect();
     let messages: Vec<Value> = found
         .iter()
         .skip(offset)
         .take(count)
-        .map(|l| {
-            let to: Vec<&str> = l.to.split(',').map(str::trim).collect();
-            json!({
-                "Tag": "",
-                "MessageID": l.message_id,
-                "MessageStream": "outbound",
-                "To": to.iter().map(|t| json!({"Email": t, "Name": null})).collect::<Vec<_>>(),
-                "Cc": [],
-                "Bcc": [],
-                "Recipients": to,
-                "ReceivedAt": rfc3339(l.at),
-                "From": l.from,
-                "Subject": l.subject,
-                "Attachments": [],
-                "Status": "Sent",
-                "TrackOpens": false,
-                "TrackLinks": "None",
-                "Metadata": l.metadata.clone().unwrap_or_else(|| json!({})),
-                "Sandboxed": false,
-            })
-        })
+        .map(|l| outbound_message(l))
         .collect();
     reply(
         StatusCode::OK,
         json!({"TotalCount": found.len(), "Messages": messages}),
     )
+}
+
+/// The `metadata_KEY=VALUE` filters of a search query.
+fn metadata_of(query: &[(String, String)]) -> Vec<(&str, &str)> {
+    query
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("metadata_")?, v.as_str())))
+        .collect()
+}
+
+/// Whether a journal line is a Postmark send that the search's filters all keep.
+fn search_matches<'q>(
+    l: &DeliveryLine,
+    get: &impl Fn(&str) -> Option<&'q str>,
+    metadata: &[(&str, &str)],
+) -> bool {
+    let eq = |a: &str, b: &str| a.trim().eq_ignore_ascii_case(b.trim());
+    l.api.as_deref() == Some("postmark")
+        && !l.replay
+        && get("recipient").is_none_or(|r| l.to.split(',').any(|t| eq(t, r)))
+        && get("fromemail").is_none_or(|f| l.from.as_deref().is_some_and(|x| eq(x, f)))
+        && get("subject").is_none_or(|s| l.subject.as_deref() == Some(s))
+        && get("tag").is_none() // nothing is tagged
+        && metadata.iter().all(|(k, v)| {
+            l.metadata
+                .as_ref()
+                .and_then(|m| m.get(*k))
+                .and_then(Value::as_str)
+                == Some(*v)
+        })
+}
+
+/// One message of a search answer, as Postmark's outbound message list shows it.
+fn outbound_message(l: &DeliveryLine) -> Value {
+    let to: Vec<&str> = l.to.split(',').map(str::trim).collect();
+    json!({
+        "Tag": "",
+        "MessageID": l.message_id,
+        "MessageStream": "outbound",
+        "To": to.iter().map(|t| json!({"Email": t, "Name": null})).collect::<Vec<_>>(),
+        "Cc": [],
+        "Bcc": [],
+        "Recipients": to,
+        "ReceivedAt": rfc3339(l.at),
+        "From": l.from,
+        "Subject": l.subject,
+        "Attachments": [],
+        "Status": "Sent",
+        "TrackOpens": false,
+        "TrackLinks": "None",
+        "Metadata": l.metadata.clone().unwrap_or_else(|| json!({})),
+        "Sandboxed": false,
+    })
 }
 
 #[cfg(test)]
