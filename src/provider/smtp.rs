@@ -894,6 +894,24 @@ mod tests {
     }
 
     #[test]
+    fn unknown_options_list_the_known_ones() {
+        let e = Smtp::from_spec("smtp://h?tls=none&retries=3")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.message,
+            "unknown smtp option \"retries\" (known: tls, timeout, pool, hello_name, \
+             message_id_domain, unsubscribe_url, unsubscribe_mailto, password_file, ca_file)"
+        );
+        let e = Smtp::from_spec("smtp://h?timeout=soon").err().unwrap();
+        assert!(
+            e.message.starts_with("smtp option timeout: "),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
     fn password_comes_from_a_file_and_is_never_shown() {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("pw");

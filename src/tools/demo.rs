@@ -3,7 +3,7 @@
 use crate::app::import;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
-use crate::store::{Ledger, NewCampaign, OpenOptions, Store};
+use crate::store::{ImportReport, Ledger, NewCampaign, OpenOptions, Store};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::io::Write;
@@ -81,70 +81,56 @@ fn fresh_dir() -> Result<PathBuf> {
     Ok(base)
 }
 
-pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) -> Result<Report> {
-    if recipients < 2 {
-        return Err(Error::invalid("--recipients must be at least 2"));
-    }
-    let started = std::time::Instant::now();
-    let dir = match dir {
+/// The directory named by `--dir` (created if missing), or a fresh one under the temp dir.
+fn demo_dir(dir: Option<&Path>) -> Result<PathBuf> {
+    Ok(match dir {
         Some(d) => {
             std::fs::create_dir_all(d)
                 .map_err(|e| Error::io(&format!("cannot create {}", d.display()), e))?;
             d.to_path_buf()
         }
         None => fresh_dir()?,
-    };
-    let db = dir.join("sendonce.db");
-    let csv = dir.join("subscribers.csv");
-    let outbox = dir.join("outbox.jsonl");
-    if db.exists() || outbox.exists() {
-        return Err(Error::invalid(format!(
-            "{} already holds a demo; pass an empty --dir",
-            dir.display()
-        )));
-    }
+    })
+}
 
-    // One row in 50 repeats an earlier address in another case.
-    let n = recipients as u64;
+/// The demo's subscriber CSV with `n` rows; one row in 50 repeats an earlier address in another
+/// case. Returns the number of rows written.
+fn write_csv(csv: &Path, n: u64) -> Result<u64> {
     let mut rows = 0u64;
-    {
-        let f = std::fs::File::create(&csv)
-            .map_err(|e| Error::io(&format!("cannot create {}", csv.display()), e))?;
-        let mut w = std::io::BufWriter::new(f);
-        let io = |e| Error::io("writing the demo CSV", e);
-        writeln!(w, "email,name,city").map_err(io)?;
-        let cities = ["Lisbon", "Porto", "Recife", "Luanda", "Maputo"];
-        for i in 1..=n {
-            if i % 50 == 0 {
-                writeln!(
-                    w,
-                    "Reader{}@Example.ORG,Reader {} again,Lisbon",
-                    i - 1,
-                    i - 1
-                )
-                .map_err(io)?;
-            } else {
-                writeln!(
-                    w,
-                    "reader{i}@example.org,Reader {i},{}",
-                    cities[(i % 5) as usize]
-                )
-                .map_err(io)?;
-            }
-            rows += 1;
+    let f = std::fs::File::create(csv)
+        .map_err(|e| Error::io(&format!("cannot create {}", csv.display()), e))?;
+    let mut w = std::io::BufWriter::new(f);
+    let io = |e| Error::io("writing the demo CSV", e);
+    writeln!(w, "email,name,city").map_err(io)?;
+    let cities = ["Lisbon", "Porto", "Recife", "Luanda", "Maputo"];
+    for i in 1..=n {
+        if i % 50 == 0 {
+            writeln!(
+                w,
+                "Reader{}@Example.ORG,Reader {} again,Lisbon",
+                i - 1,
+                i - 1
+            )
+            .map_err(io)?;
+        } else {
+            writeln!(
+                w,
+                "reader{i}@example.org,Reader {i},{}",
+                cities[(i % 5) as usize]
+            )
+            .map_err(io)?;
         }
-        w.flush().map_err(io)?;
+        rows += 1;
     }
+    w.flush().map_err(io)?;
+    Ok(rows)
+}
 
-    let store = Store::open(
-        &db,
-        &OpenOptions {
-            create: true,
-            ..Default::default()
-        },
-    )?;
+/// The demo's account, subscribers (from `csv`), one suppressed address and an approved
+/// campaign: the campaign id, the import report and the suppressed address.
+fn seed(store: &Store, csv: &Path) -> Result<(i64, ImportReport, String)> {
     let account = store.add_account("demo")?;
-    let report = store.import_subscribers(account, import::read_csv(&csv)?, true)?;
+    let report = store.import_subscribers(account, import::read_csv(csv)?, true)?;
     let suppressed_address = "reader3@example.org".to_string();
     store.suppress(
         account,
@@ -162,6 +148,35 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
         body: "Hello {{ name }},\n\nThis month in {{ city }}: nothing was sent twice.\n",
     })?;
     store.approve_campaign(cid, crate::domain::clock::now_ms())?;
+    Ok((cid, report, suppressed_address))
+}
+
+pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) -> Result<Report> {
+    if recipients < 2 {
+        return Err(Error::invalid("--recipients must be at least 2"));
+    }
+    let started = std::time::Instant::now();
+    let dir = demo_dir(dir)?;
+    let db = dir.join("sendonce.db");
+    let csv = dir.join("subscribers.csv");
+    let outbox = dir.join("outbox.jsonl");
+    if db.exists() || outbox.exists() {
+        return Err(Error::invalid(format!(
+            "{} already holds a demo; pass an empty --dir",
+            dir.display()
+        )));
+    }
+
+    let rows = write_csv(&csv, recipients as u64)?;
+
+    let store = Store::open(
+        &db,
+        &OpenOptions {
+            create: true,
+            ..Default::default()
+        },
+    )?;
+    let (cid, report, suppressed_address) = seed(&store, &csv)?;
 
     let provider = provider::from_spec(&format!("outbox:{}", outbox.display()))?;
     let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
