@@ -1,8 +1,7 @@
 //! Smoke test of `sendonce bench` at a tiny size: every section is present with positive
 //! figures. No timing assertions: thresholds are read from the output, not asserted here.
 
-mod common;
-use common::Env;
+use crate::common::Env;
 
 #[test]
 fn bench_reports_every_section() {

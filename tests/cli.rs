@@ -1,8 +1,8 @@
 //! The CLI contract: bad input gets a clear error, the documented exit code, and no partial
 //! write; the commands of the README work end to end.
 
-mod common;
-use common::Env;
+use crate::common;
+use crate::common::Env;
 
 #[test]
 fn demo_runs_end_to_end() {

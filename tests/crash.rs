@@ -5,8 +5,7 @@
 //! Sizes: `SENDONCE_CRASH_SIZE=ci` (default) or `soak` (longer). `SENDONCE_CRASH_SEED=N` replays
 //! a random run.
 
-mod common;
-use common::{Env, Fake, BIN};
+use crate::common::{Env, Fake, BIN};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

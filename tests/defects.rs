@@ -2,8 +2,8 @@
 //! shared between databases, files that are not ours, content that would fail every recipient,
 //! spreadsheet formulas in reports, and panics reachable from the command line.
 
-mod common;
-use common::Env;
+use crate::common;
+use crate::common::Env;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

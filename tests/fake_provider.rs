@@ -1,9 +1,7 @@
 //! `sendonce fake-provider` run as a real process on 127.0.0.1, and the webhook provider's
 //! classification of every kind of answer (against the fake provider and tiny raw servers).
 
-mod common;
-
-use common::Fake;
+use crate::common::Fake;
 use sendonce::domain::address::Channel;
 use sendonce::provider::deliverylog::DeliveryLine;
 use sendonce::provider::{from_spec, CallResult, Message, Provider};

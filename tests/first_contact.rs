@@ -2,8 +2,8 @@
 //! that account for everyone, `--json` everywhere, `--help`, config mistakes, and logs that
 //! read well in a file.
 
-mod common;
-use common::Env;
+use crate::common;
+use crate::common::Env;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,7 @@
 //! (CRLF line ends, byte order marks, `;` or tab separators, Latin-1, empty files) and
 //! templates with filters, defaults and variables that some subscribers lack.
 
-mod common;
-use common::{Env, Run};
+use crate::common::{Env, Run};
 use std::path::Path;
 
 fn import(env: &Env, acct: &str, f: &Path, extra: &[&str]) -> Run {

@@ -1,8 +1,8 @@
 //! The ledger's guarantees, on real database files: leases, fences, suppression at claim,
 //! completion, and several processes on one file.
 
-mod common;
-use common::Env;
+use crate::common;
+use crate::common::Env;
 use sendonce::domain::address::Channel;
 use sendonce::store::{ClaimRequest, Ledger, NewCampaign, OpenOptions, Outcome, Record, Store};
 

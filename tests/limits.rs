@@ -2,8 +2,7 @@
 //! usage error (exit 2) that names the limit (and the CSV line), comes quickly, and writes
 //! nothing; endless inputs (`/dev/zero`, a FIFO, stdin) are not read to the end.
 
-mod common;
-use common::{Env, Run, BIN};
+use crate::common::{Env, Run, BIN};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! `sendonce notify`: once per CI job across retries and re-runs, keyed on the CI environment.
 
-mod common;
-use common::{deliveries, BIN};
+use crate::common;
+use crate::common::{deliveries, BIN};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};

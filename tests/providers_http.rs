@@ -4,9 +4,8 @@
 //! lookup; Twilio's signature test vector; SMS segment counts; secrets kept out of every
 //! result; and one `sendonce run --once` through the Resend endpoint of the fake.
 
-mod common;
-
-use common::Fake;
+use crate::common;
+use crate::common::Fake;
 
 use sendonce::domain::address::Channel;
 use sendonce::provider::{from_spec, CallResult, Lookup, Message};

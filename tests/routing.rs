@@ -1,8 +1,7 @@
 //! Provider routing from the config file, durable rate limits in the worker, and
 //! reconciliation of rows in doubt through a provider's lookup.
 
-mod common;
-use common::{deliveries, Env};
+use crate::common::{deliveries, Env};
 use sendonce::provider::{
     CallFuture, CallResult, Capabilities, Lookup, LookupFuture, Message, Provider,
 };

@@ -5,10 +5,9 @@
 //! form may reach stdout, stderr, the database (and its WAL), any other file the run leaves, the
 //! campaign report (CSV and JSON), the doubts and suppression lists, or `notify`'s output.
 
-mod common;
-
+use crate::common;
+use crate::common::{Env, Run};
 use base64::Engine;
-use common::{Env, Run};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;

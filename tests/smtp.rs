@@ -2,8 +2,7 @@
 //! subprocess), against tiny misbehaving fakes for the failure phases, and the message builder
 //! against 10,000+ hostile inputs checked with an independent MIME parser (mail-parser).
 
-mod common;
-
+use crate::common;
 use sendonce::domain::address::Channel;
 use sendonce::domain::unsubscribe::{self, Secret};
 use sendonce::provider::{

@@ -1,0 +1,27 @@
+//! The one integration test binary (as ripgrep's `tests/tests.rs`): every file of `tests/` is a
+//! module of it, so the suite links the library and starts `cargo test` once, not once per
+//! file. Run one module with a filter: `tests/run.sh smtp::`, or
+//! `tests/run.sh --test integration crash::` (the crash suite needs `--features crash-points`,
+//! which `tests/run.sh` always passes).
+
+// Shared helpers: a temp dir with a database, the real binary, the fake provider process.
+mod common;
+
+mod bench;
+mod cli;
+// Real processes killed at named crash points: only with the `crash-points` feature.
+#[cfg(feature = "crash-points")]
+mod crash;
+mod defects;
+mod fake_provider;
+mod first_contact;
+mod input_errors;
+mod ledger;
+mod limits;
+mod notify;
+mod providers_http;
+mod ratelimit;
+mod readme;
+mod routing;
+mod secrets;
+mod smtp;
