@@ -9,8 +9,6 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 fn client() -> reqwest::Client {
     // reqwest is built without a default crypto backend (see Cargo.toml).
@@ -414,52 +412,9 @@ async fn webhook_against_the_fake_provider() {
 
 /// A one-shot raw HTTP server: answers every request with `response` (or never, or closes).
 async fn raw_server(response: Option<&'static str>) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                // Read the head and the body (Content-Length) before answering.
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let n = s.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buf).to_string();
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let len = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                let (k, v) = l.split_once(':')?;
-                                k.eq_ignore_ascii_case("content-length")
-                                    .then(|| v.trim().parse::<usize>().ok())?
-                            })
-                            .unwrap_or(0);
-                        if buf.len() >= end + 4 + len {
-                            break;
-                        }
-                    }
-                }
-                match response {
-                    Some(r) => {
-                        let _ = s.write_all(r.as_bytes()).await;
-                        let _ = s.shutdown().await;
-                    }
-                    None => {
-                        // Never answer (until the client gives up).
-                        tokio::time::sleep(Duration::from_secs(30)).await;
-                    }
-                }
-            });
-        }
-    });
-    addr
+    crate::common::raw_http_server(response.map(str::to_string))
+        .await
+        .0
 }
 
 fn canned(status: &str, extra: &str, body: &str) -> &'static str {
@@ -566,10 +521,7 @@ async fn webhook_classifies_every_kind_of_answer() {
     assert!(t.elapsed() < Duration::from_secs(10));
 
     // Nobody listening: refused before the request left, definitely not sent.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = crate::common::refused_port();
     let res = from_spec(&format!("webhook:http://127.0.0.1:{port}/send"))
         .unwrap()
         .send(&m)

@@ -437,13 +437,7 @@ fn empty_csv_cells_are_missing_values() {
     let env = Env::new();
     let acct = env.setup_account();
     let f = env.write("s.csv", "email,nickname\na@x.com,Al\nb@x.com,\n");
-    env.ok(&[
-        "subscriber",
-        "import",
-        "--account",
-        &acct,
-        f.to_str().unwrap(),
-    ]);
+    env.import_csv(&acct, &f);
     let r = create(&env, &acct, "Hi", "Hi {{ nickname }}!\n");
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("nickname"), "{}", r.stderr);

@@ -14,8 +14,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// The credential every test uses; it must never appear in a result.
 const TOKEN: &str = "tok-5ecret-0123456789abcdef";
@@ -465,55 +463,7 @@ async fn injected_faults_apply_to_the_provider_endpoints() {
 /// A raw HTTP server answering every request with `response` (`None`: never answer; `""`:
 /// close without a word). Requests are kept for inspection.
 async fn raw_server(response: Option<String>) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let seen2 = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            let response = response.clone();
-            let seen = seen2.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    let n = s.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buf).to_string();
-                    if let Some(end) = text.find("\r\n\r\n") {
-                        let len = text[..end]
-                            .lines()
-                            .find_map(|l| {
-                                let (k, v) = l.split_once(':')?;
-                                k.eq_ignore_ascii_case("content-length")
-                                    .then(|| v.trim().parse::<usize>().ok())?
-                            })
-                            .unwrap_or(0);
-                        if buf.len() >= end + 4 + len {
-                            break;
-                        }
-                    }
-                }
-                seen.lock()
-                    .unwrap()
-                    .push(String::from_utf8_lossy(&buf).into_owned());
-                match response {
-                    Some(r) => {
-                        let _ = s.write_all(r.as_bytes()).await;
-                        let _ = s.shutdown().await;
-                    }
-                    None => tokio::time::sleep(Duration::from_secs(30)).await,
-                }
-            });
-        }
-    });
-    (addr, seen)
+    common::raw_http_server(response).await
 }
 
 fn canned(status: &str, extra: &str, body: &str) -> Option<String> {
@@ -521,11 +471,6 @@ fn canned(status: &str, extra: &str, body: &str) -> Option<String> {
         "HTTP/1.1 {status}\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     ))
-}
-
-fn refused_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 /// Call `spec_for(base)` against a raw server answering `response`; every result is checked
@@ -547,10 +492,13 @@ async fn call_raw(
 
 /// Connection refused, timeout and a reply lost after the request: the same for every API.
 async fn transport_cases(spec_for: impl Fn(&str) -> String, msg: &Message) {
-    let res = from_spec(&spec_for(&format!("http://127.0.0.1:{}", refused_port())))
-        .unwrap()
-        .send(msg)
-        .await;
+    let res = from_spec(&spec_for(&format!(
+        "http://127.0.0.1:{}",
+        common::refused_port()
+    )))
+    .unwrap()
+    .send(msg)
+    .await;
     assert!(
         matches!(
             res,
@@ -959,10 +907,13 @@ async fn postmark_error_mapping_and_lookup_failures() {
     assert!(matches!(l, Lookup::Unknown { .. }), "{l:?}");
     let (l, _) = lookup(canned("200 OK", "", r#"{"TotalCount":0,"Messages":[]}"#)).await;
     assert_eq!(l, Lookup::NotFound);
-    let l = from_spec(&spec(&format!("http://127.0.0.1:{}", refused_port())))
-        .unwrap()
-        .lookup(&m)
-        .await;
+    let l = from_spec(&spec(&format!(
+        "http://127.0.0.1:{}",
+        common::refused_port()
+    )))
+    .unwrap()
+    .lookup(&m)
+    .await;
     assert!(matches!(l, Lookup::Unknown { .. }), "{l:?}");
 }
 

@@ -20,13 +20,7 @@ fn two_tenants(env: &Env, n: usize) -> (String, String) {
             csv.push_str(&format!("{name}{i}@example.com\n"));
         }
         let f = env.write(&format!("{name}.csv"), csv);
-        env.ok(&[
-            "subscriber",
-            "import",
-            "--account",
-            &acct,
-            f.to_str().unwrap(),
-        ]);
+        env.import_csv(&acct, &f);
         let body = env.write("b.txt", "hi");
         let cid = env.ok(&[
             "campaign",

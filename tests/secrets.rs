@@ -177,13 +177,7 @@ fn campaign(channel: &str) -> Campaign {
         _ => "email,name\nana@example.com,Ana\n",
     };
     let f = env.write("subs.csv", csv);
-    env.ok(&[
-        "subscriber",
-        "import",
-        "--account",
-        &account,
-        f.to_str().unwrap(),
-    ]);
+    env.import_csv(&account, &f);
     let body = env.write("body.txt", "Hello {{ name }}\n");
     let mut args = vec![
         "campaign",
@@ -307,11 +301,6 @@ fn assert_redacted(error: &str) {
         error.contains("[redacted]"),
         "the echo should reach the ledger scrubbed: {error:?}"
     );
-}
-
-fn refused_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -554,7 +543,9 @@ fn twilio_429_retry_path_echoing_the_credentials() {
 #[test]
 fn twilio_refused_tls_failure_and_timeout() {
     let c = campaign("sms");
-    let refused: SocketAddr = format!("127.0.0.1:{}", refused_port()).parse().unwrap();
+    let refused: SocketAddr = format!("127.0.0.1:{}", common::refused_port())
+        .parse()
+        .unwrap();
     let error = c.check(&twilio_spec(refused, "http"), &[TWILIO_ENV], "failed");
     assert!(error.contains("gave up"), "{error}");
 
@@ -780,7 +771,11 @@ fn smtp_550_at_rcpt_echoing_the_auth_line_into_the_suppression_reason() {
 #[test]
 fn smtp_refused_timeout_and_tls_failure() {
     let c = campaign("email");
-    let error = c.check(&smtp_spec(refused_port(), "2s"), &[SMTP_ENV], "failed");
+    let error = c.check(
+        &smtp_spec(common::refused_port(), "2s"),
+        &[SMTP_ENV],
+        "failed",
+    );
     assert!(error.contains("gave up"), "{error}");
 
     let c = campaign("email");

@@ -671,10 +671,7 @@ async fn fake_rcpt_451_is_not_sent() {
 
 #[tokio::test]
 async fn connection_refused_is_not_sent() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = common::refused_port();
     let spec = format!("smtp://127.0.0.1:{port}?tls=none&timeout=5s");
     let smtp = Smtp::from_spec_with_env(&spec, &no_env).unwrap();
     let res = smtp.send(&message(1, "ana@example.com")).await;
@@ -1104,13 +1101,7 @@ fn cli_campaign_is_delivered_exactly_once_through_smtp() {
     }
     csv.push_str("bounce0@example.com,Nobody\n");
     let f = env.write("subs.csv", csv);
-    env.ok(&[
-        "subscriber",
-        "import",
-        "--account",
-        &acct,
-        f.to_str().unwrap(),
-    ]);
+    env.import_csv(&acct, &f);
     let body = env.write("body.txt", "Hello {{ name }}\n");
     let cid = env.ok(&[
         "campaign",

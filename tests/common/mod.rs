@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sendonce");
 
@@ -53,6 +55,17 @@ impl Env {
         p
     }
 
+    /// `subscriber import --account ACCT FILE`, required to succeed; returns trimmed stdout.
+    pub fn import_csv(&self, acct: &str, csv: &Path) -> String {
+        self.ok(&[
+            "subscriber",
+            "import",
+            "--account",
+            acct,
+            csv.to_str().unwrap(),
+        ])
+    }
+
     /// init + an account; returns the account id.
     pub fn setup_account(&self) -> String {
         self.ok(&["init"]);
@@ -68,13 +81,7 @@ impl Env {
             csv.push_str(&format!("user{i}@example.com,User {i}\n"));
         }
         let f = self.write("subs.csv", csv);
-        self.ok(&[
-            "subscriber",
-            "import",
-            "--account",
-            &acct,
-            f.to_str().unwrap(),
-        ]);
+        self.import_csv(&acct, &f);
         let body = self.write("body.txt", "Hello {{ name }}\n");
         let cid = self.ok(&[
             "campaign",
@@ -227,5 +234,77 @@ impl Drop for Fake {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A port on 127.0.0.1 that nobody listens on (it was free a moment ago): connecting is refused.
+pub fn refused_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A raw HTTP server on 127.0.0.1 answering every request with `response` (`None`: never
+/// answer; `""`: close without a word). The requests it read (head and body) are kept for
+/// inspection.
+pub async fn raw_http_server(
+    response: Option<String>,
+) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let response = response.clone();
+            let seen = seen2.clone();
+            tokio::spawn(async move {
+                let Some(request) = read_http_request(&mut s).await else {
+                    return;
+                };
+                seen.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&request).into_owned());
+                match response {
+                    Some(r) => {
+                        let _ = s.write_all(r.as_bytes()).await;
+                        let _ = s.shutdown().await;
+                    }
+                    // Never answer (until the client gives up).
+                    None => tokio::time::sleep(std::time::Duration::from_secs(30)).await,
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Read one request: the head and the body (Content-Length) before answering; `None` when the
+/// client hangs up first.
+async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = s.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if buf.len() >= end + 4 + len {
+                return Some(buf);
+            }
+        }
     }
 }
