@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command (README "Testing", and what .ci/run calls): brings what the tests need, then
-# runs every test, crash suite included. Extra arguments go to cargo test, e.g.
-#   tests/run.sh --test smtp
-#   tests/run.sh --test crash -- --nocapture
+# runs every test, crash suite included. The integration tests are one binary, `integration`
+# (tests/tests.rs), whose modules are the files of tests/. Extra arguments go to cargo test, e.g.
+#   tests/run.sh --test integration smtp::          # one module (tests/smtp.rs)
+#   tests/run.sh --test integration crash:: -- --nocapture
+#   tests/run.sh smtp::                             # a filter over every binary, unit tests too
 # What it brings:
 #   - a Python virtual environment at ${CARGO_TARGET_DIR:-target}/test-venv with the pinned
 #     packages of tests/requirements.txt (pip, from PyPI, only when the requirements or the
