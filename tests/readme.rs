@@ -2,11 +2,11 @@
 //! directory with the binary under test first on PATH, and its two top commands are the ones
 //! that exist (the demo, and `tests/run.sh`, which `.ci/run` calls too).
 
+use crate::common::BIN;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sendonce");
 /// A Quick start line ending with this comment is not run (installing is the test's own job).
 const SKIP_MARKER: &str = "# not run by tests/readme.rs";
 
