@@ -81,20 +81,15 @@ impl Worker {
         let req = self.claim_request(i, slots, caps);
         let group = std::mem::take(&mut self.outcomes);
         let now = req.now;
-        let (stats, got) =
-            match blocking(&self.ledger, move |l| l.cycle(&group, Some(&req), now)).await {
-                Ok(x) => x,
-                Err(e) if e.kind == ErrorKind::Damaged => {
-                    tracing::error!(error = %e.message, in_flight = self.calls.len(),
-                    "ledger damage: no new claims; recording the calls in flight, \
-                     then stopping");
-                    self.damaged = Some(e);
-                    self.stopping = true;
-                    self.drain_until = Some(tokio::time::Instant::now() + self.cfg.drain_deadline);
-                    return Ok(Claim::Damaged);
-                }
-                Err(e) => return Err(e),
-            };
+        let cycle = blocking(&self.ledger, move |l| l.cycle(&group, Some(&req), now)).await;
+        let (stats, got) = match cycle {
+            Ok(x) => x,
+            Err(e) if e.kind == ErrorKind::Damaged => {
+                self.stop_on_damage(e);
+                return Ok(Claim::Damaged);
+            }
+            Err(e) => return Err(e),
+        };
         self.summary.add(&stats);
         self.summary.suppressed += got.suppressed;
         self.summary.moved_in_doubt += got.in_doubt;

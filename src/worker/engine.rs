@@ -85,11 +85,7 @@ impl Worker {
         tracing::info!(worker = %self.cfg.worker_id, batch = self.cfg.batch,
             concurrency = self.cfg.concurrency, "worker started");
         loop {
-            if !self.stopping
-                && self
-                    .last_maintenance
-                    .is_none_or(|t| t.elapsed() >= self.cfg.tick)
-            {
+            if self.maintenance_due() {
                 self.maintain().await?;
             }
             let building = self.build_step(shutdown.as_mut()).await?;
@@ -113,6 +109,14 @@ impl Worker {
         self.finish().await
     }
 
+    /// Maintenance runs once per tick, and not while stopping.
+    fn maintenance_due(&self) -> bool {
+        !self.stopping
+            && self
+                .last_maintenance
+                .is_none_or(|t| t.elapsed() >= self.cfg.tick)
+    }
+
     /// The stop signal came: no new claims; the calls in flight get until the drain deadline.
     pub(super) fn begin_stop(&mut self) {
         self.stopping = true;
@@ -122,6 +126,16 @@ impl Worker {
             in_flight = self.calls.len(),
             "stop requested: finishing in-flight calls"
         );
+    }
+
+    /// A claim found ledger damage: no new claims; the calls in flight finish (or the drain
+    /// deadline passes) and are recorded, then the run returns this error.
+    pub(super) fn stop_on_damage(&mut self, e: Error) {
+        tracing::error!(error = %e.message, in_flight = self.calls.len(),
+            "ledger damage: no new claims; recording the calls in flight, then stopping");
+        self.damaged = Some(e);
+        self.stopping = true;
+        self.drain_until = Some(tokio::time::Instant::now() + self.cfg.drain_deadline);
     }
 
     /// Nothing in flight: flush, complete campaigns, decide whether to wait or leave.
