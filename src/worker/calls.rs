@@ -1,6 +1,7 @@
 //! The provider calls in flight: their tasks, the row and route each is for, and the outcome
 //! each turns into (a provider's answer through the retry policy) when it finishes.
 
+use super::TARGET;
 use crate::domain::retry::{self, Attempt, Failure, Next, Policy};
 use crate::provider::CallResult;
 use crate::store::{Outcome, Record};
@@ -83,7 +84,8 @@ impl Calls {
             }
             Err(e) => {
                 let id = self.task_rows.remove(&e.id())?;
-                tracing::error!(send_id = id, error = %e, "a provider call task failed");
+                tracing::error!(target: TARGET, send_id = id, error = %e,
+                    "a provider call task failed");
                 (
                     id,
                     CallResult::Ambiguous {
@@ -93,7 +95,7 @@ impl Calls {
             }
         };
         if let CallResult::AlreadyAccepted { detail } = &res {
-            tracing::warn!(send_id = id, %detail,
+            tracing::warn!(target: TARGET, send_id = id, %detail,
                 "the provider says this key was already accepted with other content; \
                  recorded as sent and not resent");
         }
@@ -113,6 +115,7 @@ impl Calls {
     /// recorded as ambiguous, as its outcome is unknown.
     pub async fn abandon(&mut self, policy: &Policy) -> Vec<Record> {
         tracing::warn!(
+            target: TARGET,
             abandoned = self.flights.len(),
             "drain deadline passed; abandoning in-flight calls"
         );

@@ -4,6 +4,7 @@
 
 use super::calls::Flight;
 use super::engine::{blocking, Worker};
+use super::TARGET;
 use crate::domain::model::idempotency_key;
 use crate::domain::template::Compiled;
 use crate::error::{ErrorKind, Result};
@@ -104,7 +105,7 @@ impl Worker {
         if self.summary.claimed == 0 {
             // `sendonce bench` times a restart up to this line.
             let campaign_id = self.campaigns[i].id;
-            tracing::info!(campaign_id, rows = got.rows.len(), "first claim");
+            tracing::info!(target: TARGET, campaign_id, rows = got.rows.len(), "first claim");
         }
         self.summary.claimed += got.rows.len() as u64;
         self.spawn_calls(i, &route, tpl, got.rows);

@@ -2,6 +2,7 @@
 //! then idle or wait for calls), the stop signal, the drain, and the damage stop.
 
 use super::calls::{Calls, Joined};
+use super::TARGET;
 use super::{Config, Summary};
 use crate::domain::retry::Policy;
 use crate::domain::template::Compiled;
@@ -82,7 +83,7 @@ impl Worker {
     /// leave), else wait for calls to finish.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<Summary> {
         tokio::pin!(shutdown);
-        tracing::info!(worker = %self.cfg.worker_id, batch = self.cfg.batch,
+        tracing::info!(target: TARGET, worker = %self.cfg.worker_id, batch = self.cfg.batch,
             concurrency = self.cfg.concurrency, "worker started");
         loop {
             if self.maintenance_due() {
@@ -123,6 +124,7 @@ impl Worker {
         self.summary.interrupted = true;
         self.drain_until = Some(tokio::time::Instant::now() + self.cfg.drain_deadline);
         tracing::info!(
+            target: TARGET,
             in_flight = self.calls.len(),
             "stop requested: finishing in-flight calls"
         );
@@ -131,7 +133,7 @@ impl Worker {
     /// A claim found ledger damage: no new claims; the calls in flight finish (or the drain
     /// deadline passes) and are recorded, then the run returns this error.
     pub(super) fn stop_on_damage(&mut self, e: Error) {
-        tracing::error!(error = %e.message, in_flight = self.calls.len(),
+        tracing::error!(target: TARGET, error = %e.message, in_flight = self.calls.len(),
             "ledger damage: no new claims; recording the calls in flight, then stopping");
         self.damaged = Some(e);
         self.stopping = true;
@@ -181,7 +183,7 @@ impl Worker {
         for c in self.campaigns.iter().filter(|c| c.list_complete) {
             let id = c.id;
             if blocking(&self.ledger, move |l| l.try_complete(id, now)).await? {
-                tracing::info!(campaign_id = id, "campaign sent");
+                tracing::info!(target: TARGET, campaign_id = id, "campaign sent");
                 self.summary.campaigns_completed.push(id);
                 continue;
             }
@@ -254,8 +256,8 @@ impl Worker {
     async fn finish(mut self) -> Result<Summary> {
         self.flush().await?;
         let s = &self.summary;
-        tracing::info!(worker = %self.cfg.worker_id, claimed = s.claimed, sent = s.sent,
-            failed = s.failed, in_doubt = s.moved_in_doubt, "worker stopped");
+        tracing::info!(target: TARGET, worker = %self.cfg.worker_id, claimed = s.claimed,
+            sent = s.sent, failed = s.failed, in_doubt = s.moved_in_doubt, "worker stopped");
         match self.damaged {
             Some(e) => Err(e),
             None => Ok(self.summary),

@@ -4,6 +4,7 @@
 
 use super::engine::{blocking, signalled, Signal, Worker};
 use super::Summary;
+use super::TARGET;
 use crate::domain::model::idempotency_key;
 use crate::error::Result;
 use crate::provider::{Lookup, Message};
@@ -27,7 +28,7 @@ impl Worker {
         let now = crate::domain::clock::now_ms();
         let started = blocking(&self.ledger, move |l| l.start_due_campaigns(now)).await?;
         for id in &started {
-            tracing::info!(campaign_id = id, "campaign started sending");
+            tracing::info!(target: TARGET, campaign_id = id, "campaign started sending");
         }
         self.summary.campaigns_started.extend(started);
         blocking(&self.ledger, move |l| l.sweep_cancelled(now)).await?;
@@ -58,7 +59,7 @@ impl Worker {
                     .routes
                     .for_campaign(c.account_id, &c.account_name, c.channel)
                     .map_err(|e| e.context(&format!("campaign {}", c.id)))?;
-                tracing::info!(campaign_id = c.id, route = %r.name,
+                tracing::info!(target: TARGET, campaign_id = c.id, route = %r.name,
                     provider = %r.provider.capabilities().name, "campaign routed");
                 slot.insert(r);
             }
@@ -97,6 +98,7 @@ impl Worker {
         if blocking(&self.ledger, move |l| l.build_list_chunk(id, chunk)).await? {
             c.list_complete = true;
             tracing::info!(
+                target: TARGET,
                 campaign_id = id,
                 ms = started.elapsed().as_millis() as u64,
                 "recipient list built"
@@ -131,13 +133,14 @@ async fn reconcile(
             Lookup::Found { provider_id } => Some(provider_id),
             Lookup::NotFound => None,
             Lookup::Unknown { reason } => {
-                tracing::debug!(send_id, %reason, "lookup could not tell");
+                tracing::debug!(target: TARGET, send_id, %reason, "lookup could not tell");
                 continue;
             }
         };
         let sent = found.is_some();
         if blocking(ledger, move |l| l.settle_doubt(send_id, found)).await? {
-            tracing::info!(send_id, sent, "in-doubt row reconciled with the provider");
+            tracing::info!(target: TARGET, send_id, sent,
+                "in-doubt row reconciled with the provider");
             summary.reconciled += 1;
         }
     }

@@ -30,6 +30,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The target of the worker's log lines, whichever of its files logs them: `sendonce::worker`,
+/// as before the loop was split (a filter such as `SENDONCE_LOG=sendonce::worker=debug` and
+/// the lines people grep for stay as they were).
+const TARGET: &str = module_path!();
+
 /// How a worker behaves. Built by the CLI from flags; validated there.
 #[derive(Debug, Clone)]
 pub struct Config {
