@@ -1,10 +1,11 @@
 //! Pure rules with no I/O: addresses and channels, states, job ids and keys, templates, content
-//! checks, SMS segments, unsubscribe tokens, time.
+//! checks, SMS segments, unsubscribe tokens, time, the retry policy.
 
 pub mod address;
 pub mod clock;
 pub mod content;
 pub mod model;
+pub mod retry;
 pub mod sms;
 pub mod template;
 pub mod unsubscribe;
