@@ -4,10 +4,14 @@
 mod common;
 use common::Env;
 use sendonce::domain::address::Channel;
-use sendonce::store::{ClaimRequest, Ledger, NewCampaign, OpenOptions, Outcome, Record, Store};
+use sendonce::store::sqlite::SqliteStore;
+use sendonce::store::{
+    Audience, Campaigns, ClaimRequest, Ledger, NewCampaign, OpenOptions, Outcome, Record,
+    Suppressions,
+};
 
-fn store(env: &Env) -> Store {
-    Store::open(
+fn store(env: &Env) -> SqliteStore {
+    SqliteStore::open(
         &env.db,
         &OpenOptions {
             create: true,
@@ -18,7 +22,7 @@ fn store(env: &Env) -> Store {
 }
 
 /// A sending campaign with `n` subscribers and its list built. Returns (store, account, campaign).
-fn sending_campaign(env: &Env, n: usize) -> (Store, i64, i64) {
+fn sending_campaign(env: &Env, n: usize) -> (SqliteStore, i64, i64) {
     let s = store(env);
     let acct = s.add_account("t").unwrap();
     let rows = (0..n)

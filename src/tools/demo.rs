@@ -3,7 +3,7 @@
 use crate::app::import;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
-use crate::store::{Ledger, NewCampaign, OpenOptions, Store};
+use crate::store::{Ledger, NewCampaign, OpenOptions};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::io::Write;
@@ -136,7 +136,7 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
         w.flush().map_err(io)?;
     }
 
-    let store = Store::open(
+    let store = crate::store::open(
         &db,
         &OpenOptions {
             create: true,
@@ -164,7 +164,7 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
     store.approve_campaign(cid, crate::domain::clock::now_ms())?;
 
     let provider = provider::from_spec(&format!("outbox:{}", outbox.display()))?;
-    let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
+    let ledger: Arc<dyn Ledger> = store.clone();
     let cfg = worker::Config {
         once: true,
         tick: std::time::Duration::from_millis(50),
