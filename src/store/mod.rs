@@ -69,9 +69,10 @@ impl<T> Storage for T where
 pub fn open(target: &Path, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
     let text = target.to_str().unwrap_or_default();
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        return Err(Error::invalid(format!(
-            "PostgreSQL storage is not built yet (database {text})"
-        )));
+        // The URL is not repeated: it may hold a password.
+        return Err(Error::invalid(
+            "PostgreSQL storage is not built yet: give a SQLite database file (or sqlite:PATH)",
+        ));
     }
     let path = text
         .strip_prefix("sqlite:")
