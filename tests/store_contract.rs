@@ -5,7 +5,7 @@
 mod common;
 use sendonce::domain::address::Channel;
 use sendonce::domain::clock::now_ms;
-use sendonce::store::{ClaimRequest, Claimed, NewCampaign, OpenOptions, Outcome, Record, Storage};
+use sendonce::store::{ClaimRequest, Claimed, OpenOptions, Outcome, Record, Storage};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -51,27 +51,7 @@ impl Fixture {
     fn unbuilt(b: &Backend, n: usize) -> Fixture {
         let env = common::Env::new();
         let s = (b.fresh)(&env);
-        let acct = s.add_account("t").unwrap();
-        let rows = (0..n)
-            .map(|i| {
-                let email = format!("u{i}@x.com");
-                let sub = sendonce::app::import::subscriber(Some(&email), None, None, None, &[]);
-                (i as u64 + 2, sub)
-            })
-            .collect();
-        s.import_subscribers(acct, rows, false).unwrap();
-        let cid = s
-            .create_campaign(&NewCampaign {
-                account_id: acct,
-                name: "c",
-                channel: Channel::Email,
-                sender: None,
-                subject: Some("s"),
-                body: "b",
-            })
-            .unwrap();
-        s.approve_campaign(cid, 0).unwrap();
-        assert_eq!(s.start_due_campaigns(now_ms()).unwrap(), vec![cid]);
+        let (acct, cid) = common::started_campaign(&*s, n);
         Fixture {
             _env: env,
             backend: b.name,
