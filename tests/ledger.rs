@@ -2,6 +2,7 @@
 //! completion, and several processes on one file.
 
 mod common;
+use common::accepted;
 use common::Env;
 use sendonce::domain::address::Channel;
 use sendonce::store::sqlite::SqliteStore;
@@ -46,17 +47,6 @@ fn req(
         owner: "test".into(),
         key_window_ms: window,
         now,
-    }
-}
-
-fn accepted(id: i64, token: i64) -> Record {
-    Record {
-        id,
-        token,
-        outcome: Outcome::Accepted {
-            provider_id: Some(format!("p{id}")),
-            note: None,
-        },
     }
 }
 

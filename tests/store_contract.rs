@@ -3,6 +3,7 @@
 //! one-commit worker cycle. A second backend must pass these same tests.
 
 mod common;
+use common::accepted;
 use sendonce::domain::address::Channel;
 use sendonce::domain::clock::now_ms;
 use sendonce::store::{ClaimRequest, Claimed, OpenOptions, Outcome, Record, Storage};
@@ -97,17 +98,6 @@ impl Fixture {
 
 fn keys(c: &Claimed) -> Vec<(i64, i64)> {
     c.rows.iter().map(|r| (r.id, r.token)).collect()
-}
-
-fn accepted(id: i64, token: i64) -> Record {
-    Record {
-        id,
-        token,
-        outcome: Outcome::Accepted {
-            provider_id: Some(format!("p{id}")),
-            note: None,
-        },
-    }
 }
 
 fn failed(id: i64, token: i64) -> Record {

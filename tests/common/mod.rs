@@ -135,6 +135,18 @@ pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64
     (acct, cid)
 }
 
+/// The provider accepted the call for row `id` (held with `token`); provider id `p<id>`.
+pub fn accepted(id: i64, token: i64) -> sendonce::store::Record {
+    sendonce::store::Record {
+        id,
+        token,
+        outcome: sendonce::store::Outcome::Accepted {
+            provider_id: Some(format!("p{id}")),
+            note: None,
+        },
+    }
+}
+
 pub struct Run {
     pub code: i32,
     pub stdout: String,
