@@ -203,12 +203,14 @@ fn a_live_lease_is_not_claimed_again_and_an_expired_one_is() {
         let f = Fixture::new(&b, 2);
         let t0 = now_ms();
         assert_eq!(f.claim(2, 1, t0, None).rows.len(), 2, "{}", f.backend);
+        // The lease (1 s) runs from when the claim took the rows: after t0, by t1.
+        let t1 = now_ms();
         assert!(
             f.claim(2, 2, t0 + 999, None).rows.is_empty(),
             "{}",
             f.backend
         );
-        let again = f.claim(2, 3, t0 + 1_000, None);
+        let again = f.claim(2, 3, t1 + 1_000, None);
         assert_eq!(again.rows.len(), 2, "{}: undispatched rows", f.backend);
         assert!(again.rows.iter().all(|r| r.token == 3), "{}", f.backend);
     }
