@@ -435,7 +435,7 @@ fn random_kills(idempotent: bool) {
     let mut generation = 0u64;
     std::thread::scope(|s| {
         s.spawn(|| {
-            let store = sendonce::store::Store::open(&env.db, &Default::default()).unwrap();
+            let store = sendonce::store::open(&env.db, &Default::default()).unwrap();
             let mut r = Rng(seed.wrapping_mul(31));
             for i in 0..optouts {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -671,7 +671,7 @@ fn disk_full_fails_cleanly_and_resumes() {
                 out.status
             );
         }
-        let bad: Vec<String> = sendonce::store::Store::open(&env.db, &Default::default())
+        let bad: Vec<String> = sendonce::store::open(&env.db, &Default::default())
             .unwrap()
             .invariant_violations(cid.parse().unwrap())
             .unwrap();

@@ -42,8 +42,7 @@ fn built_campaign(env: &Env, n: usize) -> i64 {
     let (_acct, cid) = env.setup_campaign(n);
     env.ok(&["campaign", "approve", &cid]);
     let cid: i64 = cid.parse().unwrap();
-    let store = sendonce::store::Store::open(&env.db, &Default::default()).unwrap();
-    use sendonce::store::Ledger;
+    let store = sendonce::store::open(&env.db, &Default::default()).unwrap();
     store
         .start_due_campaigns(sendonce::domain::clock::now_ms())
         .unwrap();

@@ -2,12 +2,16 @@
 //! completion, and several processes on one file.
 
 use crate::common;
+use crate::common::accepted;
 use crate::common::Env;
 use sendonce::domain::address::Channel;
-use sendonce::store::{ClaimRequest, Ledger, NewCampaign, OpenOptions, Outcome, Record, Store};
+use sendonce::store::sqlite::SqliteStore;
+use sendonce::store::{
+    Campaigns, ClaimRequest, Ledger, OpenOptions, Outcome, Record, Suppressions,
+};
 
-fn store(env: &Env) -> Store {
-    Store::open(
+fn store(env: &Env) -> SqliteStore {
+    SqliteStore::open(
         &env.db,
         &OpenOptions {
             create: true,
@@ -18,40 +22,9 @@ fn store(env: &Env) -> Store {
 }
 
 /// A sending campaign with `n` subscribers and its list built. Returns (store, account, campaign).
-fn sending_campaign(env: &Env, n: usize) -> (Store, i64, i64) {
+fn sending_campaign(env: &Env, n: usize) -> (SqliteStore, i64, i64) {
     let s = store(env);
-    let acct = s.add_account("t").unwrap();
-    let rows = (0..n)
-        .map(|i| {
-            (
-                i as u64 + 2,
-                sendonce::app::import::subscriber(
-                    Some(&format!("u{i}@x.com")),
-                    None,
-                    None,
-                    None,
-                    &[],
-                ),
-            )
-        })
-        .collect();
-    s.import_subscribers(acct, rows, false).unwrap();
-    let cid = s
-        .create_campaign(&NewCampaign {
-            account_id: acct,
-            name: "c",
-            channel: Channel::Email,
-            sender: None,
-            subject: Some("s"),
-            body: "b",
-        })
-        .unwrap();
-    s.approve_campaign(cid, 0).unwrap();
-    assert_eq!(
-        s.start_due_campaigns(sendonce::domain::clock::now_ms())
-            .unwrap(),
-        vec![cid]
-    );
+    let (acct, cid) = common::started_campaign(&s, n);
     while !s.build_list_chunk(cid, 7).unwrap() {}
     (s, acct, cid)
 }
@@ -74,17 +47,6 @@ fn req(
         owner: "test".into(),
         key_window_ms: window,
         now,
-    }
-}
-
-fn accepted(id: i64, token: i64) -> Record {
-    Record {
-        id,
-        token,
-        outcome: Outcome::Accepted {
-            provider_id: Some(format!("p{id}")),
-            note: None,
-        },
     }
 }
 

@@ -1,10 +1,11 @@
 //! Durable token buckets: shared by processes on one file, refilled for the time nobody ran.
 
-use sendonce::store::{OpenOptions, Store};
+use sendonce::store::{OpenOptions, Storage};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn store(dir: &std::path::Path) -> Store {
-    Store::open(
+fn store(dir: &std::path::Path) -> Arc<dyn Storage> {
+    sendonce::store::open(
         &dir.join("r.db"),
         &OpenOptions {
             create: true,

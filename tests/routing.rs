@@ -5,7 +5,7 @@ use crate::common::{deliveries, Env};
 use sendonce::provider::{
     CallFuture, CallResult, Capabilities, Lookup, LookupFuture, Message, Provider,
 };
-use sendonce::store::{Ledger, OpenOptions, Store};
+use sendonce::store::{Ledger, OpenOptions};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -168,7 +168,7 @@ impl Provider for Searchable {
 fn rows_in_doubt_are_reconciled_by_lookup() {
     let env = Env::new();
     let (cid, _) = two_tenants(&env, 4);
-    let store = Store::open(&env.db, &OpenOptions::default()).unwrap();
+    let store = sendonce::store::open(&env.db, &OpenOptions::default()).unwrap();
     let cid: i64 = cid.parse().unwrap();
     store
         .start_due_campaigns(sendonce::domain::clock::now_ms())
@@ -202,7 +202,7 @@ fn rows_in_doubt_are_reconciled_by_lookup() {
         known: vec![jobs[0].clone()],
         sent: Default::default(),
     });
-    let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
+    let ledger: Arc<dyn Ledger> = store.clone();
     let cfg = sendonce::worker::Config {
         once: true,
         tick: Duration::from_millis(20),
@@ -265,7 +265,7 @@ impl Provider for PanicsOnce {
 fn a_panicking_call_is_settled_not_leaked() {
     let env = Env::new();
     let (cid, _) = two_tenants(&env, 5);
-    let store = Store::open(&env.db, &OpenOptions::default()).unwrap();
+    let store = sendonce::store::open(&env.db, &OpenOptions::default()).unwrap();
     let cid: i64 = cid.parse().unwrap();
     store
         .start_due_campaigns(sendonce::domain::clock::now_ms())
@@ -288,7 +288,7 @@ fn a_panicking_call_is_settled_not_leaked() {
         },
         job: job.clone(),
     });
-    let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
+    let ledger: Arc<dyn Ledger> = store.clone();
     // The default lease is a minute: a leaked row would keep `--once` waiting that long.
     let cfg = sendonce::worker::Config {
         once: true,

@@ -25,3 +25,4 @@ mod readme;
 mod routing;
 mod secrets;
 mod smtp;
+mod store_contract;

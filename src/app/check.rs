@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::provider::deliverylog::DeliveryLine;
-use crate::store::Store;
+use crate::store::Audit;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -90,7 +90,7 @@ impl Report {
 }
 
 /// Check campaigns against the provider's delivery log lines.
-pub fn check(store: &Store, campaigns: &[i64], lines: &[DeliveryLine]) -> Result<Report> {
+pub fn check(store: &dyn Audit, campaigns: &[i64], lines: &[DeliveryLine]) -> Result<Report> {
     let mut r = Report::default();
     let mut snaps = Vec::new();
     for &c in campaigns {

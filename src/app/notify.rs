@@ -5,7 +5,7 @@
 use crate::domain::address::{normalize_email, normalize_phone, Channel};
 use crate::domain::{clock, model};
 use crate::error::{Error, Result};
-use crate::store::{Ledger, NotifyRow, OpenOptions, Store};
+use crate::store::{Ledger, NotifyRow, OpenOptions};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -294,7 +294,7 @@ pub fn run(
 
     if req.dry_run {
         let existing = if state.exists() {
-            Some(Store::open(&state, &OpenOptions::default())?)
+            Some(crate::store::open(&state, &OpenOptions::default())?)
         } else {
             None
         };
@@ -347,7 +347,7 @@ pub fn run(
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), e))?;
     }
-    let store = Store::open(
+    let store = crate::store::open(
         &state,
         &OpenOptions {
             create: true,
@@ -378,7 +378,7 @@ pub fn run(
         drain_deadline: std::time::Duration::from_secs(10),
         ..Default::default()
     };
-    let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
+    let ledger: Arc<dyn Ledger> = store.clone();
     rt.block_on(worker::run(ledger, provider, cfg, std::future::pending()))?;
 
     let mut recipients = Vec::new();

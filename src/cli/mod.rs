@@ -11,10 +11,11 @@ use crate::domain::address::Channel;
 use crate::domain::{clock, template};
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::store::{NewCampaign, OpenOptions, Store};
+use crate::store::{NewCampaign, OpenOptions, Storage};
 use args::*;
 use serde_json::json;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
@@ -54,13 +55,13 @@ pub(super) fn open_opts(cli: &Cli) -> Result<OpenOptions> {
     })
 }
 
-pub(super) fn open(cli: &Cli) -> Result<Store> {
-    Store::open(&cli.db, &open_opts(cli)?)
+pub(super) fn open(cli: &Cli) -> Result<Arc<dyn Storage>> {
+    crate::store::open(&cli.db, &open_opts(cli)?)
 }
 
 /// For commands that only read: nothing is written, so they work on a read-only file.
-pub(super) fn open_read_only(cli: &Cli) -> Result<Store> {
-    Store::open(
+pub(super) fn open_read_only(cli: &Cli) -> Result<Arc<dyn Storage>> {
+    crate::store::open(
         &cli.db,
         &OpenOptions {
             read_only: true,
@@ -77,7 +78,7 @@ fn channel(s: &str) -> Result<Channel> {
 pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
     match &cli.command {
         Command::Init => {
-            let store = Store::open(
+            let store = crate::store::open(
                 &cli.db,
                 &OpenOptions {
                     create: true,
@@ -235,7 +236,7 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
                         cli.db.display()
                     )));
                 }
-                watch_status(&store, *id, cli.json)?;
+                watch_status(&*store, *id, cli.json)?;
             }
             let s = store.status_counts(*id)?;
             let mut text = format!("campaign {id}: {} ({} recipients)", s.status, s.total);
@@ -256,7 +257,7 @@ fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             } else {
                 ReportFormat::Csv
             });
-            report::write(&store, *id, format)?;
+            report::write(&*store, *id, format)?;
             Ok(Output::streamed())
         }
     }
@@ -376,7 +377,7 @@ fn transition_out(c: crate::store::Campaign) -> Result<Output> {
 
 /// Follow a campaign until it is no longer sending: a progress bar on a terminal; otherwise
 /// (piped, a log file) one line on stdout per change. With `--json`, nothing until the end.
-fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
+fn watch_status(store: &dyn Storage, id: i64, quiet: bool) -> Result<()> {
     use std::io::IsTerminal;
     let lines = !quiet && !std::io::stderr().is_terminal();
     let mut last = String::new();
@@ -530,7 +531,7 @@ fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Ou
     for l in logs {
         lines.extend(crate::provider::deliverylog::read_lines(l)?);
     }
-    let report = crate::app::check::check(&store, campaigns, &lines)?;
+    let report = crate::app::check::check(&*store, campaigns, &lines)?;
     Ok(Output {
         json: serde_json::to_value(&report).unwrap_or_default(),
         text: report.table(),

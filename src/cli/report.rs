@@ -4,12 +4,12 @@
 use super::args::ReportFormat;
 use crate::domain::clock;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::Storage;
 use std::io::Write;
 
 /// Write the report of campaign `id` to stdout. A reader that goes away ends it quietly
 /// (`ErrorKind::ClosedOutput`).
-pub(super) fn write(store: &Store, id: i64, format: ReportFormat) -> Result<()> {
+pub(super) fn write(store: &dyn Storage, id: i64, format: ReportFormat) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match format {
@@ -30,10 +30,10 @@ const CSV_HEADER: [&str; 8] = [
     "sent_at",
 ];
 
-fn write_csv(store: &Store, id: i64, out: &mut impl Write) -> Result<()> {
+fn write_csv(store: &dyn Storage, id: i64, out: &mut impl Write) -> Result<()> {
     let mut csvw = csv::Writer::from_writer(out);
     csvw.write_record(CSV_HEADER).map_err(csv_output)?;
-    store.report(id, |r| {
+    store.report(id, &mut |r| {
         csvw.write_record([
             r.send_id.to_string(),
             cell(r.job_id),
@@ -49,10 +49,10 @@ fn write_csv(store: &Store, id: i64, out: &mut impl Write) -> Result<()> {
     csvw.flush().map_err(Error::output)
 }
 
-fn write_json(store: &Store, id: i64, out: &mut impl Write) -> Result<()> {
+fn write_json(store: &dyn Storage, id: i64, out: &mut impl Write) -> Result<()> {
     out.write_all(b"[").map_err(Error::output)?;
     let mut first = true;
-    store.report(id, |r| {
+    store.report(id, &mut |r| {
         if !first {
             out.write_all(b",\n").map_err(Error::output)?;
         }

@@ -6,7 +6,7 @@ use super::{open_opts, sync_of, Output};
 use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::shutdown::stop_signal;
-use crate::store::{OpenOptions, Store};
+use crate::store::{OpenOptions, Storage};
 use crate::worker::routes::Routes;
 use crate::{exit, provider, worker};
 use serde_json::json;
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let cfg = worker_config(a)?;
-    let store = Store::open(
+    let store = crate::store::open(
         &cli.db,
         &OpenOptions {
             sync: sync_of(a.sync),
@@ -23,12 +23,12 @@ pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Resul
         },
     )?;
     let routes = routes(a, &store)?;
-    let ledger: Arc<dyn crate::store::Ledger> = Arc::new(store.clone());
+    let ledger: Arc<dyn crate::store::Ledger> = store.clone();
     let summary = rt.block_on(async move {
         let stop = stop_signal()?;
         worker::spawn_routed(ledger, Arc::new(routes), cfg, stop).await
     })?;
-    told(&store, &summary, a.report_peak_rss)
+    told(&*store, &summary, a.report_peak_rss)
 }
 
 /// The worker's configuration from the flags, each checked against its range.
@@ -72,7 +72,7 @@ fn worker_config(a: &RunArgs) -> Result<worker::Config> {
 }
 
 /// The config file's routes, or the one `--provider`; with neither, `run` refuses to start.
-fn routes(a: &RunArgs, store: &Store) -> Result<Routes> {
+fn routes(a: &RunArgs, store: &Arc<dyn Storage>) -> Result<Routes> {
     if let Some(file) = crate::config::Config::load(a.config.as_deref())? {
         return Routes::from_config(file, a.provider.as_deref(), store);
     }
@@ -88,7 +88,7 @@ fn routes(a: &RunArgs, store: &Store) -> Result<Routes> {
 
 /// The run's summary for people and as JSON, with what still waits (paused campaigns, rows
 /// in doubt) and the exit code.
-fn told(store: &Store, summary: &worker::Summary, peak_rss: bool) -> Result<Output> {
+fn told(store: &dyn Storage, summary: &worker::Summary, peak_rss: bool) -> Result<Output> {
     let mut in_doubt = 0;
     for id in &summary.campaigns_touched {
         in_doubt += store.status_counts(*id)?.counts["in_doubt"];

@@ -1,6 +1,82 @@
-//! Storage: the backend-neutral view of the ledger and its management queries. Today's backend
-//! is SQLite (`sqlite/`).
+//! Storage: the backend-neutral traits (grouped by concern), their input and row types, and
+//! `open`, which picks the backend from the target. Today's backend is SQLite (`sqlite/`); a
+//! second one (PostgreSQL) implements the same traits and passes `tests/store_contract.rs`.
+
+mod admin;
+mod audience;
+mod audit;
+mod campaigns;
+mod directory;
+mod ledger;
+mod notify;
+mod ratelimit;
+mod suppressions;
 
 pub mod sqlite;
 
-pub use sqlite::*;
+pub use admin::{Admin, OpenOptions, Sync};
+pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
+pub use audit::{Audit, AuditRow, AuditSnapshot};
+pub use campaigns::{Campaign, Campaigns, DoubtRow, NewCampaign, ReportRow, StatusCounts};
+pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
+pub use ledger::{
+    ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
+};
+pub use notify::{Notifications, NotifyRow};
+pub use ratelimit::{Grant, RateLimits};
+pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
+pub use suppressions::{Suppression, Suppressions};
+
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Everything a store offers: one object the commands hold (`Arc<dyn Storage>`). Implemented
+/// for every type that implements all the concerns.
+pub trait Storage:
+    Ledger
+    + Campaigns
+    + Audience
+    + Directory
+    + Suppressions
+    + Audit
+    + Notifications
+    + RateLimits
+    + Admin
+    + Send
+    + std::marker::Sync
+{
+}
+
+impl<T> Storage for T where
+    T: Ledger
+        + Campaigns
+        + Audience
+        + Directory
+        + Suppressions
+        + Audit
+        + Notifications
+        + RateLimits
+        + Admin
+        + Send
+        + std::marker::Sync
+        + ?Sized
+{
+}
+
+/// Open the store at `target`: a file path (or `sqlite:PATH`) is a SQLite database;
+/// `postgres://` and `postgresql://` are refused until that backend exists.
+pub fn open(target: &Path, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
+    let text = target.to_str().unwrap_or_default();
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        // The URL is not repeated: it may hold a password.
+        return Err(Error::invalid(
+            "PostgreSQL storage is not built yet: give a SQLite database file (or sqlite:PATH)",
+        ));
+    }
+    let path = text
+        .strip_prefix("sqlite:")
+        .map(Path::new)
+        .unwrap_or(target);
+    Ok(Arc::new(sqlite::SqliteStore::open(path, opts)?))
+}

@@ -6,7 +6,8 @@
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::provider::{self, Provider};
-use crate::store::{Ledger, NewCampaign, OpenOptions, QueryPlan, Store, Sync};
+use crate::store::sqlite::{QueryPlan, SqliteStore};
+use crate::store::{Audience, Campaigns, Ledger, NewCampaign, OpenOptions, Sync};
 use crate::worker;
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read};
@@ -309,7 +310,7 @@ impl Workspace {
     }
 
     /// A new, empty database (refuses to reuse one: figures must come from a fresh file).
-    fn fresh(&self, name: &str) -> Result<(PathBuf, Store)> {
+    fn fresh(&self, name: &str) -> Result<(PathBuf, SqliteStore)> {
         let path = self.path(name);
         if path.exists() {
             return Err(Error::invalid(format!(
@@ -317,7 +318,7 @@ impl Workspace {
                 path.display()
             )));
         }
-        let store = Store::open(
+        let store = SqliteStore::open(
             &path,
             &OpenOptions {
                 create: true,
@@ -339,7 +340,7 @@ impl Drop for Workspace {
 
 /// An account with `n` subscribers (one in 1000 opted out) and an approved email campaign.
 /// Returns the campaign id.
-fn setup_campaign(store: &Store, n: u64) -> Result<i64> {
+fn setup_campaign(store: &SqliteStore, n: u64) -> Result<i64> {
     let account = store.add_account("bench")?;
     store.bench_seed_subscribers(account, n)?;
     store.bench_seed_suppressions(account, OPTED_OUT_EVERY)?;
@@ -356,7 +357,7 @@ fn setup_campaign(store: &Store, n: u64) -> Result<i64> {
 }
 
 /// Start the campaign (compare-and-set) and build its whole list, as the worker does.
-fn build_list(store: &Store, cid: i64) -> Result<()> {
+fn build_list(store: &dyn Ledger, cid: i64) -> Result<()> {
     store.start_due_campaigns(crate::domain::clock::now_ms())?;
     while !store.build_list_chunk(cid, LIST_CHUNK)? {}
     Ok(())
@@ -630,7 +631,7 @@ fn scale(ws: &Workspace, opts: &Options) -> Result<(Scale, Wal)> {
 /// The second connection of `scale`: a separate handle, reading the campaign's status as a
 /// dashboard would until `stop`; counts the reads and their total time.
 fn read_status(db: &Path, cid: i64, stop: &AtomicBool, reads: &AtomicU64, read_nanos: &AtomicU64) {
-    let Ok(reader) = Store::open(
+    let Ok(reader) = SqliteStore::open(
         db,
         &OpenOptions {
             pool_size: 1,

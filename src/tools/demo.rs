@@ -3,7 +3,7 @@
 use crate::app::import;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
-use crate::store::{ImportReport, Ledger, NewCampaign, OpenOptions, Store};
+use crate::store::{ImportReport, Ledger, NewCampaign, OpenOptions, Storage};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::io::Write;
@@ -128,7 +128,7 @@ fn write_csv(csv: &Path, n: u64) -> Result<u64> {
 
 /// The demo's account, subscribers (from `csv`), one suppressed address and an approved
 /// campaign: the campaign id, the import report and the suppressed address.
-fn seed(store: &Store, csv: &Path) -> Result<(i64, ImportReport, String)> {
+fn seed(store: &dyn Storage, csv: &Path) -> Result<(i64, ImportReport, String)> {
     let account = store.add_account("demo")?;
     let report = store.import_subscribers(account, import::read_csv(csv)?, true)?;
     let suppressed_address = "reader3@example.org".to_string();
@@ -169,17 +169,17 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
 
     let rows = write_csv(&csv, recipients as u64)?;
 
-    let store = Store::open(
+    let store = crate::store::open(
         &db,
         &OpenOptions {
             create: true,
             ..Default::default()
         },
     )?;
-    let (cid, report, suppressed_address) = seed(&store, &csv)?;
+    let (cid, report, suppressed_address) = seed(&*store, &csv)?;
 
     let provider = provider::from_spec(&format!("outbox:{}", outbox.display()))?;
-    let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
+    let ledger: Arc<dyn Ledger> = store.clone();
     let cfg = worker::Config {
         once: true,
         tick: std::time::Duration::from_millis(50),

@@ -2,7 +2,7 @@
 //! tokens in small chunks so most messages cost no transaction.
 
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::RateLimits;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -30,7 +30,7 @@ pub fn parse_rate(s: &str) -> Result<f64> {
 
 /// A rate limit shared by every process on the database: tokens live in `rate_buckets`.
 pub struct Limiter {
-    store: Store,
+    store: Arc<dyn RateLimits>,
     name: String,
     rate: f64,
     burst: u32,
@@ -39,7 +39,12 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    pub fn new(store: Store, name: impl Into<String>, rate_per_sec: f64, burst: u32) -> Arc<Self> {
+    pub fn new(
+        store: Arc<dyn RateLimits>,
+        name: impl Into<String>,
+        rate_per_sec: f64,
+        burst: u32,
+    ) -> Arc<Self> {
         Arc::new(Limiter {
             store,
             name: name.into(),

@@ -113,6 +113,47 @@ impl Env {
     }
 }
 
+/// Through the store's API only: an account with `n` email subscribers (`u0@x.com`, …) and a
+/// campaign approved and started (`sending`), its list not built yet. Returns (account,
+/// campaign).
+pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64) {
+    let acct = s.add_account("t").unwrap();
+    let rows = (0..n)
+        .map(|i| {
+            let email = format!("u{i}@x.com");
+            let sub = sendonce::app::import::subscriber(Some(&email), None, None, None, &[]);
+            (i as u64 + 2, sub)
+        })
+        .collect();
+    s.import_subscribers(acct, rows, false).unwrap();
+    let cid = s
+        .create_campaign(&sendonce::store::NewCampaign {
+            account_id: acct,
+            name: "c",
+            channel: sendonce::domain::address::Channel::Email,
+            sender: None,
+            subject: Some("s"),
+            body: "b",
+        })
+        .unwrap();
+    s.approve_campaign(cid, 0).unwrap();
+    let started = s.start_due_campaigns(sendonce::domain::clock::now_ms());
+    assert_eq!(started.unwrap(), vec![cid]);
+    (acct, cid)
+}
+
+/// The provider accepted the call for row `id` (held with `token`); provider id `p<id>`.
+pub fn accepted(id: i64, token: i64) -> sendonce::store::Record {
+    sendonce::store::Record {
+        id,
+        token,
+        outcome: sendonce::store::Outcome::Accepted {
+            provider_id: Some(format!("p{id}")),
+            note: None,
+        },
+    }
+}
+
 pub struct Run {
     pub code: i32,
     pub stdout: String,

@@ -1,48 +1,13 @@
 //! Tenants, subscribers and suppression lists.
 
-use super::Store;
+use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
+use crate::store::{Audience, ImportReport, NewSubscriber, SkippedRow, Suppression, Suppressions};
 use crate::tools::crash;
 use rusqlite::{params, OptionalExtension, Transaction};
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A validated subscriber ready to insert.
-#[derive(Debug, Clone)]
-pub struct NewSubscriber {
-    pub email: Option<(String, String)>, // (as given, normalised)
-    pub phone: Option<String>,
-    pub name: Option<String>,
-    pub status: String,
-    /// JSON object text.
-    pub attrs: String,
-}
-
-/// A suppression-list entry.
-#[derive(Debug, Clone, Serialize)]
-pub struct Suppression {
-    pub channel: Channel,
-    pub address: String,
-    pub reason: String,
-    pub source: String,
-    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
-    pub created_at: i64,
-}
-
-/// A row an import skipped, with its line number and why.
-#[derive(Debug, Clone, Serialize)]
-pub struct SkippedRow {
-    pub line: u64,
-    pub reason: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ImportReport {
-    pub imported: u64,
-    pub skipped: Vec<SkippedRow>,
-}
 
 pub(super) fn require_account(tx: &Transaction<'_>, account_id: i64) -> Result<()> {
     let found: Option<i64> = tx
@@ -119,8 +84,8 @@ fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -
     Ok(tx.last_insert_rowid())
 }
 
-impl Store {
-    pub fn add_account(&self, name: &str) -> Result<i64> {
+impl Audience for SqliteStore {
+    fn add_account(&self, name: &str) -> Result<i64> {
         let name = name.trim();
         if name.is_empty() {
             return Err(Error::invalid("the account name is empty"));
@@ -150,7 +115,7 @@ impl Store {
         })
     }
 
-    pub fn add_subscriber(&self, account_id: i64, s: &NewSubscriber) -> Result<i64> {
+    fn add_subscriber(&self, account_id: i64, s: &NewSubscriber) -> Result<i64> {
         self.write(|tx| {
             require_account(tx, account_id)?;
             insert_subscriber(tx, account_id, s)
@@ -160,7 +125,7 @@ impl Store {
     /// Import subscribers in one transaction. Rows are `(line, parsed)`; a parse error is an
     /// `Err` with its reason. All-or-nothing unless `skip_invalid`, which imports the valid rows
     /// and reports every skipped one.
-    pub fn import_subscribers(
+    fn import_subscribers(
         &self,
         account_id: i64,
         rows: Vec<(u64, Result<NewSubscriber>)>,
@@ -195,7 +160,7 @@ impl Store {
     }
 
     /// Attribute names that subscribers of this account have (templates may use them).
-    pub fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>> {
+    fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>> {
         self.read(|c| {
             let mut st = c.prepare(
                 "SELECT DISTINCT j.key FROM subscribers s, json_each(s.attrs) j
@@ -215,7 +180,7 @@ impl Store {
     /// rendering (`list_insert_sql` in ledger.rs: the attributes patched with the built-in
     /// `name`, `email`, `phone`, where a NULL built-in is absent), so "has it" means here what
     /// it means when the message is rendered. One statement, so one snapshot.
-    pub fn variable_counts(&self, account_id: i64, channel: Channel) -> Result<VarCounts> {
+    fn variable_counts(&self, account_id: i64, channel: Channel) -> Result<VarCounts> {
         let addr = match channel {
             Channel::Sms => "s.phone",
             Channel::Email => "s.email_norm",
@@ -252,7 +217,7 @@ impl Store {
         })
     }
 
-    pub fn account_exists(&self, account_id: i64) -> Result<()> {
+    fn account_exists(&self, account_id: i64) -> Result<()> {
         self.read(|c| {
             let found: Option<i64> = c
                 .query_row("SELECT id FROM accounts WHERE id = ?1", [account_id], |r| {
@@ -264,10 +229,12 @@ impl Store {
                 .ok_or_else(|| Error::invalid(format!("unknown account id {account_id}")))
         })
     }
+}
 
+impl Suppressions for SqliteStore {
     /// Add an address to an account's suppression list. Returns false if it was already there.
     /// From the moment this commits, no claim leases that address.
-    pub fn suppress(
+    fn suppress(
         &self,
         account_id: i64,
         channel: Channel,
@@ -294,7 +261,7 @@ impl Store {
         })
     }
 
-    pub fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()> {
+    fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()> {
         self.write(|tx| {
             require_account(tx, account_id)?;
             let n = tx.execute(
@@ -310,7 +277,7 @@ impl Store {
         })
     }
 
-    pub fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
+    fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
         self.account_exists(account_id)?;
         self.read(|c| {
             let mut st = c.prepare(

@@ -1,37 +1,14 @@
 //! Read-only queries for the crash-suite checker (`sendonce check`): a snapshot of what the
 //! ledger says, and the ledger invariants that must hold after every restart.
 
-use super::Store;
+use super::SqliteStore;
 use crate::error::{Error, Result};
+use crate::store::{Admin, Audit, AuditRow, AuditSnapshot, Campaigns};
 use rusqlite::params;
 use std::collections::HashMap;
 
-/// One ledger row as the checker sees it.
-#[derive(Debug, Clone)]
-pub struct AuditRow {
-    pub job_id: String,
-    pub address: String,
-    pub status: String,
-    pub attempts: i64,
-    pub claimed_at: Option<i64>,
-}
-
-/// Everything the checker compares against the provider's log, for one campaign.
-#[derive(Debug, Clone)]
-pub struct AuditSnapshot {
-    pub campaign_id: i64,
-    pub account_id: i64,
-    pub campaign_status: String,
-    /// Distinct normalised addresses of the account's confirmed subscribers for the channel.
-    pub eligible: Vec<String>,
-    /// Ledger rows by job id.
-    pub rows: HashMap<String, AuditRow>,
-    /// Suppressed address -> when the suppression was written (inside its transaction).
-    pub suppressed_at: HashMap<String, i64>,
-}
-
-impl Store {
-    pub fn audit_snapshot(&self, campaign_id: i64) -> Result<AuditSnapshot> {
+impl Audit for SqliteStore {
+    fn audit_snapshot(&self, campaign_id: i64) -> Result<AuditSnapshot> {
         let c = self.campaign(campaign_id)?;
         self.read(|conn| {
             conn.execute_batch("BEGIN")?; // one consistent snapshot for all three reads
@@ -84,7 +61,7 @@ impl Store {
     }
 
     /// Ledger invariants; each violation is described in one line. Empty means all hold.
-    pub fn invariant_violations(&self, campaign_id: i64) -> Result<Vec<String>> {
+    fn invariant_violations(&self, campaign_id: i64) -> Result<Vec<String>> {
         let checks: &[(&str, &str)] = &[
             (
                 "leased rows without a fence token",

@@ -2,7 +2,7 @@
 //! loop that measures what SQLite itself can do on this machine (the "limit"), WAL checkpoints
 //! and the query plans of the hot queries.
 
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
 use rusqlite::params;
 
@@ -40,7 +40,7 @@ impl QueryPlan {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// The plan of every statement of the send path (claim, dispatch, record, list building,
     /// completion, status), with every parameter bound to NULL.
     pub fn hot_query_plans(&self) -> Result<Vec<QueryPlan>> {

@@ -1,76 +1,13 @@
 //! Campaign management: creation, compare-and-set transitions, status counts, reports and the
 //! in-doubt queue.
 
-use super::Store;
+use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
+use crate::store::{Campaign, Campaigns, DoubtRow, NewCampaign, ReportRow, StatusCounts};
 use rusqlite::{params, OptionalExtension, Transaction};
-use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// A campaign as stored.
-#[derive(Debug, Clone, Serialize)]
-pub struct Campaign {
-    pub id: i64,
-    pub account_id: i64,
-    pub name: String,
-    pub channel: Channel,
-    pub sender: Option<String>,
-    pub subject: Option<String>,
-    pub body: String,
-    pub status: CampaignStatus,
-    pub scheduled_for: Option<i64>,
-    pub started_at: Option<i64>,
-    pub finished_at: Option<i64>,
-    pub list_complete: bool,
-}
-
-/// A campaign to create (validated by the caller: templates checked, body not empty).
-pub struct NewCampaign<'a> {
-    pub account_id: i64,
-    pub name: &'a str,
-    pub channel: Channel,
-    pub sender: Option<&'a str>,
-    pub subject: Option<&'a str>,
-    pub body: &'a str,
-}
-
-/// Sends per state, every state present (zero when none).
-#[derive(Debug, Clone, Serialize)]
-pub struct StatusCounts {
-    pub campaign_id: i64,
-    pub status: CampaignStatus,
-    pub list_complete: bool,
-    pub total: u64,
-    pub counts: BTreeMap<&'static str, u64>,
-}
-
-/// One recipient in a campaign report.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReportRow {
-    pub send_id: i64,
-    pub job_id: String,
-    pub address: String,
-    pub status: String,
-    pub attempts: i64,
-    pub provider_message_id: Option<String>,
-    pub reason: Option<String>,
-    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
-    pub sent_at: Option<i64>,
-}
-
-/// One row in doubt.
-#[derive(Debug, Clone, Serialize)]
-pub struct DoubtRow {
-    pub send_id: i64,
-    pub job_id: String,
-    pub address: String,
-    pub attempts: i64,
-    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
-    pub doubt_since: Option<i64>,
-    pub reason: Option<String>,
-}
 
 fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
     let ch: String = r.get(3)?;
@@ -124,8 +61,8 @@ pub(super) fn complete_if_done(tx: &Transaction<'_>, campaign_id: i64, now: i64)
     Ok(n == 1)
 }
 
-impl Store {
-    pub fn create_campaign(&self, c: &NewCampaign<'_>) -> Result<i64> {
+impl Campaigns for SqliteStore {
+    fn create_campaign(&self, c: &NewCampaign<'_>) -> Result<i64> {
         self.write(|tx| {
             super::admin::require_account(tx, c.account_id)?;
             let now = crate::domain::clock::now_ms();
@@ -146,7 +83,7 @@ impl Store {
         })
     }
 
-    pub fn campaign(&self, id: i64) -> Result<Campaign> {
+    fn campaign(&self, id: i64) -> Result<Campaign> {
         self.read(|c| {
             c.query_row(
                 &format!("SELECT {CAMPAIGN_COLS} FROM campaigns WHERE id = ?1"),
@@ -158,34 +95,9 @@ impl Store {
         })
     }
 
-    /// Apply a compare-and-set transition; on 0 rows changed, explain why.
-    fn transition(&self, id: i64, verb: &str, sql: &str, extra: Option<i64>) -> Result<Campaign> {
-        self.write(|tx| {
-            let n = match extra {
-                Some(x) => tx.execute(sql, params![id, x])?,
-                None => tx.execute(sql, params![id])?,
-            };
-            let current: Option<String> = tx
-                .query_row("SELECT status FROM campaigns WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })
-                .optional()?;
-            let Some(current) = current else {
-                return Err(Error::invalid(format!("unknown campaign id {id}")));
-            };
-            if n == 0 {
-                return Err(Error::conflict(format!(
-                    "cannot {verb} campaign {id}: it is {current}"
-                )));
-            }
-            Ok(())
-        })?;
-        self.campaign(id)
-    }
-
     /// `draft -> approved`, scheduled for `at`. Content is frozen from here on (a trigger
     /// refuses any change to it).
-    pub fn approve_campaign(&self, id: i64, at: i64) -> Result<Campaign> {
+    fn approve_campaign(&self, id: i64, at: i64) -> Result<Campaign> {
         let now = crate::domain::clock::now_ms();
         self.transition(
             id,
@@ -199,7 +111,7 @@ impl Store {
     }
 
     /// `approved|sending -> paused`. Rows leased but not dispatched go back to the queue.
-    pub fn pause_campaign(&self, id: i64) -> Result<Campaign> {
+    fn pause_campaign(&self, id: i64) -> Result<Campaign> {
         let c = self.transition(
             id,
             "pause",
@@ -220,7 +132,7 @@ impl Store {
     }
 
     /// `paused -> sending` (or back to `approved` if it had not started).
-    pub fn resume_campaign(&self, id: i64) -> Result<Campaign> {
+    fn resume_campaign(&self, id: i64) -> Result<Campaign> {
         self.transition(
             id,
             "resume",
@@ -234,7 +146,7 @@ impl Store {
     /// Any non-terminal state -> `cancelled`. Queued and undispatched rows are cancelled; rows
     /// whose call may be in flight keep their lease (their outcome is still recorded), and the
     /// in-doubt ones stay in doubt.
-    pub fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
+    fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
         let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let n = tx.execute(
@@ -266,7 +178,7 @@ impl Store {
         self.campaign(id)
     }
 
-    pub fn status_counts(&self, id: i64) -> Result<StatusCounts> {
+    fn status_counts(&self, id: i64) -> Result<StatusCounts> {
         let c = self.campaign(id)?;
         self.read(|conn| {
             let mut counts: BTreeMap<&'static str, u64> =
@@ -293,7 +205,7 @@ impl Store {
     }
 
     /// Stream every recipient of a campaign to `f`, in send id order.
-    pub fn report(&self, id: i64, mut f: impl FnMut(ReportRow) -> Result<()>) -> Result<()> {
+    fn report(&self, id: i64, f: &mut dyn FnMut(ReportRow) -> Result<()>) -> Result<()> {
         let c = self.campaign(id)?;
         self.read(|conn| {
             let mut st = conn.prepare(
@@ -318,7 +230,7 @@ impl Store {
         })
     }
 
-    pub fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>> {
+    fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>> {
         let c = self.campaign(campaign_id)?;
         self.read(|conn| {
             let mut st = conn.prepare(
@@ -343,12 +255,12 @@ impl Store {
 
     /// An operator's decision on a row in doubt: it was delivered (`as_sent`), or it was not
     /// and may be sent again. Completes the campaign if that was the last open row.
-    pub fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {
+    fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {
         self.resolve_doubt_by(send_id, as_sent, "operator")
     }
 
-    /// [`Store::resolve_doubt`], recording who decided (`by` goes into the row's reason).
-    pub fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()> {
+    /// [`Campaigns::resolve_doubt`], recording who decided (`by` goes into the row's reason).
+    fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()> {
         let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let status: Option<String> = tx
@@ -367,6 +279,33 @@ impl Store {
             settle_doubt_tx(tx, send_id, None, as_sent, now, by)?;
             Ok(())
         })
+    }
+}
+
+impl SqliteStore {
+    /// Apply a compare-and-set transition; on 0 rows changed, explain why.
+    fn transition(&self, id: i64, verb: &str, sql: &str, extra: Option<i64>) -> Result<Campaign> {
+        self.write(|tx| {
+            let n = match extra {
+                Some(x) => tx.execute(sql, params![id, x])?,
+                None => tx.execute(sql, params![id])?,
+            };
+            let current: Option<String> = tx
+                .query_row("SELECT status FROM campaigns WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            let Some(current) = current else {
+                return Err(Error::invalid(format!("unknown campaign id {id}")));
+            };
+            if n == 0 {
+                return Err(Error::conflict(format!(
+                    "cannot {verb} campaign {id}: it is {current}"
+                )));
+            }
+            Ok(())
+        })?;
+        self.campaign(id)
     }
 }
 

@@ -1,60 +1,11 @@
 //! Looking things up by name and listing them: accounts (by id or name), campaigns, and the
 //! subscribers of an account, with the few edits a subscriber needs (update, remove).
 
-use super::Store;
+use super::SqliteStore;
 use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
+use crate::store::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
 use rusqlite::{params, OptionalExtension};
-use serde::Serialize;
-
-/// An account with how many subscribers and campaigns it has.
-#[derive(Debug, Clone, Serialize)]
-pub struct AccountRow {
-    pub id: i64,
-    pub name: String,
-    pub subscribers: i64,
-    pub campaigns: i64,
-    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
-    pub created_at: i64,
-}
-
-/// A campaign as `campaign list` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct CampaignRow {
-    pub id: i64,
-    pub account_id: i64,
-    pub account: String,
-    pub name: String,
-    pub channel: String,
-    pub status: String,
-    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
-    pub scheduled_for: Option<i64>,
-    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
-    pub created_at: i64,
-}
-
-/// A subscriber as `subscriber list|show` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct SubscriberRow {
-    pub id: i64,
-    pub account_id: i64,
-    pub email: Option<String>,
-    pub phone: Option<String>,
-    pub name: Option<String>,
-    pub status: String,
-    /// JSON object text.
-    pub attrs: String,
-    pub created_at: i64,
-}
-
-/// What `subscriber update` changes (None: unchanged). Validated by the caller.
-#[derive(Debug, Clone, Default)]
-pub struct SubscriberChanges {
-    pub name: Option<String>,
-    pub status: Option<String>,
-    /// Attributes to set (JSON object text, merged into the existing ones).
-    pub attrs: Option<String>,
-}
 
 const SUBSCRIBER_COLS: &str =
     "id, account_id, email, phone, name, status, attrs, created_at FROM subscribers";
@@ -72,10 +23,10 @@ fn subscriber_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SubscriberRow>
     })
 }
 
-impl Store {
+impl Directory for SqliteStore {
     /// An account given as an id (`3`) or a name (`acme`); an unknown one is a usage error
     /// that lists the accounts there are.
-    pub fn resolve_account(&self, key: &str) -> Result<i64> {
+    fn resolve_account(&self, key: &str) -> Result<i64> {
         let key = key.trim();
         let found: Option<i64> = self.read(|c| {
             let by_id = key.parse::<i64>().ok();
@@ -108,7 +59,7 @@ impl Store {
     }
 
     /// An account by its exact name.
-    pub fn account_id_by_name(&self, name: &str) -> Result<i64> {
+    fn account_id_by_name(&self, name: &str) -> Result<i64> {
         let found: Option<i64> = self.read(|c| {
             Ok(
                 c.query_row("SELECT id FROM accounts WHERE name = ?1", [name], |r| {
@@ -120,7 +71,7 @@ impl Store {
         found.ok_or_else(|| Error::invalid(format!("unknown account name {name:?}")))
     }
 
-    pub fn accounts(&self) -> Result<Vec<AccountRow>> {
+    fn accounts(&self) -> Result<Vec<AccountRow>> {
         self.read(|c| {
             let mut st = c.prepare(
                 "SELECT a.id, a.name, a.created_at,
@@ -146,7 +97,7 @@ impl Store {
     }
 
     /// Campaigns, newest first, optionally of one account and in one state.
-    pub fn list_campaigns(
+    fn list_campaigns(
         &self,
         account: Option<i64>,
         status: Option<CampaignStatus>,
@@ -179,7 +130,7 @@ impl Store {
 
     /// One page of an account's subscribers in id order, after `after_id`, optionally in one
     /// status. Removed subscribers are not listed.
-    pub fn list_subscribers(
+    fn list_subscribers(
         &self,
         account: i64,
         status: Option<&str>,
@@ -204,7 +155,7 @@ impl Store {
     }
 
     /// A subscriber by id, or by email address / phone number within an account.
-    pub fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
+    fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
         let key = key.trim();
         let by_id = key.parse::<i64>().ok();
         let email = key.to_lowercase();
@@ -229,7 +180,7 @@ impl Store {
     }
 
     /// Change a subscriber's name, status or attributes (merged). Returns the new row.
-    pub fn update_subscriber(
+    fn update_subscriber(
         &self,
         account: i64,
         id: i64,
@@ -257,7 +208,7 @@ impl Store {
     /// sent either); the ledger rows of past sends keep naming it. The row itself stays
     /// (deleting it would have to search the whole ledger for rows that name it); adding the
     /// same address again brings it back.
-    pub fn remove_subscriber(&self, account: i64, id: i64) -> Result<()> {
+    fn remove_subscriber(&self, account: i64, id: i64) -> Result<()> {
         let now = crate::domain::clock::now_ms();
         self.write(|tx| {
             let n = tx.execute(

@@ -10,18 +10,12 @@ mod ledger;
 mod notify;
 mod ratelimit;
 
-pub use admin::{ImportReport, NewSubscriber, SkippedRow, Suppression};
-pub use audit::{AuditRow, AuditSnapshot};
 pub use bench::{BareClaim, QueryPlan};
-pub use campaigns::{Campaign, DoubtRow, NewCampaign, ReportRow, StatusCounts};
-pub use directory::{AccountRow, CampaignRow, SubscriberChanges, SubscriberRow};
-pub use ledger::{
-    ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
-};
-pub use notify::{notify_job_id, NotifyRow};
-pub use ratelimit::{refill, Grant};
+pub use notify::notify_job_id;
+pub use ratelimit::refill;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::{Admin, OpenOptions, Sync};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -50,45 +44,9 @@ pub const WAL_CHECKPOINT_BYTES: u64 = 16 * 1024 * 1024;
 /// The schema version this binary writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// How durable a commit is. `Full` is the default: with `Normal` a committed marker can roll
-/// back on power loss, which breaks the exactly-once promise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sync {
-    Full,
-    Normal,
-}
-
-/// How to open the store.
-#[derive(Debug, Clone)]
-pub struct OpenOptions {
-    /// Create the file if it does not exist (`init`, `demo`); other commands refuse to.
-    pub create: bool,
-    /// Open read-only: nothing is written (no WAL switch, no migration), so reports work on a
-    /// file the user can only read.
-    pub read_only: bool,
-    /// `synchronous` pragma.
-    pub sync: Sync,
-    /// How long a connection waits for another writer before reporting the database busy.
-    pub busy_timeout: Duration,
-    /// Connections in the pool.
-    pub pool_size: u32,
-}
-
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions {
-            create: false,
-            read_only: false,
-            sync: Sync::Full,
-            busy_timeout: Duration::from_secs(10),
-            pool_size: 4,
-        }
-    }
-}
-
 /// A handle on one database file; cheap to clone (the pool is shared).
 #[derive(Clone)]
-pub struct Store {
+pub struct SqliteStore {
     pool: r2d2::Pool<SqliteConnectionManager>,
     path: PathBuf,
     /// Opened as an immutable snapshot (read-only, no `-shm` could be made): it does not see
@@ -224,11 +182,11 @@ fn configure(conn: &Connection, sync: Option<Sync>, busy: Duration) -> rusqlite:
     Ok(())
 }
 
-impl Store {
+impl SqliteStore {
     /// Open (and with `create`, create) a database file, check it, and bring its schema up to
     /// date. A file that is not ours is refused before anything is written to it; a read-only
     /// open writes nothing at all.
-    pub fn open(path: &Path, opts: &OpenOptions) -> Result<Store> {
+    pub fn open(path: &Path, opts: &OpenOptions) -> Result<SqliteStore> {
         refuse_missing(path, check_header(path)?, opts)?;
         let flags = if opts.read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -250,28 +208,11 @@ impl Store {
             .min_idle(Some(1))
             .connection_timeout(Duration::from_secs(30))
             .build(manager)?;
-        Ok(Store {
+        Ok(SqliteStore {
             pool,
             path: path.to_path_buf(),
             snapshot: flags.contains(OpenFlags::SQLITE_OPEN_URI),
         })
-    }
-
-    /// True when the file was opened as an immutable snapshot: a read-only file in a directory
-    /// we cannot write, with no process holding it open at that moment. Such a store does not
-    /// see later writes; commands that follow a file over time refuse it.
-    pub fn is_snapshot(&self) -> bool {
-        self.snapshot
-    }
-
-    /// The id of this database file (created with it; a copy keeps it). Part of every campaign
-    /// job id, and so of every provider idempotency key.
-    pub fn installation_id(&self) -> Result<String> {
-        self.read(|c| Ok(c.query_row("SELECT id FROM installation", [], |r| r.get(0))?))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn conn(&self) -> Result<Conn> {
@@ -292,17 +233,38 @@ impl Store {
         let conn = self.conn()?;
         f(&conn)
     }
+}
+
+impl Admin for SqliteStore {
+    /// True when the file was opened as an immutable snapshot: a read-only file in a directory
+    /// we cannot write, with no process holding it open at that moment. Such a store does not
+    /// see later writes; commands that follow a file over time refuse it.
+    fn is_snapshot(&self) -> bool {
+        self.snapshot
+    }
+
+    /// The id of this database file (created with it; a copy keeps it). Part of every campaign
+    /// job id, and so of every provider idempotency key.
+    fn installation_id(&self) -> Result<String> {
+        self.read(|c| Ok(c.query_row("SELECT id FROM installation", [], |r| r.get(0))?))
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
 
     /// `PRAGMA integrity_check` (the crash suite asserts it says `ok`).
-    pub fn integrity_check(&self) -> Result<String> {
+    fn integrity_check(&self) -> Result<String> {
         self.read(|c| Ok(c.query_row("PRAGMA integrity_check", [], |r| r.get(0))?))
     }
 
     /// The journal mode as SQLite reports it now.
-    pub fn journal_mode(&self) -> Result<String> {
+    fn journal_mode(&self) -> Result<String> {
         self.read(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
     }
+}
 
+impl SqliteStore {
     /// Limit the database size in pages (disk-full simulation in tests).
     pub fn set_max_page_count(&self, pages: i64) -> Result<()> {
         let c = self.conn()?;

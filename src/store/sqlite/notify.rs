@@ -1,24 +1,11 @@
 //! Ledger rows for one-off notifications (`sendonce notify`): one hidden campaign per key and
 //! channel in the account `notify`, one send row per recipient, job id `notify:<key>:<address>`.
 
-use super::Store;
+use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::error::Result;
+use crate::store::{Notifications, NotifyRow};
 use rusqlite::{params, OptionalExtension, Transaction};
-use serde::Serialize;
-
-/// One recipient's row of a notification.
-#[derive(Debug, Clone, Serialize)]
-pub struct NotifyRow {
-    pub job_id: String,
-    pub address: String,
-    pub channel: Channel,
-    pub status: String,
-    pub attempts: i64,
-    pub sent_at: Option<i64>,
-    pub provider_message_id: Option<String>,
-    pub reason: Option<String>,
-}
 
 pub fn notify_job_id(key: &str, address: &str) -> String {
     format!("notify:{key}:{address}")
@@ -42,10 +29,10 @@ fn account_id(tx: &Transaction<'_>, now: i64) -> Result<i64> {
     )
 }
 
-impl Store {
+impl Notifications for SqliteStore {
     /// Create (or find) the rows of a notification. Content is taken from the first call for a
     /// key: a retry sends the same bytes. Returns the campaign id.
-    pub fn prepare_notification(
+    fn prepare_notification(
         &self,
         key: &str,
         channel: Channel,
@@ -125,7 +112,7 @@ impl Store {
     }
 
     /// The rows of a notification for these addresses (read only; absent ones are omitted).
-    pub fn notification_rows(
+    fn notification_rows(
         &self,
         key: &str,
         channel: Channel,

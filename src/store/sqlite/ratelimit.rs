@@ -1,18 +1,10 @@
 //! Durable token buckets (table `rate_buckets`): one immediate transaction takes tokens for all
 //! processes sharing the file.
 
-use super::Store;
+use super::SqliteStore;
 use crate::error::Result;
+use crate::store::{Grant, RateLimits};
 use rusqlite::{params, OptionalExtension};
-
-/// What one `take_tokens` call got.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Grant {
-    /// Tokens granted now (0..=want).
-    pub granted: u32,
-    /// When fewer than `want` were granted: milliseconds until the next token.
-    pub wait_ms: i64,
-}
 
 /// Refill a bucket holding `tokens` at `updated_at` up to `now`, capped at `burst`.
 pub fn refill(tokens: f64, updated_at: i64, now: i64, rate_per_sec: f64, burst: f64) -> f64 {
@@ -20,10 +12,10 @@ pub fn refill(tokens: f64, updated_at: i64, now: i64, rate_per_sec: f64, burst: 
     (tokens + elapsed * rate_per_sec).min(burst)
 }
 
-impl Store {
+impl RateLimits for SqliteStore {
     /// Take up to `want` tokens from bucket `name` (rate per second, burst capacity). A new
     /// bucket starts full.
-    pub fn take_tokens(
+    fn take_tokens(
         &self,
         name: &str,
         want: u32,

@@ -1,0 +1,54 @@
+//! Accounts and subscribers as they are added (`Audience`): the validated subscriber, the
+//! import report, and what a template may use (attribute names, variable counts).
+
+use crate::domain::address::Channel;
+use crate::domain::template::VarCounts;
+use crate::error::Result;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// A validated subscriber ready to insert.
+#[derive(Debug, Clone)]
+pub struct NewSubscriber {
+    pub email: Option<(String, String)>, // (as given, normalised)
+    pub phone: Option<String>,
+    pub name: Option<String>,
+    pub status: String,
+    /// JSON object text.
+    pub attrs: String,
+}
+
+/// A row an import skipped, with its line number and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedRow {
+    pub line: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportReport {
+    pub imported: u64,
+    pub skipped: Vec<SkippedRow>,
+}
+
+/// Adding accounts and subscribers, and what templates may refer to.
+pub trait Audience: Send + Sync {
+    /// Create an account; returns its id.
+    fn add_account(&self, name: &str) -> Result<i64>;
+    /// Insert one subscriber (a removed one comes back under its old id); returns its id.
+    fn add_subscriber(&self, account_id: i64, s: &NewSubscriber) -> Result<i64>;
+    /// Import `(line, parsed)` rows in one transaction: all-or-nothing unless `skip_invalid`,
+    /// which imports the valid rows and reports every skipped one.
+    fn import_subscribers(
+        &self,
+        account_id: i64,
+        rows: Vec<(u64, Result<NewSubscriber>)>,
+        skip_invalid: bool,
+    ) -> Result<ImportReport>;
+    /// Every attribute name used by the account's subscribers.
+    fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>>;
+    /// How many eligible subscribers have each template variable, for one channel.
+    fn variable_counts(&self, account_id: i64, channel: Channel) -> Result<VarCounts>;
+    /// `Ok` when the account exists, else the usage error naming it.
+    fn account_exists(&self, account_id: i64) -> Result<()>;
+}

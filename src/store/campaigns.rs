@@ -1,0 +1,98 @@
+//! Campaign management, backend-neutral: creation, compare-and-set transitions, status counts,
+//! reports and the in-doubt queue (`Campaigns`), with their rows.
+
+use crate::domain::address::Channel;
+use crate::domain::model::CampaignStatus;
+use crate::error::Result;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A campaign as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaign {
+    pub id: i64,
+    pub account_id: i64,
+    pub name: String,
+    pub channel: Channel,
+    pub sender: Option<String>,
+    pub subject: Option<String>,
+    pub body: String,
+    pub status: CampaignStatus,
+    pub scheduled_for: Option<i64>,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub list_complete: bool,
+}
+
+/// A campaign to create (validated by the caller: templates checked, body not empty).
+pub struct NewCampaign<'a> {
+    pub account_id: i64,
+    pub name: &'a str,
+    pub channel: Channel,
+    pub sender: Option<&'a str>,
+    pub subject: Option<&'a str>,
+    pub body: &'a str,
+}
+
+/// Sends per state, every state present (zero when none).
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusCounts {
+    pub campaign_id: i64,
+    pub status: CampaignStatus,
+    pub list_complete: bool,
+    pub total: u64,
+    pub counts: BTreeMap<&'static str, u64>,
+}
+
+/// One recipient in a campaign report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportRow {
+    pub send_id: i64,
+    pub job_id: String,
+    pub address: String,
+    pub status: String,
+    pub attempts: i64,
+    pub provider_message_id: Option<String>,
+    pub reason: Option<String>,
+    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
+    pub sent_at: Option<i64>,
+}
+
+/// One row in doubt.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoubtRow {
+    pub send_id: i64,
+    pub job_id: String,
+    pub address: String,
+    pub attempts: i64,
+    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
+    pub doubt_since: Option<i64>,
+    pub reason: Option<String>,
+}
+
+/// Campaigns and their sends, as the CLI (and later the HTTP API) manage them.
+pub trait Campaigns: Send + Sync {
+    /// Create a draft; returns its id.
+    fn create_campaign(&self, c: &NewCampaign<'_>) -> Result<i64>;
+    fn campaign(&self, id: i64) -> Result<Campaign>;
+    /// `draft -> approved`, scheduled for `at`. Content is frozen from here on.
+    fn approve_campaign(&self, id: i64, at: i64) -> Result<Campaign>;
+    /// `approved|sending -> paused`; leased, undispatched rows go back to the queue.
+    fn pause_campaign(&self, id: i64) -> Result<Campaign>;
+    /// `paused -> sending` (or back to `approved` if it had not started).
+    fn resume_campaign(&self, id: i64) -> Result<Campaign>;
+    /// Any non-terminal state -> `cancelled`: queued and undispatched rows are cancelled;
+    /// rows whose call may be in flight keep their lease, rows in doubt stay in doubt.
+    fn cancel_campaign(&self, id: i64) -> Result<Campaign>;
+    /// Sends per state, every state present.
+    fn status_counts(&self, id: i64) -> Result<StatusCounts>;
+    /// Stream every recipient of a campaign to `f`, in send id order.
+    fn report(&self, id: i64, f: &mut dyn FnMut(ReportRow) -> Result<()>) -> Result<()>;
+    /// The rows in doubt.
+    fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>>;
+    /// An operator's decision on a row in doubt: delivered (`as_sent`), or not and may be
+    /// sent again. Completes the campaign if that was the last open row.
+    fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()>;
+    /// [`Campaigns::resolve_doubt`], recording who decided.
+    fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()>;
+}

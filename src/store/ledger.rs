@@ -1,0 +1,187 @@
+//! The ledger's contract, backend-neutral: the rows the worker claims and the outcomes it
+//! records, and the `Ledger` trait every store implements (SQLite in `sqlite/ledger.rs`).
+
+use crate::domain::address::Channel;
+use crate::error::Result;
+
+/// A campaign the worker may claim from (status `sending`), with its frozen content.
+#[derive(Debug, Clone)]
+pub struct ActiveCampaign {
+    pub id: i64,
+    pub account_id: i64,
+    /// For routing by account name in the config file.
+    pub account_name: String,
+    pub channel: Channel,
+    pub sender: Option<String>,
+    pub subject: Option<String>,
+    pub body: String,
+    /// False: subject and body are literal text, not templates (one-off notifications).
+    pub templated: bool,
+    /// False while the recipient list is still being built.
+    pub list_complete: bool,
+}
+
+/// What one claim asks for.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    pub campaign_id: i64,
+    pub account_id: i64,
+    pub channel: Channel,
+    pub batch: usize,
+    /// Lease length: the row is ours until `now + lease_ms`.
+    pub lease_ms: i64,
+    /// The fence token written on every row of this claim.
+    pub token: i64,
+    pub owner: String,
+    /// The provider's idempotency-key window, if it has one. A row that may already have been
+    /// delivered is retried only inside this window (with the same key); otherwise it goes
+    /// `in_doubt`.
+    pub key_window_ms: Option<i64>,
+    pub now: i64,
+}
+
+/// A row this worker now holds.
+#[derive(Debug, Clone)]
+pub struct ClaimedRow {
+    pub id: i64,
+    pub job_id: String,
+    pub address: String,
+    /// Captured template variables (JSON text).
+    pub vars: String,
+    /// Provider calls dispatched before this claim.
+    pub attempts: i64,
+    pub token: i64,
+    /// An earlier call may have delivered it: this is a retry with the same key.
+    pub maybe_delivered: bool,
+}
+
+/// The result of one claim transaction.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    pub rows: Vec<ClaimedRow>,
+    /// Rows moved to `suppressed` because their address was suppressed before this claim.
+    pub suppressed: u64,
+    /// Rows moved to `in_doubt`: dispatched by a worker whose lease expired, provider not
+    /// idempotent (or the key window has passed).
+    pub in_doubt: u64,
+}
+
+/// How one provider call ended, as the ledger records it. The worker decides (backoff, key
+/// window, attempt limit); the store applies.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The provider accepted the message.
+    Accepted {
+        provider_id: Option<String>,
+        note: Option<String>,
+    },
+    /// It will never be accepted; with `suppress`, the address is added to the suppression list.
+    Failed {
+        error: String,
+        suppress: Option<String>,
+    },
+    /// Definitely not sent (or an ambiguous outcome that is safe to retry with the same key):
+    /// back to `queued`, ready at `retry_at`.
+    Retry {
+        error: String,
+        retry_at: i64,
+        maybe_delivered: bool,
+    },
+    /// The outcome is unknown and cannot be retried safely.
+    InDoubt { error: String },
+}
+
+/// One outcome for one leased row.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub id: i64,
+    pub token: i64,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecordStats {
+    pub sent: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub in_doubt: u64,
+    /// Accepted after our lease was lost: recorded as sent anyway (never dropped).
+    pub late_confirmations: u64,
+    /// Non-accepted outcomes whose lease was lost: the row's new holder decides.
+    pub fenced_out: u64,
+    /// Acceptances without a provider id: the provider reported the key as already used
+    /// (for a key API, "same key, different payload"). Recorded as sent, never resent.
+    pub already_accepted: u64,
+    /// Acceptances of a row already `sent` (a replayed key; or another provider id, noted on
+    /// the row as a possible second delivery).
+    pub double_confirmations: u64,
+}
+
+/// What the worker needs from a ledger. A second backend implements this without touching the
+/// worker.
+pub trait Ledger: Send + Sync + 'static {
+    /// Compare-and-set `approved -> sending` for every campaign due at `now`.
+    fn start_due_campaigns(&self, now: i64) -> Result<Vec<i64>>;
+    /// Campaigns in `sending`, with their content.
+    fn active_campaigns(&self) -> Result<Vec<ActiveCampaign>>;
+    /// Add the next `chunk` subscribers to the list; returns true when the list is complete.
+    fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool>;
+    /// Lease up to `batch` due rows, moving suppressed and unrecoverable ones aside.
+    fn claim(&self, req: &ClaimRequest) -> Result<Claimed>;
+    /// Write the dispatch marker (and renew the lease) for rows about to be called. Returns the
+    /// ids still held: a row whose lease was lost must not be called.
+    fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>>;
+    /// Record a group of outcomes in one commit.
+    fn record(&self, records: &[Record], now: i64) -> Result<RecordStats>;
+    /// One commit per worker cycle: record the outcomes of finished calls and, with `claim`,
+    /// lease a new batch whose rows all get their dispatch marker in the same statement (ask
+    /// for no more rows than there are free call slots). The default runs the steps as
+    /// separate commits; the SQLite store does it in one transaction.
+    fn cycle(
+        &self,
+        records: &[Record],
+        claim: Option<&ClaimRequest>,
+        now: i64,
+    ) -> Result<(RecordStats, Claimed)> {
+        let stats = if records.is_empty() {
+            RecordStats::default()
+        } else {
+            self.record(records, now)?
+        };
+        let Some(req) = claim else {
+            return Ok((stats, Claimed::default()));
+        };
+        let mut got = self.claim(req)?;
+        let keys: Vec<(i64, i64)> = got.rows.iter().map(|r| (r.id, r.token)).collect();
+        let held: std::collections::HashSet<i64> = self
+            .mark_dispatched(&keys, req.now, req.lease_ms)?
+            .into_iter()
+            .collect();
+        got.rows.retain(|r| held.contains(&r.id));
+        Ok((stats, got))
+    }
+    /// Keep the WAL file bounded: checkpoint and truncate it when it has grown past the
+    /// store's limit (readers that hold old snapshots stop the automatic checkpoints from
+    /// resetting it). Returns true if a checkpoint ran. Default: nothing to do.
+    fn checkpoint_if_large(&self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Give back leased rows that were never dispatched.
+    fn release(&self, rows: &[(i64, i64)], now: i64) -> Result<u64>;
+    /// Mark the campaign `sent` if the ledger says it is finished.
+    fn try_complete(&self, campaign_id: i64, now: i64) -> Result<bool>;
+    /// The earliest time a row of this campaign becomes claimable, if any row can.
+    fn next_visible(&self, campaign_id: i64) -> Result<Option<i64>>;
+    /// Settle expired leases of cancelled campaigns (dispatched: in doubt; else cancelled).
+    fn sweep_cancelled(&self, now: i64) -> Result<u64>;
+    /// Rows in doubt since before `before`, to look up at the provider: (id, job id, address).
+    fn reconcilable(
+        &self,
+        campaign_id: i64,
+        before: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>>;
+    /// The provider answered for a row in doubt: `Some(id)` it has the message (sent), `None`
+    /// it never accepted it (queued again). Returns false if the row was no longer in doubt.
+    fn settle_doubt(&self, send_id: i64, found: Option<String>) -> Result<bool>;
+}

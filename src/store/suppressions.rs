@@ -1,0 +1,32 @@
+//! Suppression lists, backend-neutral (`Suppressions`): from the moment a suppression commits, no
+//! claim leases that address.
+
+use crate::domain::address::Channel;
+use crate::error::Result;
+use serde::Serialize;
+
+/// A suppression-list entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct Suppression {
+    pub channel: Channel,
+    pub address: String,
+    pub reason: String,
+    pub source: String,
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
+    pub created_at: i64,
+}
+
+/// An account's suppression list.
+pub trait Suppressions: Send + Sync {
+    /// Add an address; returns false if it was already there.
+    fn suppress(
+        &self,
+        account_id: i64,
+        channel: Channel,
+        address: &str,
+        reason: &str,
+        source: &str,
+    ) -> Result<bool>;
+    fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()>;
+    fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>>;
+}

@@ -1,0 +1,456 @@
+//! The ledger's contract, run against every storage backend through the traits only
+//! (`dyn Storage`, no SQL): claims, fences, in-doubt, suppression at claim, completion and the
+//! one-commit worker cycle. A second backend must pass these same tests.
+
+use crate::common;
+use crate::common::accepted;
+use sendonce::domain::address::Channel;
+use sendonce::domain::clock::now_ms;
+use sendonce::store::{ClaimRequest, Claimed, OpenOptions, Outcome, Record, Storage};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// One backend: a name for the failure messages and how to open a fresh, empty store.
+struct Backend {
+    name: &'static str,
+    fresh: fn(&common::Env) -> Arc<dyn Storage>,
+}
+
+/// Every backend the contract runs against. PostgreSQL (issue 17) joins here with a `fresh`
+/// that opens `postgres://…` on a new schema for each test.
+fn backends() -> Vec<Backend> {
+    vec![Backend {
+        name: "sqlite (file)",
+        fresh: |env| {
+            let opts = OpenOptions {
+                create: true,
+                ..Default::default()
+            };
+            sendonce::store::open(&env.db, &opts).expect("open a fresh SQLite store")
+        },
+    }]
+}
+
+/// A store with one campaign in `sending`, its list of `n` email subscribers
+/// (`u0@x.com`…) built.
+struct Fixture {
+    _env: common::Env,
+    backend: &'static str,
+    s: Arc<dyn Storage>,
+    acct: i64,
+    cid: i64,
+}
+
+impl Fixture {
+    fn new(b: &Backend, n: usize) -> Fixture {
+        let f = Fixture::unbuilt(b, n);
+        while !f.s.build_list_chunk(f.cid, 7).unwrap() {}
+        f
+    }
+
+    /// As `new`, with the list not built yet.
+    fn unbuilt(b: &Backend, n: usize) -> Fixture {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let (acct, cid) = common::started_campaign(&*s, n);
+        Fixture {
+            _env: env,
+            backend: b.name,
+            s,
+            acct,
+            cid,
+        }
+    }
+
+    fn req(&self, batch: usize, token: i64, now: i64, window: Option<i64>) -> ClaimRequest {
+        ClaimRequest {
+            campaign_id: self.cid,
+            account_id: self.acct,
+            channel: Channel::Email,
+            batch,
+            lease_ms: 1000,
+            token,
+            owner: format!("worker-{token}"),
+            key_window_ms: window,
+            now,
+        }
+    }
+
+    fn claim(&self, batch: usize, token: i64, now: i64, window: Option<i64>) -> Claimed {
+        self.s.claim(&self.req(batch, token, now, window)).unwrap()
+    }
+
+    /// How many of the campaign's rows are in `state`.
+    fn count(&self, state: &str) -> u64 {
+        let counts = self.s.status_counts(self.cid).unwrap().counts;
+        counts.get(state).copied().unwrap_or(0)
+    }
+
+    fn status(&self) -> String {
+        self.s
+            .campaign(self.cid)
+            .unwrap()
+            .status
+            .as_str()
+            .to_string()
+    }
+}
+
+fn keys(c: &Claimed) -> Vec<(i64, i64)> {
+    c.rows.iter().map(|r| (r.id, r.token)).collect()
+}
+
+fn failed(id: i64, token: i64) -> Record {
+    Record {
+        id,
+        token,
+        outcome: Outcome::Failed {
+            error: "rejected".into(),
+            suppress: None,
+        },
+    }
+}
+
+#[test]
+fn a_claim_leases_at_most_a_batch_with_its_fence_token() {
+    for b in backends() {
+        let f = Fixture::new(&b, 10);
+        let t0 = now_ms();
+        let a = f.claim(3, 41, t0, None);
+        assert_eq!(a.rows.len(), 3, "{}: the batch bounds the claim", f.backend);
+        assert!(a.rows.iter().all(|r| r.token == 41), "{}", f.backend);
+        assert!(a.rows.iter().all(|r| !r.maybe_delivered), "{}", f.backend);
+        assert_eq!((a.suppressed, a.in_doubt), (0, 0), "{}", f.backend);
+        assert_eq!(
+            (f.count("leased"), f.count("queued")),
+            (3, 7),
+            "{}",
+            f.backend
+        );
+        // The marker needs the row's own token: a wrong one is fenced out.
+        let wrong: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, 40)).collect();
+        let held = f.s.mark_dispatched(&wrong, t0, 1000).unwrap();
+        assert!(
+            held.is_empty(),
+            "{}: a wrong token holds nothing",
+            f.backend
+        );
+        let held = f.s.mark_dispatched(&keys(&a), t0, 1000).unwrap();
+        assert_eq!(held.len(), 3, "{}", f.backend);
+    }
+}
+
+#[test]
+fn two_claims_never_hold_the_same_row() {
+    for b in backends() {
+        let f = Fixture::new(&b, 10);
+        let t0 = now_ms();
+        let a = f.claim(4, 1, t0, None);
+        let b2 = f.claim(100, 2, t0, None);
+        let c = f.claim(100, 3, t0, None);
+        assert_eq!((a.rows.len(), b2.rows.len()), (4, 6), "{}", f.backend);
+        assert!(c.rows.is_empty(), "{}: every row is held", f.backend);
+        let ids: HashSet<i64> = a.rows.iter().chain(&b2.rows).map(|r| r.id).collect();
+        assert_eq!(ids.len(), 10, "{}: no row leased twice", f.backend);
+        let addrs: HashSet<&str> = a
+            .rows
+            .iter()
+            .chain(&b2.rows)
+            .map(|r| r.address.as_str())
+            .collect();
+        assert_eq!(addrs.len(), 10, "{}", f.backend);
+    }
+}
+
+#[test]
+fn a_row_is_not_claimed_before_it_is_due() {
+    for b in backends() {
+        let f = Fixture::new(&b, 1);
+        let t0 = now_ms();
+        let a = f.claim(1, 1, t0, None);
+        let retry = Record {
+            id: a.rows[0].id,
+            token: 1,
+            outcome: Outcome::Retry {
+                error: "busy".into(),
+                retry_at: t0 + 60_000,
+                maybe_delivered: false,
+            },
+        };
+        let st = f.s.record(&[retry], t0).unwrap();
+        assert_eq!(st.retried, 1, "{}", f.backend);
+        assert_eq!(f.count("queued"), 1, "{}", f.backend);
+        assert_eq!(
+            f.s.next_visible(f.cid).unwrap(),
+            Some(t0 + 60_000),
+            "{}",
+            f.backend
+        );
+        assert!(
+            f.claim(1, 2, t0 + 59_999, None).rows.is_empty(),
+            "{}",
+            f.backend
+        );
+        let due = f.claim(1, 3, t0 + 60_000, None);
+        assert_eq!(due.rows.len(), 1, "{}: due at retry_at", f.backend);
+        assert_eq!(due.rows[0].id, a.rows[0].id, "{}", f.backend);
+    }
+}
+
+#[test]
+fn a_live_lease_is_not_claimed_again_and_an_expired_one_is() {
+    for b in backends() {
+        let f = Fixture::new(&b, 2);
+        let t0 = now_ms();
+        assert_eq!(f.claim(2, 1, t0, None).rows.len(), 2, "{}", f.backend);
+        // The lease (1 s) runs from when the claim took the rows: after t0, by t1.
+        let t1 = now_ms();
+        assert!(
+            f.claim(2, 2, t0 + 999, None).rows.is_empty(),
+            "{}",
+            f.backend
+        );
+        let again = f.claim(2, 3, t1 + 1_000, None);
+        assert_eq!(again.rows.len(), 2, "{}: undispatched rows", f.backend);
+        assert!(again.rows.iter().all(|r| r.token == 3), "{}", f.backend);
+    }
+}
+
+#[test]
+fn a_stale_acceptance_is_recorded_as_a_late_confirmation() {
+    for b in backends() {
+        let f = Fixture::new(&b, 1);
+        let t0 = now_ms();
+        let a = f.claim(1, 111, t0, None);
+        let id = a.rows[0].id;
+        // A stalls past its lease before dispatching; B re-leases the row.
+        let b2 = f.claim(1, 222, t0 + 5_000, None);
+        assert_eq!(b2.rows.len(), 1, "{}", f.backend);
+        // A's marker is fenced out ...
+        let held = f.s.mark_dispatched(&[(id, 111)], t0 + 5_001, 1000).unwrap();
+        assert!(held.is_empty(), "{}: A must not call", f.backend);
+        // ... but a yes that reaches A anyway is never dropped.
+        let st = f.s.record(&[accepted(id, 111)], t0 + 5_002).unwrap();
+        assert_eq!((st.sent, st.late_confirmations), (0, 1), "{}", f.backend);
+        assert_eq!(
+            (f.count("sent"), f.count("leased")),
+            (1, 0),
+            "{}",
+            f.backend
+        );
+        // The row is sent: B may not call for it either.
+        let held = f.s.mark_dispatched(&[(id, 222)], t0 + 5_003, 1000).unwrap();
+        assert!(held.is_empty(), "{}: B must not send it again", f.backend);
+    }
+}
+
+#[test]
+fn a_stale_failure_or_retry_is_fenced_out() {
+    for b in backends() {
+        let f = Fixture::new(&b, 2);
+        let t0 = now_ms();
+        let a = f.claim(2, 1, t0, None);
+        let (x, y) = (a.rows[0].id, a.rows[1].id);
+        let b2 = f.claim(2, 2, t0 + 5_000, None);
+        assert_eq!(b2.rows.len(), 2, "{}", f.backend);
+        let retry = Record {
+            id: y,
+            token: 1,
+            outcome: Outcome::Retry {
+                error: "timeout".into(),
+                retry_at: t0,
+                maybe_delivered: false,
+            },
+        };
+        let st = f.s.record(&[failed(x, 1), retry], t0 + 5_001).unwrap();
+        assert_eq!(st.fenced_out, 2, "{}", f.backend);
+        assert_eq!((st.failed, st.retried, st.sent), (0, 0, 0), "{}", f.backend);
+        assert_eq!(f.count("leased"), 2, "{}: B still holds both", f.backend);
+        // The holder's outcomes count.
+        let st =
+            f.s.record(&[failed(x, 2), accepted(y, 2)], t0 + 5_002)
+                .unwrap();
+        assert_eq!(
+            (st.failed, st.sent, st.fenced_out),
+            (1, 1, 0),
+            "{}",
+            f.backend
+        );
+        assert_eq!(
+            (f.count("failed"), f.count("sent")),
+            (1, 1),
+            "{}",
+            f.backend
+        );
+    }
+}
+
+#[test]
+fn an_expired_dispatched_row_goes_in_doubt_without_a_key_window() {
+    for b in backends() {
+        let f = Fixture::new(&b, 3);
+        let t0 = now_ms();
+        let a = f.claim(3, 1, t0, None);
+        // The worker dies with two calls in flight.
+        let held = f.s.mark_dispatched(&keys(&a)[..2], t0, 1000).unwrap();
+        assert_eq!(held.len(), 2, "{}", f.backend);
+        let b2 = f.claim(10, 2, t0 + 10_000, None);
+        assert_eq!(b2.in_doubt, 2, "{}: dispatched rows are parked", f.backend);
+        assert_eq!(b2.rows.len(), 1, "{}: the other is re-leased", f.backend);
+        assert_eq!(b2.rows[0].id, a.rows[2].id, "{}", f.backend);
+        assert!(!b2.rows[0].maybe_delivered, "{}", f.backend);
+        assert_eq!(f.count("in_doubt"), 2, "{}", f.backend);
+        // Looked up at the provider: one was delivered, the other never accepted.
+        let doubt = f.s.reconcilable(f.cid, t0 + 20_000, 10).unwrap();
+        assert_eq!(doubt.len(), 2, "{}", f.backend);
+        assert!(f.s.settle_doubt(doubt[0].0, Some("p".into())).unwrap());
+        assert!(f.s.settle_doubt(doubt[1].0, None).unwrap());
+        assert!(
+            !f.s.settle_doubt(doubt[1].0, None).unwrap(),
+            "{}",
+            f.backend
+        );
+        assert_eq!(
+            (f.count("sent"), f.count("queued")),
+            (1, 1),
+            "{}",
+            f.backend
+        );
+    }
+}
+
+#[test]
+fn inside_the_key_window_an_expired_dispatched_row_is_retried_with_the_same_key() {
+    for b in backends() {
+        let f = Fixture::new(&b, 1);
+        let t0 = now_ms();
+        let window = Some(60_000);
+        let a = f.claim(1, 1, t0, window);
+        let row = a.rows[0].clone();
+        f.s.mark_dispatched(&[(row.id, 1)], t0, 1000).unwrap();
+        let b2 = f.claim(1, 2, t0 + 5_000, window);
+        assert_eq!((b2.rows.len(), b2.in_doubt), (1, 0), "{}", f.backend);
+        assert!(b2.rows[0].maybe_delivered, "{}: flagged", f.backend);
+        assert_eq!(b2.rows[0].job_id, row.job_id, "{}: same key", f.backend);
+        // Past the window (counted from the first dispatch) it is parked instead.
+        f.s.mark_dispatched(&[(row.id, 2)], t0 + 5_000, 1000)
+            .unwrap();
+        let c = f.claim(1, 3, t0 + 61_000, window);
+        assert!(c.rows.is_empty(), "{}", f.backend);
+        assert_eq!(c.in_doubt, 1, "{}", f.backend);
+    }
+}
+
+#[test]
+fn a_suppression_committed_before_the_claim_wins() {
+    for b in backends() {
+        let f = Fixture::new(&b, 10);
+        let t0 = now_ms();
+        assert_eq!(f.claim(3, 1, t0, None).rows.len(), 3, "{}", f.backend);
+        // u7 opts out after the list was built (its row is still queued).
+        let added =
+            f.s.suppress(f.acct, Channel::Email, "u7@x.com", "unsubscribed", "test");
+        assert!(added.unwrap(), "{}", f.backend);
+        let rest = f.claim(100, 2, t0, None);
+        assert_eq!(rest.suppressed, 1, "{}", f.backend);
+        assert_eq!(rest.rows.len(), 6, "{}", f.backend);
+        assert!(
+            rest.rows.iter().all(|r| r.address != "u7@x.com"),
+            "{}",
+            f.backend
+        );
+        assert_eq!(f.count("suppressed"), 1, "{}", f.backend);
+    }
+}
+
+#[test]
+fn a_campaign_is_sent_only_when_its_list_is_complete_and_every_row_settled() {
+    for b in backends() {
+        let f = Fixture::unbuilt(&b, 4);
+        assert!(!f.s.build_list_chunk(f.cid, 2).unwrap(), "{}", f.backend);
+        let t0 = now_ms();
+        let a = f.claim(10, 1, t0, None);
+        assert_eq!(a.rows.len(), 2, "{}", f.backend);
+        let recs: Vec<Record> = a.rows.iter().map(|r| accepted(r.id, 1)).collect();
+        f.s.record(&recs, t0).unwrap();
+        assert!(
+            !f.s.try_complete(f.cid, t0).unwrap(),
+            "{}: list incomplete",
+            f.backend
+        );
+        while !f.s.build_list_chunk(f.cid, 2).unwrap() {}
+        // The new rows are due from when they were added.
+        let t0 = now_ms();
+        assert!(
+            !f.s.try_complete(f.cid, t0).unwrap(),
+            "{}: queued",
+            f.backend
+        );
+        let b2 = f.claim(10, 2, t0, None);
+        assert_eq!(b2.rows.len(), 2, "{}", f.backend);
+        assert!(
+            !f.s.try_complete(f.cid, t0).unwrap(),
+            "{}: leased",
+            f.backend
+        );
+        f.s.mark_dispatched(&keys(&b2), t0, 1000).unwrap();
+        f.s.record(&[accepted(b2.rows[0].id, 2)], t0).unwrap();
+        let c = f.claim(10, 3, t0 + 10_000, None);
+        assert_eq!(c.in_doubt, 1, "{}", f.backend);
+        assert!(
+            !f.s.try_complete(f.cid, t0 + 10_000).unwrap(),
+            "{}: in doubt",
+            f.backend
+        );
+        assert_eq!(f.status(), "sending", "{}", f.backend);
+        f.s.resolve_doubt(b2.rows[1].id, true).unwrap();
+        assert_eq!(
+            f.status(),
+            "sent",
+            "{}: the last settlement completes it",
+            f.backend
+        );
+        assert_eq!(f.count("sent"), 4, "{}", f.backend);
+        assert!(
+            !f.s.try_complete(f.cid, t0).unwrap(),
+            "{}: only once",
+            f.backend
+        );
+    }
+}
+
+#[test]
+fn one_cycle_records_outcomes_and_claims_with_dispatch_markers() {
+    for b in backends() {
+        let f = Fixture::new(&b, 5);
+        let t0 = now_ms();
+        let (st, first) = f.s.cycle(&[], Some(&f.req(2, 1, t0, None)), t0).unwrap();
+        assert_eq!((st.sent, first.rows.len()), (0, 2), "{}", f.backend);
+        let done: Vec<Record> = first.rows.iter().map(|r| accepted(r.id, 1)).collect();
+        let (st, second) = f.s.cycle(&done, Some(&f.req(2, 2, t0, None)), t0).unwrap();
+        assert_eq!((st.sent, second.rows.len()), (2, 2), "{}", f.backend);
+        assert_eq!(
+            (f.count("sent"), f.count("leased")),
+            (2, 2),
+            "{}",
+            f.backend
+        );
+        // The cycle's claim wrote the dispatch markers: once the lease is lost, those rows
+        // are in doubt (no key window), never silently re-sent.
+        let (_, later) =
+            f.s.cycle(&[], Some(&f.req(10, 3, t0 + 10_000, None)), t0 + 10_000)
+                .unwrap();
+        assert_eq!(later.in_doubt, 2, "{}", f.backend);
+        assert_eq!(later.rows.len(), 1, "{}", f.backend);
+        // Without a claim a cycle only records.
+        let last = [accepted(later.rows[0].id, 3)];
+        let (st, none) = f.s.cycle(&last, None, t0 + 10_001).unwrap();
+        assert_eq!((st.sent, none.rows.len()), (1, 0), "{}", f.backend);
+        assert_eq!(
+            (f.count("sent"), f.count("in_doubt")),
+            (3, 2),
+            "{}",
+            f.backend
+        );
+    }
+}
