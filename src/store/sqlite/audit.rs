@@ -2,6 +2,7 @@
 //! ledger says, and the ledger invariants that must hold after every restart.
 
 use super::Store;
+use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use rusqlite::params;
 use std::collections::HashMap;
@@ -36,7 +37,10 @@ impl Store {
         self.read(|conn| {
             conn.execute_batch("BEGIN")?; // one consistent snapshot for all three reads
             let run = || -> Result<AuditSnapshot> {
-                let addr = if c.channel.as_str() == "sms" { "phone" } else { "email_norm" };
+                let addr = match c.channel {
+                    Channel::Sms => "phone",
+                    Channel::Email => "email_norm",
+                };
                 let mut st = conn.prepare(&format!(
                     "SELECT DISTINCT {addr} FROM subscribers
                      WHERE account_id = ?1 AND status = 'confirmed' AND {addr} IS NOT NULL"
@@ -64,7 +68,7 @@ impl Store {
                     "SELECT address, created_at FROM suppressions WHERE account_id = ?1 AND channel = ?2",
                 )?;
                 let suppressed_at = st
-                    .query_map(params![c.account_id, c.channel.as_str()], |r| {
+                    .query_map(params![c.account_id, c.channel], |r| {
                         Ok((r.get(0)?, r.get(1)?))
                     })?
                     .collect::<rusqlite::Result<HashMap<String, i64>>>()?;
