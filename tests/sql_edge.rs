@@ -7,41 +7,18 @@ use common::Env;
 use sendonce::domain::address::Channel;
 use sendonce::domain::model::campaign_job_id;
 use sendonce::error::ErrorKind;
-use sendonce::store::{ClaimRequest, Ledger, NewCampaign, OpenOptions, Store};
+use sendonce::store::{ClaimRequest, Ledger, OpenOptions, Store};
 
 fn store(env: &Env) -> Store {
-    Store::open(
-        &env.db,
-        &OpenOptions {
-            create: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    Store::open(&env.db, &OpenOptions::default()).unwrap()
 }
 
-/// A sending email campaign to `n` subscribers, its list built. Returns (store, account, campaign).
+/// The shared CLI setup (an account, `n` subscribers, a draft campaign), then the campaign
+/// approved, started and its list built. Returns (store, account, campaign).
 fn sending_campaign(env: &Env, n: usize) -> (Store, i64, i64) {
+    let (acct, cid) = env.setup_campaign(n);
+    let (acct, cid) = (acct.parse().unwrap(), cid.parse().unwrap());
     let s = store(env);
-    let acct = s.add_account("t").unwrap();
-    let rows = (0..n)
-        .map(|i| {
-            let email = format!("u{i}@x.com");
-            let sub = sendonce::app::import::subscriber(Some(&email), None, None, None, &[]);
-            (i as u64 + 2, sub)
-        })
-        .collect();
-    s.import_subscribers(acct, rows, false).unwrap();
-    let cid = s
-        .create_campaign(&NewCampaign {
-            account_id: acct,
-            name: "c",
-            channel: Channel::Email,
-            sender: None,
-            subject: Some("s"),
-            body: "b",
-        })
-        .unwrap();
     s.approve_campaign(cid, 0).unwrap();
     s.start_due_campaigns(sendonce::domain::clock::now_ms())
         .unwrap();
@@ -144,8 +121,8 @@ fn a_corrupt_send_status_stops_the_claim_and_the_counts() {
 #[test]
 fn a_corrupt_suppression_channel_is_an_error() {
     let env = Env::new();
+    let acct = env.setup_account().parse().unwrap();
     let s = store(&env);
-    let acct = s.add_account("t").unwrap();
     assert!(s
         .suppress(acct, Channel::Sms, "+14155550100", "asked", "manual")
         .unwrap());

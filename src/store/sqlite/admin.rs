@@ -6,7 +6,8 @@ use crate::domain::address::Channel;
 use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
 use crate::tools::crash;
-use rusqlite::{named_params, params, OptionalExtension, Transaction};
+use rusqlite::types::Null;
+use rusqlite::{named_params, params, OptionalExtension, ToSql, Transaction};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -87,17 +88,33 @@ fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -
         "INSERT INTO subscribers (account_id, email, email_norm, phone, name, status, attrs, created_at)
          VALUES (:account, :email, :email_norm, :phone, :name, :status, :attrs, :now)",
     )?
-    .execute(named_params! {
+    .execute(with_columns(s, named_params! {
         ":account": account_id,
-        ":email": s.email.as_ref().map(|e| &e.0),
-        ":email_norm": s.email.as_ref().map(|e| &e.1),
-        ":phone": s.phone,
-        ":name": s.name,
-        ":status": s.status,
-        ":attrs": s.attrs,
         ":now": crate::domain::clock::now_ms(),
-    })?;
+    }).as_slice())?;
     Ok(tx.last_insert_rowid())
+}
+
+/// The named parameters of a subscriber's own columns (`:email`, `:email_norm`, `:phone`,
+/// `:name`, `:status`, `:attrs`), followed by `extra`.
+fn with_columns<'a>(
+    s: &'a NewSubscriber,
+    extra: &[(&'a str, &'a dyn ToSql)],
+) -> Vec<(&'a str, &'a dyn ToSql)> {
+    let (email, norm): (&dyn ToSql, &dyn ToSql) = match &s.email {
+        Some((given, norm)) => (given, norm),
+        None => (&Null, &Null),
+    };
+    let mut out: Vec<(&str, &dyn ToSql)> = vec![
+        (":email", email),
+        (":email_norm", norm),
+        (":phone", &s.phone),
+        (":name", &s.name),
+        (":status", &s.status),
+        (":attrs", &s.attrs),
+    ];
+    out.extend_from_slice(extra);
+    out
 }
 
 /// A removed subscriber comes back under its old id (its past sends name it), and the
@@ -112,15 +129,7 @@ fn revive_subscriber(
         "UPDATE subscribers SET email = :email, email_norm = :email_norm, phone = :phone,
                 name = :name, status = :status, attrs = :attrs, removed_at = NULL
          WHERE id = :id AND removed_at IS NOT NULL",
-        named_params! {
-            ":id": id,
-            ":email": s.email.as_ref().map(|e| &e.0),
-            ":email_norm": s.email.as_ref().map(|e| &e.1),
-            ":phone": s.phone,
-            ":name": s.name,
-            ":status": s.status,
-            ":attrs": s.attrs,
-        },
+        with_columns(s, named_params! {":id": id}).as_slice(),
     )?;
     if n != 1 {
         return Ok(false);
