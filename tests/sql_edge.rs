@@ -80,6 +80,8 @@ fn a_corrupt_campaign_channel_or_status_is_an_error_not_a_default() {
         "{}",
         e.message
     );
+    let e = s.list_campaigns(None, None).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Damaged, "{}", e.message);
 }
 
 #[test]
@@ -97,6 +99,8 @@ fn a_corrupt_send_status_stops_the_claim_and_the_counts() {
         "{}",
         e.message
     );
+    let e = s.report(cid, |_| Ok(())).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Damaged, "{}", e.message);
     // The claim never leases it: only the intact row goes out.
     let got = s
         .claim(&ClaimRequest {

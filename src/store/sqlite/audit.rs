@@ -1,8 +1,10 @@
 //! Read-only queries for the crash-suite checker (`sendonce check`): a snapshot of what the
 //! ledger says, and the ledger invariants that must hold after every restart.
 
+use super::codec;
 use super::Store;
 use crate::domain::address::Channel;
+use crate::domain::model::SendStatus;
 use crate::error::{Error, Result};
 use rusqlite::params;
 use std::collections::HashMap;
@@ -57,7 +59,7 @@ impl Store {
                         Ok(AuditRow {
                             job_id: r.get(0)?,
                             address: r.get(1)?,
-                            status: r.get(2)?,
+                            status: codec::get::<SendStatus>(r, 2, "sends")?.to_string(),
                             attempts: r.get(3)?,
                             claimed_at: r.get(4)?,
                         })

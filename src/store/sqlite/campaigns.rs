@@ -286,7 +286,7 @@ impl Store {
                     send_id: r.get(0)?,
                     job_id: r.get(1)?,
                     address: r.get(2)?,
-                    status: r.get(3)?,
+                    status: codec::get::<SendStatus>(r, 3, "sends")?.to_string(),
                     attempts: r.get(4)?,
                     provider_message_id: r.get(5)?,
                     reason: r.get(6)?,

@@ -1,7 +1,9 @@
 //! Looking things up by name and listing them: accounts (by id or name), campaigns, and the
 //! subscribers of an account, with the few edits a subscriber needs (update, remove).
 
+use super::codec;
 use super::Store;
+use crate::domain::address::Channel;
 use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
 use rusqlite::{named_params, params, OptionalExtension};
@@ -166,8 +168,8 @@ impl Store {
                         account_id: r.get(1)?,
                         account: r.get(2)?,
                         name: r.get(3)?,
-                        channel: r.get(4)?,
-                        status: r.get(5)?,
+                        channel: codec::get::<Channel>(r, 4, "campaigns")?.to_string(),
+                        status: codec::get::<CampaignStatus>(r, 5, "campaigns")?.to_string(),
                         scheduled_for: r.get(6)?,
                         created_at: r.get(7)?,
                     })

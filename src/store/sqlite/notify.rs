@@ -1,8 +1,10 @@
 //! Ledger rows for one-off notifications (`sendonce notify`): one hidden campaign per key and
 //! channel in the account `notify`, one send row per recipient, job id `notify:<key>:<address>`.
 
+use super::codec;
 use super::Store;
 use crate::domain::address::Channel;
+use crate::domain::model::SendStatus;
 use crate::error::Result;
 use rusqlite::{named_params, params, OptionalExtension, Transaction};
 use serde::Serialize;
@@ -213,7 +215,7 @@ impl Store {
                                 job_id: notify_job_id(key, addr),
                                 address: addr.clone(),
                                 channel,
-                                status: r.get(0)?,
+                                status: codec::get::<SendStatus>(r, 0, "sends")?.to_string(),
                                 attempts: r.get(1)?,
                                 sent_at: r.get(2)?,
                                 provider_message_id: r.get(3)?,
