@@ -5,8 +5,11 @@ use std::fmt;
 /// What went wrong, coarsely: enough to pick an exit code and nothing more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// Arguments or input data are invalid (bad address, CSV error, bad template, unknown id).
+    /// Arguments or input data are invalid (bad address, CSV error, bad template).
     Invalid,
+    /// What the request names does not exist (unknown account, campaign, subscriber or send
+    /// id). Same exit code as `Invalid`.
+    NotFound,
     /// The thing exists but is not in a state that allows the request (approve twice...).
     Conflict,
     /// The database stayed locked longer than the busy timeout.
@@ -20,6 +23,9 @@ pub enum ErrorKind {
     /// A ledger invariant is broken: the file is damaged (a flipped byte, an index that no
     /// longer matches its table). The worker stops rather than let damage turn into sending.
     Damaged,
+    /// A bug or a failed internal task (a panicked thread), not the user's input nor the
+    /// environment.
+    Internal,
     /// Whoever read our standard output stopped reading (`| head`): not a failure, the command
     /// ends quietly, as other Unix tools do.
     ClosedOutput,
@@ -45,6 +51,12 @@ impl Error {
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Invalid, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
     }
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Conflict, message)
@@ -90,46 +102,3 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        use rusqlite::ffi::ErrorCode;
-        if let rusqlite::Error::SqliteFailure(code, msg) = &e {
-            match code.code {
-                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
-                    return Error::new(
-                        ErrorKind::Busy,
-                        "the database stayed locked longer than the busy timeout \
-                         (another process is holding a write transaction); try again",
-                    );
-                }
-                ErrorCode::NotADatabase => {
-                    return Error::db("the file is not a SQLite database (left untouched)");
-                }
-                ErrorCode::ReadOnly => {
-                    return Error::db(
-                        "the database cannot be written (a read-only file, or a directory where \
-                         SQLite cannot create its -wal and -shm files); nothing was changed",
-                    );
-                }
-                ErrorCode::DiskFull => {
-                    return Error::new(
-                        ErrorKind::Io,
-                        "the disk (or the database size limit) is full; nothing was half-written",
-                    );
-                }
-                _ => {}
-            }
-            if let Some(m) = msg {
-                return Error::db(format!("database error: {m}"));
-            }
-        }
-        Error::db(format!("database error: {e}"))
-    }
-}
-
-impl From<r2d2::Error> for Error {
-    fn from(e: r2d2::Error) -> Self {
-        Error::db(format!("could not get a database connection: {e}"))
-    }
-}

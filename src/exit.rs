@@ -16,14 +16,15 @@ pub const PERMANENT_FAILURE: i32 = 4;
 /// The exit code for an error that stopped a command.
 pub fn for_error(err: &Error) -> i32 {
     match err.kind {
-        ErrorKind::Invalid => USAGE,
+        ErrorKind::Invalid | ErrorKind::NotFound => USAGE,
         ErrorKind::ClosedOutput => SUCCESS,
         ErrorKind::Conflict
         | ErrorKind::Busy
         | ErrorKind::Database
         | ErrorKind::Io
         | ErrorKind::Provider
-        | ErrorKind::Damaged => FAILURE,
+        | ErrorKind::Damaged
+        | ErrorKind::Internal => FAILURE,
     }
 }
 

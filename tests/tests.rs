@@ -25,4 +25,5 @@ mod readme;
 mod routing;
 mod secrets;
 mod smtp;
+mod sql_edge;
 mod store_contract;

@@ -94,14 +94,26 @@ impl fmt::Display for CampaignStatus {
     }
 }
 
+/// The parts of a campaign job id, `campaign:<cid>:sub:<sid>@<scope>`: [`campaign_job_id`]
+/// joins them in Rust and the list builder joins the same constants in SQL
+/// (`list_insert_sql` in `src/store/sqlite/ledger.rs`), so the format is written once.
+pub const CAMPAIGN_JOB_PREFIX: &str = "campaign:";
+pub const CAMPAIGN_JOB_SUB: &str = ":sub:";
+pub const CAMPAIGN_JOB_AT: &str = "@";
+/// How many leading characters of the installation id scope a job id.
+pub const INSTALLATION_SCOPE_LEN: usize = 16;
+
 /// The deterministic job id of a campaign send: the same recipient of the same campaign always
 /// gets the same id, so every retry carries the same provider key. The installation id (the
 /// first 16 hex digits of the database's own id) keeps two databases, which both start at
-/// campaign 1 and subscriber 1, from ever sharing a key; a copy of a file keeps it. The list
-/// builder writes the same form in SQL (`src/store/ledger.rs`).
+/// campaign 1 and subscriber 1, from ever sharing a key; a copy of a file keeps it.
 pub fn campaign_job_id(installation: &str, campaign_id: i64, subscriber_id: i64) -> String {
-    let scope = installation.get(..16).unwrap_or(installation);
-    format!("campaign:{campaign_id}:sub:{subscriber_id}@{scope}")
+    let scope = installation
+        .get(..INSTALLATION_SCOPE_LEN)
+        .unwrap_or(installation);
+    format!(
+        "{CAMPAIGN_JOB_PREFIX}{campaign_id}{CAMPAIGN_JOB_SUB}{subscriber_id}{CAMPAIGN_JOB_AT}{scope}"
+    )
 }
 
 /// Namespace for idempotency keys (a fixed random UUID; changing it would change every key).

@@ -1,12 +1,14 @@
 //! Tenants, subscribers and suppression lists.
 
+use super::codec;
 use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
 use crate::store::{Audience, ImportReport, NewSubscriber, SkippedRow, Suppression, Suppressions};
 use crate::tools::crash;
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::types::Null;
+use rusqlite::{named_params, params, OptionalExtension, ToSql, Transaction};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub(super) fn require_account(tx: &Transaction<'_>, account_id: i64) -> Result<()> {
@@ -16,43 +18,23 @@ pub(super) fn require_account(tx: &Transaction<'_>, account_id: i64) -> Result<(
         .optional()?;
     found
         .map(|_| ())
-        .ok_or_else(|| Error::invalid(format!("unknown account id {account_id}")))
+        .ok_or_else(|| Error::not_found(format!("unknown account id {account_id}")))
 }
 
 /// Insert one subscriber, naming the conflicting address when it already exists.
 fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -> Result<i64> {
-    let mut dup = tx.prepare_cached(
-        "SELECT id, removed_at IS NOT NULL FROM subscribers
-         WHERE account_id = ?1 AND (email_norm = ?2 OR phone = ?3)",
-    )?;
-    let existing: Option<(i64, bool)> = dup
+    let existing: Option<(i64, bool)> = tx
+        .prepare_cached(
+            "SELECT id, removed_at IS NOT NULL FROM subscribers
+             WHERE account_id = ?1 AND (email_norm = ?2 OR phone = ?3)",
+        )?
         .query_row(
             params![account_id, s.email.as_ref().map(|e| &e.1), s.phone],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
     if let Some((id, true)) = existing {
-        // A removed subscriber comes back under its old id (its past sends name it).
-        let n = tx.execute(
-            "UPDATE subscribers SET email = ?2, email_norm = ?3, phone = ?4, name = ?5,
-                    status = ?6, attrs = ?7, removed_at = NULL
-             WHERE id = ?1 AND removed_at IS NOT NULL",
-            params![
-                id,
-                s.email.as_ref().map(|e| &e.0),
-                s.email.as_ref().map(|e| &e.1),
-                s.phone,
-                s.name,
-                s.status,
-                s.attrs
-            ],
-        )?;
-        if n == 1 {
-            tx.execute(
-                "DELETE FROM suppressions WHERE account_id = ?1 AND source = 'removal'
-                 AND ((channel = 'email' AND address = ?2) OR (channel = 'sms' AND address = ?3))",
-                params![account_id, s.email.as_ref().map(|e| &e.1), s.phone],
-            )?;
+        if revive_subscriber(tx, account_id, id, s)? {
             return Ok(id);
         }
     }
@@ -69,19 +51,60 @@ fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -
     }
     tx.prepare_cached(
         "INSERT INTO subscribers (account_id, email, email_norm, phone, name, status, attrs, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         VALUES (:account, :email, :email_norm, :phone, :name, :status, :attrs, :now)",
     )?
-    .execute(params![
-        account_id,
-        s.email.as_ref().map(|e| &e.0),
-        s.email.as_ref().map(|e| &e.1),
-        s.phone,
-        s.name,
-        s.status,
-        s.attrs,
-        crate::domain::clock::now_ms()
-    ])?;
+    .execute(with_columns(s, named_params! {
+        ":account": account_id,
+        ":now": crate::domain::clock::now_ms(),
+    }).as_slice())?;
     Ok(tx.last_insert_rowid())
+}
+
+/// The named parameters of a subscriber's own columns (`:email`, `:email_norm`, `:phone`,
+/// `:name`, `:status`, `:attrs`), followed by `extra`.
+fn with_columns<'a>(
+    s: &'a NewSubscriber,
+    extra: &[(&'a str, &'a dyn ToSql)],
+) -> Vec<(&'a str, &'a dyn ToSql)> {
+    let (email, norm): (&dyn ToSql, &dyn ToSql) = match &s.email {
+        Some((given, norm)) => (given, norm),
+        None => (&Null, &Null),
+    };
+    let mut out: Vec<(&str, &dyn ToSql)> = vec![
+        (":email", email),
+        (":email_norm", norm),
+        (":phone", &s.phone),
+        (":name", &s.name),
+        (":status", &s.status),
+        (":attrs", &s.attrs),
+    ];
+    out.extend_from_slice(extra);
+    out
+}
+
+/// A removed subscriber comes back under its old id (its past sends name it), and the
+/// suppressions its removal added go. False if it was not removed after all.
+fn revive_subscriber(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    id: i64,
+    s: &NewSubscriber,
+) -> Result<bool> {
+    let n = tx.execute(
+        "UPDATE subscribers SET email = :email, email_norm = :email_norm, phone = :phone,
+                name = :name, status = :status, attrs = :attrs, removed_at = NULL
+         WHERE id = :id AND removed_at IS NOT NULL",
+        with_columns(s, named_params! {":id": id}).as_slice(),
+    )?;
+    if n != 1 {
+        return Ok(false);
+    }
+    tx.execute(
+        "DELETE FROM suppressions WHERE account_id = ?1 AND source = 'removal'
+         AND ((channel = 'email' AND address = ?2) OR (channel = 'sms' AND address = ?3))",
+        params![account_id, s.email.as_ref().map(|e| &e.1), s.phone],
+    )?;
+    Ok(true)
 }
 
 impl Audience for SqliteStore {
@@ -226,7 +249,7 @@ impl Audience for SqliteStore {
                 .optional()?;
             found
                 .map(|_| ())
-                .ok_or_else(|| Error::invalid(format!("unknown account id {account_id}")))
+                .ok_or_else(|| Error::not_found(format!("unknown account id {account_id}")))
         })
     }
 }
@@ -246,15 +269,16 @@ impl Suppressions for SqliteStore {
             require_account(tx, account_id)?;
             let n = tx.execute(
                 "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
-                params![
-                    account_id,
-                    channel.as_str(),
-                    address,
-                    reason,
-                    source,
-                    crate::domain::clock::now_ms()
-                ],
+                 VALUES (:account, :channel, :address, :reason, :source, :now)
+                 ON CONFLICT DO NOTHING",
+                named_params! {
+                    ":account": account_id,
+                    ":channel": channel,
+                    ":address": address,
+                    ":reason": reason,
+                    ":source": source,
+                    ":now": crate::domain::clock::now_ms(),
+                },
             )?;
             crash::point("suppression_insert");
             Ok(n == 1)
@@ -266,10 +290,10 @@ impl Suppressions for SqliteStore {
             require_account(tx, account_id)?;
             let n = tx.execute(
                 "DELETE FROM suppressions WHERE account_id = ?1 AND channel = ?2 AND address = ?3",
-                params![account_id, channel.as_str(), address],
+                params![account_id, channel, address],
             )?;
             if n == 0 {
-                return Err(Error::invalid(format!(
+                return Err(Error::not_found(format!(
                     "{address} is not on the {channel} suppression list of account {account_id}"
                 )));
             }
@@ -286,13 +310,8 @@ impl Suppressions for SqliteStore {
             )?;
             let rows = st
                 .query_map([account_id], |r| {
-                    let ch: String = r.get(0)?;
                     Ok(Suppression {
-                        channel: if ch == "sms" {
-                            Channel::Sms
-                        } else {
-                            Channel::Email
-                        },
+                        channel: codec::get(r, 0, "suppressions")?,
                         address: r.get(1)?,
                         reason: r.get(2)?,
                         source: r.get(3)?,

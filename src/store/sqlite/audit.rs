@@ -1,7 +1,10 @@
 //! Read-only queries for the crash-suite checker (`sendonce check`): a snapshot of what the
 //! ledger says, and the ledger invariants that must hold after every restart.
 
+use super::codec;
 use super::SqliteStore;
+use crate::domain::address::Channel;
+use crate::domain::model::SendStatus;
 use crate::error::{Error, Result};
 use crate::store::{Admin, Audit, AuditRow, AuditSnapshot, Campaigns};
 use rusqlite::params;
@@ -13,7 +16,10 @@ impl Audit for SqliteStore {
         self.read(|conn| {
             conn.execute_batch("BEGIN")?; // one consistent snapshot for all three reads
             let run = || -> Result<AuditSnapshot> {
-                let addr = if c.channel.as_str() == "sms" { "phone" } else { "email_norm" };
+                let addr = match c.channel {
+                    Channel::Sms => "phone",
+                    Channel::Email => "email_norm",
+                };
                 let mut st = conn.prepare(&format!(
                     "SELECT DISTINCT {addr} FROM subscribers
                      WHERE account_id = ?1 AND status = 'confirmed' AND {addr} IS NOT NULL"
@@ -30,7 +36,7 @@ impl Audit for SqliteStore {
                         Ok(AuditRow {
                             job_id: r.get(0)?,
                             address: r.get(1)?,
-                            status: r.get(2)?,
+                            status: codec::get::<SendStatus>(r, 2, "sends")?.to_string(),
                             attempts: r.get(3)?,
                             claimed_at: r.get(4)?,
                         })
@@ -41,7 +47,7 @@ impl Audit for SqliteStore {
                     "SELECT address, created_at FROM suppressions WHERE account_id = ?1 AND channel = ?2",
                 )?;
                 let suppressed_at = st
-                    .query_map(params![c.account_id, c.channel.as_str()], |r| {
+                    .query_map(params![c.account_id, c.channel], |r| {
                         Ok((r.get(0)?, r.get(1)?))
                     })?
                     .collect::<rusqlite::Result<HashMap<String, i64>>>()?;

@@ -4,7 +4,7 @@
 
 use super::SqliteStore;
 use crate::error::Result;
-use rusqlite::params;
+use rusqlite::{named_params, params};
 
 /// Subscribers inserted per seeding transaction (keeps the WAL small while seeding).
 const SEED_CHUNK: i64 = 50_000;
@@ -81,18 +81,24 @@ impl SqliteStore {
             let last = (done + SEED_CHUNK).min(n);
             self.write(|tx| {
                 tx.prepare_cached(
-                    "WITH RECURSIVE seq(i) AS (SELECT ?2 UNION ALL SELECT i + 1 FROM seq WHERE i < ?3)
+                    "WITH RECURSIVE seq(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM seq
+                                               WHERE i < :last)
                      INSERT INTO subscribers (account_id, email, email_norm, name, status, attrs,
                                               created_at)
-                     SELECT ?1, 'reader' || i || '@bench.example', 'reader' || i || '@bench.example',
+                     SELECT :account, 'reader' || i || '@bench.example', 'reader' || i || '@bench.example',
                             'Reader ' || i, 'confirmed',
                             json_object('city', CASE i % 5 WHEN 0 THEN 'Lisbon' WHEN 1 THEN 'Porto'
                                                 WHEN 2 THEN 'Recife' WHEN 3 THEN 'Luanda'
                                                 ELSE 'Maputo' END),
-                            ?4
+                            :now
                      FROM seq",
                 )?
-                .execute(params![account_id, first, last, now])?;
+                .execute(named_params! {
+                    ":account": account_id,
+                    ":first": first,
+                    ":last": last,
+                    ":now": now,
+                })?;
                 Ok(())
             })?;
             done = last;
@@ -129,21 +135,21 @@ impl SqliteStore {
     ) -> Result<BareClaim> {
         self.write(|tx| {
             let mut st = tx.prepare_cached(
-                "UPDATE sends SET status = 'leased', lease_token = ?3, visible_at = ?4,
-                        attempts = attempts + 1, claimed_at = ?2, updated_at = ?2
+                "UPDATE sends SET status = 'leased', lease_token = :token, visible_at = :until,
+                        attempts = attempts + 1, claimed_at = :now, updated_at = :now
                  WHERE id IN (SELECT id FROM sends
-                              WHERE campaign_id = ?1 AND status IN ('queued', 'leased')
-                                AND visible_at <= ?2
-                              ORDER BY visible_at, id LIMIT ?5)
+                              WHERE campaign_id = :campaign AND status IN ('queued', 'leased')
+                                AND visible_at <= :now
+                              ORDER BY visible_at, id LIMIT :batch)
                  RETURNING id, job_id, address, vars",
             )?;
-            let mut rows = st.query(params![
-                campaign_id,
-                now,
-                token,
-                now + lease_ms,
-                batch as i64
-            ])?;
+            let mut rows = st.query(named_params! {
+                ":campaign": campaign_id,
+                ":now": now,
+                ":token": token,
+                ":until": now + lease_ms,
+                ":batch": batch as i64,
+            })?;
             let mut out = BareClaim {
                 ids: Vec::with_capacity(batch),
             };
@@ -163,15 +169,21 @@ impl SqliteStore {
     pub fn bench_bare_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64> {
         self.write(|tx| {
             let mut st = tx.prepare_cached(
-                "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
-                        updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = NULL
-                 WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'",
+                "UPDATE sends SET status = 'sent', provider_message_id = :provider_id,
+                        sent_at = :now, updated_at = :now, lease_token = NULL,
+                        doubt_since = NULL, last_error = NULL
+                 WHERE id = :id AND lease_token = :token AND status = 'leased'",
             )?;
             let mut n = 0;
             for &id in ids {
                 // Same size as the null provider's message id.
                 let pid = format!("null-{id:036}");
-                n += st.execute(params![id, token, pid, now])? as u64;
+                n += st.execute(named_params! {
+                    ":id": id,
+                    ":token": token,
+                    ":provider_id": pid,
+                    ":now": now,
+                })? as u64;
             }
             Ok(n)
         })

@@ -1,30 +1,24 @@
 //! Campaign management: creation, compare-and-set transitions, status counts, reports and the
 //! in-doubt queue.
 
+use super::codec;
 use super::SqliteStore;
-use crate::domain::address::Channel;
 use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
 use crate::store::{Campaign, Campaigns, DoubtRow, NewCampaign, ReportRow, StatusCounts};
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{named_params, params, OptionalExtension, Transaction};
 use std::collections::BTreeMap;
 
 fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
-    let ch: String = r.get(3)?;
-    let st: String = r.get(7)?;
     Ok(Campaign {
         id: r.get(0)?,
         account_id: r.get(1)?,
         name: r.get(2)?,
-        channel: if ch == "sms" {
-            Channel::Sms
-        } else {
-            Channel::Email
-        },
+        channel: codec::get(r, 3, "campaigns")?,
         sender: r.get(4)?,
         subject: r.get(5)?,
         body: r.get(6)?,
-        status: CampaignStatus::parse(&st).unwrap_or(CampaignStatus::Draft),
+        status: codec::get(r, 7, "campaigns")?,
         scheduled_for: r.get(8)?,
         started_at: r.get(9)?,
         finished_at: r.get(10)?,
@@ -68,16 +62,16 @@ impl Campaigns for SqliteStore {
             let now = crate::domain::clock::now_ms();
             tx.execute(
                 "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    c.account_id,
-                    c.name,
-                    c.channel.as_str(),
-                    c.sender,
-                    c.subject,
-                    c.body,
-                    now
-                ],
+                 VALUES (:account, :name, :channel, :sender, :subject, :body, :now)",
+                named_params! {
+                    ":account": c.account_id,
+                    ":name": c.name,
+                    ":channel": c.channel,
+                    ":sender": c.sender,
+                    ":subject": c.subject,
+                    ":body": c.body,
+                    ":now": now,
+                },
             )?;
             Ok(tx.last_insert_rowid())
         })
@@ -91,7 +85,7 @@ impl Campaigns for SqliteStore {
                 campaign_from_row,
             )
             .optional()?
-            .ok_or_else(|| Error::invalid(format!("unknown campaign id {id}")))
+            .ok_or_else(|| Error::not_found(format!("unknown campaign id {id}")))
         })
     }
 
@@ -154,14 +148,7 @@ impl Campaigns for SqliteStore {
                  WHERE id = ?1 AND status IN ('draft', 'approved', 'sending', 'paused')",
                 params![id, now],
             )?;
-            let current: Option<String> = tx
-                .query_row("SELECT status FROM campaigns WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })
-                .optional()?;
-            let Some(current) = current else {
-                return Err(Error::invalid(format!("unknown campaign id {id}")));
-            };
+            let current = campaign_status(tx, id)?;
             if n == 0 {
                 return Err(Error::conflict(format!(
                     "cannot cancel campaign {id}: it is {current}"
@@ -187,11 +174,9 @@ impl Campaigns for SqliteStore {
             let mut rows = st.query(params![id, c.account_id])?;
             let mut total = 0;
             while let Some(r) = rows.next()? {
-                let s: String = r.get(0)?;
+                let s: SendStatus = codec::get(r, 0, "sends")?;
                 let n: i64 = r.get(1)?;
-                if let Some(k) = SendStatus::parse(&s) {
-                    counts.insert(k.as_str(), n as u64);
-                }
+                counts.insert(s.as_str(), n as u64);
                 total += n as u64;
             }
             Ok(StatusCounts {
@@ -219,7 +204,7 @@ impl Campaigns for SqliteStore {
                     send_id: r.get(0)?,
                     job_id: r.get(1)?,
                     address: r.get(2)?,
-                    status: r.get(3)?,
+                    status: codec::get::<SendStatus>(r, 3, "sends")?.to_string(),
                     attempts: r.get(4)?,
                     provider_message_id: r.get(5)?,
                     reason: r.get(6)?,
@@ -263,15 +248,15 @@ impl Campaigns for SqliteStore {
     fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()> {
         let now = crate::domain::clock::now_ms();
         self.write(|tx| {
-            let status: Option<String> = tx
+            let status: Option<SendStatus> = tx
                 .query_row("SELECT status FROM sends WHERE id = ?1", [send_id], |r| {
-                    r.get(0)
+                    codec::get(r, 0, "sends")
                 })
                 .optional()?;
             let Some(status) = status else {
-                return Err(Error::invalid(format!("unknown send id {send_id}")));
+                return Err(Error::not_found(format!("unknown send id {send_id}")));
             };
-            if status != "in_doubt" {
+            if status != SendStatus::InDoubt {
                 return Err(Error::conflict(format!(
                     "send {send_id} is {status}, not in_doubt"
                 )));
@@ -290,14 +275,7 @@ impl SqliteStore {
                 Some(x) => tx.execute(sql, params![id, x])?,
                 None => tx.execute(sql, params![id])?,
             };
-            let current: Option<String> = tx
-                .query_row("SELECT status FROM campaigns WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })
-                .optional()?;
-            let Some(current) = current else {
-                return Err(Error::invalid(format!("unknown campaign id {id}")));
-            };
+            let current = campaign_status(tx, id)?;
             if n == 0 {
                 return Err(Error::conflict(format!(
                     "cannot {verb} campaign {id}: it is {current}"
@@ -307,6 +285,16 @@ impl SqliteStore {
         })?;
         self.campaign(id)
     }
+}
+
+/// The status of a campaign that must exist (read after a compare-and-set, to say why it
+/// changed nothing).
+fn campaign_status(tx: &Transaction<'_>, id: i64) -> Result<CampaignStatus> {
+    tx.query_row("SELECT status FROM campaigns WHERE id = ?1", [id], |r| {
+        codec::get(r, 0, "campaigns")
+    })
+    .optional()?
+    .ok_or_else(|| Error::not_found(format!("unknown campaign id {id}")))
 }
 
 /// Settle one row in doubt as sent (with the provider's id, if known) or queued again, then
@@ -331,11 +319,12 @@ pub(super) fn settle_doubt_tx(
     };
     if as_sent {
         tx.execute(
-            "UPDATE sends SET status = 'sent', sent_at = ?2, updated_at = ?2, doubt_since = NULL,
-                    provider_message_id = coalesce(?3, provider_message_id),
-                    last_error = 'resolved as sent by ' || ?4
-             WHERE id = ?1 AND status = 'in_doubt'",
-            params![send_id, now, provider_id, by],
+            "UPDATE sends SET status = 'sent', sent_at = :now, updated_at = :now,
+                    doubt_since = NULL,
+                    provider_message_id = coalesce(:provider_id, provider_message_id),
+                    last_error = 'resolved as sent by ' || :by
+             WHERE id = :id AND status = 'in_doubt'",
+            named_params! {":id": send_id, ":now": now, ":provider_id": provider_id, ":by": by},
         )?;
     } else {
         tx.execute(

@@ -1,11 +1,13 @@
 //! Looking things up by name and listing them: accounts (by id or name), campaigns, and the
 //! subscribers of an account, with the few edits a subscriber needs (update, remove).
 
+use super::codec;
 use super::SqliteStore;
+use crate::domain::address::Channel;
 use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
 use crate::store::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{named_params, params, OptionalExtension};
 
 const SUBSCRIBER_COLS: &str =
     "id, account_id, email, phone, name, status, attrs, created_at FROM subscribers";
@@ -52,8 +54,8 @@ impl Directory for SqliteStore {
                 format!("accounts: {}", names.join(", "))
             };
             match key.parse::<i64>() {
-                Ok(id) => Error::invalid(format!("unknown account id {id}; {there}")),
-                Err(_) => Error::invalid(format!("unknown account {key:?}; {there}")),
+                Ok(id) => Error::not_found(format!("unknown account id {id}; {there}")),
+                Err(_) => Error::not_found(format!("unknown account {key:?}; {there}")),
             }
         })
     }
@@ -68,7 +70,7 @@ impl Directory for SqliteStore {
                 .optional()?,
             )
         })?;
-        found.ok_or_else(|| Error::invalid(format!("unknown account name {name:?}")))
+        found.ok_or_else(|| Error::not_found(format!("unknown account name {name:?}")))
     }
 
     fn accounts(&self) -> Result<Vec<AccountRow>> {
@@ -111,14 +113,14 @@ impl Directory for SqliteStore {
                  ORDER BY k.id DESC",
             )?;
             let rows = st
-                .query_map(params![account, status.map(|s| s.as_str())], |r| {
+                .query_map(params![account, status], |r| {
                     Ok(CampaignRow {
                         id: r.get(0)?,
                         account_id: r.get(1)?,
                         account: r.get(2)?,
                         name: r.get(3)?,
-                        channel: r.get(4)?,
-                        status: r.get(5)?,
+                        channel: codec::get::<Channel>(r, 4, "campaigns")?.to_string(),
+                        status: codec::get::<CampaignStatus>(r, 5, "campaigns")?.to_string(),
                         scheduled_for: r.get(6)?,
                         created_at: r.get(7)?,
                     })
@@ -140,13 +142,18 @@ impl Directory for SqliteStore {
         self.read(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT {SUBSCRIBER_COLS}
-                 WHERE account_id = ?1 AND removed_at IS NULL AND id > ?2
-                   AND (?3 IS NULL OR status = ?3)
-                 ORDER BY id LIMIT ?4"
+                 WHERE account_id = :account AND removed_at IS NULL AND id > :after
+                   AND (:status IS NULL OR status = :status)
+                 ORDER BY id LIMIT :limit"
             ))?;
             let rows = st
                 .query_map(
-                    params![account, after_id, status, limit as i64],
+                    named_params! {
+                        ":account": account,
+                        ":after": after_id,
+                        ":status": status,
+                        ":limit": limit as i64,
+                    },
                     subscriber_from_row,
                 )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -163,17 +170,17 @@ impl Directory for SqliteStore {
             Ok(c.query_row(
                 &format!(
                     "SELECT {SUBSCRIBER_COLS}
-                     WHERE account_id = ?1 AND removed_at IS NULL
-                       AND (id = ?2 OR email_norm = ?3 OR phone = ?4)
-                     ORDER BY id = ?2 DESC LIMIT 1"
+                     WHERE account_id = :account AND removed_at IS NULL
+                       AND (id = :id OR email_norm = :email OR phone = :phone)
+                     ORDER BY id = :id DESC LIMIT 1"
                 ),
-                params![account, by_id, email, key],
+                named_params! {":account": account, ":id": by_id, ":email": email, ":phone": key},
                 subscriber_from_row,
             )
             .optional()?)
         })?;
         row.ok_or_else(|| {
-            Error::invalid(format!(
+            Error::not_found(format!(
                 "no subscriber {key:?} in account {account} (give its id, email or phone)"
             ))
         })
@@ -188,13 +195,20 @@ impl Directory for SqliteStore {
     ) -> Result<SubscriberRow> {
         self.write(|tx| {
             let n = tx.execute(
-                "UPDATE subscribers SET name = coalesce(?3, name), status = coalesce(?4, status),
-                        attrs = CASE WHEN ?5 IS NULL THEN attrs ELSE json_patch(attrs, ?5) END
-                 WHERE id = ?1 AND account_id = ?2 AND removed_at IS NULL",
-                params![id, account, ch.name, ch.status, ch.attrs],
+                "UPDATE subscribers SET name = coalesce(:name, name),
+                        status = coalesce(:status, status),
+                        attrs = CASE WHEN :attrs IS NULL THEN attrs ELSE json_patch(attrs, :attrs) END
+                 WHERE id = :id AND account_id = :account AND removed_at IS NULL",
+                named_params! {
+                    ":id": id,
+                    ":account": account,
+                    ":name": ch.name,
+                    ":status": ch.status,
+                    ":attrs": ch.attrs,
+                },
             )?;
             if n != 1 {
-                return Err(Error::invalid(format!(
+                return Err(Error::not_found(format!(
                     "no subscriber {id} in account {account}"
                 )));
             }
@@ -218,7 +232,7 @@ impl Directory for SqliteStore {
                 params![id, account, now],
             )?;
             if n != 1 {
-                return Err(Error::invalid(format!(
+                return Err(Error::not_found(format!(
                     "no subscriber {id} in account {account}"
                 )));
             }

@@ -1,14 +1,20 @@
 //! The worker's narrow interface to the ledger (claim, dispatch, record, complete), implemented
 //! for SQLite. Every method is one `BEGIN IMMEDIATE` transaction.
 
+use super::codec;
+use super::error::on_send_path;
 use super::SqliteStore;
 use crate::domain::address::Channel;
+use crate::domain::model::{
+    CampaignStatus, SendStatus, CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB,
+    INSTALLATION_SCOPE_LEN,
+};
 use crate::error::{Error, Result};
 use crate::store::{
     ActiveCampaign, Admin, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
 use crate::tools::crash;
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{named_params, params, OptionalExtension, Transaction};
 
 impl Ledger for SqliteStore {
     fn start_due_campaigns(&self, now: i64) -> Result<Vec<i64>> {
@@ -29,15 +35,10 @@ impl Ledger for SqliteStore {
             let mut st = c.prepare_cached(ACTIVE_CAMPAIGNS)?;
             let rows = st
                 .query_map([], |r| {
-                    let ch: String = r.get(2)?;
                     Ok(ActiveCampaign {
                         id: r.get(0)?,
                         account_id: r.get(1)?,
-                        channel: if ch == "sms" {
-                            Channel::Sms
-                        } else {
-                            Channel::Email
-                        },
+                        channel: codec::get(r, 2, "campaigns")?,
                         sender: r.get(3)?,
                         subject: r.get(4)?,
                         body: r.get(5)?,
@@ -46,22 +47,30 @@ impl Ledger for SqliteStore {
                         list_complete: r.get::<_, i64>(6)? != 0,
                     })
                 })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(on_send_path)?;
             Ok(rows)
         })
     }
 
     fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool> {
         let done = self.write(|tx| {
-            let row: Option<(i64, String, i64, i64, String)> = tx
+            let row: Option<(i64, Channel, i64, i64, CampaignStatus)> = tx
                 .query_row(LIST_CAMPAIGN, [campaign_id], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    Ok((
+                        r.get(0)?,
+                        codec::get(r, 1, "campaigns")?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        codec::get(r, 4, "campaigns")?,
+                    ))
                 })
-                .optional()?;
+                .optional()
+                .map_err(on_send_path)?;
             let Some((account_id, channel, cursor, complete, status)) = row else {
                 return Ok(true);
             };
-            if complete != 0 || status != "sending" {
+            if complete != 0 || status != CampaignStatus::Sending {
                 return Ok(true);
             }
             // The last subscriber id of this chunk (over all of the account's subscribers, so
@@ -75,15 +84,15 @@ impl Ledger for SqliteStore {
             if let Some(end) = chunk_end {
                 // One row per normalised address (UNIQUE (campaign_id, address)); re-running a
                 // chunk after a crash inserts nothing twice (ON CONFLICT DO NOTHING).
-                let sql = list_insert_sql(&channel);
-                tx.prepare_cached(&sql)?.execute(params![
-                    campaign_id,
-                    account_id,
-                    cursor,
-                    now,
-                    end,
-                    channel
-                ])?;
+                let sql = list_insert_sql(channel);
+                tx.prepare_cached(&sql)?.execute(named_params! {
+                    ":campaign": campaign_id,
+                    ":account": account_id,
+                    ":cursor": cursor,
+                    ":now": now,
+                    ":end": end,
+                    ":channel": channel,
+                })?;
                 crash::point("list_build");
             }
             let complete = (n as usize) < chunk;
@@ -249,20 +258,21 @@ struct Candidate {
 fn claim_candidates(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Vec<Candidate>> {
     let mut cands = Vec::with_capacity(req.batch);
     let mut st = tx.prepare_cached(CLAIM_CANDIDATES)?;
-    let mut rows = st.query(params![
-        req.campaign_id,
-        req.now,
-        req.batch as i64,
-        req.channel.as_str(),
-        req.account_id
-    ])?;
+    let mut rows = st.query(named_params! {
+        ":campaign": req.campaign_id,
+        ":now": req.now,
+        ":batch": req.batch as i64,
+        ":channel": req.channel,
+        ":account": req.account_id,
+    })?;
     while let Some(r) = rows.next()? {
-        let status: String = r.get(7)?;
-        if status != "queued" && status != "leased" {
+        let status: SendStatus = codec::get(r, 7, "sends").map_err(on_send_path)?;
+        if !matches!(status, SendStatus::Queued | SendStatus::Leased) {
             return Err(Error::damaged(format!(
-                "send {} of campaign {} is in the claim index with status {status:?}",
+                "send {} of campaign {} is in the claim index with status {:?}",
                 r.get::<_, i64>(0)?,
-                req.campaign_id
+                req.campaign_id,
+                status.as_str()
             )));
         }
         cands.push(Candidate {
@@ -278,82 +288,173 @@ fn claim_candidates(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Vec<Cand
     Ok(cands)
 }
 
+/// What one claim writes on every row it leases.
+struct LeaseTerms {
+    /// Taken with the write lock held: a suppression whose created_at is earlier committed
+    /// before this claim (the crash-suite checker relies on it). It marks the claim that
+    /// started the current delivery chain: a same-key retry of a row that may have been
+    /// delivered keeps the first one.
+    claimed_at: i64,
+    /// The lease runs from now, not from `req.now`: waiting for the write lock must not eat
+    /// into the time a call has before its lease expires.
+    until: i64,
+    /// The dispatch marker, when the caller is about to call every row: dispatched now and
+    /// attempts + 1 (NULL and 0 otherwise).
+    dispatched_at: Option<i64>,
+    increment: i64,
+}
+
+impl LeaseTerms {
+    fn now(req: &ClaimRequest, dispatch: bool) -> Self {
+        let claimed_at = crate::domain::clock::now_ms();
+        LeaseTerms {
+            claimed_at,
+            until: claimed_at + req.lease_ms,
+            dispatched_at: dispatch.then_some(claimed_at),
+            increment: i64::from(dispatch),
+        }
+    }
+}
+
+/// What the claim does with one due row.
+enum Decision {
+    /// It may already have been delivered and a retry is not safe: park it in doubt.
+    InDoubt { since: i64 },
+    /// Its address is suppressed.
+    Suppress,
+    /// It may already have been delivered; the provider's key window still covers a retry with
+    /// the same key.
+    SameKeyRetry { since: i64 },
+    /// Nothing special (nearly every row).
+    Lease,
+}
+
+/// The per-row decision of a claim. A row that may already have been delivered is retried
+/// only by an idempotent provider, still inside its key window.
+fn decide(c: &Candidate, req: &ClaimRequest) -> Decision {
+    match c.maybe_since {
+        Some(since) => {
+            let safe = req
+                .key_window_ms
+                .is_some_and(|w| req.now.saturating_sub(since) < w);
+            if safe {
+                Decision::SameKeyRetry { since }
+            } else {
+                Decision::InDoubt { since }
+            }
+        }
+        None if c.suppressed => Decision::Suppress,
+        None => Decision::Lease,
+    }
+}
+
+/// The campaign is still `sending` (and is this account's).
+fn campaign_is_sending(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<bool> {
+    let status: Option<CampaignStatus> = tx
+        .prepare_cached(CLAIM_CAMPAIGN_STATUS)?
+        .query_row(params![req.campaign_id, req.account_id], |r| {
+            codec::get(r, 0, "campaigns")
+        })
+        .optional()
+        .map_err(on_send_path)?;
+    Ok(status == Some(CampaignStatus::Sending))
+}
+
+/// Lease one row that may already have been delivered (same-key retry): it keeps its
+/// `doubt_since` and the first `claimed_at` of its delivery chain.
+fn lease_one(
+    tx: &Transaction<'_>,
+    id: i64,
+    since: i64,
+    req: &ClaimRequest,
+    terms: &LeaseTerms,
+) -> Result<()> {
+    let n = tx.prepare_cached(CLAIM_LEASE_ONE)?.execute(named_params! {
+        ":id": id,
+        ":token": req.token,
+        ":owner": req.owner,
+        ":until": terms.until,
+        ":since": since,
+        ":now": req.now,
+        ":claimed_at": terms.claimed_at,
+        ":dispatched_at": terms.dispatched_at,
+        ":increment": terms.increment,
+    })?;
+    expect_one(n, id, "lease")
+}
+
+/// Lease the plain rows (nearly all of them) by one statement over a JSON array of their ids:
+/// the same row writes as one UPDATE per row, without the per-statement overhead.
+fn lease_many(
+    tx: &Transaction<'_>,
+    ids: &[i64],
+    req: &ClaimRequest,
+    terms: &LeaseTerms,
+) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut json = String::with_capacity(ids.len() * 8 + 2);
+    json.push('[');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str(&id.to_string());
+    }
+    json.push(']');
+    let n = tx
+        .prepare_cached(CLAIM_LEASE_MANY)?
+        .execute(named_params! {
+            ":ids": json,
+            ":token": req.token,
+            ":owner": req.owner,
+            ":until": terms.until,
+            ":now": req.now,
+            ":dispatched_at": terms.dispatched_at,
+            ":increment": terms.increment,
+            ":claimed_at": terms.claimed_at,
+        })?;
+    if n != ids.len() {
+        return Err(Error::damaged(format!(
+            "the claim of campaign {} leased {n} rows instead of {}",
+            req.campaign_id,
+            ids.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
 /// marker (attempts + 1, dispatched now) in the same UPDATE.
 fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<Claimed> {
     let mut out = Claimed::default();
-    let status: Option<String> = tx
-        .prepare_cached(CLAIM_CAMPAIGN_STATUS)?
-        .query_row(params![req.campaign_id, req.account_id], |r| r.get(0))
-        .optional()?;
-    if status.as_deref() != Some("sending") {
+    if !campaign_is_sending(tx, req)? {
         return Ok(out);
     }
     let cands = claim_candidates(tx, req)?;
-    // Taken with the write lock held: a suppression whose created_at is earlier
-    // committed before this claim (the crash-suite checker relies on it).
-    let claimed_at = crate::domain::clock::now_ms();
-    // The lease runs from now, not from `req.now`: waiting for the write lock must not eat
-    // into the time a call has before its lease expires.
-    let lease_until = claimed_at + req.lease_ms;
-    // claimed_at marks the claim that started the current delivery chain: a same-key
-    // retry of a row that may have been delivered keeps the first one.
-    // dispatched_at = ?8 and attempts + ?9: the dispatch marker, when the caller is
-    // about to call every row (NULL and 0 otherwise).
-    let mut lease = tx.prepare_cached(CLAIM_LEASE_ONE)?;
-    let (dispatched_at, increment) = if dispatch {
-        (Some(claimed_at), 1i64)
-    } else {
-        (None, 0i64)
-    };
-    let mut doubt = tx.prepare_cached(CLAIM_PARK_IN_DOUBT)?;
-    let mut suppress = tx.prepare_cached(CLAIM_SUPPRESS)?;
-    // Rows that cannot have been delivered and are not suppressed (nearly all of them) are
-    // leased by one statement over a JSON array of their ids: the same row writes as one
-    // UPDATE per row, without the per-statement overhead.
-    let mut plain_ids = String::with_capacity(cands.len() * 8 + 2);
-    let mut plain = 0usize;
-    plain_ids.push('[');
+    let terms = LeaseTerms::now(req, dispatch);
+    let mut plain = Vec::with_capacity(cands.len());
     for c in cands {
-        if let Some(since) = c.maybe_since {
-            // It may already have been delivered. Only an idempotent provider, still
-            // inside its key window, makes a retry safe.
-            let safe = req
-                .key_window_ms
-                .is_some_and(|w| req.now.saturating_sub(since) < w);
-            if !safe {
-                expect_one(
-                    doubt.execute(params![c.id, since, req.now])?,
-                    c.id,
-                    "park in doubt",
-                )?;
+        match decide(&c, req) {
+            Decision::InDoubt { since } => {
+                let n = tx
+                    .prepare_cached(CLAIM_PARK_IN_DOUBT)?
+                    .execute(params![c.id, since, req.now])?;
+                expect_one(n, c.id, "park in doubt")?;
                 out.in_doubt += 1;
                 continue;
             }
-        } else if c.suppressed {
-            expect_one(suppress.execute(params![c.id, req.now])?, c.id, "suppress")?;
-            out.suppressed += 1;
-            continue;
-        }
-        if c.maybe_since.is_none() {
-            if plain > 0 {
-                plain_ids.push(',');
+            Decision::Suppress => {
+                let n = tx
+                    .prepare_cached(CLAIM_SUPPRESS)?
+                    .execute(params![c.id, req.now])?;
+                expect_one(n, c.id, "suppress")?;
+                out.suppressed += 1;
+                continue;
             }
-            plain_ids.push_str(&c.id.to_string());
-            plain += 1;
-        } else {
-            let n = lease.execute(params![
-                c.id,
-                req.token,
-                req.owner,
-                lease_until,
-                c.maybe_since,
-                req.now,
-                claimed_at,
-                dispatched_at,
-                increment
-            ])?;
-            expect_one(n, c.id, "lease")?;
+            Decision::SameKeyRetry { since } => lease_one(tx, c.id, since, req, &terms)?,
+            Decision::Lease => plain.push(c.id),
         }
         out.rows.push(ClaimedRow {
             id: c.id,
@@ -365,26 +466,7 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
             maybe_delivered: c.maybe_since.is_some(),
         });
     }
-    plain_ids.push(']');
-    if plain > 0 {
-        // As the per-row lease above with ?5 (maybe delivered since) NULL.
-        let n = tx.prepare_cached(CLAIM_LEASE_MANY)?.execute(params![
-            plain_ids,
-            req.token,
-            req.owner,
-            lease_until,
-            req.now,
-            dispatched_at,
-            increment,
-            claimed_at
-        ])?;
-        if n != plain {
-            return Err(Error::damaged(format!(
-                "the claim of campaign {} leased {n} rows instead of {plain}",
-                req.campaign_id
-            )));
-        }
-    }
+    lease_many(tx, &plain, req, &terms)?;
     crash::point("before_claim_commit");
     Ok(out)
 }
@@ -406,7 +488,13 @@ fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -
     let mut st = tx.prepare_cached(MARK_DISPATCHED)?;
     let mut held = Vec::with_capacity(rows.len());
     for &(id, token) in rows {
-        if st.execute(params![id, token, now, now + lease_ms])? == 1 {
+        let n = st.execute(named_params! {
+            ":id": id,
+            ":token": token,
+            ":now": now,
+            ":until": now + lease_ms,
+        })?;
+        if n == 1 {
             held.push(id);
         }
     }
@@ -453,45 +541,58 @@ fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str>) -> 
     Ok(())
 }
 
+/// The statements of one record group, prepared once for the group.
+struct RecordStatements<'t> {
+    sent: rusqlite::CachedStatement<'t>,
+    /// The fence failed but the provider said yes: the truth is "sent", whoever holds the row
+    /// now. Never drop it.
+    late: rusqlite::CachedStatement<'t>,
+    failed: rusqlite::CachedStatement<'t>,
+    add_suppression: rusqlite::CachedStatement<'t>,
+    retry: rusqlite::CachedStatement<'t>,
+    doubt: rusqlite::CachedStatement<'t>,
+}
+
+impl<'t> RecordStatements<'t> {
+    fn prepare(tx: &'t Transaction<'_>) -> Result<Self> {
+        Ok(RecordStatements {
+            sent: tx.prepare_cached(RECORD_SENT)?,
+            late: tx.prepare_cached(RECORD_LATE)?,
+            failed: tx.prepare_cached(RECORD_FAILED)?,
+            add_suppression: tx.prepare_cached(RECORD_ADD_SUPPRESSION)?,
+            retry: tx.prepare_cached(RECORD_RETRY)?,
+            doubt: tx.prepare_cached(RECORD_IN_DOUBT)?,
+        })
+    }
+}
+
 /// Apply a group of outcomes, each fenced on its lease token.
 fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<RecordStats> {
     let mut stats = RecordStats::default();
-    let mut sent = tx.prepare_cached(RECORD_SENT)?;
-    // The fence failed but the provider said yes: the truth is "sent", whoever holds
-    // the row now. Never drop it.
-    let mut late = tx.prepare_cached(RECORD_LATE)?;
-    let mut failed = tx.prepare_cached(RECORD_FAILED)?;
-    let mut add_suppression = tx.prepare_cached(RECORD_ADD_SUPPRESSION)?;
-    let mut retry = tx.prepare_cached(RECORD_RETRY)?;
-    let mut doubt = tx.prepare_cached(RECORD_IN_DOUBT)?;
+    let mut st = RecordStatements::prepare(tx)?;
     let half = records.len() / 2;
     for (i, r) in records.iter().enumerate() {
         if i == half && i > 0 {
             crash::point("mid_confirm_group");
         }
         match &r.outcome {
-            Outcome::Accepted { provider_id, note } => {
-                if provider_id.is_none() {
-                    stats.already_accepted += 1;
-                }
-                if sent.execute(params![r.id, r.token, provider_id, now, note])? == 1 {
-                    stats.sent += 1;
-                } else if late.execute(params![r.id, provider_id, now])? == 1 {
-                    stats.late_confirmations += 1;
-                    tracing::warn!(
-                        send_id = r.id,
-                        "confirmation arrived after the lease was lost; recorded as sent"
-                    );
-                } else {
-                    confirmed_twice(tx, r.id, provider_id.as_deref())?;
-                    stats.double_confirmations += 1;
-                }
-            }
+            Outcome::Accepted { provider_id, note } => record_accepted(
+                tx,
+                &mut st,
+                r,
+                provider_id.as_deref(),
+                note,
+                now,
+                &mut stats,
+            )?,
             Outcome::Failed { error, suppress } => {
-                if failed.execute(params![r.id, r.token, error, now])? == 1 {
+                let n = st.failed.execute(named_params! {
+                    ":id": r.id, ":token": r.token, ":error": error, ":now": now,
+                })?;
+                if n == 1 {
                     stats.failed += 1;
                     if let Some(reason) = suppress {
-                        add_suppression.execute(params![r.id, reason, now])?;
+                        st.add_suppression.execute(params![r.id, reason, now])?;
                     }
                 } else {
                     stats.fenced_out += 1;
@@ -502,30 +603,69 @@ fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<Recor
                 retry_at,
                 maybe_delivered,
             } => {
-                if retry.execute(params![
-                    r.id,
-                    r.token,
-                    error,
-                    retry_at,
-                    now,
-                    maybe_delivered
-                ])? == 1
-                {
-                    stats.retried += 1;
-                } else {
-                    stats.fenced_out += 1;
-                }
+                let n = st.retry.execute(named_params! {
+                    ":id": r.id,
+                    ":token": r.token,
+                    ":error": error,
+                    ":retry_at": retry_at,
+                    ":now": now,
+                    ":maybe_delivered": maybe_delivered,
+                })?;
+                count_fenced(n, &mut stats.retried, &mut stats.fenced_out);
             }
             Outcome::InDoubt { error } => {
-                if doubt.execute(params![r.id, r.token, error, now])? == 1 {
-                    stats.in_doubt += 1;
-                } else {
-                    stats.fenced_out += 1;
-                }
+                let n = st.doubt.execute(named_params! {
+                    ":id": r.id, ":token": r.token, ":error": error, ":now": now,
+                })?;
+                count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out);
             }
         }
     }
     Ok(stats)
+}
+
+/// A fenced statement changed its row (`n == 1`: counted in `done`) or lost the fence.
+fn count_fenced(n: usize, done: &mut u64, fenced_out: &mut u64) {
+    if n == 1 {
+        *done += 1;
+    } else {
+        *fenced_out += 1;
+    }
+}
+
+/// Record one acceptance: fenced; else late (the lease was lost); else a row already sent.
+fn record_accepted(
+    tx: &Transaction<'_>,
+    st: &mut RecordStatements<'_>,
+    r: &Record,
+    provider_id: Option<&str>,
+    note: &Option<String>,
+    now: i64,
+    stats: &mut RecordStats,
+) -> Result<()> {
+    if provider_id.is_none() {
+        stats.already_accepted += 1;
+    }
+    let n = st.sent.execute(named_params! {
+        ":id": r.id,
+        ":token": r.token,
+        ":provider_id": provider_id,
+        ":now": now,
+        ":note": note,
+    })?;
+    if n == 1 {
+        stats.sent += 1;
+    } else if st.late.execute(params![r.id, provider_id, now])? == 1 {
+        stats.late_confirmations += 1;
+        tracing::warn!(
+            send_id = r.id,
+            "confirmation arrived after the lease was lost; recorded as sent"
+        );
+    } else {
+        confirmed_twice(tx, r.id, provider_id)?;
+        stats.double_confirmations += 1;
+    }
+    Ok(())
 }
 
 // The hot SQL, named: the functions above use these, and `sendonce bench` prints their query
@@ -581,21 +721,21 @@ const CLAIM_CANDIDATES: &str = "SELECT s.id, s.job_id, s.address, s.vars, s.atte
      THEN min(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
      ELSE s.doubt_since END,
      EXISTS (SELECT 1 FROM suppressions su
-     WHERE su.account_id = s.account_id AND su.channel = ?4
+     WHERE su.account_id = s.account_id AND su.channel = :channel
      AND su.address = s.address),
      s.status
      FROM sends s
-     WHERE s.campaign_id = ?1 AND s.account_id = ?5
-     AND s.status IN ('queued', 'leased') AND s.visible_at <= ?2
-     ORDER BY s.visible_at, s.id LIMIT ?3";
+     WHERE s.campaign_id = :campaign AND s.account_id = :account
+     AND s.status IN ('queued', 'leased') AND s.visible_at <= :now
+     ORDER BY s.visible_at, s.id LIMIT :batch";
 
 const CLAIM_LEASE_ONE: &str =
-    "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
-     visible_at = ?4, dispatched_at = ?8, attempts = attempts + ?9,
-     doubt_since = ?5, updated_at = ?6,
-     claimed_at = CASE WHEN ?5 IS NULL THEN ?7
-     ELSE coalesce(claimed_at, ?7) END
-     WHERE id = ?1 AND status IN ('queued', 'leased')";
+    "UPDATE sends SET status = 'leased', lease_token = :token, lease_owner = :owner,
+     visible_at = :until, dispatched_at = :dispatched_at, attempts = attempts + :increment,
+     doubt_since = :since, updated_at = :now,
+     claimed_at = CASE WHEN :since IS NULL THEN :claimed_at
+     ELSE coalesce(claimed_at, :claimed_at) END
+     WHERE id = :id AND status IN ('queued', 'leased')";
 
 const CLAIM_PARK_IN_DOUBT: &str =
     "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
@@ -610,20 +750,20 @@ const CLAIM_SUPPRESS: &str =
      WHERE id = ?1 AND status IN ('queued', 'leased')";
 
 const CLAIM_LEASE_MANY: &str =
-    "UPDATE sends SET status = 'leased', lease_token = ?2, lease_owner = ?3,
-     visible_at = ?4, dispatched_at = ?6, attempts = attempts + ?7,
-     doubt_since = NULL, updated_at = ?5, claimed_at = ?8
-     WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('queued', 'leased')";
+    "UPDATE sends SET status = 'leased', lease_token = :token, lease_owner = :owner,
+     visible_at = :until, dispatched_at = :dispatched_at, attempts = attempts + :increment,
+     doubt_since = NULL, updated_at = :now, claimed_at = :claimed_at
+     WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'leased')";
 
 const MARK_DISPATCHED: &str =
-    "UPDATE sends SET dispatched_at = ?3, attempts = attempts + 1, visible_at = ?4,
-     updated_at = ?3
-     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+    "UPDATE sends SET dispatched_at = :now, attempts = attempts + 1, visible_at = :until,
+     updated_at = :now
+     WHERE id = :id AND lease_token = :token AND status = 'leased'";
 
 const RECORD_SENT: &str =
-    "UPDATE sends SET status = 'sent', provider_message_id = ?3, sent_at = ?4,
-     updated_at = ?4, lease_token = NULL, doubt_since = NULL, last_error = ?5
-     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+    "UPDATE sends SET status = 'sent', provider_message_id = :provider_id, sent_at = :now,
+     updated_at = :now, lease_token = NULL, doubt_since = NULL, last_error = :note
+     WHERE id = :id AND lease_token = :token AND status = 'leased'";
 
 const RECORD_LATE: &str =
     "UPDATE sends SET status = 'sent', provider_message_id = ?2, sent_at = ?3,
@@ -636,9 +776,10 @@ const RECORD_CHECK_ROW: &str = "SELECT provider_message_id FROM sends WHERE id =
 const RECORD_NOTE_TWICE: &str =
     "UPDATE sends SET last_error = coalesce(last_error || '; ', '') || ?2 WHERE id = ?1";
 
-const RECORD_FAILED: &str = "UPDATE sends SET status = 'failed', last_error = ?3, updated_at = ?4,
+const RECORD_FAILED: &str =
+    "UPDATE sends SET status = 'failed', last_error = :error, updated_at = :now,
      lease_token = NULL
-     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+     WHERE id = :id AND lease_token = :token AND status = 'leased'";
 
 const RECORD_ADD_SUPPRESSION: &str =
     "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
@@ -646,50 +787,61 @@ const RECORD_ADD_SUPPRESSION: &str =
      FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = ?1
      ON CONFLICT DO NOTHING";
 
-const RECORD_RETRY: &str = "UPDATE sends SET status = 'queued', last_error = ?3, visible_at = ?4,
-     updated_at = ?5, lease_token = NULL, lease_owner = NULL,
-     doubt_since = CASE WHEN ?6 THEN coalesce(doubt_since, dispatched_at)
+const RECORD_RETRY: &str =
+    "UPDATE sends SET status = 'queued', last_error = :error, visible_at = :retry_at,
+     updated_at = :now, lease_token = NULL, lease_owner = NULL,
+     doubt_since = CASE WHEN :maybe_delivered THEN coalesce(doubt_since, dispatched_at)
      ELSE doubt_since END,
      dispatched_at = NULL
-     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+     WHERE id = :id AND lease_token = :token AND status = 'leased'";
 
 const RECORD_IN_DOUBT: &str =
-    "UPDATE sends SET status = 'in_doubt', last_error = ?3, updated_at = ?4,
+    "UPDATE sends SET status = 'in_doubt', last_error = :error, updated_at = :now,
      lease_token = NULL,
-     doubt_since = coalesce(doubt_since, dispatched_at, ?4),
+     doubt_since = coalesce(doubt_since, dispatched_at, :now),
      dispatched_at = NULL
-     WHERE id = ?1 AND lease_token = ?2 AND status = 'leased'";
+     WHERE id = :id AND lease_token = :token AND status = 'leased'";
 
 /// The list-building INSERT for a channel (the address column differs). An address already
 /// suppressed gets its row too, as `suppressed` with the reason, so that status and report
-/// account for everyone the campaign considered. The job id is
-/// `campaign:<cid>:sub:<sid>@<installation>` (see `crate::domain::model::campaign_job_id`).
-fn list_insert_sql(channel: &str) -> String {
-    let addr = if channel == "sms" {
-        "s.phone"
-    } else {
-        "s.email_norm"
+/// account for everyone the campaign considered. The job id is built from the same constants
+/// as [`crate::domain::model::campaign_job_id`].
+fn list_insert_sql(channel: Channel) -> String {
+    let addr = match channel {
+        Channel::Sms => "s.phone",
+        Channel::Email => "s.email_norm",
     };
+    let job_id = format!(
+        "{} || :campaign || {} || s.id || {}
+                || (SELECT substr(id, 1, {INSTALLATION_SCOPE_LEN}) FROM installation
+                    WHERE singleton = 1)",
+        sql_text(CAMPAIGN_JOB_PREFIX),
+        sql_text(CAMPAIGN_JOB_SUB),
+        sql_text(CAMPAIGN_JOB_AT)
+    );
     format!(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
                             vars, status, last_error, visible_at, created_at, updated_at)
-         SELECT s.account_id, ?1, s.id,
-                'campaign:' || ?1 || ':sub:' || s.id || '@'
-                || (SELECT substr(id, 1, 16) FROM installation WHERE singleton = 1), {addr},
+         SELECT s.account_id, :campaign, s.id, {job_id}, {addr},
                 json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
                                                 'phone', s.phone)),
                 CASE WHEN su.address IS NULL THEN 'queued' ELSE 'suppressed' END,
                 CASE WHEN su.address IS NULL THEN NULL
                      ELSE 'address suppressed before the list was built' END,
-                ?4, ?4, ?4
+                :now, :now, :now
          FROM subscribers s NOT INDEXED
          LEFT JOIN suppressions su ON su.account_id = s.account_id
-                                  AND su.channel = ?6 AND su.address = {addr}
-         WHERE s.account_id = ?2 AND s.id > ?3 AND s.id <= ?5
+                                  AND su.channel = :channel AND su.address = {addr}
+         WHERE s.account_id = :account AND s.id > :cursor AND s.id <= :end
            AND s.status = 'confirmed' AND {addr} IS NOT NULL
          ORDER BY s.id
          ON CONFLICT DO NOTHING"
     )
+}
+
+/// A SQL string literal.
+fn sql_text(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
 }
 
 /// Every statement of the send path, by name, for `SqliteStore::hot_query_plans`.
@@ -725,7 +877,16 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
     .into_iter()
     .map(|(n, q)| (n, q.to_string()))
     .collect();
-    q.insert(3, ("list: insert chunk (email)", list_insert_sql("email")));
-    q.insert(4, ("list: insert chunk (sms)", list_insert_sql("sms")));
+    q.insert(
+        3,
+        (
+            "list: insert chunk (email)",
+            list_insert_sql(Channel::Email),
+        ),
+    );
+    q.insert(
+        4,
+        ("list: insert chunk (sms)", list_insert_sql(Channel::Sms)),
+    );
     q
 }

@@ -1,0 +1,158 @@
+//! How the domain's enums cross the SQL edge: `ToSql`/`FromSql` for the send and campaign
+//! states and the channel. A value in the database that names no variant is an error (the
+//! file is damaged), never a default.
+
+use crate::domain::address::Channel;
+use crate::domain::model::{CampaignStatus, SendStatus};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rusqlite::Row;
+use std::fmt;
+
+/// A column holds a value that is not one of the enum's names. `place` is `table.column` once
+/// [`get`] has added it.
+#[derive(Debug)]
+pub struct UnknownValue {
+    /// What the column should hold ("send status").
+    pub what: &'static str,
+    /// The value found, as text.
+    pub value: String,
+    pub place: Option<String>,
+}
+
+impl fmt::Display for UnknownValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.place {
+            Some(p) => write!(
+                f,
+                "{p} holds {:?}, which is not a {}",
+                self.value, self.what
+            ),
+            None => write!(f, "{:?} is not a {}", self.value, self.what),
+        }
+    }
+}
+
+impl std::error::Error for UnknownValue {}
+
+/// Parse a text column with `parse`; anything else (unknown text, a number, NULL) is an
+/// [`UnknownValue`].
+fn decode<T>(
+    v: ValueRef<'_>,
+    what: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> FromSqlResult<T> {
+    let text = match v {
+        ValueRef::Text(b) => String::from_utf8_lossy(b),
+        other => format!("{other:?}").into(),
+    };
+    if let ValueRef::Text(_) = v {
+        if let Some(x) = parse(&text) {
+            return Ok(x);
+        }
+    }
+    Err(FromSqlError::Other(Box::new(UnknownValue {
+        what,
+        value: text.into_owned(),
+        place: None,
+    })))
+}
+
+macro_rules! text_enum {
+    ($t:ty, $what:literal, $parse:expr) => {
+        impl ToSql for $t {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.as_str()))
+            }
+        }
+        impl FromSql for $t {
+            fn column_result(v: ValueRef<'_>) -> FromSqlResult<Self> {
+                decode(v, $what, $parse)
+            }
+        }
+    };
+}
+
+text_enum!(SendStatus, "send status", SendStatus::parse);
+text_enum!(CampaignStatus, "campaign status", CampaignStatus::parse);
+text_enum!(Channel, "channel", |s: &str| s.parse::<Channel>().ok());
+
+/// `r.get(idx)`, with `table.column` added to an [`UnknownValue`] so that the error names
+/// where the damage is.
+pub(super) fn get<T: FromSql>(r: &Row<'_>, idx: usize, table: &str) -> rusqlite::Result<T> {
+    r.get(idx).map_err(|e| match e {
+        rusqlite::Error::FromSqlConversionFailure(i, ty, err) => {
+            match err.downcast::<UnknownValue>() {
+                Ok(mut u) => {
+                    let column = r.as_ref().column_name(idx).unwrap_or("?");
+                    u.place = Some(format!("{table}.{column}"));
+                    rusqlite::Error::FromSqlConversionFailure(i, ty, u)
+                }
+                Err(err) => rusqlite::Error::FromSqlConversionFailure(i, ty, err),
+            }
+        }
+        other => other,
+    })
+}
+
+/// The [`UnknownValue`] inside a rusqlite error, if that is what it is.
+pub(super) fn unknown_value(e: &rusqlite::Error) -> Option<&UnknownValue> {
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(_, _, err) => err.downcast_ref(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::Connection;
+
+    #[test]
+    fn enums_round_trip_through_sqlite() {
+        let c = Connection::open_in_memory().unwrap();
+        for s in SendStatus::ALL {
+            let back: SendStatus = c.query_row("SELECT ?1", [s], |r| r.get(0)).unwrap();
+            assert_eq!(back, s);
+            let text: String = c.query_row("SELECT ?1", [s], |r| r.get(0)).unwrap();
+            assert_eq!(text, s.as_str());
+        }
+        for ch in [Channel::Email, Channel::Sms] {
+            let back: Channel = c.query_row("SELECT ?1", [ch], |r| r.get(0)).unwrap();
+            assert_eq!(back, ch);
+        }
+        let back: CampaignStatus = c.query_row("SELECT 'paused'", [], |r| r.get(0)).unwrap();
+        assert_eq!(back, CampaignStatus::Paused);
+    }
+
+    #[test]
+    fn an_unknown_value_is_an_error_naming_its_place() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE t (channel TEXT, status TEXT); INSERT INTO t VALUES ('fax', 7)",
+        )
+        .unwrap();
+        let e = c
+            .query_row("SELECT channel FROM t", [], |r| get::<Channel>(r, 0, "t"))
+            .unwrap_err();
+        let u = unknown_value(&e).expect("an UnknownValue");
+        assert_eq!(
+            u.to_string(),
+            "t.channel holds \"fax\", which is not a channel"
+        );
+        // TEXT affinity stored the 7 as text.
+        let e = c
+            .query_row("SELECT status FROM t", [], |r| r.get::<_, SendStatus>(0))
+            .unwrap_err();
+        assert_eq!(
+            unknown_value(&e).expect("an UnknownValue").to_string(),
+            "\"7\" is not a send status"
+        );
+        let e = c
+            .query_row("SELECT 7", [], |r| r.get::<_, CampaignStatus>(0))
+            .unwrap_err();
+        assert_eq!(
+            unknown_value(&e).expect("an UnknownValue").to_string(),
+            "\"Integer(7)\" is not a campaign status"
+        );
+    }
+}
