@@ -64,6 +64,13 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             };
             list(subscribers::list(&open_read_only(cli)?, &page)?)
         }
+        other => change(cli, other),
+    }
+}
+
+/// `show`, `update` and `remove`: one subscriber, by id, email address or phone number.
+fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
+    match cmd {
         SubscriberCmd::Show {
             account,
             subscriber,
@@ -103,6 +110,9 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 r.id
             );
             Ok(Output::ok(to_json(&r), text))
+        }
+        SubscriberCmd::Add { .. } | SubscriberCmd::Import { .. } | SubscriberCmd::List { .. } => {
+            command(cli, cmd)
         }
     }
 }
