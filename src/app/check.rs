@@ -6,6 +6,7 @@ use crate::provider::deliverylog::DeliveryLine;
 use crate::store::{AuditRow, AuditSnapshot, Store};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 
 /// The verdict for a set of campaigns. Pass means lost = duplicated = unexpected =
 /// sent_after_optout = ledger_mismatch = 0 and no invariant violation.
@@ -99,6 +100,15 @@ impl Report {
             self.examples.push(s);
         }
     }
+}
+
+/// Check campaigns against the provider's delivery logs (outbox or fake-provider JSONL files).
+pub fn check_logs(store: &Store, campaigns: &[i64], logs: &[PathBuf]) -> Result<Report> {
+    let mut lines = Vec::new();
+    for l in logs {
+        lines.extend(crate::provider::deliverylog::read_lines(l)?);
+    }
+    check(store, campaigns, &lines)
 }
 
 /// Check campaigns against the provider's delivery log lines.

@@ -250,12 +250,7 @@ fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
 }
 
 fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Output> {
-    let store = open_read_only(cli)?;
-    let mut lines = Vec::new();
-    for l in logs {
-        lines.extend(crate::provider::deliverylog::read_lines(l)?);
-    }
-    let report = app::check::check(&store, campaigns, &lines)?;
+    let report = app::check::check_logs(&open_read_only(cli)?, campaigns, logs)?;
     Ok(Output {
         json: to_json(&report),
         text: report.table(),

@@ -111,6 +111,7 @@ fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             );
             Ok(Output::ok(to_json(&r), text))
         }
+        // Handled by `command`, which sends only the three above here.
         SubscriberCmd::Add { .. } | SubscriberCmd::Import { .. } | SubscriberCmd::List { .. } => {
             command(cli, cmd)
         }
