@@ -284,3 +284,42 @@ pub fn report(store: &Store, id: i64, mut f: impl FnMut(ReportLine) -> Result<()
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draft_is_checked_before_any_store() {
+        let e = Draft::new(" ", Channel::Sms, None, None, "hi".into()).unwrap_err();
+        assert_eq!(e.message, "the campaign name is empty");
+        assert!(Draft::new("n", Channel::Email, None, Some("s"), "hi".into()).is_err());
+        let d = Draft::new(" News ", Channel::Sms, None, None, "hi".into()).unwrap();
+        assert_eq!(d.name, "News");
+    }
+
+    #[test]
+    fn status_counts_sit_beside_the_fields_and_settle_when_nothing_is_open() {
+        let mut s = Status {
+            id: 7,
+            status: CampaignStatus::Sending,
+            total: 2,
+            list_complete: true,
+            counts: BTreeMap::from([("queued", 1), ("leased", 0), ("sent", 1)]),
+        };
+        let doc = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            doc,
+            serde_json::json!({"id": 7, "status": "sending", "total": 2, "list_complete": true,
+                               "queued": 1, "leased": 0, "sent": 1})
+        );
+        assert_eq!(s.open(), 1);
+        assert!(!s.settled());
+        s.counts.insert("queued", 0);
+        assert!(s.settled());
+        s.list_complete = false;
+        assert!(!s.settled());
+        s.status = CampaignStatus::Cancelled;
+        assert!(s.settled());
+    }
+}

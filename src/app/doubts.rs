@@ -97,3 +97,23 @@ pub fn resolve(store: &Store, decision: &Decision) -> Result<Resolved> {
         status: if decision.delivered { "sent" } else { "queued" },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_needs_a_choice_and_one_line_of_who() {
+        assert!(Decision::new(1, false, false, None, None).is_err());
+        let d = Decision::new(1, true, false, None, Some("ana".into())).unwrap();
+        assert_eq!((d.delivered, d.by.as_str()), (true, "ana"));
+        let d = Decision::new(1, false, true, Some("bo".into()), Some("ana".into())).unwrap();
+        assert_eq!((d.delivered, d.by.as_str()), (false, "bo"));
+        assert_eq!(
+            Decision::new(1, true, false, None, None).unwrap().by,
+            "operator"
+        );
+        let e = Decision::new(1, true, false, Some("a\nb".into()), None).unwrap_err();
+        assert_eq!(e.message, "--by must be one line of at most 200 bytes");
+    }
+}
