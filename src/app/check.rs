@@ -3,9 +3,10 @@
 
 use crate::error::Result;
 use crate::provider::deliverylog::DeliveryLine;
-use crate::store::Audit;
+use crate::store::{Audit, AuditRow, AuditSnapshot, Storage};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 
 /// The verdict for a set of campaigns. Pass means lost = duplicated = unexpected =
 /// sent_after_optout = ledger_mismatch = 0 and no invariant violation.
@@ -89,6 +90,27 @@ impl Report {
     }
 }
 
+/// Requests and deliveries (replays not counted) per job id in the delivery log.
+type PerJob<'a> = HashMap<&'a str, (u64, u64)>;
+
+impl Report {
+    /// Keep `s` as an example of a problem (the first 20).
+    fn example(&mut self, s: String) {
+        if self.examples.len() < 20 {
+            self.examples.push(s);
+        }
+    }
+}
+
+/// Check campaigns against the provider's delivery logs (outbox or fake-provider JSONL files).
+pub fn check_logs(store: &dyn Storage, campaigns: &[i64], logs: &[PathBuf]) -> Result<Report> {
+    let mut lines = Vec::new();
+    for l in logs {
+        lines.extend(crate::provider::deliverylog::read_lines(l)?);
+    }
+    check(store, campaigns, &lines)
+}
+
 /// Check campaigns against the provider's delivery log lines.
 pub fn check(store: &dyn Audit, campaigns: &[i64], lines: &[DeliveryLine]) -> Result<Report> {
     let mut r = Report::default();
@@ -99,13 +121,23 @@ pub fn check(store: &dyn Audit, campaigns: &[i64], lines: &[DeliveryLine]) -> Re
             r.invariant_violations.push(format!("campaign {c}: {v}"));
         }
     }
-    let example = |r: &mut Report, s: String| {
-        if r.examples.len() < 20 {
-            r.examples.push(s);
-        }
-    };
-    // job id -> (requests, deliveries)
-    let mut per_job: HashMap<&str, (u64, u64)> = HashMap::new();
+    let per_job = read_log(&mut r, &snaps, lines);
+    for s in &snaps {
+        check_campaign(&mut r, s, &per_job);
+    }
+    r.pass = r.lost == 0
+        && r.duplicated == 0
+        && r.unexpected == 0
+        && r.sent_after_optout == 0
+        && r.ledger_mismatch == 0
+        && r.invariant_violations.is_empty();
+    Ok(r)
+}
+
+/// Count the log's requests and deliveries per job, and the deliveries no campaign row owns
+/// (or owns for another address).
+fn read_log<'a>(r: &mut Report, snaps: &[AuditSnapshot], lines: &'a [DeliveryLine]) -> PerJob<'a> {
+    let mut per_job: PerJob<'a> = HashMap::new();
     r.attempted = lines.len() as u64;
     for l in lines {
         let e = per_job.entry(l.job_id.as_str()).or_default();
@@ -117,100 +149,100 @@ pub fn check(store: &dyn Audit, campaigns: &[i64], lines: &[DeliveryLine]) -> Re
         match owner {
             None => {
                 r.unexpected += 1;
-                example(&mut r, format!("unexpected job {} to {}", l.job_id, l.to));
+                r.example(format!("unexpected job {} to {}", l.job_id, l.to));
             }
             Some(row) if row.address != l.to.to_lowercase() => {
                 r.unexpected += 1;
-                example(
-                    &mut r,
-                    format!(
-                        "job {} delivered to {} instead of {}",
-                        l.job_id, l.to, row.address
-                    ),
-                );
+                r.example(format!(
+                    "job {} delivered to {} instead of {}",
+                    l.job_id, l.to, row.address
+                ));
             }
             Some(_) => {}
         }
     }
-    for s in &snaps {
-        let by_address: HashMap<&str, &crate::store::AuditRow> = s
-            .rows
-            .values()
-            .map(|row| (row.address.as_str(), row))
-            .collect();
-        r.eligible += s.eligible.len() as u64;
-        let mut seen = HashSet::new();
-        for addr in &s.eligible {
-            seen.insert(addr.as_str());
-            let row = by_address.get(addr.as_str());
-            let (requests, delivered) = row
-                .and_then(|row| per_job.get(row.job_id.as_str()).copied())
-                .unwrap_or((0, 0));
-            if delivered > 0 {
-                r.delivered += 1;
-            }
-            if requests > 1 {
-                r.duplicated_before_dedup += 1;
-            }
-            if delivered > 1 {
-                r.duplicated += 1;
-                example(&mut r, format!("{addr} delivered {delivered} times"));
-            }
-            let status = row.map(|row| row.status.as_str()).unwrap_or("absent");
-            match status {
-                "in_doubt" => {
-                    r.in_doubt += 1;
-                    if delivered > 0 {
-                        r.in_doubt_delivered += 1;
-                    }
-                }
-                "suppressed" => r.suppressed += 1,
-                "failed" => r.failed += 1,
-                "sent" if row.is_some_and(|row| row.attempts > 1) => r.recovered += 1,
-                _ => {}
-            }
-            if delivered == 0 {
-                let excused = matches!(status, "in_doubt" | "suppressed" | "failed")
-                    || (status == "absent" && s.suppressed_at.contains_key(addr.as_str()));
-                if !excused {
-                    r.lost += 1;
-                    example(&mut r, format!("{addr} never delivered (ledger: {status})"));
-                }
-            } else {
-                if matches!(
-                    status,
-                    "queued" | "suppressed" | "cancelled" | "failed" | "absent"
-                ) {
-                    r.ledger_mismatch += 1;
-                    example(
-                        &mut r,
-                        format!("{addr} delivered but the ledger says {status}"),
-                    );
-                }
-                if let (Some(row), Some(&opt_out)) = (row, s.suppressed_at.get(addr.as_str())) {
-                    if row.claimed_at.is_some_and(|claimed| opt_out < claimed) {
-                        r.sent_after_optout += 1;
-                        example(&mut r, format!("{addr} delivered after its opt-out"));
-                    }
-                }
-            }
-        }
-        // Ledger rows for addresses that are no longer eligible are still deliveries to check.
-        for row in s.rows.values() {
-            if !seen.contains(row.address.as_str()) {
-                if let Some(&(_, d)) = per_job.get(row.job_id.as_str()) {
-                    if d > 1 {
-                        r.duplicated += 1;
-                    }
+    per_job
+}
+
+/// One campaign: every eligible address against the log, then the rows of addresses no longer
+/// eligible (still deliveries to check).
+fn check_campaign(r: &mut Report, s: &AuditSnapshot, per_job: &PerJob<'_>) {
+    let by_address: HashMap<&str, &AuditRow> = s
+        .rows
+        .values()
+        .map(|row| (row.address.as_str(), row))
+        .collect();
+    r.eligible += s.eligible.len() as u64;
+    let mut seen = HashSet::new();
+    for addr in &s.eligible {
+        seen.insert(addr.as_str());
+        check_address(r, s, addr, by_address.get(addr.as_str()).copied(), per_job);
+    }
+    for row in s.rows.values() {
+        if !seen.contains(row.address.as_str()) {
+            if let Some(&(_, d)) = per_job.get(row.job_id.as_str()) {
+                if d > 1 {
+                    r.duplicated += 1;
                 }
             }
         }
     }
-    r.pass = r.lost == 0
-        && r.duplicated == 0
-        && r.unexpected == 0
-        && r.sent_after_optout == 0
-        && r.ledger_mismatch == 0
-        && r.invariant_violations.is_empty();
-    Ok(r)
+}
+
+/// One eligible address: delivered how often, and does the ledger agree.
+fn check_address(
+    r: &mut Report,
+    s: &AuditSnapshot,
+    addr: &str,
+    row: Option<&AuditRow>,
+    per_job: &PerJob<'_>,
+) {
+    let (requests, delivered) = row
+        .and_then(|row| per_job.get(row.job_id.as_str()).copied())
+        .unwrap_or((0, 0));
+    if delivered > 0 {
+        r.delivered += 1;
+    }
+    if requests > 1 {
+        r.duplicated_before_dedup += 1;
+    }
+    if delivered > 1 {
+        r.duplicated += 1;
+        r.example(format!("{addr} delivered {delivered} times"));
+    }
+    let status = row.map(|row| row.status.as_str()).unwrap_or("absent");
+    match status {
+        "in_doubt" => {
+            r.in_doubt += 1;
+            if delivered > 0 {
+                r.in_doubt_delivered += 1;
+            }
+        }
+        "suppressed" => r.suppressed += 1,
+        "failed" => r.failed += 1,
+        "sent" if row.is_some_and(|row| row.attempts > 1) => r.recovered += 1,
+        _ => {}
+    }
+    if delivered == 0 {
+        let excused = matches!(status, "in_doubt" | "suppressed" | "failed")
+            || (status == "absent" && s.suppressed_at.contains_key(addr));
+        if !excused {
+            r.lost += 1;
+            r.example(format!("{addr} never delivered (ledger: {status})"));
+        }
+        return;
+    }
+    if matches!(
+        status,
+        "queued" | "suppressed" | "cancelled" | "failed" | "absent"
+    ) {
+        r.ledger_mismatch += 1;
+        r.example(format!("{addr} delivered but the ledger says {status}"));
+    }
+    if let (Some(row), Some(&opt_out)) = (row, s.suppressed_at.get(addr)) {
+        if row.claimed_at.is_some_and(|claimed| opt_out < claimed) {
+            r.sent_after_optout += 1;
+            r.example(format!("{addr} delivered after its opt-out"));
+        }
+    }
 }

@@ -1,6 +1,14 @@
 //! The use cases: what the CLI calls today and the HTTP server will call next. Each takes typed
-//! input, reaches storage only through the store, and returns typed output.
+//! input, reaches storage only through the store, and returns typed output: structs of its own
+//! (serde `Serialize`, the future API's wire format), never the store's rows.
 
+pub mod accounts;
+pub mod campaigns;
 pub mod check;
+pub mod doubts;
 pub mod import;
+pub mod limits;
 pub mod notify;
+pub mod run;
+pub mod subscribers;
+pub mod suppressions;

@@ -5,7 +5,7 @@
 use crate::domain::address::{normalize_email, normalize_phone, Channel};
 use crate::domain::{clock, model};
 use crate::error::{Error, Result};
-use crate::store::{Ledger, NotifyRow, OpenOptions};
+use crate::store::{Ledger, NotifyRow, OpenOptions, Storage};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -246,18 +246,66 @@ fn recipient_from(row: &NotifyRow, before: Option<&str>) -> Recipient {
     }
 }
 
+/// Recipients grouped per channel, normalised, without duplicates.
+type Groups = Vec<(Channel, Vec<String>)>;
+
+/// What a notification is keyed on and where its ledger lives, checked.
+struct Plan {
+    key: String,
+    key_source: String,
+    state: PathBuf,
+    groups: Groups,
+}
+
 /// Send (or, with `dry_run`, show) one notification.
 pub fn run(
     req: &Request,
     env: &dyn Fn(&str) -> Option<String>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Report> {
+    let plan = plan(req, env)?;
+    let recipients = if req.dry_run {
+        would_send(&plan)?
+    } else {
+        send(req, &plan, rt)?
+    };
+    Ok(Report {
+        key: plan.key,
+        key_source: plan.key_source,
+        state: plan.state,
+        dry_run: req.dry_run,
+        recipients,
+    })
+}
+
+/// The request checked: a message, recipients, a key, a state file.
+fn plan(req: &Request, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan> {
     if req.message.trim().is_empty() {
         return Err(Error::invalid("the message is empty"));
     }
     if req.to.is_empty() {
         return Err(Error::invalid("no recipient: pass --to ADDRESS"));
     }
+    let (key, key_source) = key_of(req, env)?;
+    let groups = groups_of(req)?;
+    if groups.iter().any(|(c, _)| *c == Channel::Email) && req.from.is_none() {
+        // Outbox and webhook do not need one; SMTP does and says so itself.
+        tracing::info!("no --from for email recipients");
+    }
+    let state = match &req.state {
+        Some(p) => p.clone(),
+        None => default_state(env)?,
+    };
+    Ok(Plan {
+        key,
+        key_source,
+        state,
+        groups,
+    })
+}
+
+/// The idempotency key (`--key`, else the CI job's) and where it came from.
+fn key_of(req: &Request, env: &dyn Fn(&str) -> Option<String>) -> Result<(String, String)> {
     let (key, key_source) =
         match &req.key {
             Some(k) if k.trim().is_empty() => return Err(Error::invalid("--key is empty")),
@@ -273,8 +321,12 @@ pub fn run(
     if key.chars().any(|c| c.is_control()) {
         return Err(Error::invalid("--key contains a control character"));
     }
-    // Group recipients per channel, normalised, without duplicates.
-    let mut groups: Vec<(Channel, Vec<String>)> = Vec::new();
+    Ok((key, key_source))
+}
+
+/// Group recipients per channel, normalised, without duplicates.
+fn groups_of(req: &Request) -> Result<Groups> {
+    let mut groups: Groups = Vec::new();
     for to in &req.to {
         let (ch, addr) = channel_of(to, req.channel)?;
         match groups.iter_mut().find(|(c, _)| *c == ch) {
@@ -283,91 +335,76 @@ pub fn run(
             None => groups.push((ch, vec![addr])),
         }
     }
-    if groups.iter().any(|(c, _)| *c == Channel::Email) && req.from.is_none() {
-        // Outbox and webhook do not need one; SMTP does and says so itself.
-        tracing::info!("no --from for email recipients");
-    }
-    let state = match &req.state {
-        Some(p) => p.clone(),
-        None => default_state(env)?,
-    };
+    Ok(groups)
+}
 
-    if req.dry_run {
-        let existing = if state.exists() {
-            Some(crate::store::open(&state, &OpenOptions::default())?)
-        } else {
-            None
+/// A dry run: what each recipient's state is, read from the ledger if it exists; nothing
+/// written.
+fn would_send(plan: &Plan) -> Result<Vec<Recipient>> {
+    let existing = if plan.state.exists() {
+        Some(crate::store::open(&plan.state, &OpenOptions::default())?)
+    } else {
+        None
+    };
+    let mut recipients = Vec::new();
+    for (ch, addrs) in &plan.groups {
+        let rows = match &existing {
+            Some(s) => s.notification_rows(&plan.key, *ch, addrs)?,
+            None => Vec::new(),
         };
-        let mut recipients = Vec::new();
-        for (ch, addrs) in &groups {
-            let rows = match &existing {
-                Some(s) => s.notification_rows(&key, *ch, addrs)?,
-                None => Vec::new(),
-            };
-            for a in addrs {
-                let job_id = crate::store::notify_job_id(&key, a);
-                match rows.iter().find(|r| &r.address == a) {
-                    Some(r) if r.status == "sent" => {
-                        recipients.push(recipient_from(r, Some("sent")))
+        for a in addrs {
+            let job_id = crate::store::notify_job_id(&plan.key, a);
+            match rows.iter().find(|r| &r.address == a) {
+                Some(r) if r.status == "sent" => recipients.push(recipient_from(r, Some("sent"))),
+                Some(r) => {
+                    let mut x = recipient_from(r, None);
+                    if x.outcome == "pending" {
+                        x.outcome = "would_send".into();
                     }
-                    Some(r) => {
-                        let mut x = recipient_from(r, None);
-                        if x.outcome == "pending" {
-                            x.outcome = "would_send".into();
-                        }
-                        recipients.push(x)
-                    }
-                    None => recipients.push(Recipient {
-                        to: a.clone(),
-                        channel: *ch,
-                        idempotency_key: model::idempotency_key(&job_id),
-                        job_id,
-                        outcome: "would_send".into(),
-                        sent_at: None,
-                        provider_message_id: None,
-                        reason: None,
-                    }),
+                    recipients.push(x)
                 }
+                None => recipients.push(Recipient {
+                    to: a.clone(),
+                    channel: *ch,
+                    idempotency_key: model::idempotency_key(&job_id),
+                    job_id,
+                    outcome: "would_send".into(),
+                    sent_at: None,
+                    provider_message_id: None,
+                    reason: None,
+                }),
             }
         }
-        return Ok(Report {
-            key,
-            key_source,
-            state,
-            dry_run: true,
-            recipients,
-        });
     }
+    Ok(recipients)
+}
 
+/// Open (or create) the state ledger, record the notification, run a worker once over it and
+/// read each recipient's outcome, telling "sent now" from "sent earlier".
+fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<Recipient>> {
     let spec = req.provider.as_deref().ok_or_else(|| {
         Error::invalid("no provider: pass --provider SPEC or set SENDONCE_PROVIDER")
     })?;
     let provider = provider::from_spec(spec)?;
-    if let Some(dir) = state.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), e))?;
-    }
-    let store = crate::store::open(
-        &state,
-        &OpenOptions {
-            create: true,
-            pool_size: 2,
-            ..Default::default()
-        },
-    )?;
-
+    let store = open_state(&plan.state)?;
     // Status before this run, to tell "sent now" from "sent earlier".
     let mut before: Vec<NotifyRow> = Vec::new();
-    for (ch, addrs) in &groups {
-        before.extend(store.notification_rows(&key, *ch, addrs)?);
+    for (ch, addrs) in &plan.groups {
+        before.extend(store.notification_rows(&plan.key, *ch, addrs)?);
         let subject = if *ch == Channel::Email {
             req.subject.as_deref()
         } else {
             None
         };
-        store.prepare_notification(&key, *ch, req.from.as_deref(), subject, &req.message, addrs)?;
+        store.prepare_notification(
+            &plan.key,
+            *ch,
+            req.from.as_deref(),
+            subject,
+            &req.message,
+            addrs,
+        )?;
     }
-
     let cfg = worker::Config {
         once: true,
         batch: 100,
@@ -380,10 +417,9 @@ pub fn run(
     };
     let ledger: Arc<dyn Ledger> = store.clone();
     rt.block_on(worker::run(ledger, provider, cfg, std::future::pending()))?;
-
     let mut recipients = Vec::new();
-    for (ch, addrs) in &groups {
-        for row in store.notification_rows(&key, *ch, addrs)? {
+    for (ch, addrs) in &plan.groups {
+        for row in store.notification_rows(&plan.key, *ch, addrs)? {
             let prev = before
                 .iter()
                 .find(|b| b.job_id == row.job_id)
@@ -391,13 +427,23 @@ pub fn run(
             recipients.push(recipient_from(&row, prev));
         }
     }
-    Ok(Report {
-        key,
-        key_source,
+    Ok(recipients)
+}
+
+/// The state ledger at `state`, its directory and file created if missing.
+fn open_state(state: &Path) -> Result<std::sync::Arc<dyn Storage>> {
+    if let Some(dir) = state.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), e))?;
+    }
+    crate::store::open(
         state,
-        dry_run: false,
-        recipients,
-    })
+        &OpenOptions {
+            create: true,
+            pool_size: 2,
+            ..Default::default()
+        },
+    )
 }
 
 #[cfg(test)]
@@ -413,93 +459,99 @@ mod tests {
         move |k: &str| m.get(k).cloned()
     }
 
+    /// The variables of each CI system and the key they give.
+    const CI_CASES: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                ("GITHUB_ACTIONS", "true"),
+                ("GITHUB_REPOSITORY", "o/r"),
+                ("GITHUB_RUN_ID", "42"),
+                ("GITHUB_JOB", "build"),
+                ("GITHUB_RUN_ATTEMPT", "3"),
+            ],
+            "github-actions:o/r:42:build",
+        ),
+        (
+            &[
+                ("GITLAB_CI", "true"),
+                ("CI_PROJECT_ID", "7"),
+                ("CI_PIPELINE_ID", "99"),
+                ("CI_JOB_NAME", "test"),
+                ("CI_JOB_ID", "1234"),
+            ],
+            "gitlab-ci:7:99:test",
+        ),
+        (
+            &[
+                ("BUILDKITE", "true"),
+                ("BUILDKITE_BUILD_ID", "b-1"),
+                ("BUILDKITE_STEP_ID", "s-2"),
+                ("BUILDKITE_JOB_ID", "j-9"),
+            ],
+            "buildkite:b-1:s-2",
+        ),
+        (
+            &[
+                ("CIRCLECI", "true"),
+                ("CIRCLE_PIPELINE_ID", "p-1"),
+                ("CIRCLE_JOB", "deploy"),
+                ("CIRCLE_WORKFLOW_ID", "w-5"),
+            ],
+            "circleci:p-1:deploy",
+        ),
+        (
+            &[
+                ("JENKINS_URL", "http://j/"),
+                ("JOB_NAME", "app/main"),
+                ("BUILD_NUMBER", "17"),
+            ],
+            "jenkins:app/main:17",
+        ),
+        (
+            &[
+                ("CI", "woodpecker"),
+                ("CI_PIPELINE_NUMBER", "12"),
+                ("CI_PIPELINE_PARENT", "10"),
+                ("CI_REPO", "o/r"),
+                ("CI_WORKFLOW_NAME", "ci"),
+                ("CI_STEP_NAME", "notify"),
+            ],
+            "woodpecker:o/r:10:ci:notify",
+        ),
+        (
+            &[
+                ("CI", "woodpecker"),
+                ("CI_PIPELINE_NUMBER", "12"),
+                ("CI_PIPELINE_PARENT", "0"),
+                ("CI_REPO", "o/r"),
+                ("CI_WORKFLOW_NAME", "ci"),
+                ("CI_STEP_NAME", "notify"),
+            ],
+            "woodpecker:o/r:12:ci:notify",
+        ),
+        (
+            &[
+                ("DRONE", "true"),
+                ("DRONE_REPO", "o/r"),
+                ("DRONE_BUILD_NUMBER", "8"),
+                ("DRONE_BUILD_PARENT", "5"),
+                ("DRONE_STAGE_NAME", "default"),
+                ("DRONE_STEP_NAME", "tell"),
+            ],
+            "drone:o/r:5:default:tell",
+        ),
+    ];
+
     #[test]
     fn keys_per_ci_are_stable_across_retries() {
-        let cases: &[(&[(&str, &str)], &str)] = &[
-            (
-                &[
-                    ("GITHUB_ACTIONS", "true"),
-                    ("GITHUB_REPOSITORY", "o/r"),
-                    ("GITHUB_RUN_ID", "42"),
-                    ("GITHUB_JOB", "build"),
-                    ("GITHUB_RUN_ATTEMPT", "3"),
-                ],
-                "github-actions:o/r:42:build",
-            ),
-            (
-                &[
-                    ("GITLAB_CI", "true"),
-                    ("CI_PROJECT_ID", "7"),
-                    ("CI_PIPELINE_ID", "99"),
-                    ("CI_JOB_NAME", "test"),
-                    ("CI_JOB_ID", "1234"),
-                ],
-                "gitlab-ci:7:99:test",
-            ),
-            (
-                &[
-                    ("BUILDKITE", "true"),
-                    ("BUILDKITE_BUILD_ID", "b-1"),
-                    ("BUILDKITE_STEP_ID", "s-2"),
-                    ("BUILDKITE_JOB_ID", "j-9"),
-                ],
-                "buildkite:b-1:s-2",
-            ),
-            (
-                &[
-                    ("CIRCLECI", "true"),
-                    ("CIRCLE_PIPELINE_ID", "p-1"),
-                    ("CIRCLE_JOB", "deploy"),
-                    ("CIRCLE_WORKFLOW_ID", "w-5"),
-                ],
-                "circleci:p-1:deploy",
-            ),
-            (
-                &[
-                    ("JENKINS_URL", "http://j/"),
-                    ("JOB_NAME", "app/main"),
-                    ("BUILD_NUMBER", "17"),
-                ],
-                "jenkins:app/main:17",
-            ),
-            (
-                &[
-                    ("CI", "woodpecker"),
-                    ("CI_PIPELINE_NUMBER", "12"),
-                    ("CI_PIPELINE_PARENT", "10"),
-                    ("CI_REPO", "o/r"),
-                    ("CI_WORKFLOW_NAME", "ci"),
-                    ("CI_STEP_NAME", "notify"),
-                ],
-                "woodpecker:o/r:10:ci:notify",
-            ),
-            (
-                &[
-                    ("CI", "woodpecker"),
-                    ("CI_PIPELINE_NUMBER", "12"),
-                    ("CI_PIPELINE_PARENT", "0"),
-                    ("CI_REPO", "o/r"),
-                    ("CI_WORKFLOW_NAME", "ci"),
-                    ("CI_STEP_NAME", "notify"),
-                ],
-                "woodpecker:o/r:12:ci:notify",
-            ),
-            (
-                &[
-                    ("DRONE", "true"),
-                    ("DRONE_REPO", "o/r"),
-                    ("DRONE_BUILD_NUMBER", "8"),
-                    ("DRONE_BUILD_PARENT", "5"),
-                    ("DRONE_STAGE_NAME", "default"),
-                    ("DRONE_STEP_NAME", "tell"),
-                ],
-                "drone:o/r:5:default:tell",
-            ),
-        ];
-        for (vars, want) in cases {
+        for (vars, want) in CI_CASES {
             let (k, _) = ci_key(&env_of(vars)).unwrap().unwrap();
             assert_eq!(&k, want);
         }
+        retry_attempts_are_not_part_of_the_key();
+    }
+
+    fn retry_attempts_are_not_part_of_the_key() {
         // The attempt counters that change on a retry are not part of the key.
         let a = ci_key(&env_of(&[
             ("GITHUB_ACTIONS", "true"),

@@ -1,22 +1,19 @@
-//! The CLI layer: turns parsed arguments into validated calls on the store and the worker, and
-//! prints either text for people or one JSON document (`--json`). Exit codes come from `exit`.
+//! The CLI layer: parsing and printing only. Each command turns its arguments into the typed
+//! input of a use case in `app`, calls it, and prints either text for people or the use case's
+//! output as one JSON document (`--json`). Exit codes come from `exit`.
 
 pub mod args;
+mod campaigns;
 mod report;
 mod run;
 mod subscribers;
 
-use crate::app::import;
-use crate::domain::address::Channel;
-use crate::domain::{clock, template};
+use crate::app::{self, accounts, doubts, import, limits, suppressions};
+use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::store::{NewCampaign, OpenOptions, Storage};
+use crate::store::{OpenOptions, Storage};
 use args::*;
-use serde_json::json;
-use std::io::Write;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
 pub struct Output {
@@ -43,24 +40,24 @@ impl Output {
     }
 }
 
+/// A use case's output as the JSON document `--json` prints.
+pub(super) fn to_json(out: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(out).unwrap_or_default()
+}
+
 pub(super) fn open_opts(cli: &Cli) -> Result<OpenOptions> {
     Ok(OpenOptions {
-        busy_timeout: clock::parse_duration_in(
-            "--busy-timeout",
-            &cli.busy_timeout,
-            Duration::ZERO,
-            Duration::from_secs(3600),
-        )?,
+        busy_timeout: limits::BUSY_TIMEOUT.parse("--busy-timeout", &cli.busy_timeout)?,
         ..Default::default()
     })
 }
 
-pub(super) fn open(cli: &Cli) -> Result<Arc<dyn Storage>> {
+pub(super) fn open(cli: &Cli) -> Result<std::sync::Arc<dyn Storage>> {
     crate::store::open(&cli.db, &open_opts(cli)?)
 }
 
 /// For commands that only read: nothing is written, so they work on a read-only file.
-pub(super) fn open_read_only(cli: &Cli) -> Result<Arc<dyn Storage>> {
+pub(super) fn open_read_only(cli: &Cli) -> Result<std::sync::Arc<dyn Storage>> {
     crate::store::open(
         &cli.db,
         &OpenOptions {
@@ -70,67 +67,20 @@ pub(super) fn open_read_only(cli: &Cli) -> Result<Arc<dyn Storage>> {
     )
 }
 
-fn channel(s: &str) -> Result<Channel> {
-    s.parse()
-}
-
 /// Run one parsed command. Printing and exit codes are the caller's (main.rs).
 pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
     match &cli.command {
-        Command::Init => {
-            let store = crate::store::open(
-                &cli.db,
-                &OpenOptions {
-                    create: true,
-                    ..open_opts(cli)?
-                },
-            )?;
-            let mode = store.journal_mode()?;
-            let installation = store.installation_id()?;
-            Ok(Output::ok(
-                json!({"db": cli.db, "schema_version": crate::store::SCHEMA_VERSION,
-                       "journal_mode": mode, "installation_id": installation}),
-                format!(
-                    "database ready: {} (schema {}, journal {mode}, installation {installation})",
-                    cli.db.display(),
-                    crate::store::SCHEMA_VERSION
-                ),
-            ))
-        }
+        Command::Init => init(cli),
         Command::Demo {
             recipients, dir, ..
         } => {
             let report = crate::tools::demo::run(*recipients, dir.as_deref(), rt)?;
-            let text = report.text();
-            Ok(Output {
-                json: serde_json::to_value(&report).unwrap_or_default(),
-                text,
-                code: exit::SUCCESS,
-            })
+            Ok(Output::ok(to_json(&report), report.text()))
         }
-        Command::Account(AccountCmd::Add { name }) => {
-            let id = open(cli)?.add_account(name)?;
-            Ok(Output::ok(json!({"id": id, "name": name}), id.to_string()))
-        }
-        Command::Account(AccountCmd::List) => {
-            let rows = open_read_only(cli)?.accounts()?;
-            let mut text = String::from("ID\tNAME\tSUBSCRIBERS\tCAMPAIGNS\tCREATED");
-            for a in &rows {
-                text.push_str(&format!(
-                    "\n{}\t{}\t{}\t{}\t{}",
-                    a.id,
-                    a.name,
-                    a.subscribers,
-                    a.campaigns,
-                    clock::format_ms(a.created_at)
-                ));
-            }
-            let doc = serde_json::to_value(&rows).unwrap_or_default();
-            Ok(Output::ok(json!({ "accounts": doc }), text))
-        }
+        Command::Account(cmd) => account(cli, cmd),
         Command::Subscriber(cmd) => subscribers::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
-        Command::Campaign(cmd) => campaign(cli, cmd),
+        Command::Campaign(cmd) => campaigns::command(cli, cmd),
         Command::Run(a) => run::run(cli, a, rt),
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
@@ -140,48 +90,84 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
     }
 }
 
+fn init(cli: &Cli) -> Result<Output> {
+    let store = crate::store::open(
+        &cli.db,
+        &OpenOptions {
+            create: true,
+            ..open_opts(cli)?
+        },
+    )?;
+    let d = accounts::init(&*store, &cli.db)?;
+    let text = format!(
+        "database ready: {} (schema {}, journal {}, installation {})",
+        d.db.display(),
+        d.schema_version,
+        d.journal_mode,
+        d.installation_id
+    );
+    Ok(Output::ok(to_json(&d), text))
+}
+
+fn account(cli: &Cli, cmd: &AccountCmd) -> Result<Output> {
+    match cmd {
+        AccountCmd::Add { name } => {
+            let added = accounts::add(&*open(cli)?, name)?;
+            Ok(Output::ok(to_json(&added), added.id.to_string()))
+        }
+        AccountCmd::List => {
+            let list = accounts::list(&*open_read_only(cli)?)?;
+            let mut text = String::from("ID\tNAME\tSUBSCRIBERS\tCAMPAIGNS\tCREATED");
+            for a in &list.accounts {
+                text.push_str(&format!(
+                    "\n{}\t{}\t{}\t{}\t{}",
+                    a.id,
+                    a.name,
+                    a.subscribers,
+                    a.campaigns,
+                    clock::format_ms(a.created_at)
+                ));
+            }
+            Ok(Output::ok(to_json(&list), text))
+        }
+    }
+}
+
 fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
     match cmd {
         SuppressCmd::Add {
             account,
-            channel: ch,
+            channel,
             address,
             reason,
         } => {
-            let ch = channel(ch)?;
-            let addr = crate::domain::address::normalize_for(ch, address)?;
-            let store = open(cli)?;
-            let added =
-                store.suppress(store.resolve_account(account)?, ch, &addr, reason, "manual")?;
-            let text = if added {
+            let entry = suppressions::Entry::new(channel.parse()?, address)?;
+            let added = suppressions::add(&*open(cli)?, account, &entry, reason)?;
+            let (addr, ch) = (&added.address, added.channel);
+            let text = if added.added {
                 format!("suppressed {addr} ({ch})")
             } else {
                 format!("{addr} ({ch}) was already suppressed")
             };
-            Ok(Output::ok(
-                json!({"address": addr, "channel": ch, "added": added}),
-                text,
-            ))
+            Ok(Output::ok(to_json(&added), text))
         }
         SuppressCmd::Remove {
             account,
-            channel: ch,
+            channel,
             address,
         } => {
-            let ch = channel(ch)?;
-            let addr = crate::domain::address::normalize_for(ch, address)?;
-            let store = open(cli)?;
-            store.unsuppress(store.resolve_account(account)?, ch, &addr)?;
-            Ok(Output::ok(
-                json!({"address": addr, "channel": ch, "removed": true}),
-                format!("removed {addr} ({ch}) from the suppression list"),
-            ))
+            let entry = suppressions::Entry::new(channel.parse()?, address)?;
+            let removed = suppressions::remove(&*open(cli)?, account, &entry)?;
+            let text = format!(
+                "removed {} ({}) from the suppression list",
+                removed.address, removed.channel
+            );
+            Ok(Output::ok(to_json(&removed), text))
         }
         SuppressCmd::List { account } => {
-            let store = open_read_only(cli)?;
-            let list = store.suppressions(store.resolve_account(account)?)?;
+            let list = suppressions::list(&*open_read_only(cli)?, account)?;
             let mut text = String::new();
-            for s in &list {
+            for s in &list.suppressions {
                 text.push_str(&format!(
                     "{}\t{}\t{}\t{}\t{}\n",
                     s.channel,
@@ -191,242 +177,11 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
                     clock::format_ms(s.created_at)
                 ));
             }
-            if list.is_empty() {
+            if list.suppressions.is_empty() {
                 text.push_str("no suppressions");
             }
-            Ok(Output::ok(
-                json!({"suppressions": list}),
-                text.trim_end().to_string(),
-            ))
+            Ok(Output::ok(to_json(&list), text.trim_end().to_string()))
         }
-    }
-}
-
-fn campaign(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
-    match cmd {
-        CampaignCmd::Create {
-            account,
-            name,
-            channel: ch,
-            from,
-            subject,
-            body_file,
-        } => campaign_create(
-            cli,
-            account,
-            name,
-            ch,
-            from.as_deref(),
-            subject.as_deref(),
-            body_file,
-        ),
-        CampaignCmd::Approve { id, at } => campaign_approve(cli, *id, at.as_deref()),
-        CampaignCmd::List { account, status } => campaign_list(cli, account, status),
-        CampaignCmd::Pause { id } => transition_out(open(cli)?.pause_campaign(*id)?),
-        CampaignCmd::Resume { id } => transition_out(open(cli)?.resume_campaign(*id)?),
-        CampaignCmd::Cancel { id } => transition_out(open(cli)?.cancel_campaign(*id)?),
-        CampaignCmd::Status { id, watch } => {
-            let store = open_read_only(cli)?;
-            if *watch {
-                if store.is_snapshot() {
-                    return Err(Error::invalid(format!(
-                        "cannot follow {}: it is read-only in a directory you cannot write, \
-                         so SQLite cannot see other processes' writes (run without --watch, or \
-                         as a user who can write the directory)",
-                        cli.db.display()
-                    )));
-                }
-                watch_status(&*store, *id, cli.json)?;
-            }
-            let s = store.status_counts(*id)?;
-            let mut text = format!("campaign {id}: {} ({} recipients)", s.status, s.total);
-            for (k, v) in &s.counts {
-                text.push_str(&format!("\n  {k:<11} {v}"));
-            }
-            let mut doc = json!({"id": id, "status": s.status, "total": s.total,
-                                 "list_complete": s.list_complete});
-            for (k, v) in &s.counts {
-                doc[*k] = json!(v);
-            }
-            Ok(Output::ok(doc, text))
-        }
-        CampaignCmd::Report { id, format } => {
-            let store = open_read_only(cli)?;
-            let format = format.unwrap_or(if cli.json {
-                ReportFormat::Json
-            } else {
-                ReportFormat::Csv
-            });
-            report::write(&*store, *id, format)?;
-            Ok(Output::streamed())
-        }
-    }
-}
-
-/// `campaign create`: the content checked as the sending side will check it, the templates
-/// against the account's subscribers, then one draft.
-fn campaign_create(
-    cli: &Cli,
-    account: &str,
-    name: &str,
-    ch: &str,
-    from: Option<&str>,
-    subject: Option<&str>,
-    body_file: &std::path::Path,
-) -> Result<Output> {
-    let ch = channel(ch)?;
-    let body = import::read_body_file("--body-file", body_file)?;
-    if name.trim().is_empty() {
-        return Err(Error::invalid("the campaign name is empty"));
-    }
-    crate::domain::content::check(&crate::domain::content::Content {
-        channel: ch,
-        sender: from,
-        subject,
-        body: &body,
-    })?;
-    let store = open(cli)?;
-    let account = store.resolve_account(account)?;
-    let attrs = store.attribute_names(account)?;
-    let counts = store.variable_counts(account, ch)?;
-    template::check(subject, &body, &attrs, &counts)?;
-    let id = store.create_campaign(&NewCampaign {
-        account_id: account,
-        name: name.trim(),
-        channel: ch,
-        sender: from,
-        subject,
-        body: &body,
-    })?;
-    if ch == Channel::Sms {
-        // The template before rendering: variables change the length per recipient.
-        let seg = crate::domain::sms::segments(&body);
-        let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
-        return Ok(Output::ok(json!({"id": id, "sms": seg}), id.to_string()));
-    }
-    Ok(Output::ok(json!({"id": id}), id.to_string()))
-}
-
-/// `campaign approve`: content frozen from here on, so it is checked once more first.
-fn campaign_approve(cli: &Cli, id: i64, at: Option<&str>) -> Result<Output> {
-    let at = match at {
-        Some(s) => clock::parse_rfc3339_ms(s)?,
-        None => clock::now_ms(),
-    };
-    let store = open(cli)?;
-    // The content is frozen from here on: check it once more as the sending side will.
-    let c = store.campaign(id)?;
-    crate::domain::content::check(&crate::domain::content::Content {
-        channel: c.channel,
-        sender: c.sender.as_deref(),
-        subject: c.subject.as_deref(),
-        body: &c.body,
-    })
-    .map_err(|e| {
-        e.context(&format!(
-            "campaign {id} cannot be approved (it would fail for every recipient)"
-        ))
-    })?;
-    // Subscribers added since create may lack a variable the template prints.
-    let attrs = store.attribute_names(c.account_id)?;
-    let counts = store.variable_counts(c.account_id, c.channel)?;
-    template::check(c.subject.as_deref(), &c.body, &attrs, &counts)
-        .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
-    let c = store.approve_campaign(id, at)?;
-    Ok(Output::ok(
-        json!({"id": id, "status": c.status, "scheduled_for": clock::format_ms(at)}),
-        format!("campaign {id} approved for {}", clock::format_ms(at)),
-    ))
-}
-
-fn campaign_list(cli: &Cli, account: &Option<String>, status: &Option<String>) -> Result<Output> {
-    let status = status
-        .as_deref()
-        .map(|s| {
-            crate::domain::model::CampaignStatus::parse(s).ok_or_else(|| {
-                Error::invalid(format!(
-                    "unknown campaign status {s:?} (draft, approved, sending, paused, sent, \
-                     cancelled)"
-                ))
-            })
-        })
-        .transpose()?;
-    let store = open_read_only(cli)?;
-    let account = account
-        .as_deref()
-        .map(|a| store.resolve_account(a))
-        .transpose()?;
-    let rows = store.list_campaigns(account, status)?;
-    let mut text = String::from("ID\tACCOUNT\tCHANNEL\tSTATUS\tNAME");
-    for c in &rows {
-        text.push_str(&format!(
-            "\n{}\t{}\t{}\t{}\t{}",
-            c.id, c.account, c.channel, c.status, c.name
-        ));
-    }
-    let doc = serde_json::to_value(&rows).unwrap_or_default();
-    Ok(Output::ok(json!({ "campaigns": doc }), text))
-}
-
-fn transition_out(c: crate::store::Campaign) -> Result<Output> {
-    Ok(Output::ok(
-        json!({"id": c.id, "status": c.status}),
-        format!("campaign {} is {}", c.id, c.status),
-    ))
-}
-
-/// Follow a campaign until it is no longer sending: a progress bar on a terminal; otherwise
-/// (piped, a log file) one line on stdout per change. With `--json`, nothing until the end.
-fn watch_status(store: &dyn Storage, id: i64, quiet: bool) -> Result<()> {
-    use std::io::IsTerminal;
-    let lines = !quiet && !std::io::stderr().is_terminal();
-    let mut last = String::new();
-    let bar = if quiet || lines {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(0)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    loop {
-        let s = store.status_counts(id)?;
-        let open = s.counts["queued"] + s.counts["leased"];
-        bar.set_length(s.total);
-        bar.set_position(s.total - open);
-        let msg = format!(
-            "{} sent {} failed {} suppressed {} in doubt {}",
-            s.status,
-            s.counts["sent"],
-            s.counts["failed"],
-            s.counts["suppressed"],
-            s.counts["in_doubt"]
-        );
-        if lines && msg != last {
-            let mut out = std::io::stdout().lock();
-            writeln!(
-                out,
-                "{} campaign {id}: {}/{} {msg}",
-                clock::format_ms(clock::now_ms()),
-                s.total - open,
-                s.total
-            )
-            .and_then(|()| out.flush())
-            .map_err(Error::output)?;
-            last = msg.clone();
-        }
-        bar.set_message(msg);
-        use crate::domain::model::CampaignStatus::*;
-        if matches!(s.status, Sent | Cancelled | Draft)
-            || (s.status == Sending && open == 0 && s.list_complete)
-        {
-            bar.finish();
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(500));
     }
 }
 
@@ -438,46 +193,32 @@ pub(super) fn sync_of(s: SyncArg) -> crate::store::Sync {
 }
 
 fn bench(a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
-    if a.batch == 0 || a.batch > 10_000 {
-        return Err(Error::invalid("--batch must be between 1 and 10000"));
-    }
-    if a.concurrency == 0 || a.concurrency > 10_000 {
-        return Err(Error::invalid("--concurrency must be between 1 and 10000"));
-    }
-    if a.recipients < 100 {
-        return Err(Error::invalid("--recipients must be at least 100"));
-    }
-    if a.scale < 1000 {
-        return Err(Error::invalid("--scale must be at least 1000"));
-    }
-    let latency = clock::parse_duration(&a.latency)?;
-    if latency.is_zero() || latency > std::time::Duration::from_secs(10) {
-        return Err(Error::invalid("--latency must be between 1ms and 10s"));
-    }
+    let batch = limits::count_in("--batch", a.batch, limits::BATCH)?;
+    let concurrency = limits::count_in("--concurrency", a.concurrency, limits::CONCURRENCY)?;
+    let recipients = limits::at_least("--recipients", a.recipients, 100)?;
+    let scale = limits::at_least("--scale", a.scale, 1000)?;
+    let latency = limits::bench_latency(&a.latency)?;
     let report = crate::tools::bench::run(
         &crate::tools::bench::Options {
-            recipients: a.recipients,
-            batch: a.batch,
+            recipients,
+            batch,
             sync: sync_of(a.sync),
             latency,
-            concurrency: a.concurrency,
-            scale: a.scale,
+            concurrency,
+            scale,
             dir: a.dir.clone(),
         },
         rt,
     )?;
-    Ok(Output::ok(
-        serde_json::to_value(&report).unwrap_or_default(),
-        report.table(),
-    ))
+    Ok(Output::ok(to_json(&report), report.table()))
 }
 
 fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
     match cmd {
         DoubtsCmd::List { campaign } => {
-            let rows = open_read_only(cli)?.doubts(*campaign)?;
+            let list = doubts::list(&*open_read_only(cli)?, *campaign)?;
             let mut text = String::new();
-            for r in &rows {
+            for r in &list.in_doubt {
                 text.push_str(&format!(
                     "{}\t{}\t{}\tattempts={}\tsince={}\t{}\n",
                     r.send_id,
@@ -488,13 +229,10 @@ fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
                     r.reason.clone().unwrap_or_default()
                 ));
             }
-            if rows.is_empty() {
+            if list.in_doubt.is_empty() {
                 text.push_str("no sends in doubt");
             }
-            Ok(Output::ok(
-                json!({"campaign_id": campaign, "in_doubt": rows}),
-                text.trim_end().to_string(),
-            ))
+            Ok(Output::ok(to_json(&list), text.trim_end().to_string()))
         }
         DoubtsCmd::Resolve {
             send_id,
@@ -502,38 +240,19 @@ fn doubts(cli: &Cli, cmd: &DoubtsCmd) -> Result<Output> {
             requeue,
             by,
         } => {
-            if !as_sent && !requeue {
-                return Err(Error::invalid(
-                    "say what happened: --as-sent (it was delivered) or --requeue (it was not: \
-                     send it again)",
-                ));
-            }
-            let who = by
-                .clone()
-                .or_else(|| std::env::var("USER").ok())
-                .unwrap_or_else(|| "operator".into());
-            if who.chars().any(char::is_control) || who.len() > 200 {
-                return Err(Error::invalid("--by must be one line of at most 200 bytes"));
-            }
-            open(cli)?.resolve_doubt_by(*send_id, *as_sent, &who)?;
-            let what = if *as_sent { "sent" } else { "queued" };
-            Ok(Output::ok(
-                json!({"send_id": send_id, "status": what}),
-                format!("send {send_id} is now {what}"),
-            ))
+            let user = std::env::var("USER").ok();
+            let decision = doubts::Decision::new(*send_id, *as_sent, *requeue, by.clone(), user)?;
+            let r = doubts::resolve(&*open(cli)?, &decision)?;
+            let text = format!("send {} is now {}", r.send_id, r.status);
+            Ok(Output::ok(to_json(&r), text))
         }
     }
 }
 
 fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Output> {
-    let store = open_read_only(cli)?;
-    let mut lines = Vec::new();
-    for l in logs {
-        lines.extend(crate::provider::deliverylog::read_lines(l)?);
-    }
-    let report = crate::app::check::check(&*store, campaigns, &lines)?;
+    let report = app::check::check_logs(&*open_read_only(cli)?, campaigns, logs)?;
     Ok(Output {
-        json: serde_json::to_value(&report).unwrap_or_default(),
+        json: to_json(&report),
         text: report.table(),
         code: if report.pass {
             exit::SUCCESS
@@ -557,20 +276,20 @@ fn notify(a: &NotifyArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
             import::read_body_stdin()?
         }
     };
-    let req = crate::app::notify::Request {
+    let req = app::notify::Request {
         to: a.to.clone(),
         message,
         subject: a.subject.clone(),
         from: a.from.clone(),
         key: a.key.clone(),
-        channel: a.channel.as_deref().map(channel).transpose()?,
+        channel: a.channel.as_deref().map(str::parse).transpose()?,
         provider: a.provider.clone(),
         state: a.state.clone(),
         dry_run: a.dry_run,
     };
-    let report = crate::app::notify::run(&req, &|k| std::env::var(k).ok(), rt)?;
+    let report = app::notify::run(&req, &|k| std::env::var(k).ok(), rt)?;
     Ok(Output {
-        json: serde_json::to_value(&report).unwrap_or_default(),
+        json: to_json(&report),
         text: report.text(),
         code: exit::for_outcome(report.outcome()),
     })

@@ -2,6 +2,7 @@
 //! run as formulas neutralised) or as a JSON array, times in RFC 3339 in both.
 
 use super::args::ReportFormat;
+use crate::app::campaigns;
 use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::store::Storage;
@@ -33,7 +34,7 @@ const CSV_HEADER: [&str; 8] = [
 fn write_csv(store: &dyn Storage, id: i64, out: &mut impl Write) -> Result<()> {
     let mut csvw = csv::Writer::from_writer(out);
     csvw.write_record(CSV_HEADER).map_err(csv_output)?;
-    store.report(id, &mut |r| {
+    campaigns::report(store, id, |r| {
         csvw.write_record([
             r.send_id.to_string(),
             cell(r.job_id),
@@ -52,7 +53,7 @@ fn write_csv(store: &dyn Storage, id: i64, out: &mut impl Write) -> Result<()> {
 fn write_json(store: &dyn Storage, id: i64, out: &mut impl Write) -> Result<()> {
     out.write_all(b"[").map_err(Error::output)?;
     let mut first = true;
-    store.report(id, &mut |r| {
+    campaigns::report(store, id, |r| {
         if !first {
             out.write_all(b",\n").map_err(Error::output)?;
         }

@@ -1,13 +1,11 @@
-//! `sendonce subscriber ...`: add, import, list, show, update and remove the subscribers of an
-//! account (given by id or name), with text for people and one JSON document.
+//! `sendonce subscriber ...`: flags parsed into the inputs of `app::subscribers` (add, import,
+//! list, show, update, remove), its outputs printed as text or one JSON document.
 
 use super::args::{Cli, SubscriberCmd};
-use super::{open, open_read_only, Output};
+use super::{open, open_read_only, to_json, Output};
 use crate::app::import;
-use crate::domain::clock;
-use crate::error::{Error, Result};
-use crate::store::SubscriberRow;
-use serde_json::json;
+use crate::app::subscribers::{self, ImportRequest, Page, Update};
+use crate::error::Result;
 
 pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
     match cmd {
@@ -30,9 +28,8 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 Some(status),
                 &attrs,
             )?;
-            let store = open(cli)?;
-            let id = store.add_subscriber(store.resolve_account(account)?, &s)?;
-            Ok(Output::ok(json!({"id": id}), id.to_string()))
+            let added = subscribers::add(&*open(cli)?, account, &s)?;
+            Ok(Output::ok(to_json(&added), added.id.to_string()))
         }
         SubscriberCmd::Import {
             account,
@@ -40,20 +37,46 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             skip_invalid,
             delimiter,
             encoding,
-        } => import_csv(cli, account, file, *skip_invalid, delimiter, encoding),
+        } => {
+            let format = import::CsvFormat {
+                delimiter: import::parse_delimiter(delimiter)?,
+                encoding: import::Encoding::parse(encoding)?,
+            };
+            let req = ImportRequest {
+                account,
+                file,
+                skip_invalid: *skip_invalid,
+                format,
+            };
+            imported(subscribers::import_csv(&*open(cli)?, &req)?)
+        }
         SubscriberCmd::List {
             account,
             status,
             limit,
             after,
-        } => list(cli, account, status.as_deref(), *after, *limit),
+        } => {
+            let page = Page {
+                account,
+                status: subscribers::status_filter(status.as_deref())?,
+                after: *after,
+                limit: *limit,
+            };
+            list(subscribers::list(&*open_read_only(cli)?, &page)?)
+        }
+        other => change(cli, other),
+    }
+}
+
+/// `show`, `update` and `remove`: one subscriber, by id, email address or phone number.
+fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
+    match cmd {
         SubscriberCmd::Show {
             account,
             subscriber,
         } => {
-            let store = open_read_only(cli)?;
-            let r = store.find_subscriber(store.resolve_account(account)?, subscriber)?;
-            let doc = to_json(&r);
+            let s = subscribers::show(&*open_read_only(cli)?, account, subscriber)?;
+            let doc = to_json(&s);
             let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
             Ok(Output::ok(doc, text))
         }
@@ -64,50 +87,39 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             status,
             attrs,
         } => {
-            let store = open(cli)?;
-            let account = store.resolve_account(account)?;
-            let changes = import::changes(name.as_deref(), status.as_deref(), attrs)?;
-            let id = store.find_subscriber(account, subscriber)?.id;
-            let r = store.update_subscriber(account, id, &changes)?;
+            let u = Update {
+                account,
+                subscriber,
+                name: name.as_deref(),
+                status: status.as_deref(),
+                attrs,
+            };
+            let s = subscribers::update(&*open(cli)?, &u)?;
             Ok(Output::ok(
-                to_json(&r),
-                format!("subscriber {} updated", r.id),
+                to_json(&s),
+                format!("subscriber {} updated", s.id),
             ))
         }
         SubscriberCmd::Remove {
             account,
             subscriber,
         } => {
-            let store = open(cli)?;
-            let account = store.resolve_account(account)?;
-            let id = store.find_subscriber(account, subscriber)?.id;
-            store.remove_subscriber(account, id)?;
-            Ok(Output::ok(
-                json!({"id": id, "removed": true}),
-                format!("subscriber {id} removed (the ledger keeps its past sends)"),
-            ))
+            let r = subscribers::remove(&*open(cli)?, account, subscriber)?;
+            let text = format!(
+                "subscriber {} removed (the ledger keeps its past sends)",
+                r.id
+            );
+            Ok(Output::ok(to_json(&r), text))
+        }
+        // Handled by `command`, which sends only the three above here.
+        SubscriberCmd::Add { .. } | SubscriberCmd::Import { .. } | SubscriberCmd::List { .. } => {
+            command(cli, cmd)
         }
     }
 }
 
-/// `subscriber import`: one all-or-nothing transaction (or the valid rows, with
-/// `--skip-invalid`), every skipped row reported with its line.
-fn import_csv(
-    cli: &Cli,
-    account: &str,
-    file: &std::path::Path,
-    skip_invalid: bool,
-    delimiter: &str,
-    encoding: &str,
-) -> Result<Output> {
-    let format = import::CsvFormat {
-        delimiter: import::parse_delimiter(delimiter)?,
-        encoding: import::Encoding::parse(encoding)?,
-    };
-    let store = open(cli)?;
-    let account = store.resolve_account(account)?;
-    let rows = import::read_csv_with(file, skip_invalid, format)?;
-    let report = store.import_subscribers(account, rows, skip_invalid)?;
+/// An import told: how many rows went in, and every skipped one with its line.
+fn imported(report: subscribers::Imported) -> Result<Output> {
     let mut text = format!("imported {} subscribers", report.imported);
     if !report.skipped.is_empty() {
         text.push_str(&format!(", skipped {}:", report.skipped.len()));
@@ -115,31 +127,12 @@ fn import_csv(
             text.push_str(&format!("\n  line {}: {}", s.line, s.reason));
         }
     }
-    Ok(Output::ok(
-        serde_json::to_value(&report).unwrap_or_default(),
-        text,
-    ))
+    Ok(Output::ok(to_json(&report), text))
 }
 
-fn list(
-    cli: &Cli,
-    account: &str,
-    status: Option<&str>,
-    after: i64,
-    limit: usize,
-) -> Result<Output> {
-    if let Some(st) = status {
-        if !import::STATUSES.contains(&st) {
-            return Err(Error::invalid(format!(
-                "unknown status {st:?} (pending, confirmed, unsubscribed, bounced)"
-            )));
-        }
-    }
-    let store = open_read_only(cli)?;
-    let account = store.resolve_account(account)?;
-    let rows = store.list_subscribers(account, status, after, limit)?;
+fn list(list: subscribers::Subscribers) -> Result<Output> {
     let mut text = String::from("ID\tEMAIL\tPHONE\tNAME\tSTATUS");
-    for r in &rows {
+    for r in &list.subscribers {
         text.push_str(&format!(
             "\n{}\t{}\t{}\t{}\t{}",
             r.id,
@@ -149,13 +142,5 @@ fn list(
             r.status
         ));
     }
-    let doc: Vec<_> = rows.iter().map(to_json).collect();
-    Ok(Output::ok(json!({ "subscribers": doc }), text))
-}
-
-fn to_json(r: &SubscriberRow) -> serde_json::Value {
-    let attrs: serde_json::Value = serde_json::from_str(&r.attrs).unwrap_or_default();
-    json!({"id": r.id, "account_id": r.account_id, "email": r.email, "phone": r.phone,
-           "name": r.name, "status": r.status, "attrs": attrs,
-           "created_at": clock::format_ms(r.created_at)})
+    Ok(Output::ok(to_json(&list), text))
 }

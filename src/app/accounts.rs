@@ -1,0 +1,75 @@
+//! Accounts (tenants) and the database they live in: `init`, add an account, list them with
+//! their sizes. Outputs are this module's own structs, the wire format of the future API.
+
+use crate::error::Result;
+use crate::store::Storage;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// A database just created or upgraded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Database {
+    pub db: PathBuf,
+    pub schema_version: i64,
+    pub journal_mode: String,
+    pub installation_id: String,
+}
+
+/// What `init` reports about the database at `db`, opened (and created) as `store`.
+pub fn init(store: &dyn Storage, db: &Path) -> Result<Database> {
+    Ok(Database {
+        db: db.to_path_buf(),
+        schema_version: crate::store::SCHEMA_VERSION,
+        journal_mode: store.journal_mode()?,
+        installation_id: store.installation_id()?,
+    })
+}
+
+/// A new account: its id and the name as given.
+#[derive(Debug, Clone, Serialize)]
+pub struct Added {
+    pub id: i64,
+    pub name: String,
+}
+
+/// Add an account (the name must be non-empty and unique).
+pub fn add(store: &dyn Storage, name: &str) -> Result<Added> {
+    let id = store.add_account(name)?;
+    Ok(Added {
+        id,
+        name: name.to_string(),
+    })
+}
+
+/// One account with how many subscribers and campaigns it has.
+#[derive(Debug, Clone, Serialize)]
+pub struct Account {
+    pub id: i64,
+    pub name: String,
+    pub subscribers: i64,
+    pub campaigns: i64,
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
+    pub created_at: i64,
+}
+
+/// Every account.
+#[derive(Debug, Clone, Serialize)]
+pub struct Accounts {
+    pub accounts: Vec<Account>,
+}
+
+/// List the accounts.
+pub fn list(store: &dyn Storage) -> Result<Accounts> {
+    let accounts = store
+        .accounts()?
+        .into_iter()
+        .map(|a| Account {
+            id: a.id,
+            name: a.name,
+            subscribers: a.subscribers,
+            campaigns: a.campaigns,
+            created_at: a.created_at,
+        })
+        .collect();
+    Ok(Accounts { accounts })
+}

@@ -1,0 +1,329 @@
+//! Campaigns: create a draft (content and templates checked now, not mid-send), approve it
+//! (checked once more: its content is frozen from then on), pause, resume, cancel, list, the
+//! counts per send state, and the per-recipient report. Outputs are this module's structs.
+
+use crate::domain::address::Channel;
+use crate::domain::content::{self, Content};
+use crate::domain::model::CampaignStatus;
+use crate::domain::{sms, template};
+use crate::error::{Error, Result};
+use crate::store::{NewCampaign, Storage};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A campaign's content, checked as the sending side will check it (before any store is
+/// opened: these rules need none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Draft {
+    /// Trimmed, never empty.
+    pub name: String,
+    pub channel: Channel,
+    pub sender: Option<String>,
+    pub subject: Option<String>,
+    pub body: String,
+}
+
+impl Draft {
+    pub fn new(
+        name: &str,
+        channel: Channel,
+        sender: Option<&str>,
+        subject: Option<&str>,
+        body: String,
+    ) -> Result<Draft> {
+        if name.trim().is_empty() {
+            return Err(Error::invalid("the campaign name is empty"));
+        }
+        content::check(&Content {
+            channel,
+            sender,
+            subject,
+            body: &body,
+        })?;
+        Ok(Draft {
+            name: name.trim().to_string(),
+            channel,
+            sender: sender.map(str::to_string),
+            subject: subject.map(str::to_string),
+            body,
+        })
+    }
+}
+
+/// A new draft's id; for SMS, what the body costs before variables.
+#[derive(Debug, Clone, Serialize)]
+pub struct Created {
+    pub id: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sms: Option<sms::Segments>,
+}
+
+/// Create `draft` for `account` (id or name): its templates are checked against the
+/// account's subscribers (every variable known, and present where it is printed).
+pub fn create(store: &dyn Storage, account: &str, draft: &Draft) -> Result<Created> {
+    let account = store.resolve_account(account)?;
+    let attrs = store.attribute_names(account)?;
+    let counts = store.variable_counts(account, draft.channel)?;
+    template::check(draft.subject.as_deref(), &draft.body, &attrs, &counts)?;
+    let id = store.create_campaign(&NewCampaign {
+        account_id: account,
+        name: &draft.name,
+        channel: draft.channel,
+        sender: draft.sender.as_deref(),
+        subject: draft.subject.as_deref(),
+        body: &draft.body,
+    })?;
+    // The template before rendering: variables change the length per recipient.
+    let sms = (draft.channel == Channel::Sms).then(|| sms::segments(&draft.body));
+    Ok(Created { id, sms })
+}
+
+/// An approved campaign and when it starts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Approved {
+    pub id: i64,
+    pub status: CampaignStatus,
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
+    pub scheduled_for: i64,
+}
+
+/// Approve campaign `id` to start at `at` (Unix ms). Its content is frozen from here on, so it
+/// is checked once more, and its templates against the subscribers added since create.
+pub fn approve(store: &dyn Storage, id: i64, at: i64) -> Result<Approved> {
+    let c = store.campaign(id)?;
+    content::check(&Content {
+        channel: c.channel,
+        sender: c.sender.as_deref(),
+        subject: c.subject.as_deref(),
+        body: &c.body,
+    })
+    .map_err(|e| {
+        e.context(&format!(
+            "campaign {id} cannot be approved (it would fail for every recipient)"
+        ))
+    })?;
+    let attrs = store.attribute_names(c.account_id)?;
+    let counts = store.variable_counts(c.account_id, c.channel)?;
+    template::check(c.subject.as_deref(), &c.body, &attrs, &counts)
+        .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
+    let c = store.approve_campaign(id, at)?;
+    Ok(Approved {
+        id,
+        status: c.status,
+        scheduled_for: at,
+    })
+}
+
+/// A campaign and the state a transition left it in.
+#[derive(Debug, Clone, Serialize)]
+pub struct Transition {
+    pub id: i64,
+    pub status: CampaignStatus,
+}
+
+/// Stop claiming for campaign `id`; in-flight calls finish.
+pub fn pause(store: &dyn Storage, id: i64) -> Result<Transition> {
+    transition(store.pause_campaign(id)?)
+}
+
+/// Resume a paused campaign.
+pub fn resume(store: &dyn Storage, id: i64) -> Result<Transition> {
+    transition(store.resume_campaign(id)?)
+}
+
+/// Cancel a campaign; its queued sends are cancelled.
+pub fn cancel(store: &dyn Storage, id: i64) -> Result<Transition> {
+    transition(store.cancel_campaign(id)?)
+}
+
+fn transition(c: crate::store::Campaign) -> Result<Transition> {
+    Ok(Transition {
+        id: c.id,
+        status: c.status,
+    })
+}
+
+/// A campaign state named by a person: draft, approved, sending, paused, sent, cancelled.
+pub fn parse_status(s: &str) -> Result<CampaignStatus> {
+    CampaignStatus::parse(s).ok_or_else(|| {
+        Error::invalid(format!(
+            "unknown campaign status {s:?} (draft, approved, sending, paused, sent, cancelled)"
+        ))
+    })
+}
+
+/// One line of the campaign list.
+#[derive(Debug, Clone, Serialize)]
+pub struct Listed {
+    pub id: i64,
+    pub account_id: i64,
+    pub account: String,
+    pub name: String,
+    pub channel: String,
+    pub status: String,
+    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
+    pub scheduled_for: Option<i64>,
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
+    pub created_at: i64,
+}
+
+/// Campaigns, newest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Campaigns {
+    pub campaigns: Vec<Listed>,
+}
+
+/// The campaigns of `account` (id or name; every account's when `None`), optionally only
+/// those in `status`.
+pub fn list(
+    store: &dyn Storage,
+    account: Option<&str>,
+    status: Option<CampaignStatus>,
+) -> Result<Campaigns> {
+    let account = account.map(|a| store.resolve_account(a)).transpose()?;
+    let campaigns = store
+        .list_campaigns(account, status)?
+        .into_iter()
+        .map(|c| Listed {
+            id: c.id,
+            account_id: c.account_id,
+            account: c.account,
+            name: c.name,
+            channel: c.channel.to_string(),
+            status: c.status.to_string(),
+            scheduled_for: c.scheduled_for,
+            created_at: c.created_at,
+        })
+        .collect();
+    Ok(Campaigns { campaigns })
+}
+
+/// A campaign's state and how many of its sends are in each send state (`queued`, `leased`,
+/// `sent`, ... side by side with the other fields).
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub id: i64,
+    pub status: CampaignStatus,
+    pub total: u64,
+    pub list_complete: bool,
+    #[serde(flatten)]
+    pub counts: BTreeMap<&'static str, u64>,
+}
+
+impl Status {
+    fn count(&self, state: &str) -> u64 {
+        self.counts.get(state).copied().unwrap_or(0)
+    }
+
+    /// Sends not finished yet (queued or leased).
+    pub fn open(&self) -> u64 {
+        self.count("queued") + self.count("leased")
+    }
+
+    /// No longer sending: nothing more will change without an operator.
+    pub fn settled(&self) -> bool {
+        use CampaignStatus::*;
+        matches!(self.status, Sent | Cancelled | Draft)
+            || (self.status == Sending && self.open() == 0 && self.list_complete)
+    }
+}
+
+/// The counts of campaign `id`.
+pub fn status(store: &dyn Storage, id: i64) -> Result<Status> {
+    let s = store.status_counts(id)?;
+    Ok(Status {
+        id,
+        status: s.status,
+        total: s.total,
+        list_complete: s.list_complete,
+        counts: s.counts,
+    })
+}
+
+/// Following a campaign needs to see other processes' writes: a read-only snapshot of the file
+/// at `db` cannot.
+pub fn check_followable(store: &dyn Storage, db: &Path) -> Result<()> {
+    if store.is_snapshot() {
+        return Err(Error::invalid(format!(
+            "cannot follow {}: it is read-only in a directory you cannot write, so SQLite \
+             cannot see other processes' writes (run without --watch, or as a user who can \
+             write the directory)",
+            db.display()
+        )));
+    }
+    Ok(())
+}
+
+/// One recipient of a campaign in its report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportLine {
+    pub send_id: i64,
+    pub job_id: String,
+    pub address: String,
+    pub status: String,
+    pub attempts: i64,
+    pub provider_message_id: Option<String>,
+    pub reason: Option<String>,
+    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
+    pub sent_at: Option<i64>,
+}
+
+/// Every recipient of campaign `id`, streamed to `f` in send id order.
+pub fn report(
+    store: &dyn Storage,
+    id: i64,
+    mut f: impl FnMut(ReportLine) -> Result<()>,
+) -> Result<()> {
+    store.report(id, &mut |r| {
+        f(ReportLine {
+            send_id: r.send_id,
+            job_id: r.job_id,
+            address: r.address,
+            status: r.status.to_string(),
+            attempts: r.attempts,
+            provider_message_id: r.provider_message_id,
+            reason: r.reason,
+            sent_at: r.sent_at,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draft_is_checked_before_any_store() {
+        let e = Draft::new(" ", Channel::Sms, None, None, "hi".into()).unwrap_err();
+        assert_eq!(e.message, "the campaign name is empty");
+        assert!(Draft::new("n", Channel::Email, None, Some("s"), "hi".into()).is_err());
+        let d = Draft::new(" News ", Channel::Sms, None, None, "hi".into()).unwrap();
+        assert_eq!(d.name, "News");
+    }
+
+    #[test]
+    fn status_counts_sit_beside_the_fields_and_settle_when_nothing_is_open() {
+        let mut s = Status {
+            id: 7,
+            status: CampaignStatus::Sending,
+            total: 2,
+            list_complete: true,
+            counts: BTreeMap::from([("queued", 1), ("leased", 0), ("sent", 1)]),
+        };
+        let doc = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            doc,
+            serde_json::json!({"id": 7, "status": "sending", "total": 2, "list_complete": true,
+                               "queued": 1, "leased": 0, "sent": 1})
+        );
+        assert_eq!(s.open(), 1);
+        assert!(!s.settled());
+        s.counts.insert("queued", 0);
+        assert!(s.settled());
+        s.list_complete = false;
+        assert!(!s.settled());
+        s.status = CampaignStatus::Cancelled;
+        assert!(s.settled());
+    }
+}

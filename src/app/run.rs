@@ -1,0 +1,82 @@
+//! Sending: the provider routes chosen (never guessed: no provider, no start), the worker run
+//! on the process's runtime until done or stopped, and what it did with what still waits
+//! (campaigns paused, sends in doubt).
+
+use crate::domain::model::CampaignStatus;
+use crate::error::{Error, Result};
+use crate::shutdown::stop_signal;
+use crate::store::Storage;
+use crate::worker::{self, routes::Routes};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The config file's routes (`config`, or ./sendonce.toml if it exists) with `provider` as
+/// their default, or the one `provider` for everything; with neither, sending refuses to start.
+pub fn routes(
+    config: Option<&Path>,
+    provider: Option<&str>,
+    store: &Arc<dyn Storage>,
+) -> Result<Routes> {
+    if let Some(file) = crate::config::Config::load(config)? {
+        return Routes::from_config(file, provider, store);
+    }
+    match provider {
+        Some(spec) => Ok(Routes::single(crate::provider::from_spec(spec)?)),
+        None => Err(Error::invalid(
+            "no provider chosen: pass --provider SPEC (e.g. --provider outbox:./outbox.jsonl \
+             to write messages to a file, or smtp://HOST:PORT), set SENDONCE_PROVIDER, or \
+             write a sendonce.toml (--config FILE); see `sendonce run --help`",
+        )),
+    }
+}
+
+/// What a run did, and what still waits for an operator.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finished {
+    #[serde(flatten)]
+    pub summary: worker::Summary,
+    /// Sends in doubt in the campaigns this run touched.
+    pub in_doubt: u64,
+    /// Campaigns paused (waiting for `campaign resume`).
+    pub paused: Vec<i64>,
+}
+
+/// Run the worker with `cfg` over `routes` on `rt` until it is done (`cfg.once`) or a stop
+/// signal drains it.
+pub fn run(
+    store: &Arc<dyn Storage>,
+    routes: Routes,
+    cfg: worker::Config,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Finished> {
+    let ledger: Arc<dyn crate::store::Ledger> = store.clone();
+    let summary = rt.block_on(async move {
+        let stop = stop_signal()?;
+        worker::spawn_routed(ledger, Arc::new(routes), cfg, stop).await
+    })?;
+    finished(&**store, summary)
+}
+
+/// `summary` with the sends in doubt of the campaigns it touched and the paused campaigns.
+pub fn finished(store: &dyn Storage, summary: worker::Summary) -> Result<Finished> {
+    let mut in_doubt = 0;
+    for id in &summary.campaigns_touched {
+        in_doubt += store
+            .status_counts(*id)?
+            .counts
+            .get("in_doubt")
+            .copied()
+            .unwrap_or(0);
+    }
+    let paused = store
+        .list_campaigns(None, Some(CampaignStatus::Paused))?
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    Ok(Finished {
+        summary,
+        in_doubt,
+        paused,
+    })
+}

@@ -1,0 +1,145 @@
+//! `sendonce campaign ...`: flags parsed into the inputs of `app::campaigns`, its outputs
+//! printed as text or JSON, and `status --watch` following a campaign on the terminal.
+
+use super::args::{CampaignCmd, Cli, ReportFormat};
+use super::{open, open_read_only, report, to_json, Output};
+use crate::app::campaigns::{self, Draft, Status};
+use crate::app::import;
+use crate::domain::clock;
+use crate::error::{Error, Result};
+use crate::store::Storage;
+use std::io::Write;
+
+pub(super) fn command(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
+    match cmd {
+        CampaignCmd::Create {
+            account,
+            name,
+            channel,
+            from,
+            subject,
+            body_file,
+        } => {
+            let channel = channel.parse()?;
+            let body = import::read_body_file("--body-file", body_file)?;
+            let draft = Draft::new(name, channel, from.as_deref(), subject.as_deref(), body)?;
+            let created = campaigns::create(&*open(cli)?, account, &draft)?;
+            if let Some(seg) = &created.sms {
+                let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
+            }
+            Ok(Output::ok(to_json(&created), created.id.to_string()))
+        }
+        CampaignCmd::Approve { id, at } => {
+            let at = match at {
+                Some(s) => clock::parse_rfc3339_ms(s)?,
+                None => clock::now_ms(),
+            };
+            let a = campaigns::approve(&*open(cli)?, *id, at)?;
+            let text = format!("campaign {id} approved for {}", clock::format_ms(at));
+            Ok(Output::ok(to_json(&a), text))
+        }
+        CampaignCmd::List { account, status } => {
+            let status = status.as_deref().map(campaigns::parse_status).transpose()?;
+            let list = campaigns::list(&*open_read_only(cli)?, account.as_deref(), status)?;
+            let mut text = String::from("ID\tACCOUNT\tCHANNEL\tSTATUS\tNAME");
+            for c in &list.campaigns {
+                text.push_str(&format!(
+                    "\n{}\t{}\t{}\t{}\t{}",
+                    c.id, c.account, c.channel, c.status, c.name
+                ));
+            }
+            Ok(Output::ok(to_json(&list), text))
+        }
+        CampaignCmd::Pause { id } => transition(campaigns::pause(&*open(cli)?, *id)?),
+        CampaignCmd::Resume { id } => transition(campaigns::resume(&*open(cli)?, *id)?),
+        CampaignCmd::Cancel { id } => transition(campaigns::cancel(&*open(cli)?, *id)?),
+        CampaignCmd::Status { id, watch } => status(cli, *id, *watch),
+        CampaignCmd::Report { id, format } => {
+            let store = open_read_only(cli)?;
+            let format = format.unwrap_or(if cli.json {
+                ReportFormat::Json
+            } else {
+                ReportFormat::Csv
+            });
+            report::write(&*store, *id, format)?;
+            Ok(Output::streamed())
+        }
+    }
+}
+
+fn transition(t: campaigns::Transition) -> Result<Output> {
+    let text = format!("campaign {} is {}", t.id, t.status);
+    Ok(Output::ok(to_json(&t), text))
+}
+
+/// `campaign status [--watch]`: the counts, after following the campaign if asked.
+fn status(cli: &Cli, id: i64, watch: bool) -> Result<Output> {
+    let store = open_read_only(cli)?;
+    if watch {
+        campaigns::check_followable(&*store, &cli.db)?;
+        watch_status(&*store, id, cli.json)?;
+    }
+    let s = campaigns::status(&*store, id)?;
+    let mut text = format!("campaign {id}: {} ({} recipients)", s.status, s.total);
+    for (k, v) in &s.counts {
+        text.push_str(&format!("\n  {k:<11} {v}"));
+    }
+    Ok(Output::ok(to_json(&s), text))
+}
+
+/// Follow a campaign until it is settled: a progress bar on a terminal; otherwise (piped, a
+/// log file) one line on stdout per change. With `--json`, nothing until the end.
+fn watch_status(store: &dyn Storage, id: i64, quiet: bool) -> Result<()> {
+    use std::io::IsTerminal;
+    let lines = !quiet && !std::io::stderr().is_terminal();
+    let mut last = String::new();
+    let bar = if quiet || lines {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    loop {
+        let s = campaigns::status(store, id)?;
+        bar.set_length(s.total);
+        bar.set_position(s.total - s.open());
+        let msg = progress(&s);
+        if lines && msg != last {
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "{} campaign {id}: {}/{} {msg}",
+                clock::format_ms(clock::now_ms()),
+                s.total - s.open(),
+                s.total
+            )
+            .and_then(|()| out.flush())
+            .map_err(Error::output)?;
+            last = msg.clone();
+        }
+        bar.set_message(msg);
+        if s.settled() {
+            bar.finish();
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// The progress message of one step of `--watch`.
+fn progress(s: &Status) -> String {
+    let n = |k: &str| s.counts.get(k).copied().unwrap_or(0);
+    format!(
+        "{} sent {} failed {} suppressed {} in doubt {}",
+        s.status,
+        n("sent"),
+        n("failed"),
+        n("suppressed"),
+        n("in_doubt")
+    )
+}
