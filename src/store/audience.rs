@@ -4,7 +4,6 @@
 use crate::domain::address::Channel;
 use crate::domain::template::VarCounts;
 use crate::error::Result;
-use serde::Serialize;
 use std::collections::BTreeSet;
 
 /// A validated subscriber ready to insert.
@@ -19,13 +18,13 @@ pub struct NewSubscriber {
 }
 
 /// A row an import skipped, with its line number and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct SkippedRow {
     pub line: u64,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ImportReport {
     pub imported: u64,
     pub skipped: Vec<SkippedRow>,

@@ -4,11 +4,10 @@
 use crate::domain::address::Channel;
 use crate::domain::model::CampaignStatus;
 use crate::error::Result;
-use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// A campaign as stored.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Campaign {
     pub id: i64,
     pub account_id: i64,
@@ -35,7 +34,7 @@ pub struct NewCampaign<'a> {
 }
 
 /// Sends per state, every state present (zero when none).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct StatusCounts {
     pub campaign_id: i64,
     pub status: CampaignStatus,
@@ -45,7 +44,7 @@ pub struct StatusCounts {
 }
 
 /// One recipient in a campaign report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct ReportRow {
     pub send_id: i64,
     pub job_id: String,
@@ -54,18 +53,16 @@ pub struct ReportRow {
     pub attempts: i64,
     pub provider_message_id: Option<String>,
     pub reason: Option<String>,
-    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
     pub sent_at: Option<i64>,
 }
 
 /// One row in doubt.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct DoubtRow {
     pub send_id: i64,
     pub job_id: String,
     pub address: String,
     pub attempts: i64,
-    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
     pub doubt_since: Option<i64>,
     pub reason: Option<String>,
 }

@@ -3,21 +3,19 @@
 
 use crate::domain::model::CampaignStatus;
 use crate::error::Result;
-use serde::Serialize;
 
 /// An account with how many subscribers and campaigns it has.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct AccountRow {
     pub id: i64,
     pub name: String,
     pub subscribers: i64,
     pub campaigns: i64,
-    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub created_at: i64,
 }
 
 /// A campaign as `campaign list` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct CampaignRow {
     pub id: i64,
     pub account_id: i64,
@@ -25,14 +23,12 @@ pub struct CampaignRow {
     pub name: String,
     pub channel: String,
     pub status: String,
-    #[serde(serialize_with = "crate::domain::clock::ser_opt_ms")]
     pub scheduled_for: Option<i64>,
-    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub created_at: i64,
 }
 
 /// A subscriber as `subscriber list|show` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct SubscriberRow {
     pub id: i64,
     pub account_id: i64,

@@ -3,10 +3,9 @@
 
 use crate::domain::address::Channel;
 use crate::error::Result;
-use serde::Serialize;
 
 /// One recipient's row of a notification.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct NotifyRow {
     pub job_id: String,
     pub address: String,

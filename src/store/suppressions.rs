@@ -3,16 +3,14 @@
 
 use crate::domain::address::Channel;
 use crate::error::Result;
-use serde::Serialize;
 
 /// A suppression-list entry.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Suppression {
     pub channel: Channel,
     pub address: String,
     pub reason: String,
     pub source: String,
-    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub created_at: i64,
 }
 

@@ -282,7 +282,7 @@ pub(super) async fn blocking<T: Send + 'static>(
     let l = ledger.clone();
     tokio::task::spawn_blocking(move || f(l.as_ref()))
         .await
-        .map_err(|e| Error::db(format!("a database task failed: {e}")))?
+        .map_err(|e| Error::internal(format!("a database task failed: {e}")))?
 }
 
 async fn sleep_until_opt(t: Option<tokio::time::Instant>) {

@@ -76,7 +76,7 @@ impl Limiter {
                 store.take_tokens(&name, want, rate, burst, now)
             })
             .await
-            .map_err(|e| Error::db(format!("rate limiter task failed: {e}")))??;
+            .map_err(|e| Error::internal(format!("rate limiter task failed: {e}")))??;
             *local += g.granted;
             if g.granted == 0 {
                 tokio::time::sleep(Duration::from_millis(g.wait_ms.clamp(1, 60_000) as u64)).await;
@@ -103,7 +103,7 @@ impl Limiter {
         let g =
             tokio::task::spawn_blocking(move || store.take_tokens(&name, want, rate, burst, now))
                 .await
-                .map_err(|e| Error::db(format!("rate limiter task failed: {e}")))??;
+                .map_err(|e| Error::internal(format!("rate limiter task failed: {e}")))??;
         *local += g.granted;
         let granted = n.min(*local);
         *local -= granted;

@@ -334,10 +334,7 @@ enum Decision {
 fn decide(c: &Candidate, req: &ClaimRequest) -> Decision {
     match c.maybe_since {
         Some(since) => {
-            let safe = req
-                .key_window_ms
-                .is_some_and(|w| req.now.saturating_sub(since) < w);
-            if safe {
+            if crate::domain::retry::same_key_retry_safe(since, req.now, req.key_window_ms) {
                 Decision::SameKeyRetry { since }
             } else {
                 Decision::InDoubt { since }
