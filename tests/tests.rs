@@ -16,6 +16,7 @@ mod defects;
 mod fake_provider;
 mod first_contact;
 mod input_errors;
+mod layers;
 mod ledger;
 mod limits;
 mod notify;

@@ -3,8 +3,8 @@
 //! problem found at send time would fail every recipient with no way to fix it).
 
 use crate::domain::address::Channel;
+use crate::domain::headers;
 use crate::error::{Error, Result};
-use crate::provider::email;
 
 /// Largest email body (the template, before variables), in bytes.
 pub const MAX_EMAIL_BODY_BYTES: usize = 1024 * 1024;
@@ -39,12 +39,12 @@ fn check_email(c: &Content<'_>) -> Result<()> {
              `Example News <news@example.org>`)",
         )
     })?;
-    email::parse_mailbox("--from", sender).map_err(|e| Error::invalid(format!("--from: {e}")))?;
+    headers::parse_mailbox("--from", sender).map_err(|e| Error::invalid(format!("--from: {e}")))?;
     let subject = c
         .subject
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| Error::invalid("an email campaign needs --subject"))?;
-    email::check_text("subject", subject, email::MAX_SUBJECT_BYTES)
+    headers::check_text("subject", subject, headers::MAX_SUBJECT_BYTES)
         .map_err(|e| Error::invalid(format!("--subject: {e}")))?;
     if c.body.len() > MAX_EMAIL_BODY_BYTES {
         return Err(Error::invalid(format!(

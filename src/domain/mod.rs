@@ -4,6 +4,7 @@
 pub mod address;
 pub mod clock;
 pub mod content;
+pub mod headers;
 pub mod model;
 pub mod retry;
 pub mod sms;

@@ -27,9 +27,10 @@
 //! Every server reply and transport message is scrubbed of the password (literal, encoded, and
 //! inside base64 such as an echoed AUTH PLAIN / AUTH LOGIN line) before it is cut to length.
 
-use super::email::{build_email, check_domain, parse_address, EmailSettings, UnsubscribeSettings};
+use super::email::{build_email, EmailSettings, UnsubscribeSettings};
 use super::redact::{self, Secret as Password};
 use super::{CallFuture, CallResult, Capabilities, Message, Provider};
+use crate::domain::headers::{check_domain, parse_address};
 use crate::domain::unsubscribe::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
