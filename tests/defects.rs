@@ -150,6 +150,77 @@ fn damage_mid_campaign_still_records_every_delivery() {
     assert_eq!(leased, 0, "no call was left without its outcome");
 }
 
+/// Damage that maintenance meets (a campaign's channel no longer one we know) stops the
+/// worker like a claim's damage does: the calls already in flight finish and are recorded, so
+/// no row is left leased with its outcome lost.
+#[test]
+fn damage_found_by_maintenance_still_records_the_calls_in_flight() {
+    let env = Env::new();
+    let cid = built_campaign(&env, 40);
+    let mut cmd = env.cmd();
+    cmd.args([
+        "run",
+        "--once",
+        "--tick",
+        "20ms",
+        "--batch",
+        "4",
+        "--concurrency",
+        "4",
+        "--provider",
+        "null?latency=700ms",
+    ]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn run");
+    let started = Instant::now();
+    while env.count("SELECT count(*) FROM sends WHERE status = 'leased'") == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no row was ever leased"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The damage: a value the CHECK constraint and the content trigger would refuse.
+    env.sqlite()
+        .execute_batch(&format!(
+            "PRAGMA ignore_check_constraints = ON;
+         DROP TRIGGER campaigns_content_frozen;
+         UPDATE campaigns SET channel = 'fax' WHERE id = {cid};"
+        ))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker did not stop on damage"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("campaigns.channel holds \"fax\""),
+        "{stderr}"
+    );
+    let leased = env.count("SELECT count(*) FROM sends WHERE status = 'leased'");
+    assert_eq!(
+        leased, 0,
+        "calls in flight were dropped without their outcome: {stderr}"
+    );
+    let sent = env.count("SELECT count(*) FROM sends WHERE status = 'sent'");
+    assert!((1..40).contains(&sent), "sent {sent}: {stderr}");
+}
+
 /// Two fresh databases both start at campaign 1, subscriber 1. Sharing one provider (here one
 /// outbox, which honours idempotency keys like Resend does), the second must really deliver,
 /// not be answered as a replay of the first. A copy of a file keeps its installation id.

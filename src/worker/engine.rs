@@ -6,7 +6,7 @@ use super::TARGET;
 use super::{Config, Summary};
 use crate::domain::retry::Policy;
 use crate::domain::template::Compiled;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::store::{ActiveCampaign, Ledger, Record};
 use crate::worker::routes::{Route, Routes};
 use std::collections::HashMap;
@@ -87,9 +87,14 @@ impl Worker {
             concurrency = self.cfg.concurrency, "worker started");
         loop {
             if self.maintenance_due() {
-                self.maintain().await?;
+                if let Err(e) = self.maintain().await {
+                    self.stop_if_damaged(e)?;
+                }
             }
-            let building = self.build_step(shutdown.as_mut()).await?;
+            let building = match self.build_step(shutdown.as_mut()).await {
+                Ok(b) => b,
+                Err(e) => self.stop_if_damaged(e).map(|()| false)?,
+            };
             let claimed_any = self.cycle().await?;
             if self.calls.is_empty() {
                 match self
@@ -128,6 +133,19 @@ impl Worker {
             in_flight = self.calls.len(),
             "stop requested: finishing in-flight calls"
         );
+    }
+
+    /// Damage found by maintenance or list building (a state or channel the database should
+    /// not hold) stops the worker as a claim's damage does, recording the calls in flight
+    /// first; any other error ends the run at once.
+    fn stop_if_damaged(&mut self, e: Error) -> Result<()> {
+        if e.kind != ErrorKind::Damaged {
+            return Err(e);
+        }
+        if self.damaged.is_none() {
+            self.stop_on_damage(e);
+        }
+        Ok(())
     }
 
     /// A claim found ledger damage: no new claims; the calls in flight finish (or the drain
