@@ -452,3 +452,25 @@ fn empty_csv_cells_are_missing_values() {
     let bodies: Vec<&str> = sent.iter().map(|s| s.2.as_str()).collect();
     assert_eq!(bodies, ["Hi Al!\n", "Hi friend!\n"], "{sent:?}");
 }
+
+/// A PostgreSQL URL for `--db` is refused with exit 2 until that backend exists, without
+/// echoing the URL (it may carry a password) and without creating anything.
+#[test]
+fn a_postgres_url_is_refused_without_echoing_it() {
+    let env = Env::new();
+    for cmd in [&["init"][..], &["account", "list"][..]] {
+        let out = std::process::Command::new(crate::common::BIN)
+            .current_dir(env.dir.path())
+            .env_remove("SENDONCE_DB")
+            .args(["--db", "postgres://app:s3cr3t-pw@db.example/news"])
+            .args(cmd)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {stderr}");
+        assert!(stderr.contains("PostgreSQL storage is not built yet"), "{stderr}");
+        assert!(!stderr.contains("s3cr3t"), "the URL's password was echoed: {stderr}");
+        let left: Vec<_> = std::fs::read_dir(env.dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "{cmd:?} created {left:?}");
+    }
+}

@@ -64,19 +64,15 @@ impl<T> Storage for T where
 {
 }
 
-/// Open the store at `target`: a file path (or `sqlite:PATH`) is a SQLite database;
-/// `postgres://` and `postgresql://` are refused until that backend exists.
+/// Open the store at `target`, a SQLite database file. A `postgres://` or `postgresql://`
+/// URL is refused until that backend exists (issue 17 adds it here); nothing else changes.
 pub fn open(target: &Path, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
-    let text = target.to_str().unwrap_or_default();
+    let text = target.to_string_lossy();
     if text.starts_with("postgres://") || text.starts_with("postgresql://") {
         // The URL is not repeated: it may hold a password.
         return Err(Error::invalid(
-            "PostgreSQL storage is not built yet: give a SQLite database file (or sqlite:PATH)",
+            "PostgreSQL storage is not built yet: --db takes a SQLite database file",
         ));
     }
-    let path = text
-        .strip_prefix("sqlite:")
-        .map(Path::new)
-        .unwrap_or(target);
-    Ok(Arc::new(sqlite::SqliteStore::open(path, opts)?))
+    Ok(Arc::new(sqlite::SqliteStore::open(target, opts)?))
 }
