@@ -468,8 +468,14 @@ fn a_postgres_url_is_refused_without_echoing_it() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{cmd:?}: {stderr}");
-        assert!(stderr.contains("PostgreSQL storage is not built yet"), "{stderr}");
-        assert!(!stderr.contains("s3cr3t"), "the URL's password was echoed: {stderr}");
+        assert!(
+            stderr.contains("PostgreSQL storage is not built yet"),
+            "{stderr}"
+        );
+        assert!(
+            !stderr.contains("s3cr3t"),
+            "the URL's password was echoed: {stderr}"
+        );
         let left: Vec<_> = std::fs::read_dir(env.dir.path()).unwrap().collect();
         assert!(left.is_empty(), "{cmd:?} created {left:?}");
     }

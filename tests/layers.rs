@@ -104,6 +104,12 @@ fn use_cases_do_not_know_the_cli_and_providers_do_not_know_the_store() {
 }
 
 #[test]
+fn the_cli_goes_through_the_use_cases() {
+    let bad = offences("cli", &["crate::worker", "crate::provider", "rusqlite"]);
+    assert!(bad.is_empty(), "cli/ bypasses app/:\n{}", bad.join("\n"));
+}
+
+#[test]
 fn only_the_worker_calls_providers() {
     // `send(` and `lookup(` on a provider happen in src/worker only; app and cli build
     // providers (from_spec) but never call them.

@@ -2,6 +2,7 @@
 //! on the process's runtime until done or stopped, and what it did with what still waits
 //! (campaigns paused, sends in doubt).
 
+use super::limits;
 use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
 use crate::shutdown::stop_signal;
@@ -28,6 +29,48 @@ pub fn routes(
              to write messages to a file, or smtp://HOST:PORT), set SENDONCE_PROVIDER, or \
              write a sendonce.toml (--config FILE); see `sendonce run --help`",
         )),
+    }
+}
+
+/// How a worker should run, as a caller gives it (flags today): durations as text
+/// (`30s`, `100ms`), counts as numbers. [`Settings::check`] holds every bound.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub lease: String,
+    pub tick: String,
+    pub retry_base: String,
+    pub drain: String,
+    pub batch: usize,
+    pub concurrency: usize,
+    pub max_attempts: i64,
+    /// None: host name and process id.
+    pub worker_id: Option<String>,
+    /// Leave when nothing is left to send.
+    pub once: bool,
+    /// Subscribers per list-building transaction (0 counts as 1).
+    pub list_chunk: usize,
+}
+
+impl Settings {
+    /// The worker's configuration, each value checked against its bounds; the error names
+    /// the flag.
+    pub fn check(&self) -> Result<worker::Config> {
+        Ok(worker::Config {
+            lease: limits::LEASE.parse("--lease", &self.lease)?,
+            tick: limits::TICK.parse("--tick", &self.tick)?,
+            retry_base: limits::RETRY_BASE.parse("--retry-base", &self.retry_base)?,
+            drain_deadline: limits::DRAIN.parse("--drain", &self.drain)?,
+            batch: limits::count_in("--batch", self.batch, limits::BATCH)?,
+            concurrency: limits::count_in("--concurrency", self.concurrency, limits::CONCURRENCY)?,
+            max_attempts: limits::at_least("--max-attempts", self.max_attempts, 1)?,
+            worker_id: self
+                .worker_id
+                .clone()
+                .unwrap_or_else(worker::default_worker_id),
+            once: self.once,
+            list_chunk: self.list_chunk.max(1),
+            ..Default::default()
+        })
     }
 }
 

@@ -3,14 +3,14 @@
 
 use super::args::{Cli, RunArgs};
 use super::{open_opts, sync_of, to_json, Output};
-use crate::app::{self, limits};
+use crate::app;
 use crate::error::Result;
+use crate::exit;
 use crate::store::OpenOptions;
-use crate::{exit, worker};
 use serde_json::json;
 
 pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
-    let cfg = worker_config(a)?;
+    let cfg = settings(a).check()?;
     let store = crate::store::open(
         &cli.db,
         &OpenOptions {
@@ -23,31 +23,20 @@ pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Resul
     Ok(told(&finished, a.report_peak_rss))
 }
 
-/// The worker's configuration from the flags, each checked against its bounds.
-fn worker_config(a: &RunArgs) -> Result<worker::Config> {
-    let lease = limits::LEASE.parse("--lease", &a.lease)?;
-    let tick = limits::TICK.parse("--tick", &a.tick)?;
-    let retry_base = limits::RETRY_BASE.parse("--retry-base", &a.retry_base)?;
-    let drain = limits::DRAIN.parse("--drain", &a.drain)?;
-    let batch = limits::count_in("--batch", a.batch, limits::BATCH)?;
-    let concurrency = limits::count_in("--concurrency", a.concurrency, limits::CONCURRENCY)?;
-    let max_attempts = limits::at_least("--max-attempts", a.max_attempts, 1)?;
-    Ok(worker::Config {
-        batch,
-        concurrency,
-        lease,
-        tick,
-        worker_id: a
-            .worker_id
-            .clone()
-            .unwrap_or_else(worker::default_worker_id),
+/// The flags of `run` as the use case's settings.
+fn settings(a: &RunArgs) -> app::run::Settings {
+    app::run::Settings {
+        lease: a.lease.clone(),
+        tick: a.tick.clone(),
+        retry_base: a.retry_base.clone(),
+        drain: a.drain.clone(),
+        batch: a.batch,
+        concurrency: a.concurrency,
+        max_attempts: a.max_attempts,
+        worker_id: a.worker_id.clone(),
         once: a.once,
-        max_attempts,
-        retry_base,
-        drain_deadline: drain,
-        list_chunk: a.list_chunk.max(1),
-        ..Default::default()
-    })
+        list_chunk: a.list_chunk,
+    }
 }
 
 /// The run's outcome for people and as JSON, with what still waits (paused campaigns, rows

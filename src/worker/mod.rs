@@ -164,7 +164,7 @@ pub async fn spawn_routed(
 ) -> Result<Summary> {
     tokio::spawn(run_routed(ledger, routes, cfg, shutdown))
         .await
-        .map_err(|e| Error::db(format!("the worker task failed: {e}")))?
+        .map_err(|e| Error::internal(format!("the worker task failed: {e}")))?
 }
 
 /// The worker loop, and the one entry point (the functions above wrap it). Returns when `once`
