@@ -110,6 +110,14 @@ fn damage_status(env: &Env, cid: i64, sub: usize) {
     std::fs::write(&env.db, &bytes).unwrap();
 }
 
+/// `run --once` with four calls at a time, so that damage meets calls in flight.
+fn small_batches(env: &Env, provider: &str) -> Command {
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--once", "--tick", "20ms", "--batch", "4"])
+        .args(["--concurrency", "4", "--provider", provider]);
+    cmd
+}
+
 /// Damage met mid-campaign: the worker stops claiming, but what it already sent is recorded
 /// (the outcomes that shared the failing claim's transaction are committed on their own, and
 /// the calls in flight finish first), so the ledger matches the provider exactly.
@@ -119,19 +127,10 @@ fn damage_mid_campaign_still_records_every_delivery() {
     let cid = built_campaign(&env, 40);
     damage_status(&env, cid, 30);
     let outbox = env.path("out.jsonl");
-    let mut cmd = env.cmd();
-    cmd.args([
-        "run",
-        "--once",
-        "--tick",
-        "20ms",
-        "--batch",
-        "4",
-        "--concurrency",
-        "4",
-        "--provider",
-    ])
-    .arg(format!("outbox:{}?idempotent=false", outbox.display()));
+    let cmd = small_batches(
+        &env,
+        &format!("outbox:{}?idempotent=false", outbox.display()),
+    );
     let (code, stderr) = run_with_deadline(cmd, Duration::from_secs(30));
     assert_eq!(code, Some(1), "{stderr}");
     let delivered = common::deliveries(&outbox);
@@ -157,19 +156,7 @@ fn damage_mid_campaign_still_records_every_delivery() {
 fn damage_found_by_maintenance_still_records_the_calls_in_flight() {
     let env = Env::new();
     let cid = built_campaign(&env, 40);
-    let mut cmd = env.cmd();
-    cmd.args([
-        "run",
-        "--once",
-        "--tick",
-        "20ms",
-        "--batch",
-        "4",
-        "--concurrency",
-        "4",
-        "--provider",
-        "null?latency=700ms",
-    ]);
+    let mut cmd = small_batches(&env, "null?latency=700ms");
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn run");
     let started = Instant::now();
