@@ -45,3 +45,13 @@ pub fn for_outcome(o: Outcome) -> i32 {
         SUCCESS
     }
 }
+
+/// The exit code for a check that reached a verdict (`sendonce check`): a failed check is a
+/// failure of the command, so scripts and CI can stop on it.
+pub fn for_verdict(pass: bool) -> i32 {
+    if pass {
+        SUCCESS
+    } else {
+        FAILURE
+    }
+}

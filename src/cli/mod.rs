@@ -254,11 +254,7 @@ fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Ou
     Ok(Output {
         json: to_json(&report),
         text: report.table(),
-        code: if report.pass {
-            exit::SUCCESS
-        } else {
-            exit::FAILURE
-        },
+        code: exit::for_verdict(report.pass),
     })
 }
 
