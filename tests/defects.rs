@@ -677,14 +677,20 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     let env = Env::new();
     env.setup_account();
     env.sqlite()
-        .execute_batch("ALTER TABLE subscribers DROP COLUMN removed_at; PRAGMA user_version = 2;")
+        .execute_batch(
+            "DROP TABLE campaign_lists; DROP TABLE list_members; DROP TABLE lists;
+             ALTER TABLE subscribers DROP COLUMN removed_at; PRAGMA user_version = 2;",
+        )
         .unwrap();
     let r = env.run(&["subscriber", "list", "--account", "acme"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("sendonce init"), "{}", r.stderr);
     assert_eq!(env.count("PRAGMA user_version"), 2, "nothing was changed");
     env.ok(&["init"]);
-    assert_eq!(env.count("PRAGMA user_version"), 3);
+    assert_eq!(
+        env.count("PRAGMA user_version"),
+        sendonce::store::SCHEMA_VERSION
+    );
     env.ok(&["subscriber", "list", "--account", "acme"]);
 }
 

@@ -268,6 +268,17 @@ fn hot_statements_use_their_indexes() {
         list.contains("SEARCH s USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
         "{list}"
     );
+    // A campaign that targets lists: the same range, each subscriber's memberships looked up
+    // by key.
+    let lists = plan("list: insert chunk (email, lists)");
+    assert!(
+        lists.contains("SEARCH s USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+        "{lists}"
+    );
+    assert!(
+        lists.contains("SEARCH m USING PRIMARY KEY (list_id=? AND subscriber_id=?)"),
+        "{lists}"
+    );
     for p in &plans {
         assert!(
             p.full_scans().is_empty(),

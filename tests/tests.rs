@@ -19,6 +19,7 @@ mod input_errors;
 mod layers;
 mod ledger;
 mod limits;
+mod lists;
 mod notify;
 mod providers_http;
 mod ratelimit;

@@ -59,10 +59,17 @@ pub struct Created {
     pub sms: Option<sms::Segments>,
 }
 
-/// Create `draft` for `account` (id or name): its templates are checked against the
-/// account's subscribers (every variable known, and present where it is printed).
-pub fn create(store: &dyn Storage, account: &str, draft: &Draft) -> Result<Created> {
+/// Create `draft` for `account` (id or name), targeting `lists` (ids or names; none: every
+/// confirmed subscriber): its templates are checked against the account's subscribers (every
+/// variable known, and present where it is printed).
+pub fn create(
+    store: &dyn Storage,
+    account: &str,
+    draft: &Draft,
+    lists: &[String],
+) -> Result<Created> {
     let account = store.resolve_account(account)?;
+    let lists = super::lists::resolve(store, account, lists)?;
     let attrs = store.attribute_names(account)?;
     let counts = store.variable_counts(account, draft.channel)?;
     template::check(draft.subject.as_deref(), &draft.body, &attrs, &counts)?;
@@ -73,6 +80,7 @@ pub fn create(store: &dyn Storage, account: &str, draft: &Draft) -> Result<Creat
         sender: draft.sender.as_deref(),
         subject: draft.subject.as_deref(),
         body: &draft.body,
+        lists: &lists,
     })?;
     // The template before rendering: variables change the length per recipient.
     let sms = (draft.channel == Channel::Sms).then(|| sms::segments(&draft.body));

@@ -8,6 +8,7 @@ pub mod check;
 pub mod doubts;
 pub mod import;
 pub mod limits;
+pub mod lists;
 pub mod notify;
 pub mod run;
 pub mod subscribers;

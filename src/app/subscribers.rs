@@ -43,10 +43,18 @@ pub struct Added {
     pub id: i64,
 }
 
-/// Add `s` (checked by [`import::subscriber`]) to `account`. The address of a removed
-/// subscriber brings it back.
-pub fn add(store: &dyn Storage, account: &str, s: &NewSubscriber) -> Result<Added> {
-    let id = store.add_subscriber(store.resolve_account(account)?, s)?;
+/// Add `s` (checked by [`import::subscriber`]) to `account` and to `lists` (ids or names).
+/// The address of a removed subscriber brings it back; with lists, the address of an existing
+/// subscriber only joins them.
+pub fn add(
+    store: &dyn Storage,
+    account: &str,
+    s: &NewSubscriber,
+    lists: &[String],
+) -> Result<Added> {
+    let account = store.resolve_account(account)?;
+    let lists = super::lists::resolve(store, account, lists)?;
+    let id = store.add_subscriber(account, s, &lists)?;
     Ok(Added { id })
 }
 
@@ -58,6 +66,8 @@ pub struct ImportRequest<'a> {
     /// Import the valid rows and report the others, instead of all or nothing.
     pub skip_invalid: bool,
     pub format: CsvFormat,
+    /// Lists (ids or names) every imported row joins.
+    pub lists: &'a [String],
 }
 
 /// One row left out of an import, with its line in the file.
@@ -71,6 +81,9 @@ pub struct Skipped {
 #[derive(Debug, Clone, Serialize)]
 pub struct Imported {
     pub imported: u64,
+    /// Rows whose address was already a subscriber (with lists: they joined the lists).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub existing: u64,
     pub skipped: Vec<Skipped>,
 }
 
@@ -78,10 +91,12 @@ pub struct Imported {
 /// `skip_invalid`, every skipped row reported with its line.
 pub fn import_csv(store: &dyn Storage, req: &ImportRequest<'_>) -> Result<Imported> {
     let account = store.resolve_account(req.account)?;
+    let lists = super::lists::resolve(store, account, req.lists)?;
     let rows = import::read_csv_with(req.file, req.skip_invalid, req.format)?;
-    let report = store.import_subscribers(account, rows, req.skip_invalid)?;
+    let report = store.import_subscribers(account, rows, req.skip_invalid, &lists)?;
     Ok(Imported {
         imported: report.imported,
+        existing: report.existing,
         skipped: report
             .skipped
             .into_iter()
@@ -91,6 +106,10 @@ pub fn import_csv(store: &dyn Storage, req: &ImportRequest<'_>) -> Result<Import
             })
             .collect(),
     })
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A status filter for [`list`]: one of [`import::STATUSES`].

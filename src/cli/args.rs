@@ -73,6 +73,9 @@ pub enum Command {
     /// Subscribers of an account.
     #[command(subcommand)]
     Subscriber(SubscriberCmd),
+    /// Subscriber lists of an account: campaigns may target lists instead of everyone.
+    #[command(subcommand)]
+    List(ListCmd),
     /// Per-account suppression lists: a suppressed address is never claimed.
     #[command(subcommand)]
     Suppress(SuppressCmd),
@@ -186,6 +189,10 @@ pub enum SubscriberCmd {
         /// pending, confirmed, unsubscribed or bounced. Only confirmed subscribers are sent to.
         #[arg(long, default_value = "confirmed")]
         status: String,
+        /// A list (id or name) to join; repeatable. An address that is already a subscriber
+        /// only joins the lists (an existing membership is kept as it is).
+        #[arg(long = "list", value_name = "LIST")]
+        lists: Vec<String>,
     },
     /// Import a CSV file (header: email and/or phone, optional name, status, any attributes).
     /// All-or-nothing unless --skip-invalid.
@@ -204,6 +211,10 @@ pub enum SubscriberCmd {
         /// Text encoding of the file; latin1 is ISO-8859-1 (older spreadsheet exports).
         #[arg(long, default_value = "utf8", value_parser = ["utf8", "latin1"])]
         encoding: String,
+        /// A list (id or name) every row joins, in the same transaction; repeatable. Rows
+        /// whose address is already a subscriber only join the lists.
+        #[arg(long = "list", value_name = "LIST")]
+        lists: Vec<String>,
     },
     /// List an account's subscribers (removed ones are not listed), in id order.
     List {
@@ -292,6 +303,48 @@ pub enum SuppressCmd {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum ListCmd {
+    /// Create a list; prints its id.
+    Create {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// The list's name, unique in the account.
+        name: String,
+        /// What the list is for, for people.
+        #[arg(long)]
+        description: Option<String>,
+        /// single: members are subscribed at once; double: they stay pending until they
+        /// confirm.
+        #[arg(long, default_value = "single", value_parser = ["single", "double"])]
+        optin: String,
+    },
+    /// The account's lists with their members per status.
+    List {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+    },
+    /// One list, by id or name.
+    Show {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// List id or name.
+        list: String,
+    },
+    /// Remove a list and its memberships (subscribers stay); refused while an approved,
+    /// sending or paused campaign targets it.
+    Remove {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// List id or name.
+        list: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum CampaignCmd {
     /// Create a draft campaign; prints its id. Templates are checked now, not mid-send.
     Create {
@@ -314,6 +367,10 @@ pub enum CampaignCmd {
         /// Body template file (minijinja syntax: {{ name }}, {{ email }}, attributes).
         #[arg(long)]
         body_file: PathBuf,
+        /// Target a list (id or name) instead of every confirmed subscriber; repeatable. An
+        /// address in several lists gets one message.
+        #[arg(long = "list", value_name = "LIST")]
+        lists: Vec<String>,
     },
     /// Approve a draft: freezes its content and schedules it (now, or --at).
     Approve {
@@ -347,6 +404,12 @@ pub enum CampaignCmd {
         /// Only campaigns in this state: draft, approved, sending, paused, sent, cancelled.
         #[arg(long)]
         status: Option<String>,
+    },
+    /// Who the campaign's targets would reach now, and how many they leave out as
+    /// duplicates, suppressed, unsubscribed, unconfirmed or without an address (any state).
+    Audience {
+        /// Campaign id.
+        id: i64,
     },
     /// Counts per send state.
     Status {

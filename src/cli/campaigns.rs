@@ -5,6 +5,7 @@ use super::args::{CampaignCmd, Cli, ReportFormat};
 use super::{open, open_read_only, report, to_json, Output};
 use crate::app::campaigns::{self, Draft, Status};
 use crate::app::import;
+use crate::app::lists;
 use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::store::Storage;
@@ -19,11 +20,12 @@ pub(super) fn command(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             from,
             subject,
             body_file,
+            lists,
         } => {
             let channel = channel.parse()?;
             let body = import::read_body_file("--body-file", body_file)?;
             let draft = Draft::new(name, channel, from.as_deref(), subject.as_deref(), body)?;
-            let created = campaigns::create(&*open(cli)?, account, &draft)?;
+            let created = campaigns::create(&*open(cli)?, account, &draft, lists)?;
             if let Some(seg) = &created.sms {
                 let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
             }
@@ -54,6 +56,10 @@ pub(super) fn command(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
         CampaignCmd::Resume { id } => transition(campaigns::resume(&*open(cli)?, *id)?),
         CampaignCmd::Cancel { id } => transition(campaigns::cancel(&*open(cli)?, *id)?),
         CampaignCmd::Status { id, watch } => status(cli, *id, *watch),
+        CampaignCmd::Audience { id } => {
+            let a = lists::audience(&*open_read_only(cli)?, *id)?;
+            Ok(Output::ok(to_json(&a), super::lists::audience_text(&a)))
+        }
         CampaignCmd::Report { id, format } => {
             let store = open_read_only(cli)?;
             let format = format.unwrap_or(if cli.json {

@@ -4,6 +4,7 @@
 
 pub mod args;
 mod campaigns;
+mod lists;
 mod report;
 mod run;
 mod subscribers;
@@ -79,6 +80,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         }
         Command::Account(cmd) => account(cli, cmd),
         Command::Subscriber(cmd) => subscribers::command(cli, cmd),
+        Command::List(cmd) => lists::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
         Command::Campaign(cmd) => campaigns::command(cli, cmd),
         Command::Run(a) => run::run(cli, a, rt),

@@ -16,6 +16,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             name,
             attrs,
             status,
+            lists,
         } => {
             let attrs = attrs
                 .iter()
@@ -28,7 +29,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 Some(status),
                 &attrs,
             )?;
-            let added = subscribers::add(&*open(cli)?, account, &s)?;
+            let added = subscribers::add(&*open(cli)?, account, &s, lists)?;
             Ok(Output::ok(to_json(&added), added.id.to_string()))
         }
         SubscriberCmd::Import {
@@ -37,6 +38,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             skip_invalid,
             delimiter,
             encoding,
+            lists,
         } => {
             let format = import::CsvFormat {
                 delimiter: import::parse_delimiter(delimiter)?,
@@ -47,6 +49,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 file,
                 skip_invalid: *skip_invalid,
                 format,
+                lists,
             };
             imported(subscribers::import_csv(&*open(cli)?, &req)?)
         }
@@ -121,6 +124,12 @@ fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
 /// An import told: how many rows went in, and every skipped one with its line.
 fn imported(report: subscribers::Imported) -> Result<Output> {
     let mut text = format!("imported {} subscribers", report.imported);
+    if report.existing > 0 {
+        text.push_str(&format!(
+            ", {} already subscribers (added to the lists)",
+            report.existing
+        ));
+    }
     if !report.skipped.is_empty() {
         text.push_str(&format!(", skipped {}:", report.skipped.len()));
         for s in &report.skipped {

@@ -27,6 +27,8 @@ pub struct SkippedRow {
 #[derive(Debug, Clone)]
 pub struct ImportReport {
     pub imported: u64,
+    /// Rows whose address was already a subscriber: with lists, they joined the lists.
+    pub existing: u64,
     pub skipped: Vec<SkippedRow>,
 }
 
@@ -34,15 +36,20 @@ pub struct ImportReport {
 pub trait Audience: Send + Sync {
     /// Create an account; returns its id.
     fn add_account(&self, name: &str) -> Result<i64>;
-    /// Insert one subscriber (a removed one comes back under its old id); returns its id.
-    fn add_subscriber(&self, account_id: i64, s: &NewSubscriber) -> Result<i64>;
-    /// Import `(line, parsed)` rows in one transaction: all-or-nothing unless `skip_invalid`,
-    /// which imports the valid rows and reports every skipped one.
+    /// Insert one subscriber (a removed one comes back under its old id) and make it a
+    /// member of `lists` (ids in the account; an unknown one is `NotFound` and nothing is
+    /// written); returns its id. With lists, an address that is already a subscriber only
+    /// joins them (an existing membership is kept as it is).
+    fn add_subscriber(&self, account_id: i64, s: &NewSubscriber, lists: &[i64]) -> Result<i64>;
+    /// Import `(line, parsed)` rows in one transaction, memberships of `lists` included (as
+    /// in [`Audience::add_subscriber`]): all-or-nothing unless `skip_invalid`, which imports
+    /// the valid rows and reports every skipped one.
     fn import_subscribers(
         &self,
         account_id: i64,
         rows: Vec<(u64, Result<NewSubscriber>)>,
         skip_invalid: bool,
+        lists: &[i64],
     ) -> Result<ImportReport>;
     /// Every attribute name used by the account's subscribers.
     fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>>;

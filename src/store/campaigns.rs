@@ -31,6 +31,8 @@ pub struct NewCampaign<'a> {
     pub sender: Option<&'a str>,
     pub subject: Option<&'a str>,
     pub body: &'a str,
+    /// The lists it targets (ids in the account); empty: every confirmed subscriber.
+    pub lists: &'a [i64],
 }
 
 /// Sends per state, every state present (zero when none).

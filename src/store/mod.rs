@@ -8,6 +8,7 @@ mod audit;
 mod campaigns;
 mod directory;
 mod ledger;
+mod lists;
 mod notify;
 mod ratelimit;
 mod suppressions;
@@ -22,6 +23,7 @@ pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, Subsc
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
+pub use lists::{AudienceCounts, ListRow, Lists, NewList, OptIn};
 pub use notify::{Notifications, NotifyRow};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
@@ -37,6 +39,7 @@ pub trait Storage:
     Ledger
     + Campaigns
     + Audience
+    + Lists
     + Directory
     + Suppressions
     + Audit
@@ -52,6 +55,7 @@ impl<T> Storage for T where
     T: Ledger
         + Campaigns
         + Audience
+        + Lists
         + Directory
         + Suppressions
         + Audit

@@ -130,7 +130,7 @@ fn write_csv(csv: &Path, n: u64) -> Result<u64> {
 /// campaign: the campaign id, the import report and the suppressed address.
 fn seed(store: &dyn Storage, csv: &Path) -> Result<(i64, ImportReport, String)> {
     let account = store.add_account("demo")?;
-    let report = store.import_subscribers(account, import::read_csv(csv)?, true)?;
+    let report = store.import_subscribers(account, import::read_csv(csv)?, true, &[])?;
     let suppressed_address = "reader3@example.org".to_string();
     store.suppress(
         account,
@@ -146,6 +146,7 @@ fn seed(store: &dyn Storage, csv: &Path) -> Result<(i64, ImportReport, String)> 
         sender: Some("news@example.org"),
         subject: Some("News for {{ name }}"),
         body: "Hello {{ name }},\n\nThis month in {{ city }}: nothing was sent twice.\n",
+        lists: &[],
     })?;
     store.approve_campaign(cid, crate::domain::clock::now_ms())?;
     Ok((cid, report, suppressed_address))

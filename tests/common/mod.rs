@@ -125,7 +125,7 @@ pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64
             (i as u64 + 2, sub)
         })
         .collect();
-    s.import_subscribers(acct, rows, false).unwrap();
+    s.import_subscribers(acct, rows, false, &[]).unwrap();
     let cid = s
         .create_campaign(&sendonce::store::NewCampaign {
             account_id: acct,
@@ -134,6 +134,7 @@ pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64
             sender: None,
             subject: Some("s"),
             body: "b",
+            lists: &[],
         })
         .unwrap();
     s.approve_campaign(cid, 0).unwrap();

@@ -21,9 +21,13 @@ pub(super) fn require_account(tx: &Transaction<'_>, account_id: i64) -> Result<(
         .ok_or_else(|| Error::not_found(format!("unknown account id {account_id}")))
 }
 
-/// Insert one subscriber, naming the conflicting address when it already exists.
-fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -> Result<i64> {
-    let existing: Option<(i64, bool)> = tx
+/// The subscriber of the account with `s`'s address, if any: `(id, removed)`.
+fn existing_subscriber(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    s: &NewSubscriber,
+) -> Result<Option<(i64, bool)>> {
+    Ok(tx
         .prepare_cached(
             "SELECT id, removed_at IS NOT NULL FROM subscribers
              WHERE account_id = ?1 AND (email_norm = ?2 OR phone = ?3)",
@@ -32,7 +36,32 @@ fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -
             params![account_id, s.email.as_ref().map(|e| &e.1), s.phone],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .optional()?;
+        .optional()?)
+}
+
+/// Add `s` to the account and to `lists` (checked by `require_lists`). With lists, an
+/// address that is already a (not removed) subscriber only joins the lists, its row left as
+/// it is: returns `(id, false)`. Otherwise the row is inserted (or revived): `(id, true)`.
+fn add_to_lists(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    s: &NewSubscriber,
+    lists: &[i64],
+) -> Result<(i64, bool)> {
+    if !lists.is_empty() {
+        if let Some((id, false)) = existing_subscriber(tx, account_id, s)? {
+            super::lists::join_lists(tx, id, lists)?;
+            return Ok((id, false));
+        }
+    }
+    let id = insert_subscriber(tx, account_id, s)?;
+    super::lists::join_lists(tx, id, lists)?;
+    Ok((id, true))
+}
+
+/// Insert one subscriber, naming the conflicting address when it already exists.
+fn insert_subscriber(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -> Result<i64> {
+    let existing = existing_subscriber(tx, account_id, s)?;
     if let Some((id, true)) = existing {
         if revive_subscriber(tx, account_id, id, s)? {
             return Ok(id);
@@ -138,10 +167,11 @@ impl Audience for SqliteStore {
         })
     }
 
-    fn add_subscriber(&self, account_id: i64, s: &NewSubscriber) -> Result<i64> {
+    fn add_subscriber(&self, account_id: i64, s: &NewSubscriber, lists: &[i64]) -> Result<i64> {
         self.write(|tx| {
             require_account(tx, account_id)?;
-            insert_subscriber(tx, account_id, s)
+            super::lists::require_lists(tx, account_id, lists)?;
+            Ok(add_to_lists(tx, account_id, s, lists)?.0)
         })
     }
 
@@ -153,17 +183,21 @@ impl Audience for SqliteStore {
         account_id: i64,
         rows: Vec<(u64, Result<NewSubscriber>)>,
         skip_invalid: bool,
+        lists: &[i64],
     ) -> Result<ImportReport> {
         self.write(|tx| {
             require_account(tx, account_id)?;
+            super::lists::require_lists(tx, account_id, lists)?;
             let mut report = ImportReport {
                 imported: 0,
+                existing: 0,
                 skipped: Vec::new(),
             };
             for (line, row) in rows {
-                let res = row.and_then(|s| insert_subscriber(tx, account_id, &s));
+                let res = row.and_then(|s| add_to_lists(tx, account_id, &s, lists));
                 match res {
-                    Ok(_) => report.imported += 1,
+                    Ok((_, true)) => report.imported += 1,
+                    Ok((_, false)) => report.existing += 1,
                     Err(e) if skip_invalid => report.skipped.push(SkippedRow {
                         line,
                         reason: e.message,

@@ -59,6 +59,7 @@ impl Campaigns for SqliteStore {
     fn create_campaign(&self, c: &NewCampaign<'_>) -> Result<i64> {
         self.write(|tx| {
             super::admin::require_account(tx, c.account_id)?;
+            super::lists::require_lists(tx, c.account_id, c.lists)?;
             let now = crate::domain::clock::now_ms();
             tx.execute(
                 "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, created_at)
@@ -73,7 +74,9 @@ impl Campaigns for SqliteStore {
                     ":now": now,
                 },
             )?;
-            Ok(tx.last_insert_rowid())
+            let id = tx.last_insert_rowid();
+            super::lists::target_lists(tx, id, c.lists)?;
+            Ok(id)
         })
     }
 

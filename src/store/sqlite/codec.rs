@@ -4,6 +4,7 @@
 
 use crate::domain::address::Channel;
 use crate::domain::model::{CampaignStatus, SendStatus};
+use crate::store::OptIn;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::Row;
 use std::fmt;
@@ -75,6 +76,7 @@ macro_rules! text_enum {
 text_enum!(SendStatus, "send status", SendStatus::parse);
 text_enum!(CampaignStatus, "campaign status", CampaignStatus::parse);
 text_enum!(Channel, "channel", |s: &str| s.parse::<Channel>().ok());
+text_enum!(OptIn, "list opt-in mode", |s: &str| OptIn::parse(s).ok());
 
 /// `r.get(idx)`, with `table.column` added to an [`UnknownValue`] so that the error names
 /// where the damage is.

@@ -55,7 +55,7 @@ impl Ledger for SqliteStore {
 
     fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool> {
         let done = self.write(|tx| {
-            let row: Option<(i64, Channel, i64, i64, CampaignStatus)> = tx
+            let row: Option<(i64, Channel, i64, i64, CampaignStatus, bool)> = tx
                 .query_row(LIST_CAMPAIGN, [campaign_id], |r| {
                     Ok((
                         r.get(0)?,
@@ -63,11 +63,12 @@ impl Ledger for SqliteStore {
                         r.get(2)?,
                         r.get(3)?,
                         codec::get(r, 4, "campaigns")?,
+                        r.get(5)?,
                     ))
                 })
                 .optional()
                 .map_err(on_send_path)?;
-            let Some((account_id, channel, cursor, complete, status)) = row else {
+            let Some((account_id, channel, cursor, complete, status, targeted)) = row else {
                 return Ok(true);
             };
             if complete != 0 || status != CampaignStatus::Sending {
@@ -84,7 +85,7 @@ impl Ledger for SqliteStore {
             if let Some(end) = chunk_end {
                 // One row per normalised address (UNIQUE (campaign_id, address)); re-running a
                 // chunk after a crash inserts nothing twice (ON CONFLICT DO NOTHING).
-                let sql = list_insert_sql(channel);
+                let sql = list_insert_sql(channel, targeted);
                 tx.prepare_cached(&sql)?.execute(named_params! {
                     ":campaign": campaign_id,
                     ":account": account_id,
@@ -677,7 +678,9 @@ const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, 
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id";
 
-const LIST_CAMPAIGN: &str = "SELECT account_id, channel, list_cursor, list_complete, status
+/// The campaign row, and whether it targets lists (else: the whole account).
+const LIST_CAMPAIGN: &str = "SELECT account_id, channel, list_cursor, list_complete, status,
+            EXISTS (SELECT 1 FROM campaign_lists cl WHERE cl.campaign_id = campaigns.id)
      FROM campaigns WHERE id = ?1";
 
 const LIST_CHUNK_END: &str = "SELECT max(id), count(*) FROM (SELECT id FROM subscribers
@@ -803,10 +806,19 @@ const RECORD_IN_DOUBT: &str =
 /// suppressed gets its row too, as `suppressed` with the reason, so that status and report
 /// account for everyone the campaign considered. The job id is built from the same constants
 /// as [`crate::domain::model::campaign_job_id`].
-fn list_insert_sql(channel: Channel) -> String {
+/// With `targeted`, only subscribers with a `subscribed` membership in at least one of the
+/// campaign's lists (`campaign_lists`); otherwise every confirmed subscriber of the account.
+fn list_insert_sql(channel: Channel, targeted: bool) -> String {
     let addr = match channel {
         Channel::Sms => "s.phone",
         Channel::Email => "s.email_norm",
+    };
+    let in_lists = if targeted {
+        "AND EXISTS (SELECT 1 FROM campaign_lists cl
+                        JOIN list_members m ON m.list_id = cl.list_id AND m.subscriber_id = s.id
+                        WHERE cl.campaign_id = :campaign AND m.status = 'subscribed')"
+    } else {
+        ""
     };
     let job_id = format!(
         "{} || :campaign || {} || s.id || {}
@@ -830,7 +842,7 @@ fn list_insert_sql(channel: Channel) -> String {
          LEFT JOIN suppressions su ON su.account_id = s.account_id
                                   AND su.channel = :channel AND su.address = {addr}
          WHERE s.account_id = :account AND s.id > :cursor AND s.id <= :end
-           AND s.status = 'confirmed' AND {addr} IS NOT NULL
+           AND s.status = 'confirmed' AND {addr} IS NOT NULL {in_lists}
          ORDER BY s.id
          ON CONFLICT DO NOTHING"
     )
@@ -874,16 +886,14 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
     .into_iter()
     .map(|(n, q)| (n, q.to_string()))
     .collect();
-    q.insert(
-        3,
-        (
-            "list: insert chunk (email)",
-            list_insert_sql(Channel::Email),
-        ),
-    );
-    q.insert(
-        4,
-        ("list: insert chunk (sms)", list_insert_sql(Channel::Sms)),
-    );
+    let chunks = [
+        ("list: insert chunk (email)", Channel::Email, false),
+        ("list: insert chunk (sms)", Channel::Sms, false),
+        ("list: insert chunk (email, lists)", Channel::Email, true),
+        ("list: insert chunk (sms, lists)", Channel::Sms, true),
+    ];
+    for (i, (name, channel, targeted)) in chunks.into_iter().enumerate() {
+        q.insert(3 + i, (name, list_insert_sql(channel, targeted)));
+    }
     q
 }

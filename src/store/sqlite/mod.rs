@@ -9,6 +9,7 @@ mod codec;
 mod directory;
 mod error;
 mod ledger;
+mod lists;
 mod notify;
 mod ratelimit;
 
@@ -34,6 +35,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_subscriber_removal",
         include_str!("../../../schema/0003_subscriber_removal.sql"),
     ),
+    ("0004_lists", include_str!("../../../schema/0004_lists.sql")),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.

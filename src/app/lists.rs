@@ -1,0 +1,166 @@
+//! Subscriber lists of an account: create, list, show, remove, the lists a command names
+//! (by id or name) resolved to ids, and a campaign's audience counts. Outputs are this
+//! module's structs.
+
+use crate::domain::address::Channel;
+use crate::error::Result;
+use crate::store::{AudienceCounts, ListRow, NewList, OptIn, Storage};
+use serde::Serialize;
+
+/// One list as shown to people and machines, with its members counted per status.
+#[derive(Debug, Clone, Serialize)]
+pub struct List {
+    pub id: i64,
+    pub account_id: i64,
+    pub name: String,
+    pub description: Option<String>,
+    /// `single` or `double`.
+    pub optin: &'static str,
+    pub subscribed: u64,
+    pub unsubscribed: u64,
+    pub pending: u64,
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
+    pub created_at: i64,
+}
+
+impl From<ListRow> for List {
+    fn from(r: ListRow) -> Self {
+        List {
+            id: r.id,
+            account_id: r.account_id,
+            name: r.name,
+            description: r.description,
+            optin: r.optin.as_str(),
+            subscribed: r.subscribed,
+            unsubscribed: r.unsubscribed,
+            pending: r.pending,
+            created_at: r.created_at,
+        }
+    }
+}
+
+/// A list to create: `optin` is `single` or `double`.
+#[derive(Debug, Clone)]
+pub struct NewListRequest<'a> {
+    pub account: &'a str,
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub optin: &'a str,
+}
+
+/// Create a list in an account; returns it.
+pub fn create(store: &dyn Storage, req: &NewListRequest<'_>) -> Result<List> {
+    let account_id = store.resolve_account(req.account)?;
+    let optin = OptIn::parse(req.optin)?;
+    let id = store.create_list(&NewList {
+        account_id,
+        name: req.name,
+        description: req.description.filter(|d| !d.trim().is_empty()),
+        optin,
+    })?;
+    Ok(store.find_list(account_id, &id.to_string())?.into())
+}
+
+/// An account's lists, by name.
+#[derive(Debug, Clone, Serialize)]
+pub struct Lists {
+    pub lists: Vec<List>,
+}
+
+/// The lists of an account.
+pub fn list(store: &dyn Storage, account: &str) -> Result<Lists> {
+    let account_id = store.resolve_account(account)?;
+    Ok(Lists {
+        lists: store
+            .lists(account_id)?
+            .into_iter()
+            .map(List::from)
+            .collect(),
+    })
+}
+
+/// One list of an account, by id or name.
+pub fn show(store: &dyn Storage, account: &str, list: &str) -> Result<List> {
+    let account_id = store.resolve_account(account)?;
+    Ok(store.find_list(account_id, list)?.into())
+}
+
+/// A removed list and how many memberships went with it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Removed {
+    pub id: i64,
+    pub name: String,
+    pub memberships_removed: u64,
+}
+
+/// Remove a list and its memberships; refused while an approved, sending or paused campaign
+/// targets it.
+pub fn remove(store: &dyn Storage, account: &str, list: &str) -> Result<Removed> {
+    let account_id = store.resolve_account(account)?;
+    let row = store.find_list(account_id, list)?;
+    let memberships_removed = store.remove_list(account_id, row.id)?;
+    Ok(Removed {
+        id: row.id,
+        name: row.name,
+        memberships_removed,
+    })
+}
+
+/// The ids of the lists `keys` (ids or names) of an account, each once, in the order given;
+/// an unknown one is `NotFound`.
+pub fn resolve(store: &dyn Storage, account_id: i64, keys: &[String]) -> Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(keys.len());
+    for key in keys {
+        let id = store.find_list(account_id, key)?.id;
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Who a campaign's targets would reach now, and who they leave out and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Audience {
+    pub campaign_id: i64,
+    pub channel: Channel,
+    /// The targeted lists (ids); empty: every subscriber of the account.
+    pub lists: Vec<i64>,
+    /// Distinct normalised addresses that would get a message.
+    pub would_receive: u64,
+    /// Targeted subscribers left out because another one has the same normalised address.
+    pub duplicates: u64,
+    /// Addresses on the account's suppression list.
+    pub suppressed: u64,
+    /// Targeted only through memberships they unsubscribed from.
+    pub unsubscribed: u64,
+    /// The subscriber is not confirmed, or its only memberships are pending.
+    pub unconfirmed: u64,
+    /// No address for the campaign's channel.
+    pub no_address: u64,
+}
+
+/// The audience counts of campaign `id`, in any state (read-only).
+pub fn audience(store: &dyn Storage, id: i64) -> Result<Audience> {
+    let c = store.campaign(id)?;
+    let lists = store.campaign_lists(id)?;
+    let AudienceCounts {
+        would_receive,
+        duplicates,
+        suppressed,
+        unsubscribed,
+        unconfirmed,
+        no_address,
+    } = store.audience_counts(id)?;
+    Ok(Audience {
+        campaign_id: id,
+        channel: c.channel,
+        lists,
+        would_receive,
+        duplicates,
+        suppressed,
+        unsubscribed,
+        unconfirmed,
+        no_address,
+    })
+}

@@ -1,0 +1,95 @@
+//! `sendonce list ...`: flags parsed into the inputs of `app::lists` (create, list, show,
+//! remove), its outputs printed as text or one JSON document; and the text of
+//! `campaign audience`.
+
+use super::args::{Cli, ListCmd};
+use super::{open, open_read_only, to_json, Output};
+use crate::app::lists::{self, Audience, NewListRequest};
+use crate::domain::clock;
+use crate::error::Result;
+
+pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
+    match cmd {
+        ListCmd::Create {
+            account,
+            name,
+            description,
+            optin,
+        } => {
+            let req = NewListRequest {
+                account,
+                name,
+                description: description.as_deref(),
+                optin,
+            };
+            let l = lists::create(&*open(cli)?, &req)?;
+            Ok(Output::ok(to_json(&l), l.id.to_string()))
+        }
+        ListCmd::List { account } => {
+            let all = lists::list(&*open_read_only(cli)?, account)?;
+            let mut text =
+                String::from("ID\tNAME\tOPTIN\tSUBSCRIBED\tUNSUBSCRIBED\tPENDING\tDESCRIPTION");
+            for l in &all.lists {
+                text.push_str(&format!(
+                    "\n{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    l.id,
+                    l.name,
+                    l.optin,
+                    l.subscribed,
+                    l.unsubscribed,
+                    l.pending,
+                    l.description.as_deref().unwrap_or("-")
+                ));
+            }
+            Ok(Output::ok(to_json(&all), text))
+        }
+        ListCmd::Show { account, list } => {
+            let l = lists::show(&*open_read_only(cli)?, account, list)?;
+            let text = format!(
+                "list {} {:?} (account {}, {} opt-in, created {})\n  {}\nsubscribed\t{}\n\
+                 unsubscribed\t{}\npending\t{}",
+                l.id,
+                l.name,
+                l.account_id,
+                l.optin,
+                clock::format_ms(l.created_at),
+                l.description.as_deref().unwrap_or("(no description)"),
+                l.subscribed,
+                l.unsubscribed,
+                l.pending
+            );
+            Ok(Output::ok(to_json(&l), text))
+        }
+        ListCmd::Remove { account, list } => {
+            let r = lists::remove(&*open(cli)?, account, list)?;
+            let text = format!(
+                "list {} {:?} removed ({} memberships; the subscribers stay)",
+                r.id, r.name, r.memberships_removed
+            );
+            Ok(Output::ok(to_json(&r), text))
+        }
+    }
+}
+
+/// `campaign audience` for people: what is targeted, then one count per line.
+pub(super) fn audience_text(a: &Audience) -> String {
+    let targets = if a.lists.is_empty() {
+        "every subscriber of the account".to_string()
+    } else {
+        let ids: Vec<String> = a.lists.iter().map(i64::to_string).collect();
+        format!("lists {}", ids.join(", "))
+    };
+    format!(
+        "campaign {} ({}): {targets}\n\
+         would_receive\t{}\nduplicates\t{}\nsuppressed\t{}\nunsubscribed\t{}\n\
+         unconfirmed\t{}\nno_address\t{}",
+        a.campaign_id,
+        a.channel,
+        a.would_receive,
+        a.duplicates,
+        a.suppressed,
+        a.unsubscribed,
+        a.unconfirmed,
+        a.no_address
+    )
+}

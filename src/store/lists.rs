@@ -1,0 +1,90 @@
+//! Subscriber lists (`Lists`), backend-neutral: lists per account with their opt-in mode,
+//! memberships with a status of their own, and the audience counts of a campaign's targets.
+
+use crate::error::{Error, Result};
+
+/// How a list takes new members: `single` subscribes them at once, `double` leaves them
+/// `pending` until they confirm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptIn {
+    Single,
+    Double,
+}
+
+impl OptIn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OptIn::Single => "single",
+            OptIn::Double => "double",
+        }
+    }
+
+    /// `single` or `double`.
+    pub fn parse(s: &str) -> Result<OptIn> {
+        match s {
+            "single" => Ok(OptIn::Single),
+            "double" => Ok(OptIn::Double),
+            other => Err(Error::invalid(format!(
+                "unknown opt-in mode {other:?} (single or double)"
+            ))),
+        }
+    }
+}
+
+/// A list to create.
+#[derive(Debug, Clone)]
+pub struct NewList<'a> {
+    pub account_id: i64,
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub optin: OptIn,
+}
+
+/// A list as stored, with its members counted per membership status.
+#[derive(Debug, Clone)]
+pub struct ListRow {
+    pub id: i64,
+    pub account_id: i64,
+    pub name: String,
+    pub description: Option<String>,
+    pub optin: OptIn,
+    pub created_at: i64,
+    pub subscribed: u64,
+    pub unsubscribed: u64,
+    pub pending: u64,
+}
+
+/// What a campaign's targets (its lists, or the whole account) hold for its channel, each
+/// targeted subscriber counted once, in the first bucket that applies in this order:
+/// `unsubscribed`, `unconfirmed`, `no_address`; the rest are one row per normalised address
+/// (`duplicates` the subscribers beyond the first of an address), `suppressed` or
+/// `would_receive`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AudienceCounts {
+    pub would_receive: u64,
+    pub duplicates: u64,
+    pub suppressed: u64,
+    pub unsubscribed: u64,
+    pub unconfirmed: u64,
+    pub no_address: u64,
+}
+
+/// Lists and memberships.
+pub trait Lists: Send + Sync {
+    /// Create a list; a name already used in the account is a `Conflict`.
+    fn create_list(&self, l: &NewList<'_>) -> Result<i64>;
+    /// The account's lists by name, with member counts.
+    fn lists(&self, account_id: i64) -> Result<Vec<ListRow>>;
+    /// One list of the account, by id or name (`NotFound` otherwise).
+    fn find_list(&self, account_id: i64, key: &str) -> Result<ListRow>;
+    /// Remove a list and its memberships (never a send). `Conflict` while a campaign that is
+    /// approved, sending or paused targets it. Returns how many memberships went.
+    fn remove_list(&self, account_id: i64, list_id: i64) -> Result<u64>;
+    /// Add subscribers of the list's account to it (`subscribed`, or `pending` for a double
+    /// opt-in list); a subscriber already in it keeps its membership. Returns how many joined.
+    fn add_members(&self, list_id: i64, subscriber_ids: &[i64]) -> Result<u64>;
+    /// The lists a campaign targets (empty: the whole account).
+    fn campaign_lists(&self, campaign_id: i64) -> Result<Vec<i64>>;
+    /// The audience counts of a campaign's targets now.
+    fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts>;
+}

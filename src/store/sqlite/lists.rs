@@ -1,0 +1,278 @@
+//! Lists, memberships and a campaign's audience counts on SQLite (`Lists`), plus the
+//! membership helpers the subscriber import and campaign creation call inside their own
+//! transactions.
+
+use super::codec;
+use super::SqliteStore;
+use crate::domain::address::Channel;
+use crate::error::{Error, Result};
+use crate::store::{Audience, AudienceCounts, Campaigns, ListRow, Lists, NewList};
+use rusqlite::{named_params, params, Connection, OptionalExtension, Row, Transaction};
+
+const LIST_COLS: &str = "l.id, l.account_id, l.name, l.description, l.optin, l.created_at,
+    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'subscribed'),
+    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'unsubscribed'),
+    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'pending')";
+
+fn list_from_row(r: &Row<'_>) -> rusqlite::Result<ListRow> {
+    let count =
+        |i: usize| -> rusqlite::Result<u64> { Ok(u64::try_from(r.get::<_, i64>(i)?).unwrap_or(0)) };
+    Ok(ListRow {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        optin: codec::get(r, 4, "lists")?,
+        created_at: r.get(5)?,
+        subscribed: count(6)?,
+        unsubscribed: count(7)?,
+        pending: count(8)?,
+    })
+}
+
+/// `Ok` when every list in `lists` belongs to `account_id`; else `NotFound` naming the first
+/// that does not.
+pub(super) fn require_lists(tx: &Transaction<'_>, account_id: i64, lists: &[i64]) -> Result<()> {
+    let mut st = tx.prepare_cached("SELECT 1 FROM lists WHERE id = ?1 AND account_id = ?2")?;
+    for &id in lists {
+        if !st.exists(params![id, account_id])? {
+            return Err(Error::not_found(format!(
+                "unknown list id {id} in account {account_id}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Make `subscriber_id` a member of each of `lists` (checked by [`require_lists`]): subscribed,
+/// or pending on a double opt-in list. An existing membership is kept as it is (someone who
+/// unsubscribed from the list stays unsubscribed). Returns how many memberships were new.
+pub(super) fn join_lists(tx: &Transaction<'_>, subscriber_id: i64, lists: &[i64]) -> Result<u64> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO list_members (list_id, subscriber_id, status, created_at, updated_at)
+         SELECT l.id, :sub, CASE l.optin WHEN 'double' THEN 'pending' ELSE 'subscribed' END,
+                :now, :now
+         FROM lists l WHERE l.id = :list
+         ON CONFLICT DO NOTHING",
+    )?;
+    let now = crate::domain::clock::now_ms();
+    let mut joined = 0;
+    for &list in lists {
+        joined +=
+            st.execute(named_params! {":sub": subscriber_id, ":now": now, ":list": list})? as u64;
+    }
+    Ok(joined)
+}
+
+/// Store a new draft's targets (checked by [`require_lists`]).
+pub(super) fn target_lists(tx: &Transaction<'_>, campaign_id: i64, lists: &[i64]) -> Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO campaign_lists (campaign_id, list_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+    )?;
+    for &list in lists {
+        st.execute(params![campaign_id, list])?;
+    }
+    Ok(())
+}
+
+fn find_list(c: &Connection, account_id: i64, key: &str) -> Result<Option<ListRow>> {
+    let key = key.trim();
+    let by_id = key.parse::<i64>().ok();
+    Ok(c.query_row(
+        &format!(
+            "SELECT {LIST_COLS} FROM lists l
+             WHERE l.account_id = ?1 AND (l.id = ?2 OR l.name = ?3)
+             ORDER BY l.id = ?2 DESC LIMIT 1"
+        ),
+        params![account_id, by_id, key],
+        list_from_row,
+    )
+    .optional()?)
+}
+
+/// The audience counts of one campaign; see [`AudienceCounts`] for the buckets. `m` is the
+/// targeted memberships folded per subscriber; without targeted lists every subscriber of the
+/// account is targeted (`:whole`). One statement, so one snapshot.
+fn audience_sql(channel: Channel) -> String {
+    let addr = match channel {
+        Channel::Sms => "s.phone",
+        Channel::Email => "s.email_norm",
+    };
+    format!(
+        "WITH m AS (
+             SELECT lm.subscriber_id AS sid, max(lm.status = 'subscribed') AS sub,
+                    max(lm.status = 'unsubscribed') AS unsub
+             FROM campaign_lists cl JOIN list_members lm ON lm.list_id = cl.list_id
+             WHERE cl.campaign_id = :campaign GROUP BY lm.subscriber_id),
+         t AS (
+             SELECT {addr} AS addr,
+                    CASE WHEN NOT coalesce(m.sub, :whole) AND m.unsub THEN 'unsubscribed'
+                         WHEN NOT coalesce(m.sub, :whole) OR s.status <> 'confirmed'
+                              THEN 'unconfirmed'
+                         WHEN {addr} IS NULL THEN 'no_address'
+                         ELSE 'ok' END AS k
+             FROM subscribers s LEFT JOIN m ON m.sid = s.id
+             WHERE s.account_id = :account AND s.removed_at IS NULL
+               AND (:whole OR m.sid IS NOT NULL))
+         SELECT coalesce(sum(k = 'unsubscribed'), 0), coalesce(sum(k = 'unconfirmed'), 0),
+                coalesce(sum(k = 'no_address'), 0),
+                coalesce(sum(k = 'ok'), 0) - count(DISTINCT CASE WHEN k = 'ok' THEN addr END),
+                count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NOT NULL THEN addr END),
+                count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NULL THEN addr END)
+         FROM t LEFT JOIN suppressions su ON su.account_id = :account
+                                         AND su.channel = :channel AND su.address = t.addr"
+    )
+}
+
+impl Lists for SqliteStore {
+    fn create_list(&self, l: &NewList<'_>) -> Result<i64> {
+        let name = l.name.trim();
+        if name.is_empty() {
+            return Err(Error::invalid("the list name is empty"));
+        }
+        self.write(|tx| {
+            super::admin::require_account(tx, l.account_id)?;
+            let exists: Option<i64> = tx
+                .query_row(
+                    "SELECT id FROM lists WHERE account_id = ?1 AND name = ?2",
+                    params![l.account_id, name],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(id) = exists {
+                return Err(Error::conflict(format!(
+                    "a list named {name:?} already exists in account {} (id {id})",
+                    l.account_id
+                )));
+            }
+            tx.execute(
+                "INSERT INTO lists (account_id, name, description, optin, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    l.account_id,
+                    name,
+                    l.description,
+                    l.optin,
+                    crate::domain::clock::now_ms()
+                ],
+            )?;
+            Ok(tx.last_insert_rowid())
+        })
+    }
+
+    fn lists(&self, account_id: i64) -> Result<Vec<ListRow>> {
+        self.account_exists(account_id)?;
+        self.read(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {LIST_COLS} FROM lists l WHERE l.account_id = ?1 ORDER BY l.name"
+            ))?;
+            let rows = st
+                .query_map([account_id], list_from_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    fn find_list(&self, account_id: i64, key: &str) -> Result<ListRow> {
+        self.account_exists(account_id)?;
+        self.read(|c| find_list(c, account_id, key))?
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "unknown list {:?} in account {account_id} (`sendonce list list --account \
+                 {account_id}` shows them)",
+                    key.trim()
+                ))
+            })
+    }
+
+    fn remove_list(&self, account_id: i64, list_id: i64) -> Result<u64> {
+        self.write(|tx| {
+            require_lists(tx, account_id, &[list_id])?;
+            let busy: Vec<i64> = tx
+                .prepare(
+                    "SELECT c.id FROM campaign_lists cl JOIN campaigns c ON c.id = cl.campaign_id
+                     WHERE cl.list_id = ?1 AND c.status NOT IN ('draft', 'sent', 'cancelled')
+                     ORDER BY c.id",
+                )?
+                .query_map([list_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if !busy.is_empty() {
+                return Err(Error::conflict(format!(
+                    "list {list_id} is targeted by campaign(s) {busy:?}, which are approved, \
+                     sending or paused: cancel them or let them finish first"
+                )));
+            }
+            let n = tx.execute("DELETE FROM list_members WHERE list_id = ?1", [list_id])?;
+            tx.execute("DELETE FROM lists WHERE id = ?1", [list_id])?;
+            Ok(n as u64)
+        })
+    }
+
+    fn add_members(&self, list_id: i64, subscriber_ids: &[i64]) -> Result<u64> {
+        self.write(|tx| {
+            let account: i64 = tx
+                .query_row(
+                    "SELECT account_id FROM lists WHERE id = ?1",
+                    [list_id],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .ok_or_else(|| Error::not_found(format!("unknown list id {list_id}")))?;
+            let mut st = tx.prepare_cached(
+                "SELECT 1 FROM subscribers WHERE id = ?1 AND account_id = ?2
+                 AND removed_at IS NULL",
+            )?;
+            let mut joined = 0;
+            for &sub in subscriber_ids {
+                if !st.exists(params![sub, account])? {
+                    return Err(Error::not_found(format!(
+                        "unknown subscriber id {sub} in account {account}"
+                    )));
+                }
+                joined += join_lists(tx, sub, &[list_id])?;
+            }
+            Ok(joined)
+        })
+    }
+
+    fn campaign_lists(&self, campaign_id: i64) -> Result<Vec<i64>> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT list_id FROM campaign_lists WHERE campaign_id = ?1 ORDER BY list_id",
+            )?;
+            let ids = st
+                .query_map([campaign_id], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<i64>>>()?;
+            Ok(ids)
+        })
+    }
+
+    fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts> {
+        let c = self.campaign(campaign_id)?;
+        let whole = self.campaign_lists(campaign_id)?.is_empty();
+        self.read(|conn| {
+            let n = |r: &Row<'_>, i: usize| -> rusqlite::Result<u64> {
+                Ok(u64::try_from(r.get::<_, i64>(i)?).unwrap_or(0))
+            };
+            Ok(conn.query_row(
+                &audience_sql(c.channel),
+                named_params! {
+                    ":campaign": campaign_id,
+                    ":account": c.account_id,
+                    ":channel": c.channel,
+                    ":whole": whole,
+                },
+                |r| {
+                    Ok(AudienceCounts {
+                        unsubscribed: n(r, 0)?,
+                        unconfirmed: n(r, 1)?,
+                        no_address: n(r, 2)?,
+                        duplicates: n(r, 3)?,
+                        suppressed: n(r, 4)?,
+                        would_receive: n(r, 5)?,
+                    })
+                },
+            )?)
+        })
+    }
+}
