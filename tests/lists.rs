@@ -288,6 +288,11 @@ fn list_errors_are_clear_and_write_nothing() {
         "{}",
         r.stderr
     );
+    // A name of digits only would read as a list id: refused, nothing created.
+    let r = env.run(&["list", "create", "--account", "acme", "2026"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("all digits"), "{}", r.stderr);
+    assert_eq!(env.count("SELECT count(*) FROM lists"), 1);
 
     let f = env.write("s.csv", "email\nx@example.com\ny@example.com\n");
     let r = env.run(&[

@@ -3,7 +3,7 @@
 //! module's structs.
 
 use crate::domain::address::Channel;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::{AudienceCounts, ListRow, NewList, OptIn, Storage};
 use serde::Serialize;
 
@@ -50,6 +50,13 @@ pub struct NewListRequest<'a> {
 
 /// Create a list in an account; returns it.
 pub fn create(store: &dyn Storage, req: &NewListRequest<'_>) -> Result<List> {
+    if req.name.trim().bytes().all(|b| b.is_ascii_digit()) && !req.name.trim().is_empty() {
+        return Err(Error::invalid(format!(
+            "the list name {:?} is all digits: commands take a list by id or by name, so it \
+             would read as an id; add a letter",
+            req.name.trim()
+        )));
+    }
     let account_id = store.resolve_account(req.account)?;
     let optin = OptIn::parse(req.optin)?;
     let id = store.create_list(&NewList {
