@@ -3,7 +3,7 @@
 //! # Tour (calls go one way, down this list; ARCHITECTURE.md has the whole map)
 //! - `cli`: the command line — parses arguments into the typed inputs of `app`, prints its
 //!   outputs as text or one JSON document. No rule of its own. `exit`: every exit code.
-//! - `app`: the use cases (accounts, campaigns, subscribers and import, suppressions, doubts,
+//! - `app`: the use cases (accounts, campaigns, subscribers and import, lists, suppressions, doubts,
 //!   run, notify, check), each one function with typed input and an output struct of its own;
 //!   what the CLI calls today and the HTTP server next.
 //! - `worker`: the `Worker` that claims rows, renders them, calls providers with bounded
