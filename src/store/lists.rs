@@ -80,9 +80,6 @@ pub trait Lists: Send + Sync {
     /// Remove a list and its memberships (never a send). `Conflict` while a campaign that is
     /// approved, sending or paused targets it. Returns how many memberships went.
     fn remove_list(&self, account_id: i64, list_id: i64) -> Result<u64>;
-    /// Add subscribers of the list's account to it (`subscribed`, or `pending` for a double
-    /// opt-in list); a subscriber already in it keeps its membership. Returns how many joined.
-    fn add_members(&self, list_id: i64, subscriber_ids: &[i64]) -> Result<u64>;
     /// The lists a campaign targets (empty: the whole account).
     fn campaign_lists(&self, campaign_id: i64) -> Result<Vec<i64>>;
     /// The audience counts of a campaign's targets now.

@@ -208,33 +208,6 @@ impl Lists for SqliteStore {
         })
     }
 
-    fn add_members(&self, list_id: i64, subscriber_ids: &[i64]) -> Result<u64> {
-        self.write(|tx| {
-            let account: i64 = tx
-                .query_row(
-                    "SELECT account_id FROM lists WHERE id = ?1",
-                    [list_id],
-                    |r| r.get(0),
-                )
-                .optional()?
-                .ok_or_else(|| Error::not_found(format!("unknown list id {list_id}")))?;
-            let mut st = tx.prepare_cached(
-                "SELECT 1 FROM subscribers WHERE id = ?1 AND account_id = ?2
-                 AND removed_at IS NULL",
-            )?;
-            let mut joined = 0;
-            for &sub in subscriber_ids {
-                if !st.exists(params![sub, account])? {
-                    return Err(Error::not_found(format!(
-                        "unknown subscriber id {sub} in account {account}"
-                    )));
-                }
-                joined += join_lists(tx, sub, &[list_id])?;
-            }
-            Ok(joined)
-        })
-    }
-
     fn campaign_lists(&self, campaign_id: i64) -> Result<Vec<i64>> {
         self.read(|c| {
             let mut st = c.prepare(
