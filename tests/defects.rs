@@ -42,7 +42,13 @@ fn built_campaign(env: &Env, n: usize) -> i64 {
     let (_acct, cid) = env.setup_campaign(n);
     env.ok(&["campaign", "approve", &cid]);
     let cid: i64 = cid.parse().unwrap();
-    let store = sendonce::store::open(&env.db, &Default::default()).unwrap();
+    // One connection: with more, the pool may open a spare in the background while the list
+    // is built, and that late connection would still hold the file when we look at the WAL.
+    let one = sendonce::store::OpenOptions {
+        pool_size: 1,
+        ..Default::default()
+    };
+    let store = sendonce::store::open(&env.db, &one).unwrap();
     store
         .start_due_campaigns(sendonce::domain::clock::now_ms())
         .unwrap();
