@@ -4,6 +4,7 @@
 //!
 //! ```toml
 //! provider = "outbox:./outbox.jsonl"        # default for everything else
+//! public_url = "https://news.example.org"   # {{ unsubscribe_url }} is public_url/u/TOKEN
 //!
 //! [[route]]
 //! account = "acme"                          # name or id; omit for every account
@@ -25,6 +26,8 @@ use std::path::{Path, PathBuf};
 pub struct Config {
     /// Provider for anything no route matches.
     pub provider: Option<String>,
+    /// Public base URL of this sender: where `{{ unsubscribe_url }}` points.
+    pub public_url: Option<String>,
     #[serde(default)]
     pub route: Vec<Route>,
 }

@@ -44,6 +44,7 @@ fn client() -> reqwest::Client {
 
 fn email(job: &str, to: &str, body: &str) -> Message {
     Message {
+        reply_to: None,
         job_id: job.into(),
         idempotency_key: sendonce::domain::model::idempotency_key(job),
         channel: Channel::Email,
@@ -57,6 +58,7 @@ fn email(job: &str, to: &str, body: &str) -> Message {
 
 fn sms(job: &str, to: &str, body: &str) -> Message {
     Message {
+        reply_to: None,
         job_id: job.into(),
         idempotency_key: sendonce::domain::model::idempotency_key(job),
         channel: Channel::Sms,

@@ -119,6 +119,7 @@ fn with_secret(k: &str) -> Option<String> {
 fn message(n: u32, to: &str) -> Message {
     let job_id = format!("campaign:1:sub:{n}");
     Message {
+        reply_to: None,
         idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
         job_id,
         channel: Channel::Email,
@@ -975,6 +976,7 @@ fn hostile_inputs_never_add_headers_or_recipients() {
         let subject = (rng.below(8) != 0).then(|| value(&mut rng, h2));
         let html = (rng.below(2) == 0).then(|| value(&mut rng, h3));
         let msg = Message {
+            reply_to: None,
             idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
             job_id: job_id.clone(),
             channel: Channel::Email,

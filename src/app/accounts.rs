@@ -48,6 +48,8 @@ pub struct Account {
     pub name: String,
     pub subscribers: i64,
     pub campaigns: i64,
+    /// Appended to every SMS of the account's new campaigns.
+    pub sms_footer: Option<String>,
     #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub created_at: i64,
 }
@@ -68,8 +70,30 @@ pub fn list(store: &dyn Storage) -> Result<Accounts> {
             name: a.name,
             subscribers: a.subscribers,
             campaigns: a.campaigns,
+            sms_footer: a.sms_footer,
             created_at: a.created_at,
         })
         .collect();
     Ok(Accounts { accounts })
+}
+
+/// An account's settings after `update`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Updated {
+    pub id: i64,
+    pub sms_footer: Option<String>,
+}
+
+/// Change an account's settings: `sms_footer` (None: unchanged; blank: removed). Campaigns
+/// already created keep the footer they were created with.
+pub fn update(store: &dyn Storage, account: &str, sms_footer: Option<&str>) -> Result<Updated> {
+    let id = store.resolve_account(account)?;
+    if let Some(f) = sms_footer {
+        let f = crate::domain::content::check_sms_footer(f)?;
+        store.set_sms_footer(id, f.as_deref())?;
+    }
+    Ok(Updated {
+        id,
+        sms_footer: store.sms_footer(id)?,
+    })
 }

@@ -5,6 +5,7 @@
 use crate::domain::address::Channel;
 use crate::domain::content::{self, Content};
 use crate::domain::model::CampaignStatus;
+use crate::domain::template::Sources;
 use crate::domain::{sms, template};
 use crate::error::{Error, Result};
 use crate::store::{NewCampaign, Storage};
@@ -14,17 +15,24 @@ use std::path::Path;
 
 /// A campaign's content, checked as the sending side will check it (before any store is
 /// opened: these rules need none).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Draft {
     /// Trimmed, never empty.
     pub name: String,
     pub channel: Channel,
     pub sender: Option<String>,
     pub subject: Option<String>,
+    /// The text template; empty when an email's text part is generated from `html`.
     pub body: String,
+    /// The HTML template (email).
+    pub html: Option<String>,
+    pub reply_to: Option<String>,
+    /// The audience filter on subscriber attributes (`domain::segment`).
+    pub filter: Option<String>,
 }
 
 impl Draft {
+    /// A text-only draft, checked.
     pub fn new(
         name: &str,
         channel: Channel,
@@ -32,22 +40,47 @@ impl Draft {
         subject: Option<&str>,
         body: String,
     ) -> Result<Draft> {
-        if name.trim().is_empty() {
-            return Err(Error::invalid("the campaign name is empty"));
-        }
-        content::check(&Content {
-            channel,
-            sender,
-            subject,
-            body: &body,
-        })?;
-        Ok(Draft {
-            name: name.trim().to_string(),
+        Draft {
+            name: name.to_string(),
             channel,
             sender: sender.map(str::to_string),
             subject: subject.map(str::to_string),
             body,
-        })
+            ..Default::default()
+        }
+        .checked()
+    }
+
+    /// This draft with its name trimmed and its content checked (the account's SMS footer is
+    /// counted in again at create).
+    pub fn checked(mut self) -> Result<Draft> {
+        if self.name.trim().is_empty() {
+            return Err(Error::invalid("the campaign name is empty"));
+        }
+        self.name = self.name.trim().to_string();
+        self.filter = self.filter.filter(|f| !f.trim().is_empty());
+        content::check(&self.content(None))?;
+        Ok(self)
+    }
+
+    fn content<'a>(&'a self, sms_footer: Option<&'a str>) -> Content<'a> {
+        Content {
+            channel: self.channel,
+            sender: self.sender.as_deref(),
+            subject: self.subject.as_deref(),
+            body: &self.body,
+            html: self.html.as_deref(),
+            reply_to: self.reply_to.as_deref(),
+            sms_footer,
+        }
+    }
+
+    fn sources(&self) -> Sources<'_> {
+        Sources {
+            subject: self.subject.as_deref(),
+            text: Some(self.body.as_str()).filter(|b| !b.is_empty()),
+            html: self.html.as_deref(),
+        }
     }
 }
 
@@ -61,7 +94,8 @@ pub struct Created {
 
 /// Create `draft` for `account` (id or name), targeting `lists` (ids or names; none: every
 /// confirmed subscriber): its templates are checked against the account's subscribers (every
-/// variable known, and present where it is printed).
+/// variable known, and present where it is printed). An SMS campaign takes the account's
+/// footer now and keeps it.
 pub fn create(
     store: &dyn Storage,
     account: &str,
@@ -70,9 +104,14 @@ pub fn create(
 ) -> Result<Created> {
     let account = store.resolve_account(account)?;
     let lists = super::lists::resolve(store, account, lists)?;
+    let footer = match draft.channel {
+        Channel::Sms => store.sms_footer(account)?,
+        Channel::Email => None,
+    };
+    content::check(&draft.content(footer.as_deref()))?;
     let attrs = store.attribute_names(account)?;
     let counts = store.variable_counts(account, draft.channel)?;
-    template::check(draft.subject.as_deref(), &draft.body, &attrs, &counts)?;
+    template::check_all(&draft.sources(), &attrs, &counts)?;
     let id = store.create_campaign(&NewCampaign {
         account_id: account,
         name: &draft.name,
@@ -80,10 +119,15 @@ pub fn create(
         sender: draft.sender.as_deref(),
         subject: draft.subject.as_deref(),
         body: &draft.body,
+        html: draft.html.as_deref(),
+        reply_to: draft.reply_to.as_deref(),
+        filter: draft.filter.as_deref(),
+        sms_footer: footer.as_deref(),
         lists: &lists,
     })?;
     // The template before rendering: variables change the length per recipient.
-    let sms = (draft.channel == Channel::Sms).then(|| sms::segments(&draft.body));
+    let sms = (draft.channel == Channel::Sms)
+        .then(|| sms::segments(&content::sms_with_footer(&draft.body, footer.as_deref())));
     Ok(Created { id, sms })
 }
 
@@ -105,6 +149,9 @@ pub fn approve(store: &dyn Storage, id: i64, at: i64) -> Result<Approved> {
         sender: c.sender.as_deref(),
         subject: c.subject.as_deref(),
         body: &c.body,
+        html: c.html.as_deref(),
+        reply_to: c.reply_to.as_deref(),
+        sms_footer: c.sms_footer.as_deref(),
     })
     .map_err(|e| {
         e.context(&format!(
@@ -113,7 +160,12 @@ pub fn approve(store: &dyn Storage, id: i64, at: i64) -> Result<Approved> {
     })?;
     let attrs = store.attribute_names(c.account_id)?;
     let counts = store.variable_counts(c.account_id, c.channel)?;
-    template::check(c.subject.as_deref(), &c.body, &attrs, &counts)
+    let src = Sources {
+        subject: c.subject.as_deref(),
+        text: Some(c.body.as_str()).filter(|b| !b.is_empty()),
+        html: c.html.as_deref(),
+    };
+    template::check_all(&src, &attrs, &counts)
         .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
     let c = store.approve_campaign(id, at)?;
     Ok(Approved {

@@ -32,6 +32,27 @@ pub fn routes(
     }
 }
 
+/// Where `{{ unsubscribe_url }}` points: `public_url` (a flag or its environment variable), else
+/// the config file's `public_url`; signed with the secret from `SENDONCE_UNSUBSCRIBE_SECRET`.
+/// None when neither gives a URL.
+pub fn links(
+    config: Option<&Path>,
+    public_url: Option<&str>,
+) -> Result<Option<crate::domain::unsubscribe::Links>> {
+    use crate::domain::unsubscribe::{Links, Secret};
+    let from_file = match public_url {
+        Some(_) => None,
+        None => crate::config::Config::load(config)?.and_then(|c| c.public_url),
+    };
+    let Some(url) = public_url.map(str::to_string).or(from_file) else {
+        return Ok(None);
+    };
+    let secret = Secret::from_env().map_err(|e| Error::invalid(format!("--public-url: {e}")))?;
+    Links::new(&url, secret)
+        .map(Some)
+        .map_err(|e| Error::invalid(format!("--public-url: {e}")))
+}
+
 /// How a worker should run, as a caller gives it (flags today): durations as text
 /// (`30s`, `100ms`), counts as numbers. [`Settings::check`] holds every bound.
 #[derive(Debug, Clone)]

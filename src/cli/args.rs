@@ -164,6 +164,15 @@ pub enum AccountCmd {
     },
     /// List the accounts, with how many subscribers and campaigns each has.
     List,
+    /// Change an account's settings.
+    Update {
+        /// Account id or name.
+        account: String,
+        /// One line appended to every SMS of the account's campaigns created from now on
+        /// ("Reply STOP to opt out"); counted in the segments at create. "" removes it.
+        #[arg(long, value_name = "TEXT")]
+        sms_footer: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -364,9 +373,18 @@ pub enum CampaignCmd {
         /// Subject template (required for email).
         #[arg(long)]
         subject: Option<String>,
-        /// Body template file (minijinja syntax: {{ name }}, {{ email }}, attributes).
+        /// Text body template file (minijinja syntax: {{ name }}, {{ email }}, attributes,
+        /// {{ campaign.name }}, {{ unsubscribe_url }}). Email: give it, --html-file, or both.
+        #[arg(long, required_unless_present = "html_file")]
+        body_file: Option<PathBuf>,
+        /// HTML body template file (email): values printed in it are HTML-escaped. With
+        /// --body-file the message is multipart/alternative; without, its text part is
+        /// generated from each recipient's HTML.
         #[arg(long)]
-        body_file: PathBuf,
+        html_file: Option<PathBuf>,
+        /// Reply-To address for email (`desk@example.org` or `Desk <desk@example.org>`).
+        #[arg(long, value_name = "ADDRESS")]
+        reply_to: Option<String>,
         /// Target a list (id or name) instead of every confirmed subscriber; repeatable. An
         /// address in several lists gets one message.
         #[arg(long = "list", value_name = "LIST")]
@@ -480,6 +498,11 @@ pub struct RunArgs {
     /// Subscribers per list-building transaction.
     #[arg(long, default_value_t = 50_000)]
     pub list_chunk: usize,
+    /// Public base URL of this sender (https://news.example.org): `{{ unsubscribe_url }}` is
+    /// URL/u/TOKEN, signed with SENDONCE_UNSUBSCRIBE_SECRET. Default: public_url in the config
+    /// file. A campaign that prints the link is not sent without it.
+    #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
     /// synchronous pragma (for `sendonce bench --sync normal`; FULL is the durable setting).
     #[arg(long, hide = true, value_enum, default_value_t = SyncArg::Full)]
     pub sync: SyncArg,

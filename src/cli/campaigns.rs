@@ -20,11 +20,29 @@ pub(super) fn command(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             from,
             subject,
             body_file,
+            html_file,
+            reply_to,
             lists,
         } => {
-            let channel = channel.parse()?;
-            let body = import::read_body_file("--body-file", body_file)?;
-            let draft = Draft::new(name, channel, from.as_deref(), subject.as_deref(), body)?;
+            let body = match body_file {
+                Some(f) => import::read_body_file("--body-file", f)?,
+                None => String::new(),
+            };
+            let html = html_file
+                .as_ref()
+                .map(|f| import::read_body_file("--html-file", f))
+                .transpose()?;
+            let draft = Draft {
+                name: name.clone(),
+                channel: channel.parse()?,
+                sender: from.clone(),
+                subject: subject.clone(),
+                body,
+                html,
+                reply_to: reply_to.clone(),
+                filter: None,
+            }
+            .checked()?;
             let created = campaigns::create(&*open(cli)?, account, &draft, lists)?;
             if let Some(seg) = &created.sms {
                 let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");

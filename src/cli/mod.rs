@@ -132,6 +132,17 @@ fn account(cli: &Cli, cmd: &AccountCmd) -> Result<Output> {
             }
             Ok(Output::ok(to_json(&list), text))
         }
+        AccountCmd::Update {
+            account,
+            sms_footer,
+        } => {
+            let u = accounts::update(&*open(cli)?, account, sms_footer.as_deref())?;
+            let text = match &u.sms_footer {
+                Some(f) => format!("account {}: SMS footer {f:?}", u.id),
+                None => format!("account {}: no SMS footer", u.id),
+            };
+            Ok(Output::ok(to_json(&u), text))
+        }
     }
 }
 

@@ -10,7 +10,8 @@ use crate::store::OpenOptions;
 use serde_json::json;
 
 pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
-    let cfg = settings(a).check()?;
+    let mut cfg = settings(a).check()?;
+    cfg.links = app::run::links(a.config.as_deref(), a.public_url.as_deref())?;
     let store = crate::store::open(
         &cli.db,
         &OpenOptions {

@@ -6,9 +6,10 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A delivery channel. A campaign has one; suppressions are per channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Channel {
+    #[default]
     Email,
     Sms,
 }

@@ -14,10 +14,47 @@ mod uses;
 /// Variables every recipient has, whatever its attributes.
 pub const BUILTIN_VARS: [&str; 3] = ["name", "email", "phone"];
 
-/// The compiled subject and body of one campaign (or literal text, for notifications).
+/// Variables the sender adds to every recipient's when the message is rendered (not captured
+/// with the list): `unsubscribe_url`, the signed link built from the worker's public URL.
+pub const RENDER_VARS: [&str; 1] = ["unsubscribe_url"];
+
+/// Columns of the text part generated from an HTML body.
+pub const TEXT_WIDTH: usize = 78;
+
+/// The templates of one campaign: a subject (email) and at least one body. An email with only
+/// `html` gets its text part generated from each recipient's rendered HTML.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sources<'a> {
+    pub subject: Option<&'a str>,
+    pub text: Option<&'a str>,
+    pub html: Option<&'a str>,
+}
+
+/// What every template of a campaign can read as `campaign.name` and `campaign.lists` (the
+/// names of the lists it targets).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CampaignVars {
+    pub name: String,
+    pub lists: Vec<String>,
+}
+
+/// One recipient's message, rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub subject: Option<String>,
+    /// The text part (SMS: the whole message, footer included).
+    pub text: String,
+    pub html: Option<String>,
+}
+
+/// The compiled templates of one campaign (or literal text, for notifications).
 pub struct Compiled {
     env: Environment<'static>,
     has_subject: bool,
+    has_text: bool,
+    has_html: bool,
+    /// Appended to the text on a line of its own (the SMS opt-out footer).
+    footer: Option<String>,
     /// Literal subject and body, sent verbatim: `{{` in a CI message is not a template.
     literal: Option<(Option<String>, String)>,
 }
@@ -38,16 +75,25 @@ pub struct VarCounts {
 /// `is defined` and the truth test of `{% if var %}` still work, which are the guards [`check`]
 /// accepts. `Strict` would make `{% if var %}` an error too; `Lenient` (minijinja's default)
 /// printed nothing.
-fn env_with(subject: Option<&str>, body: &str) -> Result<Environment<'static>> {
+///
+/// The templates are named `subject`, `body` (text) and `body.html`: minijinja escapes every
+/// value printed in a template whose name ends in `.html`, so a subscriber's `<script>` reaches
+/// the HTML part as text; the text part and the subject print values as they are.
+fn env_with(src: &Sources<'_>, campaign: &CampaignVars) -> Result<Environment<'static>> {
     let mut env = Environment::new();
     env.set_keep_trailing_newline(true);
     env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
     env.add_filter("truncate", truncate);
-    env.add_template_owned("body", body.to_string())
-        .map_err(|e| Error::invalid(format!("the body template does not parse: {e}")))?;
-    if let Some(s) = subject {
-        env.add_template_owned("subject", s.to_string())
-            .map_err(|e| Error::invalid(format!("the subject template does not parse: {e}")))?;
+    env.add_global("campaign", minijinja::Value::from_serialize(campaign));
+    for (name, which, source) in [
+        ("subject", "subject", src.subject),
+        ("body", "body", src.text),
+        ("body.html", "HTML body", src.html),
+    ] {
+        if let Some(source) = source {
+            env.add_template_owned(name, source.to_string())
+                .map_err(|e| Error::invalid(format!("the {which} template does not parse: {e}")))?;
+        }
     }
     Ok(env)
 }
@@ -97,13 +143,30 @@ pub fn check(
     known_attrs: &BTreeSet<String>,
     counts: &VarCounts,
 ) -> Result<()> {
-    if body.trim().is_empty() {
+    let src = Sources {
+        subject,
+        text: Some(body),
+        html: None,
+    };
+    check_all(&src, known_attrs, counts)
+}
+
+/// [`check`] for every template of a campaign: subject, text and HTML body.
+pub fn check_all(src: &Sources<'_>, known_attrs: &BTreeSet<String>, counts: &VarCounts) -> Result<()> {
+    let empty = |s: Option<&str>| s.is_none_or(|b| b.trim().is_empty());
+    if empty(src.text) && empty(src.html) {
         return Err(Error::invalid("the body is empty"));
     }
-    let env = env_with(subject, body)?;
-    for (which, source) in [("subject", subject), ("body", Some(body))] {
-        if let Some(source) = source {
-            let needed = needed_vars(&env, which, source)?;
+    let env = env_with(src, &CampaignVars::default())?;
+    for (name, which, source) in [
+        ("subject", "subject", src.subject),
+        ("body", "body", src.text),
+        ("body.html", "HTML body", src.html),
+    ] {
+        if let Some(source) = source.filter(|s| !s.is_empty()) {
+            let mut needed = needed_vars(&env, name, source)
+                .map_err(|e| Error::invalid(e.message.replace("the body.html", "the HTML body")))?;
+            needed.retain(|v| !RENDER_VARS.contains(&v.as_str()));
             check_known(which, &needed, known_attrs)?;
             check_present(which, &needed, counts)?;
         }
@@ -200,10 +263,29 @@ fn check_present(which: &str, needed: &[String], counts: &VarCounts) -> Result<(
 }
 
 impl Compiled {
+    /// A subject and a text body, with no campaign variables (tests, benchmarks).
     pub fn new(subject: Option<&str>, body: &str) -> Result<Self> {
+        let src = Sources {
+            subject,
+            text: Some(body),
+            html: None,
+        };
+        Compiled::campaign(&src, &CampaignVars::default(), None)
+    }
+
+    /// A campaign's templates; `footer` is appended to every text on a line of its own.
+    pub fn campaign(
+        src: &Sources<'_>,
+        campaign: &CampaignVars,
+        footer: Option<&str>,
+    ) -> Result<Self> {
+        let some = |s: Option<&str>| s.is_some_and(|b| !b.is_empty());
         Ok(Compiled {
-            env: env_with(subject, body)?,
-            has_subject: subject.is_some(),
+            env: env_with(src, campaign)?,
+            has_subject: src.subject.is_some(),
+            has_text: some(src.text),
+            has_html: some(src.html),
+            footer: footer.filter(|f| !f.trim().is_empty()).map(str::to_string),
             literal: None,
         })
     }
@@ -213,39 +295,88 @@ impl Compiled {
         Compiled {
             env: Environment::new(),
             has_subject: subject.is_some(),
+            has_text: true,
+            has_html: false,
+            footer: None,
             literal: Some((subject.map(str::to_string), body.to_string())),
         }
     }
 
+    /// Whether a template reads `var` (an unsubscribe link the sender must be able to sign).
+    pub fn reads(&self, var: &str) -> bool {
+        ["subject", "body", "body.html"].iter().any(|name| {
+            self.env
+                .get_template(name)
+                .is_ok_and(|t| t.undeclared_variables(false).contains(var))
+        })
+    }
+
     /// Render from the captured variables as stored (JSON text), without building a
-    /// `serde_json::Value` first.
-    pub fn render_json(&self, vars: &str) -> Result<(Option<String>, String)> {
-        if let Some((subject, body)) = &self.literal {
-            return Ok((subject.clone(), body.clone()));
+    /// `serde_json::Value` first; `unsubscribe_url` is this recipient's link, if the sender
+    /// has one.
+    pub fn render_json(&self, vars: &str, unsubscribe_url: Option<&str>) -> Result<Rendered> {
+        if let Some(r) = self.literal_text() {
+            return Ok(r);
         }
         let v: minijinja::Value = serde_json::from_str(vars)
             .map_err(|e| Error::invalid(format!("captured variables: {e}")))?;
-        self.render(&v)
+        match unsubscribe_url {
+            Some(url) => self.render(&minijinja::context! { unsubscribe_url => url, ..v }),
+            None => self.render(&v),
+        }
     }
 
-    /// Render `(subject, body)` for one recipient's captured variables (a JSON object).
-    pub fn render<S: serde::Serialize>(&self, vars: &S) -> Result<(Option<String>, String)> {
-        if let Some((subject, body)) = &self.literal {
-            return Ok((subject.clone(), body.clone()));
+    fn literal_text(&self) -> Option<Rendered> {
+        self.literal.as_ref().map(|(subject, body)| Rendered {
+            subject: subject.clone(),
+            text: body.clone(),
+            html: None,
+        })
+    }
+
+    /// Render one recipient's message from its variables (a JSON object). The text part of an
+    /// HTML-only email is generated from the rendered HTML.
+    pub fn render<S: serde::Serialize>(&self, vars: &S) -> Result<Rendered> {
+        if let Some(r) = self.literal_text() {
+            return Ok(r);
         }
-        let render = |name: &str| -> Result<String> {
+        let render = |name: &str, which: &str| -> Result<String> {
             self.env
                 .get_template(name)
                 .and_then(|t| t.render(vars))
-                .map_err(|e| Error::invalid(format!("rendering the {name} failed: {e}")))
+                .map_err(|e| Error::invalid(format!("rendering the {which} failed: {e}")))
         };
-        let subject = if self.has_subject {
-            Some(render("subject")?)
-        } else {
-            None
+        let subject = match self.has_subject {
+            true => Some(render("subject", "subject")?),
+            false => None,
         };
-        Ok((subject, render("body")?))
+        let html = match self.has_html {
+            true => Some(render("body.html", "HTML body")?),
+            false => None,
+        };
+        let mut text = match (self.has_text, &html) {
+            (true, _) | (false, None) => render("body", "body")?,
+            (false, Some(h)) => text_of_html(h)?,
+        };
+        if let Some(f) = &self.footer {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(f);
+        }
+        Ok(Rendered {
+            subject,
+            text,
+            html,
+        })
     }
+}
+
+/// The text part of an email written only in HTML: the document as wrapped text, emphasis
+/// marked, links listed as numbered footnotes.
+pub fn text_of_html(html: &str) -> Result<String> {
+    html2text::from_read(html.as_bytes(), TEXT_WIDTH)
+        .map_err(|e| Error::invalid(format!("cannot turn the HTML body into text: {e}")))
 }
 
 #[cfg(test)]
@@ -328,9 +459,9 @@ mod tests {
         let v = serde_json::json!({"name": "Ann", "email": "a@x.com"});
         let a = c.render(&v).unwrap();
         assert_eq!(a, c.render(&v).unwrap());
-        assert_eq!(a, c.render_json(&v.to_string()).unwrap());
-        assert_eq!(a.0.as_deref(), Some("Hi Ann"));
-        assert_eq!(a.1, "City: -\n");
+        assert_eq!(a, c.render_json(&v.to_string(), None).unwrap());
+        assert_eq!(a.subject.as_deref(), Some("Hi Ann"));
+        assert_eq!(a.text, "City: -\n");
         for body in [
             "{{ city }}",
             "{{ city | upper }}",
@@ -345,7 +476,7 @@ mod tests {
             "{% if city %}in {{ city }}{% else %}nowhere{% endif %}",
         )
         .unwrap();
-        assert_eq!(c.render(&v).unwrap().1, "nowhere");
+        assert_eq!(c.render(&v).unwrap().text, "nowhere");
     }
 
     #[test]
@@ -357,7 +488,7 @@ mod tests {
              {{ s | truncate(11, false, '...', leeway=0) }}|{{ s | truncate(length=7, end='~') }}",
         )
         .unwrap();
-        let out = c.render(&serde_json::json!({ "s": s })).unwrap().1;
+        let out = c.render(&serde_json::json!({ "s": s })).unwrap().text;
         assert_eq!(out, "foo...|foo ba...|foo bar baz qux|foo bar...|foo~");
         let c = Compiled::new(None, "{{ s | truncate(2) }}").unwrap();
         assert!(c.render(&serde_json::json!({ "s": s })).is_err());

@@ -136,6 +136,57 @@ pub fn verify(secret: &Secret, token: &str) -> Result<Unsubscribe, TokenError> {
     Ok(Unsubscribe { job_id, recipient })
 }
 
+/// Name of the environment variable that gives the sender's public base URL.
+pub const PUBLIC_URL_ENV: &str = "SENDONCE_PUBLIC_URL";
+/// Longest public base URL accepted, in bytes.
+const MAX_BASE_LEN: usize = 512;
+
+/// Where a recipient's unsubscribe link points: the public base URL of the server that will
+/// serve `/u/{token}` (`sendonce serve`), and the key that signs the tokens.
+#[derive(Debug, Clone)]
+pub struct Links {
+    base: String,
+    secret: Secret,
+}
+
+impl Links {
+    /// `base` must be an absolute `https://` (or `http://`) URL without query or fragment; a
+    /// trailing `/` is dropped. The error names the problem without quoting a secret.
+    pub fn new(base: &str, secret: Secret) -> Result<Links, String> {
+        let b = base.trim().trim_end_matches('/');
+        let rest = b
+            .strip_prefix("https://")
+            .or_else(|| b.strip_prefix("http://"))
+            .ok_or_else(|| format!("the public URL {b:?} must start with https:// or http://"))?;
+        let host = rest.split('/').next().unwrap_or("");
+        if host.is_empty()
+            || b.len() > MAX_BASE_LEN
+            || b.chars()
+                .any(|c| c.is_control() || c.is_whitespace() || "?#\"<>\\`{}|^".contains(c))
+        {
+            return Err(format!(
+                "the public URL {:?} is not a base URL (scheme, host, optional path; no spaces, \
+                 query or fragment; at most {MAX_BASE_LEN} bytes)",
+                b.chars().take(80).collect::<String>()
+            ));
+        }
+        Ok(Links {
+            base: b.to_string(),
+            secret,
+        })
+    }
+
+    /// The public base URL, without a trailing `/`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The signed link of one recipient of one job. Deterministic: a retry sends the same link.
+    pub fn unsubscribe_url(&self, job_id: &str, recipient: &str) -> String {
+        format!("{}/u/{}", self.base, sign(&self.secret, job_id, recipient))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +267,19 @@ mod tests {
         assert_eq!(verify(&k, "a.b.c.d"), Err(TokenError::Malformed));
         assert_eq!(verify(&k, "!!.??.**"), Err(TokenError::Malformed));
         assert_eq!(verify(&k, &"A".repeat(5000)), Err(TokenError::Malformed));
+    }
+
+    #[test]
+    fn links_need_a_base_url_and_are_deterministic() {
+        let l = Links::new("https://news.example.org/", key()).unwrap();
+        let a = l.unsubscribe_url("job-1", "a@x.org");
+        assert_eq!(a, l.unsubscribe_url("job-1", "a@x.org"));
+        assert!(a.starts_with("https://news.example.org/u/"), "{a}");
+        let token = a.rsplit('/').next().unwrap();
+        assert_eq!(verify(&key(), token).unwrap().recipient, "a@x.org");
+        for bad in ["news.example.org", "https://", "https://x.org/?a=1", "https://x .org", "ftp://x.org"] {
+            assert!(Links::new(bad, key()).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Builds the RFC 5322 message the SMTP provider sends, and refuses every input that could
 //! smuggle a header in (CR, LF, NUL, Unicode line separators, encoded words, `%0d%0a`).
 //!
-//! What goes out: `Date`, `From` (the campaign sender, `addr` or `Name <addr>`), `To`,
+//! What goes out: `Date`, `From` (the campaign sender, `addr` or `Name <addr>`), optional
+//! `Reply-To`, `To`,
 //! `Subject` (RFC 2047-encoded by lettre when not ASCII), `Message-ID: <{key}@{domain}>` (the
 //! idempotency key, so a retry carries the same id), `X-Sendonce-Job`, optional
 //! `List-Unsubscribe` (+ `List-Unsubscribe-Post` for an https link, RFC 8058), `MIME-Version`,
@@ -28,6 +29,7 @@ pub const MAX_JOB_ID_BYTES: usize = 256;
 pub const EXPECTED_HEADERS: &[&str] = &[
     "date",
     "from",
+    "reply-to",
     "to",
     "subject",
     "message-id",
@@ -98,6 +100,9 @@ pub fn build_email(
             HeaderName::new_from_ascii_str("X-Sendonce-Job"),
             msg.job_id.clone(),
         ));
+    if let Some(r) = &msg.reply_to {
+        b = b.reply_to(parse_mailbox("reply-to (Reply-To)", r)?);
+    }
     if let Some(subject) = &msg.subject {
         check_text("subject", subject, MAX_SUBJECT_BYTES)?;
         b = b.subject(squeeze_spaces(subject));
@@ -267,6 +272,7 @@ mod tests {
 
     fn msg() -> Message {
         Message {
+            reply_to: None,
             job_id: "campaign:1:sub:2".into(),
             idempotency_key: "6f1c1f2e-8d2a-5b7e-9c1d-0a1b2c3d4e5f".into(),
             channel: Channel::Email,

@@ -36,6 +36,9 @@ pub struct Message {
     pub idempotency_key: String,
     pub channel: Channel,
     pub from: Option<String>,
+    /// `Reply-To` (email): `addr` or `Name <addr>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
     pub to: String,
     pub subject: Option<String>,
     /// Plain-text body (SMS: the whole text).

@@ -98,6 +98,9 @@ impl Postmark {
             "Headers": [{"Name": "X-Sendonce-Job", "Value": msg.job_id}],
             "Metadata": {JOB_METADATA: msg.job_id},
         });
+        if let Some(reply_to) = &msg.reply_to {
+            p["ReplyTo"] = json!(reply_to);
+        }
         if let Some(html) = &msg.html {
             p["HtmlBody"] = json!(html);
         }

@@ -86,6 +86,9 @@ impl Resend {
             "text": msg.body,
             "headers": {"X-Sendonce-Job": msg.job_id},
         });
+        if let Some(reply_to) = &msg.reply_to {
+            p["reply_to"] = json!(reply_to);
+        }
         if let Some(html) = &msg.html {
             p["html"] = json!(html);
         }

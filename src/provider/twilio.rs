@@ -317,6 +317,7 @@ mod tests {
         assert_eq!(t.caps.key_window, None);
         assert!(!format!("{t:?}").contains("tok-secret-1"));
         let msg = Message {
+            reply_to: None,
             job_id: "campaign:1:sub:2".into(),
             idempotency_key: "k".into(),
             channel: crate::domain::address::Channel::Sms,

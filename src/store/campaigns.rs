@@ -15,7 +15,15 @@ pub struct Campaign {
     pub channel: Channel,
     pub sender: Option<String>,
     pub subject: Option<String>,
+    /// The text template; empty when the text part is generated from the HTML.
     pub body: String,
+    /// The HTML template (email).
+    pub html: Option<String>,
+    pub reply_to: Option<String>,
+    /// The audience filter (`domain::segment`), as written.
+    pub filter: Option<String>,
+    /// Appended to every SMS (copied from the account at create).
+    pub sms_footer: Option<String>,
     pub status: CampaignStatus,
     pub scheduled_for: Option<i64>,
     pub started_at: Option<i64>,
@@ -30,7 +38,13 @@ pub struct NewCampaign<'a> {
     pub channel: Channel,
     pub sender: Option<&'a str>,
     pub subject: Option<&'a str>,
+    /// The text template; empty when the text part is generated from `html`.
     pub body: &'a str,
+    pub html: Option<&'a str>,
+    pub reply_to: Option<&'a str>,
+    /// The audience filter, checked by the caller (`domain::segment`).
+    pub filter: Option<&'a str>,
+    pub sms_footer: Option<&'a str>,
     /// The lists it targets (ids in the account); empty: every confirmed subscriber.
     pub lists: &'a [i64],
 }

@@ -11,6 +11,8 @@ pub struct AccountRow {
     pub name: String,
     pub subscribers: i64,
     pub campaigns: i64,
+    /// Appended to the account's new SMS campaigns.
+    pub sms_footer: Option<String>,
     pub created_at: i64,
 }
 
@@ -56,6 +58,10 @@ pub trait Directory: Send + Sync {
     fn resolve_account(&self, key: &str) -> Result<i64>;
     fn account_id_by_name(&self, name: &str) -> Result<i64>;
     fn accounts(&self) -> Result<Vec<AccountRow>>;
+    /// The SMS opt-out footer of an account (None: none).
+    fn sms_footer(&self, account: i64) -> Result<Option<String>>;
+    /// Set (or, with None, clear) the footer the account's new SMS campaigns get.
+    fn set_sms_footer(&self, account: i64, footer: Option<&str>) -> Result<()>;
     fn list_campaigns(
         &self,
         account: Option<i64>,

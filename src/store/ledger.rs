@@ -14,7 +14,14 @@ pub struct ActiveCampaign {
     pub channel: Channel,
     pub sender: Option<String>,
     pub subject: Option<String>,
+    /// The text template; empty when the text part is generated from `html`.
     pub body: String,
+    pub html: Option<String>,
+    pub reply_to: Option<String>,
+    pub sms_footer: Option<String>,
+    /// The campaign's name and the names of the lists it targets (template variables).
+    pub name: String,
+    pub list_names: Vec<String>,
     /// False: subject and body are literal text, not templates (one-off notifications).
     pub templated: bool,
     /// False while the recipient list is still being built.

@@ -351,6 +351,10 @@ fn setup_campaign(store: &SqliteStore, n: u64) -> Result<i64> {
         sender: Some("news@bench.example"),
         subject: Some("News for {{ name }}"),
         body: "Hello {{ name }},\n\nThis month in {{ city }}: nothing was sent twice.\n",
+        html: None,
+        reply_to: None,
+        filter: None,
+        sms_footer: None,
         lists: &[],
     })?;
     store.approve_campaign(cid, crate::domain::clock::now_ms())?;

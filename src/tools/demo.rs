@@ -146,6 +146,10 @@ fn seed(store: &dyn Storage, csv: &Path) -> Result<(i64, ImportReport, String)> 
         sender: Some("news@example.org"),
         subject: Some("News for {{ name }}"),
         body: "Hello {{ name }},\n\nThis month in {{ city }}: nothing was sent twice.\n",
+        html: None,
+        reply_to: None,
+        filter: None,
+        sms_footer: None,
         lists: &[],
     })?;
     store.approve_campaign(cid, crate::domain::clock::now_ms())?;

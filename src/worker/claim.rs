@@ -6,8 +6,8 @@ use super::calls::Flight;
 use super::engine::{blocking, Worker};
 use super::TARGET;
 use crate::domain::model::idempotency_key;
-use crate::domain::template::Compiled;
-use crate::error::{ErrorKind, Result};
+use crate::domain::template::{CampaignVars, Compiled, Sources};
+use crate::error::{Error, ErrorKind, Result};
 use crate::provider::{CallResult, Capabilities, Message, Provider};
 use crate::store::{ClaimRequest, ClaimedRow};
 use crate::worker::routes::Route;
@@ -140,8 +140,28 @@ impl Worker {
             return Ok(t.clone());
         }
         let t = Arc::new(if c.templated {
-            Compiled::new(c.subject.as_deref(), &c.body)
-                .map_err(|e| e.context(&format!("campaign {}", c.id)))?
+            let src = Sources {
+                subject: c.subject.as_deref(),
+                text: Some(c.body.as_str()).filter(|b| !b.is_empty()),
+                html: c.html.as_deref(),
+            };
+            let vars = CampaignVars {
+                name: c.name.clone(),
+                lists: c.list_names.clone(),
+            };
+            let t = Compiled::campaign(&src, &vars, c.sms_footer.as_deref())
+                .map_err(|e| e.context(&format!("campaign {}", c.id)))?;
+            if t.reads("unsubscribe_url") && self.cfg.links.is_none() {
+                return Err(Error::invalid(format!(
+                    "campaign {} prints {{{{ unsubscribe_url }}}}, but this worker has no public \
+                     URL to point it at: pass --public-url URL (or set public_url in the config \
+                     file, or {}) and set {}",
+                    c.id,
+                    crate::domain::unsubscribe::PUBLIC_URL_ENV,
+                    crate::domain::unsubscribe::SECRET_ENV
+                )));
+            }
+            t
         } else {
             Compiled::literal(c.subject.as_deref(), &c.body)
         });
@@ -186,11 +206,25 @@ impl Worker {
                 idempotent: caps.key_window.is_some(),
                 route: k,
             };
-            let (id, p, from) = (row.id, route.provider.clone(), c.sender.clone());
-            let call = call(p, tpl.clone(), row, c.channel, from, call_timeout);
+            let (id, p) = (row.id, route.provider.clone());
+            let head = Head {
+                channel: c.channel,
+                from: c.sender.clone(),
+                reply_to: c.reply_to.clone(),
+                links: self.cfg.links.clone(),
+            };
+            let call = call(p, tpl.clone(), row, head, call_timeout);
             self.calls.start(id, flight, call);
         }
     }
+}
+
+/// What every message of a campaign shares besides its templates.
+struct Head {
+    channel: crate::domain::address::Channel,
+    from: Option<String>,
+    reply_to: Option<String>,
+    links: Option<crate::domain::unsubscribe::Links>,
 }
 
 /// One call task: render the row's message, call the provider within `timeout`.
@@ -198,21 +232,25 @@ async fn call(
     p: Arc<dyn Provider>,
     tpl: Arc<Compiled>,
     row: ClaimedRow,
-    channel: crate::domain::address::Channel,
-    from: Option<String>,
+    head: Head,
     timeout: Duration,
 ) -> (i64, CallResult) {
     let id = row.id;
-    let msg = match tpl.render_json(&row.vars) {
-        Ok((subject, body)) => Message {
+    let link = head
+        .links
+        .as_ref()
+        .map(|l| l.unsubscribe_url(&row.job_id, &row.address));
+    let msg = match tpl.render_json(&row.vars, link.as_deref()) {
+        Ok(r) => Message {
             idempotency_key: idempotency_key(&row.job_id),
             job_id: row.job_id,
-            channel,
-            from,
+            channel: head.channel,
+            from: head.from,
+            reply_to: head.reply_to,
             to: row.address,
-            subject,
-            body,
-            html: None,
+            subject: r.subject,
+            body: r.text,
+            html: r.html,
         },
         // Variables are checked when the campaign is created; a row whose stored variables
         // cannot be rendered is never called.

@@ -58,6 +58,9 @@ pub struct Config {
     pub drain_deadline: Duration,
     /// Subscribers per list-building transaction.
     pub list_chunk: usize,
+    /// Where `{{ unsubscribe_url }}` points; None: a campaign whose templates read it stops
+    /// the worker before its first claim.
+    pub links: Option<crate::domain::unsubscribe::Links>,
 }
 
 impl Default for Config {
@@ -74,6 +77,7 @@ impl Default for Config {
             retry_max: Duration::from_secs(300),
             drain_deadline: Duration::from_secs(30),
             list_chunk: 50_000,
+            links: None,
         }
     }
 }

@@ -134,6 +134,10 @@ pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64
             sender: None,
             subject: Some("s"),
             body: "b",
+            html: None,
+            reply_to: None,
+            filter: None,
+            sms_footer: None,
             lists: &[],
         })
         .unwrap();

@@ -1,7 +1,7 @@
 //! Campaign management: creation, compare-and-set transitions, status counts, reports and the
 //! in-doubt queue.
 
-use super::codec;
+use super::codec::{self, BodyFormat};
 use super::SqliteStore;
 use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
@@ -10,6 +10,8 @@ use rusqlite::{named_params, params, OptionalExtension, Transaction};
 use std::collections::BTreeMap;
 
 fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
+    let format: BodyFormat = codec::get(r, 12, "campaigns")?;
+    let (body, html) = format.load(r.get(6)?, r.get(13)?);
     Ok(Campaign {
         id: r.get(0)?,
         account_id: r.get(1)?,
@@ -17,7 +19,11 @@ fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
         channel: codec::get(r, 3, "campaigns")?,
         sender: r.get(4)?,
         subject: r.get(5)?,
-        body: r.get(6)?,
+        body,
+        html,
+        reply_to: r.get(14)?,
+        filter: r.get(15)?,
+        sms_footer: r.get(16)?,
         status: codec::get(r, 7, "campaigns")?,
         scheduled_for: r.get(8)?,
         started_at: r.get(9)?,
@@ -27,7 +33,8 @@ fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
 }
 
 const CAMPAIGN_COLS: &str = "id, account_id, name, channel, sender, subject, body, status,
-    scheduled_for, started_at, finished_at, list_complete";
+    scheduled_for, started_at, finished_at, list_complete, body_format, html, reply_to, filter,
+    sms_footer";
 
 /// `sending -> sent` when the ledger has nothing queued, leased or in doubt and the list is
 /// complete. A compare-and-set: never derived from "the last claim returned nothing".
@@ -61,16 +68,25 @@ impl Campaigns for SqliteStore {
             super::admin::require_account(tx, c.account_id)?;
             super::lists::require_lists(tx, c.account_id, c.lists)?;
             let now = crate::domain::clock::now_ms();
+            let (body, format, html) = BodyFormat::store(c.body, c.html);
             tx.execute(
-                "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, created_at)
-                 VALUES (:account, :name, :channel, :sender, :subject, :body, :now)",
+                "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
+                                        body_format, html, reply_to, filter, sms_footer,
+                                        created_at)
+                 VALUES (:account, :name, :channel, :sender, :subject, :body, :format, :html,
+                         :reply_to, :filter, :footer, :now)",
                 named_params! {
                     ":account": c.account_id,
                     ":name": c.name,
                     ":channel": c.channel,
                     ":sender": c.sender,
                     ":subject": c.subject,
-                    ":body": c.body,
+                    ":body": body,
+                    ":format": format,
+                    ":html": html,
+                    ":reply_to": c.reply_to,
+                    ":filter": c.filter,
+                    ":footer": c.sms_footer,
                     ":now": now,
                 },
             )?;

@@ -6,7 +6,9 @@ use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
-use crate::store::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
+use crate::store::{
+    AccountRow, Audience, CampaignRow, Directory, SubscriberChanges, SubscriberRow,
+};
 use rusqlite::{named_params, params, OptionalExtension};
 
 const SUBSCRIBER_COLS: &str =
@@ -80,7 +82,8 @@ impl Directory for SqliteStore {
                         (SELECT count(*) FROM subscribers s
                          WHERE s.account_id = a.id AND s.removed_at IS NULL),
                         (SELECT count(*) FROM campaigns k
-                         WHERE k.account_id = a.id AND k.name NOT LIKE 'notify:%')
+                         WHERE k.account_id = a.id AND k.name NOT LIKE 'notify:%'),
+                        a.sms_footer
                  FROM accounts a ORDER BY a.id",
             )?;
             let rows = st
@@ -91,10 +94,33 @@ impl Directory for SqliteStore {
                         created_at: r.get(2)?,
                         subscribers: r.get(3)?,
                         campaigns: r.get(4)?,
+                        sms_footer: r.get(5)?,
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
+        })
+    }
+
+    fn sms_footer(&self, account: i64) -> Result<Option<String>> {
+        self.account_exists(account)?;
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT sms_footer FROM accounts WHERE id = ?1",
+                [account],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    fn set_sms_footer(&self, account: i64, footer: Option<&str>) -> Result<()> {
+        self.write(|tx| {
+            super::admin::require_account(tx, account)?;
+            tx.execute(
+                "UPDATE accounts SET sms_footer = ?2 WHERE id = ?1",
+                params![account, footer],
+            )?;
+            Ok(())
         })
     }
 

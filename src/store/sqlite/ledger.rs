@@ -35,13 +35,23 @@ impl Ledger for SqliteStore {
             let mut st = c.prepare_cached(ACTIVE_CAMPAIGNS)?;
             let rows = st
                 .query_map([], |r| {
+                    let format: codec::BodyFormat = codec::get(r, 9, "campaigns")?;
+                    let (body, html) = format.load(r.get(5)?, r.get(10)?);
+                    let lists: Option<String> = r.get(14)?;
                     Ok(ActiveCampaign {
                         id: r.get(0)?,
                         account_id: r.get(1)?,
                         channel: codec::get(r, 2, "campaigns")?,
                         sender: r.get(3)?,
                         subject: r.get(4)?,
-                        body: r.get(5)?,
+                        body,
+                        html,
+                        reply_to: r.get(11)?,
+                        sms_footer: r.get(12)?,
+                        name: r.get(13)?,
+                        list_names: lists
+                            .map(|l| serde_json::from_str(&l).unwrap_or_default())
+                            .unwrap_or_default(),
                         templated: r.get::<_, i64>(7)? != 0,
                         account_name: r.get(8)?,
                         list_complete: r.get::<_, i64>(6)? != 0,
@@ -674,7 +684,9 @@ const START_DUE_CAMPAIGNS: &str =
      WHERE status = 'approved' AND scheduled_for <= ?1 RETURNING id";
 
 const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, c.subject, c.body,
-     c.list_complete, c.templated, a.name
+     c.list_complete, c.templated, a.name, c.body_format, c.html, c.reply_to, c.sms_footer, c.name,
+     (SELECT json_group_array(l.name) FROM (SELECT l.name FROM campaign_lists cl
+        JOIN lists l ON l.id = cl.list_id WHERE cl.campaign_id = c.id ORDER BY l.name) l)
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id";
 
