@@ -10,6 +10,7 @@ pub mod import;
 pub mod limits;
 pub mod lists;
 pub mod notify;
+pub mod preview;
 pub mod run;
 pub mod subscribers;
 pub mod suppressions;

@@ -446,6 +446,60 @@ pub enum CampaignCmd {
         #[arg(long, value_enum)]
         format: Option<ReportFormat>,
     },
+    /// Print the message one subscriber would get, rendered exactly as the worker renders it
+    /// (same content, same captured variables, same unsubscribe link); sends and writes
+    /// nothing.
+    Preview {
+        /// Campaign id.
+        id: i64,
+        /// Subscriber id, email address or phone number.
+        #[arg(long)]
+        subscriber: String,
+        /// eml: the whole RFC 5322 message (email; headers as the SMTP provider writes them);
+        /// text: the text part (SMS: the message); html: the HTML part. Default: eml for
+        /// email, text for sms.
+        #[arg(long, value_enum)]
+        format: Option<PreviewFormat>,
+        #[command(flatten)]
+        send: SendTarget,
+    },
+    /// Send one copy of a campaign, rendered for a subscriber (default: the first it would
+    /// reach), to another address through the campaign's provider route, marked as a test
+    /// ("[TEST] " subject, job id test:CAMPAIGN:UUID). Outside the ledger: the subscriber still
+    /// gets their own message, and running it again sends another copy.
+    TestSend {
+        /// Campaign id (any state, drafts included).
+        id: i64,
+        /// Where the copy goes (an email address or an E.164 number, per the channel).
+        #[arg(long)]
+        to: String,
+        /// Subscriber id, email address or phone number whose variables fill the templates.
+        #[arg(long)]
+        subscriber: Option<String>,
+        #[command(flatten)]
+        send: SendTarget,
+    },
+}
+
+/// The provider routes and the public URL a rendering uses, as `run` takes them.
+#[derive(Args, Debug, Clone)]
+pub struct SendTarget {
+    /// Provider spec (as for `run`); default: the config file's route for the campaign.
+    #[arg(long, env = "SENDONCE_PROVIDER")]
+    pub provider: Option<String>,
+    /// Config file (default: ./sendonce.toml if it exists).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Public base URL for {{ unsubscribe_url }} (as for `run`).
+    #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PreviewFormat {
+    Eml,
+    Text,
+    Html,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]

@@ -11,7 +11,11 @@ use crate::error::{Error, Result};
 use crate::store::Storage;
 use std::io::Write;
 
-pub(super) fn command(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
+pub(super) fn command(
+    cli: &Cli,
+    cmd: &CampaignCmd,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Output> {
     match cmd {
         CampaignCmd::Create {
             account,
@@ -88,6 +92,18 @@ pub(super) fn command(cli: &Cli, cmd: &CampaignCmd) -> Result<Output> {
             report::write(&*store, *id, format)?;
             Ok(Output::streamed())
         }
+        CampaignCmd::Preview {
+            id,
+            subscriber,
+            format,
+            send,
+        } => super::preview::show(cli, *id, subscriber, *format, send),
+        CampaignCmd::TestSend {
+            id,
+            to,
+            subscriber,
+            send,
+        } => super::preview::test_send(cli, *id, to, subscriber.as_deref(), send, rt),
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod args;
 mod campaigns;
 mod lists;
+mod preview;
 mod report;
 mod run;
 mod subscribers;
@@ -82,7 +83,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Subscriber(cmd) => subscribers::command(cli, cmd),
         Command::List(cmd) => lists::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
-        Command::Campaign(cmd) => campaigns::command(cli, cmd),
+        Command::Campaign(cmd) => campaigns::command(cli, cmd, rt),
         Command::Run(a) => run::run(cli, a, rt),
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),

@@ -152,7 +152,11 @@ pub fn check(
 }
 
 /// [`check`] for every template of a campaign: subject, text and HTML body.
-pub fn check_all(src: &Sources<'_>, known_attrs: &BTreeSet<String>, counts: &VarCounts) -> Result<()> {
+pub fn check_all(
+    src: &Sources<'_>,
+    known_attrs: &BTreeSet<String>,
+    counts: &VarCounts,
+) -> Result<()> {
     let empty = |s: Option<&str>| s.is_none_or(|b| b.trim().is_empty());
     if empty(src.text) && empty(src.html) {
         return Err(Error::invalid("the body is empty"));
@@ -374,8 +378,11 @@ impl Compiled {
 
 /// The text part of an email written only in HTML: the document as wrapped text, emphasis
 /// marked, links listed as numbered footnotes.
+/// Links are never wrapped: a URL cut across two lines does not work.
 pub fn text_of_html(html: &str) -> Result<String> {
-    html2text::from_read(html.as_bytes(), TEXT_WIDTH)
+    html2text::config::plain()
+        .no_link_wrapping()
+        .string_from_read(html.as_bytes(), TEXT_WIDTH)
         .map_err(|e| Error::invalid(format!("cannot turn the HTML body into text: {e}")))
 }
 

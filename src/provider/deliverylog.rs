@@ -15,6 +15,11 @@ pub struct DeliveryLine {
     pub to: String,
     pub subject: Option<String>,
     pub body: String,
+    /// The HTML part (email), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
     /// Unix milliseconds.
     pub at: i64,
     /// True when the key had been seen before and the first id was returned: not a second

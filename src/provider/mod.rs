@@ -117,6 +117,11 @@ pub trait Provider: Send + Sync + 'static {
             }
         })
     }
+    /// The settings this provider builds RFC 5322 messages with, if it builds them itself
+    /// (SMTP); HTTP APIs build their own MIME. `campaign preview --format eml` uses them.
+    fn email_settings(&self) -> Option<&EmailSettings> {
+        None
+    }
 }
 
 /// Accepts everything, does nothing: for benchmarks of the ledger itself. With a latency, each

@@ -176,6 +176,8 @@ impl Writer {
                 to: m.to.clone(),
                 subject: m.subject.clone(),
                 body: m.body.clone(),
+                html: m.html.clone(),
+                reply_to: m.reply_to.clone(),
                 at: now,
                 replay,
                 message_id: message_id.clone(),

@@ -385,6 +385,9 @@ impl Provider for Smtp {
     fn capabilities(&self) -> &Capabilities {
         &self.caps
     }
+    fn email_settings(&self) -> Option<&EmailSettings> {
+        Some(&self.email)
+    }
     fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
         Box::pin(self.call(msg))
     }

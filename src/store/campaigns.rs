@@ -72,6 +72,25 @@ pub struct ReportRow {
     pub sent_at: Option<i64>,
 }
 
+/// One subscriber as a campaign sees it: the variables its message is rendered from and
+/// whether it would receive the message, for preview and test sends.
+#[derive(Debug, Clone)]
+pub struct RecipientRow {
+    pub subscriber_id: i64,
+    /// The normalised address for the campaign's channel, if the subscriber has one.
+    pub address: Option<String>,
+    /// The captured variables (JSON object text): the send row's when the list already holds
+    /// this subscriber, else what list building would capture now.
+    pub vars: String,
+    /// The send row's job id and state, when the list already holds this subscriber.
+    pub send: Option<(String, crate::domain::model::SendStatus)>,
+    pub subscriber_status: String,
+    /// Subscribed to at least one targeted list (always true for an account-wide campaign).
+    pub targeted: bool,
+    /// The address is on the account's suppression list for the channel.
+    pub suppressed: bool,
+}
+
 /// One row in doubt.
 #[derive(Debug, Clone)]
 pub struct DoubtRow {
@@ -101,6 +120,8 @@ pub trait Campaigns: Send + Sync {
     fn status_counts(&self, id: i64) -> Result<StatusCounts>;
     /// Stream every recipient of a campaign to `f`, in send id order.
     fn report(&self, id: i64, f: &mut dyn FnMut(ReportRow) -> Result<()>) -> Result<()>;
+    /// Subscriber `subscriber_id` (of the campaign's account) as campaign `campaign_id` sees it.
+    fn recipient(&self, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow>;
     /// The rows in doubt.
     fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>>;
     /// An operator's decision on a row in doubt: delivered (`as_sent`), or not and may be

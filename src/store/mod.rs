@@ -18,7 +18,9 @@ pub mod sqlite;
 pub use admin::{Admin, OpenOptions, Sync};
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
-pub use campaigns::{Campaign, Campaigns, DoubtRow, NewCampaign, ReportRow, StatusCounts};
+pub use campaigns::{
+    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, StatusCounts,
+};
 pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,

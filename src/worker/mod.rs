@@ -20,6 +20,8 @@ mod engine;
 mod maintain;
 pub mod ratelimit;
 pub mod routes;
+mod single;
+pub use single::send_one;
 
 use crate::domain::retry::Policy;
 use crate::error::{Error, Result};

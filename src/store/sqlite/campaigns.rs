@@ -5,7 +5,9 @@ use super::codec::{self, BodyFormat};
 use super::SqliteStore;
 use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
-use crate::store::{Campaign, Campaigns, DoubtRow, NewCampaign, ReportRow, StatusCounts};
+use crate::store::{
+    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, StatusCounts,
+};
 use rusqlite::{named_params, params, OptionalExtension, Transaction};
 use std::collections::BTreeMap;
 
@@ -93,6 +95,59 @@ impl Campaigns for SqliteStore {
             let id = tx.last_insert_rowid();
             super::lists::target_lists(tx, id, c.lists)?;
             Ok(id)
+        })
+    }
+
+    fn recipient(&self, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow> {
+        let c = self.campaign(campaign_id)?;
+        let addr = match c.channel {
+            crate::domain::address::Channel::Sms => "s.phone",
+            crate::domain::address::Channel::Email => "s.email_norm",
+        };
+        let sql = format!(
+            "SELECT s.id, {addr}, coalesce(se.vars, {vars}), se.job_id, se.status, s.status,
+                    NOT EXISTS (SELECT 1 FROM campaign_lists WHERE campaign_id = :campaign)
+                    OR EXISTS (SELECT 1 FROM campaign_lists cl JOIN list_members m
+                               ON m.list_id = cl.list_id AND m.subscriber_id = s.id
+                               WHERE cl.campaign_id = :campaign AND m.status = 'subscribed'),
+                    EXISTS (SELECT 1 FROM suppressions su WHERE su.account_id = s.account_id
+                            AND su.channel = :channel AND su.address = {addr})
+             FROM subscribers s
+             LEFT JOIN sends se ON se.campaign_id = :campaign AND se.subscriber_id = s.id
+             WHERE s.id = :subscriber AND s.account_id = :account",
+            vars = super::ledger::CAPTURED_VARS
+        );
+        let row = self.read(|conn| {
+            Ok(conn
+                .query_row(
+                    &sql,
+                    named_params! {
+                        ":campaign": campaign_id,
+                        ":subscriber": subscriber_id,
+                        ":account": c.account_id,
+                        ":channel": c.channel,
+                    },
+                    |r| {
+                        let job: Option<String> = r.get(3)?;
+                        let status: Option<SendStatus> = codec::get(r, 4, "sends")?;
+                        Ok(RecipientRow {
+                            subscriber_id: r.get(0)?,
+                            address: r.get(1)?,
+                            vars: r.get(2)?,
+                            send: job.zip(status),
+                            subscriber_status: r.get(5)?,
+                            targeted: r.get(6)?,
+                            suppressed: r.get(7)?,
+                        })
+                    },
+                )
+                .optional()?)
+        })?;
+        row.ok_or_else(|| {
+            Error::not_found(format!(
+                "subscriber {subscriber_id} is not in account {} (campaign {campaign_id})",
+                c.account_id
+            ))
         })
     }
 

@@ -843,9 +843,7 @@ fn list_insert_sql(channel: Channel, targeted: bool) -> String {
     format!(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
                             vars, status, last_error, visible_at, created_at, updated_at)
-         SELECT s.account_id, :campaign, s.id, {job_id}, {addr},
-                json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
-                                                'phone', s.phone)),
+         SELECT s.account_id, :campaign, s.id, {job_id}, {addr}, {CAPTURED_VARS},
                 CASE WHEN su.address IS NULL THEN 'queued' ELSE 'suppressed' END,
                 CASE WHEN su.address IS NULL THEN NULL
                      ELSE 'address suppressed before the list was built' END,
@@ -859,6 +857,11 @@ fn list_insert_sql(channel: Channel, targeted: bool) -> String {
          ON CONFLICT DO NOTHING"
     )
 }
+
+/// The template variables a send captures from its subscriber (`s`): the attributes, with the
+/// built-ins on top. Campaign preview reads the same expression.
+pub(super) const CAPTURED_VARS: &str =
+    "json_patch(s.attrs, json_object('name', s.name, 'email', s.email, 'phone', s.phone))";
 
 /// A SQL string literal.
 fn sql_text(s: &str) -> String {

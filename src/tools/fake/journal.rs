@@ -297,6 +297,8 @@ impl Writer {
                 to: r.to.clone(),
                 subject: r.subject.clone(),
                 body: r.body.clone(),
+                html: None,
+                reply_to: None,
                 at: now,
                 replay,
                 message_id: message_id.clone(),
