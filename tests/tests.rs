@@ -9,6 +9,7 @@ mod common;
 
 mod bench;
 mod cli;
+mod content;
 // Real processes killed at named crash points: only with the `crash-points` feature.
 #[cfg(feature = "crash-points")]
 mod crash;

@@ -38,6 +38,10 @@ impl Ledger for SqliteStore {
                     let format: codec::BodyFormat = codec::get(r, 9, "campaigns")?;
                     let (body, html) = format.load(r.get(5)?, r.get(10)?);
                     let lists: Option<String> = r.get(14)?;
+                    let mut list_names: Vec<String> = lists
+                        .map(|l| serde_json::from_str(&l).unwrap_or_default())
+                        .unwrap_or_default();
+                    list_names.sort();
                     Ok(ActiveCampaign {
                         id: r.get(0)?,
                         account_id: r.get(1)?,
@@ -49,9 +53,7 @@ impl Ledger for SqliteStore {
                         reply_to: r.get(11)?,
                         sms_footer: r.get(12)?,
                         name: r.get(13)?,
-                        list_names: lists
-                            .map(|l| serde_json::from_str(&l).unwrap_or_default())
-                            .unwrap_or_default(),
+                        list_names,
                         templated: r.get::<_, i64>(7)? != 0,
                         account_name: r.get(8)?,
                         list_complete: r.get::<_, i64>(6)? != 0,
@@ -685,8 +687,8 @@ const START_DUE_CAMPAIGNS: &str =
 
 const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, c.subject, c.body,
      c.list_complete, c.templated, a.name, c.body_format, c.html, c.reply_to, c.sms_footer, c.name,
-     (SELECT json_group_array(l.name) FROM (SELECT l.name FROM campaign_lists cl
-        JOIN lists l ON l.id = cl.list_id WHERE cl.campaign_id = c.id ORDER BY l.name) l)
+     (SELECT json_group_array(l.name) FROM campaign_lists cl JOIN lists l ON l.id = cl.list_id
+      WHERE cl.campaign_id = c.id)
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id";
 
