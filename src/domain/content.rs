@@ -134,7 +134,11 @@ fn check_sms(c: &Content<'_>) -> Result<()> {
     let chars = body.chars().count();
     if chars > MAX_SMS_BODY_CHARS {
         let seg = crate::domain::sms::segments(&body);
-        let with = if c.sms_footer.is_some() { " with the account's footer" } else { "" };
+        let with = if c.sms_footer.is_some() {
+            " with the account's footer"
+        } else {
+            ""
+        };
         return Err(Error::invalid(format!(
             "the sms body{with} has {chars} characters ({seg}); at most {MAX_SMS_BODY_CHARS} \
              characters, the most one SMS can carry"
@@ -227,7 +231,9 @@ mod tests {
     fn footers_are_one_short_line() {
         assert_eq!(check_sms_footer("  ").unwrap(), None);
         assert_eq!(
-            check_sms_footer(" Reply STOP to opt out ").unwrap().as_deref(),
+            check_sms_footer(" Reply STOP to opt out ")
+                .unwrap()
+                .as_deref(),
             Some("Reply STOP to opt out")
         );
         assert!(check_sms_footer("a\nb").is_err());

@@ -152,7 +152,11 @@ pub fn check(
 }
 
 /// [`check`] for every template of a campaign: subject, text and HTML body.
-pub fn check_all(src: &Sources<'_>, known_attrs: &BTreeSet<String>, counts: &VarCounts) -> Result<()> {
+pub fn check_all(
+    src: &Sources<'_>,
+    known_attrs: &BTreeSet<String>,
+    counts: &VarCounts,
+) -> Result<()> {
     let empty = |s: Option<&str>| s.is_none_or(|b| b.trim().is_empty());
     if empty(src.text) && empty(src.html) {
         return Err(Error::invalid("the body is empty"));

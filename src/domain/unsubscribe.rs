@@ -277,7 +277,13 @@ mod tests {
         assert!(a.starts_with("https://news.example.org/u/"), "{a}");
         let token = a.rsplit('/').next().unwrap();
         assert_eq!(verify(&key(), token).unwrap().recipient, "a@x.org");
-        for bad in ["news.example.org", "https://", "https://x.org/?a=1", "https://x .org", "ftp://x.org"] {
+        for bad in [
+            "news.example.org",
+            "https://",
+            "https://x.org/?a=1",
+            "https://x .org",
+            "ftp://x.org",
+        ] {
             assert!(Links::new(bad, key()).is_err(), "{bad}");
         }
     }

@@ -36,7 +36,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../schema/0003_subscriber_removal.sql"),
     ),
     ("0004_lists", include_str!("../../../schema/0004_lists.sql")),
-    ("0005_content", include_str!("../../../schema/0005_content.sql")),
+    (
+        "0005_content",
+        include_str!("../../../schema/0005_content.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
