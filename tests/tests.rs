@@ -27,6 +27,7 @@ mod ratelimit;
 mod readme;
 mod routing;
 mod secrets;
+mod segments;
 mod smtp;
 mod sql_edge;
 mod store_contract;

@@ -2,13 +2,15 @@
 //! (checked once more: its content is frozen from then on), pause, resume, cancel, list, the
 //! counts per send state, and the per-recipient report. Outputs are this module's structs.
 
+use super::lists::Audience;
 use crate::domain::address::Channel;
 use crate::domain::content::{self, Content};
 use crate::domain::model::CampaignStatus;
+use crate::domain::segment::Filter;
 use crate::domain::template::Sources;
 use crate::domain::{sms, template};
 use crate::error::{Error, Result};
-use crate::store::{NewCampaign, Storage};
+use crate::store::{AudienceQuery, NewCampaign, Storage};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -92,16 +94,18 @@ pub struct Created {
     pub sms: Option<sms::Segments>,
 }
 
-/// Create `draft` for `account` (id or name), targeting `lists` (ids or names; none: every
-/// confirmed subscriber): its templates are checked against the account's subscribers (every
-/// variable known, and present where it is printed). An SMS campaign takes the account's
-/// footer now and keeps it.
-pub fn create(
-    store: &dyn Storage,
-    account: &str,
-    draft: &Draft,
-    lists: &[String],
-) -> Result<Created> {
+/// What create checked of a draft against the store, before anything is written.
+struct Checked {
+    account: i64,
+    lists: Vec<i64>,
+    footer: Option<String>,
+    filter: Option<Filter>,
+}
+
+/// The checks of [`create`] (read-only): the account and lists exist, the content with the
+/// account's SMS footer, the templates against the account's subscribers, and the audience
+/// filter (its syntax, and every field a built-in or an attribute some subscriber has).
+fn check(store: &dyn Storage, account: &str, draft: &Draft, lists: &[String]) -> Result<Checked> {
     let account = store.resolve_account(account)?;
     let lists = super::lists::resolve(store, account, lists)?;
     let footer = match draft.channel {
@@ -112,6 +116,34 @@ pub fn create(
     let attrs = store.attribute_names(account)?;
     let counts = store.variable_counts(account, draft.channel)?;
     template::check_all(&draft.sources(), &attrs, &counts)?;
+    let filter = draft.filter.as_deref().map(Filter::parse).transpose()?;
+    if let Some(f) = &filter {
+        f.check_fields(&attrs)?;
+    }
+    Ok(Checked {
+        account,
+        lists,
+        footer,
+        filter,
+    })
+}
+
+/// Create `draft` for `account` (id or name), targeting `lists` (ids or names; none: every
+/// confirmed subscriber) and the subscribers its filter matches: its templates are checked
+/// against the account's subscribers (every variable known, and present where it is printed).
+/// An SMS campaign takes the account's footer now and keeps it.
+pub fn create(
+    store: &dyn Storage,
+    account: &str,
+    draft: &Draft,
+    lists: &[String],
+) -> Result<Created> {
+    let Checked {
+        account,
+        lists,
+        footer,
+        ..
+    } = check(store, account, draft, lists)?;
     let id = store.create_campaign(&NewCampaign {
         account_id: account,
         name: &draft.name,
@@ -129,6 +161,31 @@ pub fn create(
     let sms = (draft.channel == Channel::Sms)
         .then(|| sms::segments(&content::sms_with_footer(&draft.body, footer.as_deref())));
     Ok(Created { id, sms })
+}
+
+/// `campaign create --dry-run`: the checks of [`create`], then the audience counts the
+/// campaign would have (the numbers `campaign audience` gives once it is created); writes
+/// nothing.
+pub fn dry_run(
+    store: &dyn Storage,
+    account: &str,
+    draft: &Draft,
+    lists: &[String],
+) -> Result<Audience> {
+    let c = check(store, account, draft, lists)?;
+    let counts = store.audience_counts_for(&AudienceQuery {
+        account_id: c.account,
+        channel: draft.channel,
+        lists: &c.lists,
+        filter: c.filter.as_ref(),
+    })?;
+    Ok(Audience::new(
+        None,
+        draft.channel,
+        c.lists,
+        draft.filter.clone(),
+        counts,
+    ))
 }
 
 /// An approved campaign and when it starts.

@@ -3,8 +3,9 @@
 //! module's structs.
 
 use crate::domain::address::Channel;
+use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
-use crate::store::{AudienceCounts, ListRow, NewList, OptIn, Storage};
+use crate::store::{AudienceCounts, AudienceQuery, ListRow, NewList, OptIn, Storage};
 use serde::Serialize;
 
 /// One list as shown to people and machines, with its members counted per status.
@@ -129,10 +130,13 @@ pub fn resolve(store: &dyn Storage, account_id: i64, keys: &[String]) -> Result<
 /// Who a campaign's targets would reach now, and who they leave out and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct Audience {
-    pub campaign_id: i64,
+    /// The campaign; `null` for a draft not created (`campaign create --dry-run`).
+    pub campaign_id: Option<i64>,
     pub channel: Channel,
     /// The targeted lists (ids); empty: every subscriber of the account.
     pub lists: Vec<i64>,
+    /// The audience filter as written (`domain::segment`); `null`: none.
+    pub filter: Option<String>,
     /// Distinct normalised addresses that would get a message.
     pub would_receive: u64,
     /// Targeted subscribers left out because another one has the same normalised address.
@@ -145,29 +149,59 @@ pub struct Audience {
     pub unconfirmed: u64,
     /// No address for the campaign's channel.
     pub no_address: u64,
+    /// Reachable otherwise, but the audience filter excludes them.
+    pub filtered_out: u64,
 }
 
-/// The audience counts of campaign `id`, in any state (read-only).
+impl Audience {
+    /// The output for these targets and the counts the store gave for them.
+    pub fn new(
+        campaign_id: Option<i64>,
+        channel: Channel,
+        lists: Vec<i64>,
+        filter: Option<String>,
+        counts: AudienceCounts,
+    ) -> Audience {
+        let AudienceCounts {
+            would_receive,
+            duplicates,
+            suppressed,
+            unsubscribed,
+            unconfirmed,
+            no_address,
+            filtered_out,
+        } = counts;
+        Audience {
+            campaign_id,
+            channel,
+            lists,
+            filter,
+            would_receive,
+            duplicates,
+            suppressed,
+            unsubscribed,
+            unconfirmed,
+            no_address,
+            filtered_out,
+        }
+    }
+}
+
+/// The audience counts of campaign `id`, in any state (read-only). A stored filter that no
+/// longer parses is `Damaged`.
 pub fn audience(store: &dyn Storage, id: i64) -> Result<Audience> {
     let c = store.campaign(id)?;
     let lists = store.campaign_lists(id)?;
-    let AudienceCounts {
-        would_receive,
-        duplicates,
-        suppressed,
-        unsubscribed,
-        unconfirmed,
-        no_address,
-    } = store.audience_counts(id)?;
-    Ok(Audience {
-        campaign_id: id,
+    let filter = c
+        .filter
+        .as_deref()
+        .map(|f| Filter::parse_stored(f, id))
+        .transpose()?;
+    let counts = store.audience_counts_for(&AudienceQuery {
+        account_id: c.account_id,
         channel: c.channel,
-        lists,
-        would_receive,
-        duplicates,
-        suppressed,
-        unsubscribed,
-        unconfirmed,
-        no_address,
-    })
+        lists: &lists,
+        filter: filter.as_ref(),
+    })?;
+    Ok(Audience::new(Some(id), c.channel, lists, c.filter, counts))
 }

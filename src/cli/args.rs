@@ -389,6 +389,14 @@ pub enum CampaignCmd {
         /// address in several lists gets one message.
         #[arg(long = "list", value_name = "LIST")]
         lists: Vec<String>,
+        /// Only the targeted subscribers this filter matches, e.g.
+        /// 'city = "Lisboa" and plan in ("pro", "team")' (README "Segments"); frozen at approval.
+        #[arg(long, value_name = "EXPR")]
+        filter: Option<String>,
+        /// Check the draft and print the audience counts it would have (as `campaign
+        /// audience`); write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Approve a draft: freezes its content and schedules it (now, or --at).
     Approve {

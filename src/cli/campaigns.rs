@@ -10,6 +10,7 @@ use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::store::Storage;
 use std::io::Write;
+use std::path::Path;
 
 pub(super) fn command(
     cli: &Cli,
@@ -27,15 +28,10 @@ pub(super) fn command(
             html_file,
             reply_to,
             lists,
+            filter,
+            dry_run,
         } => {
-            let body = match body_file {
-                Some(f) => import::read_body_file("--body-file", f)?,
-                None => String::new(),
-            };
-            let html = html_file
-                .as_ref()
-                .map(|f| import::read_body_file("--html-file", f))
-                .transpose()?;
+            let (body, html) = read_bodies(body_file.as_deref(), html_file.as_deref())?;
             let draft = Draft {
                 name: name.clone(),
                 channel: channel.parse()?,
@@ -44,9 +40,13 @@ pub(super) fn command(
                 body,
                 html,
                 reply_to: reply_to.clone(),
-                filter: None,
+                filter: filter.clone(),
             }
             .checked()?;
+            if *dry_run {
+                let a = campaigns::dry_run(&*open_read_only(cli)?, account, &draft, lists)?;
+                return Ok(Output::ok(to_json(&a), super::lists::audience_text(&a)));
+            }
             let created = campaigns::create(&*open(cli)?, account, &draft, lists)?;
             if let Some(seg) = &created.sms {
                 let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
@@ -105,6 +105,21 @@ pub(super) fn command(
             send,
         } => super::preview::test_send(cli, *id, to, subscriber.as_deref(), send, rt),
     }
+}
+
+/// The text body (empty when not given) and the HTML body of `campaign create`.
+fn read_bodies(
+    body_file: Option<&Path>,
+    html_file: Option<&Path>,
+) -> Result<(String, Option<String>)> {
+    let body = match body_file {
+        Some(f) => import::read_body_file("--body-file", f)?,
+        None => String::new(),
+    };
+    let html = html_file
+        .map(|f| import::read_body_file("--html-file", f))
+        .transpose()?;
+    Ok((body, html))
 }
 
 fn transition(t: campaigns::Transition) -> Result<Output> {

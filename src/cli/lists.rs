@@ -71,7 +71,8 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
     }
 }
 
-/// `campaign audience` for people: what is targeted, then one count per line.
+/// `campaign audience` (and `campaign create --dry-run`) for people: what is targeted, the
+/// filter, then one count per line.
 pub(super) fn audience_text(a: &Audience) -> String {
     let targets = if a.lists.is_empty() {
         "every subscriber of the account".to_string()
@@ -79,17 +80,27 @@ pub(super) fn audience_text(a: &Audience) -> String {
         let ids: Vec<String> = a.lists.iter().map(i64::to_string).collect();
         format!("lists {}", ids.join(", "))
     };
+    let what = match a.campaign_id {
+        Some(id) => format!("campaign {id}"),
+        None => "dry run, nothing written".to_string(),
+    };
+    // As written, on one line: a filter typed over several lines is shown quoted.
+    let filter = match a.filter.as_deref() {
+        None => "(none)".to_string(),
+        Some(f) if f.chars().any(char::is_control) => format!("{f:?}"),
+        Some(f) => f.to_string(),
+    };
     format!(
-        "campaign {} ({}): {targets}\n\
+        "{what} ({}): {targets}\nfilter: {filter}\n\
          would_receive\t{}\nduplicates\t{}\nsuppressed\t{}\nunsubscribed\t{}\n\
-         unconfirmed\t{}\nno_address\t{}",
-        a.campaign_id,
+         unconfirmed\t{}\nno_address\t{}\nfiltered_out\t{}",
         a.channel,
         a.would_receive,
         a.duplicates,
         a.suppressed,
         a.unsubscribed,
         a.unconfirmed,
-        a.no_address
+        a.no_address,
+        a.filtered_out
     )
 }

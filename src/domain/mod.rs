@@ -1,5 +1,5 @@
 //! Pure rules with no I/O: addresses and channels, states, job ids and keys, templates, content
-//! checks, SMS segments, unsubscribe tokens, time, the retry policy.
+//! checks, audience filters (segments), SMS segments, unsubscribe tokens, time, the retry policy.
 
 pub mod address;
 pub mod clock;
@@ -7,6 +7,7 @@ pub mod content;
 pub mod headers;
 pub mod model;
 pub mod retry;
+pub mod segment;
 pub mod sms;
 pub mod template;
 pub mod unsubscribe;

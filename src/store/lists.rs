@@ -1,6 +1,8 @@
 //! Subscriber lists (`Lists`), backend-neutral: lists per account with their opt-in mode,
 //! memberships with a status of their own, and the audience counts of a campaign's targets.
 
+use crate::domain::address::Channel;
+use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
 
 /// How a list takes new members: `single` subscribes them at once, `double` leaves them
@@ -56,9 +58,10 @@ pub struct ListRow {
 
 /// What a campaign's targets (its lists, or the whole account) hold for its channel, each
 /// targeted subscriber counted once, in the first bucket that applies in this order:
-/// `unsubscribed`, `unconfirmed`, `no_address`; the rest are one row per normalised address
-/// (`duplicates` the subscribers beyond the first of an address), `suppressed` or
-/// `would_receive`.
+/// `unsubscribed`, `unconfirmed`, `no_address`, `filtered_out` (reachable, but the audience
+/// filter excludes it); the rest are one row per normalised address (`duplicates` the
+/// subscribers beyond the first of an address), `suppressed` or `would_receive`. The buckets
+/// are disjoint and add up to the targeted subscribers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AudienceCounts {
     pub would_receive: u64,
@@ -67,6 +70,20 @@ pub struct AudienceCounts {
     pub unsubscribed: u64,
     pub unconfirmed: u64,
     pub no_address: u64,
+    pub filtered_out: u64,
+}
+
+/// The audience to count: a campaign's targets, or a draft's before it exists
+/// (`campaign create --dry-run`).
+#[derive(Debug, Clone, Copy)]
+pub struct AudienceQuery<'a> {
+    pub account_id: i64,
+    pub channel: Channel,
+    /// The targeted lists (ids); empty: every subscriber of the account. An id that is no
+    /// list (a removed one) targets nobody, never the whole account.
+    pub lists: &'a [i64],
+    /// The audience filter, parsed.
+    pub filter: Option<&'a Filter>,
 }
 
 /// Lists and memberships.
@@ -82,6 +99,10 @@ pub trait Lists: Send + Sync {
     fn remove_list(&self, account_id: i64, list_id: i64) -> Result<u64>;
     /// The lists a campaign targets (empty: the whole account).
     fn campaign_lists(&self, campaign_id: i64) -> Result<Vec<i64>>;
-    /// The audience counts of a campaign's targets now.
+    /// The audience counts of a campaign's targets now, its filter applied (a stored filter
+    /// that no longer parses is `Damaged`).
     fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts>;
+    /// The audience counts of `q` now, in one statement (one snapshot): the same numbers list
+    /// building would produce for a campaign with these targets and this filter.
+    fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts>;
 }

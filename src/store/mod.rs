@@ -25,7 +25,7 @@ pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, Subsc
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
-pub use lists::{AudienceCounts, ListRow, Lists, NewList, OptIn};
+pub use lists::{AudienceCounts, AudienceQuery, ListRow, Lists, NewList, OptIn};
 pub use notify::{Notifications, NotifyRow};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};

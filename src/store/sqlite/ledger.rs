@@ -3,12 +3,14 @@
 
 use super::codec;
 use super::error::on_send_path;
+use super::segment;
 use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::domain::model::{
     CampaignStatus, SendStatus, CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB,
     INSTALLATION_SCOPE_LEN,
 };
+use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
 use crate::store::{
     ActiveCampaign, Admin, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
@@ -67,45 +69,41 @@ impl Ledger for SqliteStore {
 
     fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool> {
         let done = self.write(|tx| {
-            let row: Option<(i64, Channel, i64, i64, CampaignStatus, bool)> = tx
+            let row: Option<ListCampaign> = tx
                 .query_row(LIST_CAMPAIGN, [campaign_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        codec::get(r, 1, "campaigns")?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        codec::get(r, 4, "campaigns")?,
-                        r.get(5)?,
-                    ))
+                    Ok(ListCampaign {
+                        account_id: r.get(0)?,
+                        channel: codec::get(r, 1, "campaigns")?,
+                        cursor: r.get(2)?,
+                        complete: r.get::<_, i64>(3)? != 0,
+                        status: codec::get(r, 4, "campaigns")?,
+                        targeted: r.get(5)?,
+                        filter: r.get(6)?,
+                    })
                 })
                 .optional()
                 .map_err(on_send_path)?;
-            let Some((account_id, channel, cursor, complete, status, targeted)) = row else {
+            let Some(c) = row else {
                 return Ok(true);
             };
-            if complete != 0 || status != CampaignStatus::Sending {
+            if c.complete || c.status != CampaignStatus::Sending {
                 return Ok(true);
             }
+            // A filter that no longer parses is damage: never build the list without it.
+            let filter = c
+                .filter
+                .as_deref()
+                .map(|f| Filter::parse_stored(f, campaign_id))
+                .transpose()?;
             // The last subscriber id of this chunk (over all of the account's subscribers, so
             // the cursor always moves forward).
             let (chunk_end, n): (Option<i64>, i64) = tx.query_row(
                 LIST_CHUNK_END,
-                params![account_id, cursor, chunk as i64],
+                params![c.account_id, c.cursor, chunk as i64],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
-            let now = crate::domain::clock::now_ms();
             if let Some(end) = chunk_end {
-                // One row per normalised address (UNIQUE (campaign_id, address)); re-running a
-                // chunk after a crash inserts nothing twice (ON CONFLICT DO NOTHING).
-                let sql = list_insert_sql(channel, targeted);
-                tx.prepare_cached(&sql)?.execute(named_params! {
-                    ":campaign": campaign_id,
-                    ":account": account_id,
-                    ":cursor": cursor,
-                    ":now": now,
-                    ":end": end,
-                    ":channel": channel,
-                })?;
+                insert_chunk(tx, campaign_id, &c, filter.as_ref(), end)?;
                 crash::point("list_build");
             }
             let complete = (n as usize) < chunk;
@@ -694,8 +692,55 @@ const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, 
 
 /// The campaign row, and whether it targets lists (else: the whole account).
 const LIST_CAMPAIGN: &str = "SELECT account_id, channel, list_cursor, list_complete, status,
-            EXISTS (SELECT 1 FROM campaign_lists cl WHERE cl.campaign_id = campaigns.id)
+            EXISTS (SELECT 1 FROM campaign_lists cl WHERE cl.campaign_id = campaigns.id), filter
      FROM campaigns WHERE id = ?1";
+
+/// What list building reads of its campaign ([`LIST_CAMPAIGN`]).
+struct ListCampaign {
+    account_id: i64,
+    channel: Channel,
+    cursor: i64,
+    complete: bool,
+    status: CampaignStatus,
+    /// It targets lists (else the whole account).
+    targeted: bool,
+    /// The audience filter as stored.
+    filter: Option<String>,
+}
+
+/// Insert the recipients among subscribers `c.cursor < id <= end`. One row per normalised
+/// address (UNIQUE (campaign_id, address)); re-running a chunk after a crash inserts nothing
+/// twice (ON CONFLICT DO NOTHING). The statement is cached by its text, which depends on the
+/// filter's shape only (its values are bound).
+fn insert_chunk(
+    tx: &Transaction<'_>,
+    campaign_id: i64,
+    c: &ListCampaign,
+    filter: Option<&Filter>,
+    end: i64,
+) -> Result<()> {
+    let now = crate::domain::clock::now_ms();
+    let compiled = filter.map(|f| segment::compile(Some(f)));
+    let sql = list_insert_sql(
+        c.channel,
+        c.targeted,
+        compiled.as_ref().map(|f| f.sql.as_str()),
+    );
+    let fixed: [(&str, &dyn rusqlite::ToSql); 6] = [
+        (":campaign", &campaign_id),
+        (":account", &c.account_id),
+        (":cursor", &c.cursor),
+        (":now", &now),
+        (":end", &end),
+        (":channel", &c.channel),
+    ];
+    let params = match &compiled {
+        Some(f) => f.with(&fixed),
+        None => fixed.to_vec(),
+    };
+    tx.prepare_cached(&sql)?.execute(params.as_slice())?;
+    Ok(())
+}
 
 const LIST_CHUNK_END: &str = "SELECT max(id), count(*) FROM (SELECT id FROM subscribers
      WHERE account_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3)";
@@ -822,7 +867,7 @@ const RECORD_IN_DOUBT: &str =
 /// as [`crate::domain::model::campaign_job_id`].
 /// With `targeted`, only subscribers with a `subscribed` membership in at least one of the
 /// campaign's lists (`campaign_lists`); otherwise every confirmed subscriber of the account.
-fn list_insert_sql(channel: Channel, targeted: bool) -> String {
+fn list_insert_sql(channel: Channel, targeted: bool, filter: Option<&str>) -> String {
     let addr = match channel {
         Channel::Sms => "s.phone",
         Channel::Email => "s.email_norm",
@@ -834,6 +879,8 @@ fn list_insert_sql(channel: Channel, targeted: bool) -> String {
     } else {
         ""
     };
+    // The audience filter: a condition on `s` whose values are all bound (`segment.rs`).
+    let filter = filter.map_or(String::new(), |f| format!("AND {f}"));
     let job_id = format!(
         "{} || :campaign || {} || s.id || {}
                 || (SELECT substr(id, 1, {INSTALLATION_SCOPE_LEN}) FROM installation
@@ -854,7 +901,7 @@ fn list_insert_sql(channel: Channel, targeted: bool) -> String {
          LEFT JOIN suppressions su ON su.account_id = s.account_id
                                   AND su.channel = :channel AND su.address = {addr}
          WHERE s.account_id = :account AND s.id > :cursor AND s.id <= :end
-           AND s.status = 'confirmed' AND {addr} IS NOT NULL {in_lists}
+           AND s.status = 'confirmed' AND {addr} IS NOT NULL {in_lists} {filter}
          ORDER BY s.id
          ON CONFLICT DO NOTHING"
     )
@@ -910,7 +957,18 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
         ("list: insert chunk (sms, lists)", Channel::Sms, true),
     ];
     for (i, (name, channel, targeted)) in chunks.into_iter().enumerate() {
-        q.insert(3 + i, (name, list_insert_sql(channel, targeted)));
+        q.insert(3 + i, (name, list_insert_sql(channel, targeted, None)));
     }
+    // With an audience filter: the same range, the filter evaluated on each row of it.
+    let sample = Filter::parse(r#"city = "x" and not (plan in ("a", "b") or has zone)"#)
+        .map(|f| segment::compile(Some(&f)).sql)
+        .unwrap_or_default();
+    q.insert(
+        3 + chunks.len(),
+        (
+            "list: insert chunk (email, lists, filter)",
+            list_insert_sql(Channel::Email, true, Some(&sample)),
+        ),
+    );
     q
 }

@@ -3,10 +3,12 @@
 //! transactions.
 
 use super::codec;
+use super::segment;
 use super::SqliteStore;
 use crate::domain::address::Channel;
+use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
-use crate::store::{Audience, AudienceCounts, Campaigns, ListRow, Lists, NewList};
+use crate::store::{Audience, AudienceCounts, AudienceQuery, Campaigns, ListRow, Lists, NewList};
 use rusqlite::{named_params, params, Connection, OptionalExtension, Row, Transaction};
 
 const LIST_COLS: &str = "l.id, l.account_id, l.name, l.description, l.optin, l.created_at,
@@ -90,26 +92,32 @@ fn find_list(c: &Connection, account_id: i64, key: &str) -> Result<Option<ListRo
     .optional()?)
 }
 
-/// The audience counts of one campaign; see [`AudienceCounts`] for the buckets. `m` is the
-/// targeted memberships folded per subscriber; without targeted lists every subscriber of the
-/// account is targeted (`:whole`). One statement, so one snapshot.
-fn audience_sql(channel: Channel) -> String {
+/// The audience counts of one query; see [`AudienceCounts`] for the buckets. `m` is the
+/// targeted memberships (`:lists`, a JSON array of list ids) folded per subscriber; without
+/// targeted lists every subscriber of the account is targeted (`:whole`). `filter` is the
+/// compiled audience filter (`segment.rs`, its values bound), applied where list building
+/// applies it: to the subscribers it would otherwise take. One statement, so one snapshot.
+fn audience_sql(channel: Channel, filter: Option<&str>) -> String {
     let addr = match channel {
         Channel::Sms => "s.phone",
         Channel::Email => "s.email_norm",
     };
+    let filtered = filter.map_or(String::new(), |f| {
+        format!("WHEN NOT {f} THEN 'filtered_out'")
+    });
     format!(
         "WITH m AS (
              SELECT lm.subscriber_id AS sid, max(lm.status = 'subscribed') AS sub,
                     max(lm.status = 'unsubscribed') AS unsub
-             FROM campaign_lists cl JOIN list_members lm ON lm.list_id = cl.list_id
-             WHERE cl.campaign_id = :campaign GROUP BY lm.subscriber_id),
+             FROM json_each(:lists) cl JOIN list_members lm ON lm.list_id = cl.value
+             GROUP BY lm.subscriber_id),
          t AS (
              SELECT {addr} AS addr,
                     CASE WHEN NOT coalesce(m.sub, :whole) AND m.unsub THEN 'unsubscribed'
                          WHEN NOT coalesce(m.sub, :whole) OR s.status <> 'confirmed'
                               THEN 'unconfirmed'
                          WHEN {addr} IS NULL THEN 'no_address'
+                         {filtered}
                          ELSE 'ok' END AS k
              FROM subscribers s LEFT JOIN m ON m.sid = s.id
              WHERE s.account_id = :account AND s.removed_at IS NULL
@@ -118,7 +126,8 @@ fn audience_sql(channel: Channel) -> String {
                 coalesce(sum(k = 'no_address'), 0),
                 coalesce(sum(k = 'ok'), 0) - count(DISTINCT CASE WHEN k = 'ok' THEN addr END),
                 count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NOT NULL THEN addr END),
-                count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NULL THEN addr END)
+                count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NULL THEN addr END),
+                coalesce(sum(k = 'filtered_out'), 0)
          FROM t LEFT JOIN suppressions su ON su.account_id = :account
                                          AND su.channel = :channel AND su.address = t.addr"
     )
@@ -222,30 +231,50 @@ impl Lists for SqliteStore {
 
     fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts> {
         let c = self.campaign(campaign_id)?;
-        let whole = self.campaign_lists(campaign_id)?.is_empty();
+        let lists = self.campaign_lists(campaign_id)?;
+        let filter = c
+            .filter
+            .as_deref()
+            .map(|f| Filter::parse_stored(f, campaign_id))
+            .transpose()?;
+        self.audience_counts_for(&AudienceQuery {
+            account_id: c.account_id,
+            channel: c.channel,
+            lists: &lists,
+            filter: filter.as_ref(),
+        })
+    }
+
+    fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts> {
+        let compiled = q.filter.map(|f| segment::compile(Some(f)));
+        let sql = audience_sql(q.channel, compiled.as_ref().map(|f| f.sql.as_str()));
+        let lists = serde_json::Value::from(q.lists.to_vec()).to_string();
+        let whole = q.lists.is_empty();
+        let fixed: [(&str, &dyn rusqlite::ToSql); 4] = [
+            (":lists", &lists),
+            (":account", &q.account_id),
+            (":channel", &q.channel),
+            (":whole", &whole),
+        ];
+        let params = match &compiled {
+            Some(f) => f.with(&fixed),
+            None => fixed.to_vec(),
+        };
         self.read(|conn| {
             let n = |r: &Row<'_>, i: usize| -> rusqlite::Result<u64> {
                 Ok(u64::try_from(r.get::<_, i64>(i)?).unwrap_or(0))
             };
-            Ok(conn.query_row(
-                &audience_sql(c.channel),
-                named_params! {
-                    ":campaign": campaign_id,
-                    ":account": c.account_id,
-                    ":channel": c.channel,
-                    ":whole": whole,
-                },
-                |r| {
-                    Ok(AudienceCounts {
-                        unsubscribed: n(r, 0)?,
-                        unconfirmed: n(r, 1)?,
-                        no_address: n(r, 2)?,
-                        duplicates: n(r, 3)?,
-                        suppressed: n(r, 4)?,
-                        would_receive: n(r, 5)?,
-                    })
-                },
-            )?)
+            Ok(conn.query_row(&sql, params.as_slice(), |r| {
+                Ok(AudienceCounts {
+                    unsubscribed: n(r, 0)?,
+                    unconfirmed: n(r, 1)?,
+                    no_address: n(r, 2)?,
+                    duplicates: n(r, 3)?,
+                    suppressed: n(r, 4)?,
+                    would_receive: n(r, 5)?,
+                    filtered_out: n(r, 6)?,
+                })
+            })?)
         })
     }
 }

@@ -12,6 +12,7 @@ mod ledger;
 mod lists;
 mod notify;
 mod ratelimit;
+mod segment;
 
 pub use bench::{BareClaim, QueryPlan};
 pub use notify::notify_job_id;
