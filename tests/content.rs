@@ -512,3 +512,74 @@ fn a_test_send_is_marked_repeatable_and_outside_the_ledger() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("--to"), "{}", r.stderr);
 }
+
+#[test]
+fn templates_are_checked_against_the_audience_and_preview_names_the_filter() {
+    let env = Env::new();
+    setup(&env);
+    // Cy is outside the list and has no city: a campaign on `news` may print {{ city }}
+    // unguarded, one on the whole account may not.
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        "acme",
+        "--email",
+        "cy@example.org",
+    ]);
+    let body = env.write("c.txt", "From {{ city }}\n");
+    let create = |extra: &[&str]| {
+        let mut args = vec![
+            "campaign",
+            "create",
+            "--account",
+            "acme",
+            "--name",
+            "c",
+            "--channel",
+            "email",
+            "--from",
+            "news@example.org",
+            "--subject",
+            "s",
+            "--body-file",
+            body.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        env.run(&args)
+    };
+    let r = create(&[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("`city`"), "{}", r.stderr);
+    let r = create(&["--list", "news"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.stdout.trim().to_string();
+    env.ok(&["campaign", "approve", &id]);
+    // A filter narrows the audience the check counts too, and preview says who it leaves out.
+    let r = create(&["--filter", "city = \"Porto\""]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let filtered = r.stdout.trim().to_string();
+    let p = json(
+        &env,
+        &[
+            "campaign",
+            "preview",
+            &filtered,
+            "--subscriber",
+            "ana@example.org",
+        ],
+    );
+    assert_eq!(p["would_receive"], false);
+    assert!(p["why_not"].as_str().unwrap().contains("filter"), "{p}");
+    let p = json(
+        &env,
+        &[
+            "campaign",
+            "preview",
+            &filtered,
+            "--subscriber",
+            "bo@example.org",
+        ],
+    );
+    assert_eq!(p["would_receive"], true, "{p}");
+}

@@ -114,12 +114,18 @@ fn check(store: &dyn Storage, account: &str, draft: &Draft, lists: &[String]) ->
     };
     content::check(&draft.content(footer.as_deref()))?;
     let attrs = store.attribute_names(account)?;
-    let counts = store.variable_counts(account, draft.channel)?;
-    template::check_all(&draft.sources(), &attrs, &counts)?;
     let filter = draft.filter.as_deref().map(Filter::parse).transpose()?;
     if let Some(f) = &filter {
         f.check_fields(&attrs)?;
     }
+    // Variables are checked against the subscribers this campaign would reach.
+    let counts = store.variable_counts_for(&AudienceQuery {
+        account_id: account,
+        channel: draft.channel,
+        lists: &lists,
+        filter: filter.as_ref(),
+    })?;
+    template::check_all(&draft.sources(), &attrs, &counts)?;
     Ok(Checked {
         account,
         lists,
@@ -216,7 +222,18 @@ pub fn approve(store: &dyn Storage, id: i64, at: i64) -> Result<Approved> {
         ))
     })?;
     let attrs = store.attribute_names(c.account_id)?;
-    let counts = store.variable_counts(c.account_id, c.channel)?;
+    let filter = c
+        .filter
+        .as_deref()
+        .map(|f| Filter::parse_stored(f, id))
+        .transpose()?;
+    let lists = store.campaign_lists(id)?;
+    let counts = store.variable_counts_for(&AudienceQuery {
+        account_id: c.account_id,
+        channel: c.channel,
+        lists: &lists,
+        filter: filter.as_ref(),
+    })?;
     let src = Sources {
         subject: c.subject.as_deref(),
         text: Some(c.body.as_str()).filter(|b| !b.is_empty()),

@@ -84,6 +84,8 @@ fn why_not(r: &RecipientRow) -> Option<String> {
         Some(format!("the subscriber is {}", r.subscriber_status))
     } else if !r.targeted {
         Some("not subscribed to any list the campaign targets".into())
+    } else if !r.matches_filter {
+        Some("the campaign's filter leaves the subscriber out".into())
     } else if r.suppressed {
         Some("the address is suppressed".into())
     } else {

@@ -353,51 +353,55 @@ pub enum ListCmd {
     },
 }
 
+/// `campaign create`.
+#[derive(Args, Debug)]
+pub struct CampaignCreate {
+    /// Account id or name.
+    #[arg(long)]
+    pub account: String,
+    /// A name for people (reports, lists).
+    #[arg(long)]
+    pub name: String,
+    /// email or sms.
+    #[arg(long, value_parser = ["email", "sms"])]
+    pub channel: String,
+    /// Sender: required for email (`news@example.org` or `Name <news@example.org>`); an
+    /// E.164 number for sms (optional: the provider's default).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Subject template (required for email).
+    #[arg(long)]
+    pub subject: Option<String>,
+    /// Text body template file (minijinja syntax: {{ name }}, {{ email }}, attributes,
+    /// {{ campaign.name }}, {{ unsubscribe_url }}). Email: give it, --html-file, or both.
+    #[arg(long, required_unless_present = "html_file")]
+    pub body_file: Option<PathBuf>,
+    /// HTML body template file (email): values printed in it are HTML-escaped. With
+    /// --body-file the message is multipart/alternative; without, its text part is
+    /// generated from each recipient's HTML.
+    #[arg(long)]
+    pub html_file: Option<PathBuf>,
+    /// Reply-To address for email (`desk@example.org` or `Desk <desk@example.org>`).
+    #[arg(long, value_name = "ADDRESS")]
+    pub reply_to: Option<String>,
+    /// Target a list (id or name) instead of every confirmed subscriber; repeatable. An
+    /// address in several lists gets one message.
+    #[arg(long = "list", value_name = "LIST")]
+    pub lists: Vec<String>,
+    /// Only the targeted subscribers this filter matches, e.g.
+    /// 'city = "Lisboa" and plan in ("pro", "team")' (README "Segments"); frozen at approval.
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// Check the draft and print the audience counts it would have (as `campaign
+    /// audience`); write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum CampaignCmd {
     /// Create a draft campaign; prints its id. Templates are checked now, not mid-send.
-    Create {
-        /// Account id or name.
-        #[arg(long)]
-        account: String,
-        /// A name for people (reports, lists).
-        #[arg(long)]
-        name: String,
-        /// email or sms.
-        #[arg(long, value_parser = ["email", "sms"])]
-        channel: String,
-        /// Sender: required for email (`news@example.org` or `Name <news@example.org>`); an
-        /// E.164 number for sms (optional: the provider's default).
-        #[arg(long)]
-        from: Option<String>,
-        /// Subject template (required for email).
-        #[arg(long)]
-        subject: Option<String>,
-        /// Text body template file (minijinja syntax: {{ name }}, {{ email }}, attributes,
-        /// {{ campaign.name }}, {{ unsubscribe_url }}). Email: give it, --html-file, or both.
-        #[arg(long, required_unless_present = "html_file")]
-        body_file: Option<PathBuf>,
-        /// HTML body template file (email): values printed in it are HTML-escaped. With
-        /// --body-file the message is multipart/alternative; without, its text part is
-        /// generated from each recipient's HTML.
-        #[arg(long)]
-        html_file: Option<PathBuf>,
-        /// Reply-To address for email (`desk@example.org` or `Desk <desk@example.org>`).
-        #[arg(long, value_name = "ADDRESS")]
-        reply_to: Option<String>,
-        /// Target a list (id or name) instead of every confirmed subscriber; repeatable. An
-        /// address in several lists gets one message.
-        #[arg(long = "list", value_name = "LIST")]
-        lists: Vec<String>,
-        /// Only the targeted subscribers this filter matches, e.g.
-        /// 'city = "Lisboa" and plan in ("pro", "team")' (README "Segments"); frozen at approval.
-        #[arg(long, value_name = "EXPR")]
-        filter: Option<String>,
-        /// Check the draft and print the audience counts it would have (as `campaign
-        /// audience`); write nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
+    Create(CampaignCreate),
     /// Approve a draft: freezes its content and schedules it (now, or --at).
     Approve {
         /// Campaign id.

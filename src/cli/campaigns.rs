@@ -1,7 +1,7 @@
 //! `sendonce campaign ...`: flags parsed into the inputs of `app::campaigns`, its outputs
 //! printed as text or JSON, and `status --watch` following a campaign on the terminal.
 
-use super::args::{CampaignCmd, Cli, ReportFormat};
+use super::args::{CampaignCmd, CampaignCreate, Cli, ReportFormat};
 use super::{open, open_read_only, report, to_json, Output};
 use crate::app::campaigns::{self, Draft, Status};
 use crate::app::import;
@@ -18,41 +18,7 @@ pub(super) fn command(
     rt: &tokio::runtime::Runtime,
 ) -> Result<Output> {
     match cmd {
-        CampaignCmd::Create {
-            account,
-            name,
-            channel,
-            from,
-            subject,
-            body_file,
-            html_file,
-            reply_to,
-            lists,
-            filter,
-            dry_run,
-        } => {
-            let (body, html) = read_bodies(body_file.as_deref(), html_file.as_deref())?;
-            let draft = Draft {
-                name: name.clone(),
-                channel: channel.parse()?,
-                sender: from.clone(),
-                subject: subject.clone(),
-                body,
-                html,
-                reply_to: reply_to.clone(),
-                filter: filter.clone(),
-            }
-            .checked()?;
-            if *dry_run {
-                let a = campaigns::dry_run(&*open_read_only(cli)?, account, &draft, lists)?;
-                return Ok(Output::ok(to_json(&a), super::lists::audience_text(&a)));
-            }
-            let created = campaigns::create(&*open(cli)?, account, &draft, lists)?;
-            if let Some(seg) = &created.sms {
-                let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
-            }
-            Ok(Output::ok(to_json(&created), created.id.to_string()))
-        }
+        CampaignCmd::Create(a) => create(cli, a),
         CampaignCmd::Approve { id, at } => {
             let at = match at {
                 Some(s) => clock::parse_rfc3339_ms(s)?,
@@ -120,6 +86,31 @@ fn read_bodies(
         .map(|f| import::read_body_file("--html-file", f))
         .transpose()?;
     Ok((body, html))
+}
+
+/// `campaign create [--dry-run]`.
+fn create(cli: &Cli, a: &CampaignCreate) -> Result<Output> {
+    let (body, html) = read_bodies(a.body_file.as_deref(), a.html_file.as_deref())?;
+    let draft = Draft {
+        name: a.name.clone(),
+        channel: a.channel.parse()?,
+        sender: a.from.clone(),
+        subject: a.subject.clone(),
+        body,
+        html,
+        reply_to: a.reply_to.clone(),
+        filter: a.filter.clone(),
+    }
+    .checked()?;
+    if a.dry_run {
+        let out = campaigns::dry_run(&*open_read_only(cli)?, &a.account, &draft, &a.lists)?;
+        return Ok(Output::ok(to_json(&out), super::lists::audience_text(&out)));
+    }
+    let created = campaigns::create(&*open(cli)?, &a.account, &draft, &a.lists)?;
+    if let Some(seg) = &created.sms {
+        let _ = writeln!(std::io::stderr(), "sms body (before variables): {seg}");
+    }
+    Ok(Output::ok(to_json(&created), created.id.to_string()))
 }
 
 fn transition(t: campaigns::Transition) -> Result<Output> {

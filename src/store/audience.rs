@@ -1,8 +1,6 @@
 //! Accounts and subscribers as they are added (`Audience`): the validated subscriber, the
 //! import report, and what a template may use (attribute names, variable counts).
 
-use crate::domain::address::Channel;
-use crate::domain::template::VarCounts;
 use crate::error::Result;
 use std::collections::BTreeSet;
 
@@ -53,8 +51,6 @@ pub trait Audience: Send + Sync {
     ) -> Result<ImportReport>;
     /// Every attribute name used by the account's subscribers.
     fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>>;
-    /// How many eligible subscribers have each template variable, for one channel.
-    fn variable_counts(&self, account_id: i64, channel: Channel) -> Result<VarCounts>;
     /// `Ok` when the account exists, else the usage error naming it.
     fn account_exists(&self, account_id: i64) -> Result<()>;
 }

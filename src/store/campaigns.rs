@@ -89,6 +89,8 @@ pub struct RecipientRow {
     pub targeted: bool,
     /// The address is on the account's suppression list for the channel.
     pub suppressed: bool,
+    /// The campaign's filter keeps this subscriber (always true without a filter).
+    pub matches_filter: bool,
 }
 
 /// One row in doubt.

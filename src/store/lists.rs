@@ -104,5 +104,13 @@ pub trait Lists: Send + Sync {
     fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts>;
     /// The audience counts of `q` now, in one statement (one snapshot): the same numbers list
     /// building would produce for a campaign with these targets and this filter.
+    /// How many of the subscribers `q` would send to (confirmed, with an address for the
+    /// channel, subscribed to a targeted list, matching the filter) have each template
+    /// variable: what `template::check` needs for this campaign's audience, not the whole
+    /// account's.
+    fn variable_counts_for(
+        &self,
+        q: &AudienceQuery<'_>,
+    ) -> Result<crate::domain::template::VarCounts>;
     fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts>;
 }

@@ -3,13 +3,12 @@
 use super::codec;
 use super::SqliteStore;
 use crate::domain::address::Channel;
-use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
 use crate::store::{Audience, ImportReport, NewSubscriber, SkippedRow, Suppression, Suppressions};
 use crate::tools::crash;
 use rusqlite::types::Null;
 use rusqlite::{named_params, params, OptionalExtension, ToSql, Transaction};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 pub(super) fn require_account(tx: &Transaction<'_>, account_id: i64) -> Result<()> {
     let found: Option<i64> = tx
@@ -237,43 +236,6 @@ impl Audience for SqliteStore {
     /// rendering (`list_insert_sql` in ledger.rs: the attributes patched with the built-in
     /// `name`, `email`, `phone`, where a NULL built-in is absent), so "has it" means here what
     /// it means when the message is rendered. One statement, so one snapshot.
-    fn variable_counts(&self, account_id: i64, channel: Channel) -> Result<VarCounts> {
-        let addr = match channel {
-            Channel::Sms => "s.phone",
-            Channel::Email => "s.email_norm",
-        };
-        let sql = format!(
-            "SELECT NULL, count(*) FROM subscribers s
-             WHERE s.account_id = ?1 AND s.status = 'confirmed' AND {addr} IS NOT NULL
-             UNION ALL
-             SELECT j.key, count(DISTINCT s.id) FROM subscribers s,
-                    json_each(json_patch(s.attrs, json_object('name', s.name, 'email', s.email,
-                                                              'phone', s.phone))) j
-             WHERE s.account_id = ?1 AND s.status = 'confirmed' AND {addr} IS NOT NULL
-             GROUP BY j.key"
-        );
-        self.read(|c| {
-            let mut counts = VarCounts {
-                channel,
-                total: 0,
-                present: BTreeMap::new(),
-            };
-            let mut st = c.prepare(&sql)?;
-            let mut rows = st.query([account_id])?;
-            while let Some(r) = rows.next()? {
-                let (key, n): (Option<String>, i64) = (r.get(0)?, r.get(1)?);
-                let n = u64::try_from(n).unwrap_or(0);
-                match key {
-                    None => counts.total = n,
-                    Some(k) => {
-                        counts.present.insert(k, n);
-                    }
-                }
-            }
-            Ok(counts)
-        })
-    }
-
     fn account_exists(&self, account_id: i64) -> Result<()> {
         self.read(|c| {
             let found: Option<i64> = c

@@ -3,7 +3,9 @@
 
 use super::codec::{self, BodyFormat};
 use super::SqliteStore;
+use crate::domain::address::Channel;
 use crate::domain::model::{CampaignStatus, SendStatus};
+use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
 use crate::store::{
     Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, StatusCounts,
@@ -37,6 +39,29 @@ fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
 const CAMPAIGN_COLS: &str = "id, account_id, name, channel, sender, subject, body, status,
     scheduled_for, started_at, finished_at, list_complete, body_format, html, reply_to, filter,
     sms_footer";
+
+/// One subscriber as a campaign sees it (see [`RecipientRow`]); `filter` is the campaign's
+/// compiled filter, a condition on `s`.
+fn recipient_sql(channel: Channel, filter: &str) -> String {
+    let addr = match channel {
+        Channel::Sms => "s.phone",
+        Channel::Email => "s.email_norm",
+    };
+    format!(
+        "SELECT s.id, {addr}, coalesce(se.vars, {vars}), se.job_id, se.status, s.status,
+                NOT EXISTS (SELECT 1 FROM campaign_lists WHERE campaign_id = :campaign)
+                OR EXISTS (SELECT 1 FROM campaign_lists cl JOIN list_members m
+                           ON m.list_id = cl.list_id AND m.subscriber_id = s.id
+                           WHERE cl.campaign_id = :campaign AND m.status = 'subscribed'),
+                EXISTS (SELECT 1 FROM suppressions su WHERE su.account_id = s.account_id
+                        AND su.channel = :channel AND su.address = {addr}),
+                {filter}
+         FROM subscribers s
+         LEFT JOIN sends se ON se.campaign_id = :campaign AND se.subscriber_id = s.id
+         WHERE s.id = :subscriber AND s.account_id = :account",
+        vars = super::ledger::CAPTURED_VARS
+    )
+}
 
 /// `sending -> sent` when the ledger has nothing queued, leased or in doubt and the list is
 /// complete. A compare-and-set: never derived from "the last claim returned nothing".
@@ -100,47 +125,36 @@ impl Campaigns for SqliteStore {
 
     fn recipient(&self, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow> {
         let c = self.campaign(campaign_id)?;
-        let addr = match c.channel {
-            crate::domain::address::Channel::Sms => "s.phone",
-            crate::domain::address::Channel::Email => "s.email_norm",
-        };
-        let sql = format!(
-            "SELECT s.id, {addr}, coalesce(se.vars, {vars}), se.job_id, se.status, s.status,
-                    NOT EXISTS (SELECT 1 FROM campaign_lists WHERE campaign_id = :campaign)
-                    OR EXISTS (SELECT 1 FROM campaign_lists cl JOIN list_members m
-                               ON m.list_id = cl.list_id AND m.subscriber_id = s.id
-                               WHERE cl.campaign_id = :campaign AND m.status = 'subscribed'),
-                    EXISTS (SELECT 1 FROM suppressions su WHERE su.account_id = s.account_id
-                            AND su.channel = :channel AND su.address = {addr})
-             FROM subscribers s
-             LEFT JOIN sends se ON se.campaign_id = :campaign AND se.subscriber_id = s.id
-             WHERE s.id = :subscriber AND s.account_id = :account",
-            vars = super::ledger::CAPTURED_VARS
-        );
+        let filter = c
+            .filter
+            .as_deref()
+            .map(|f| Filter::parse_stored(f, campaign_id))
+            .transpose()?;
+        let compiled = super::segment::compile(filter.as_ref());
+        let sql = recipient_sql(c.channel, &compiled.sql);
+        let fixed: [(&str, &dyn rusqlite::ToSql); 4] = [
+            (":campaign", &campaign_id),
+            (":subscriber", &subscriber_id),
+            (":account", &c.account_id),
+            (":channel", &c.channel),
+        ];
+        let params = compiled.with(&fixed);
         let row = self.read(|conn| {
             Ok(conn
-                .query_row(
-                    &sql,
-                    named_params! {
-                        ":campaign": campaign_id,
-                        ":subscriber": subscriber_id,
-                        ":account": c.account_id,
-                        ":channel": c.channel,
-                    },
-                    |r| {
-                        let job: Option<String> = r.get(3)?;
-                        let status: Option<SendStatus> = codec::get(r, 4, "sends")?;
-                        Ok(RecipientRow {
-                            subscriber_id: r.get(0)?,
-                            address: r.get(1)?,
-                            vars: r.get(2)?,
-                            send: job.zip(status),
-                            subscriber_status: r.get(5)?,
-                            targeted: r.get(6)?,
-                            suppressed: r.get(7)?,
-                        })
-                    },
-                )
+                .query_row(&sql, params.as_slice(), |r| {
+                    let job: Option<String> = r.get(3)?;
+                    let status: Option<SendStatus> = codec::get(r, 4, "sends")?;
+                    Ok(RecipientRow {
+                        subscriber_id: r.get(0)?,
+                        address: r.get(1)?,
+                        vars: r.get(2)?,
+                        send: job.zip(status),
+                        subscriber_status: r.get(5)?,
+                        targeted: r.get(6)?,
+                        suppressed: r.get(7)?,
+                        matches_filter: r.get(8)?,
+                    })
+                })
                 .optional()?)
         })?;
         row.ok_or_else(|| {

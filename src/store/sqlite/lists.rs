@@ -7,9 +7,11 @@ use super::segment;
 use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::domain::segment::Filter;
+use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
 use crate::store::{Audience, AudienceCounts, AudienceQuery, Campaigns, ListRow, Lists, NewList};
 use rusqlite::{named_params, params, Connection, OptionalExtension, Row, Transaction};
+use std::collections::BTreeMap;
 
 const LIST_COLS: &str = "l.id, l.account_id, l.name, l.description, l.optin, l.created_at,
     (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'subscribed'),
@@ -133,6 +135,30 @@ fn audience_sql(channel: Channel, filter: Option<&str>) -> String {
     )
 }
 
+/// The audience of [`Lists::variable_counts_for`] (`filter`: a compiled condition on `s`),
+/// then its size and how many of it have each variable, read from the same JSON object the
+/// list builder captures.
+fn variable_counts_sql(channel: Channel, filter: &str) -> String {
+    let addr = match channel {
+        Channel::Sms => "s.phone",
+        Channel::Email => "s.email_norm",
+    };
+    format!(
+        "WITH a AS (
+             SELECT s.id, s.attrs, s.name, s.email, s.phone FROM subscribers s
+             WHERE s.account_id = :account AND s.status = 'confirmed' AND {addr} IS NOT NULL
+               AND (:whole OR EXISTS (
+                   SELECT 1 FROM json_each(:lists) cl JOIN list_members lm
+                   ON lm.list_id = cl.value AND lm.subscriber_id = s.id
+                   WHERE lm.status = 'subscribed'))
+               AND {filter})
+         SELECT NULL, count(*) FROM a
+         UNION ALL
+         SELECT j.key, count(DISTINCT s.id) FROM a s, json_each({vars}) j GROUP BY j.key",
+        vars = super::ledger::CAPTURED_VARS
+    )
+}
+
 impl Lists for SqliteStore {
     fn create_list(&self, l: &NewList<'_>) -> Result<i64> {
         let name = l.name.trim();
@@ -242,6 +268,39 @@ impl Lists for SqliteStore {
             channel: c.channel,
             lists: &lists,
             filter: filter.as_ref(),
+        })
+    }
+
+    fn variable_counts_for(&self, q: &AudienceQuery<'_>) -> Result<VarCounts> {
+        let compiled = segment::compile(q.filter);
+        let sql = variable_counts_sql(q.channel, &compiled.sql);
+        let lists = serde_json::Value::from(q.lists.to_vec()).to_string();
+        let whole = q.lists.is_empty();
+        let fixed: [(&str, &dyn rusqlite::ToSql); 3] = [
+            (":lists", &lists),
+            (":account", &q.account_id),
+            (":whole", &whole),
+        ];
+        let params = compiled.with(&fixed);
+        self.read(|c| {
+            let mut counts = VarCounts {
+                channel: q.channel,
+                total: 0,
+                present: BTreeMap::new(),
+            };
+            let mut st = c.prepare(&sql)?;
+            let mut rows = st.query(params.as_slice())?;
+            while let Some(r) = rows.next()? {
+                let (key, n): (Option<String>, i64) = (r.get(0)?, r.get(1)?);
+                let n = u64::try_from(n).unwrap_or(0);
+                match key {
+                    None => counts.total = n,
+                    Some(k) => {
+                        counts.present.insert(k, n);
+                    }
+                }
+            }
+            Ok(counts)
         })
     }
 
