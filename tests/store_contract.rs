@@ -1,6 +1,7 @@
 //! The ledger's contract, run against every storage backend through the traits only
 //! (`dyn Storage`, no SQL): claims, fences, in-doubt, suppression at claim, completion and the
-//! one-commit worker cycle. A second backend must pass these same tests.
+//! one-commit worker cycle; lists, audiences (counts, template variables, filters) and what a
+//! campaign knows of one recipient. A second backend must pass these same tests.
 
 use crate::common;
 use crate::common::accepted;
@@ -452,5 +453,174 @@ fn one_cycle_records_outcomes_and_claims_with_dispatch_markers() {
             "{}",
             f.backend
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lists, audiences and recipients: the same rules on every backend.
+
+/// An account with lists `a` and `b` and subscribers: u0 in a, u1 in a and b (its address
+/// differently cased in the second join), u2 in b with city Porto, u3 in no list, u4 in a but
+/// unconfirmed, u5 in a and suppressed. Returns (store, account, list a, list b).
+fn lists_fixture(b: &Backend, env: &common::Env) -> (Arc<dyn Storage>, i64, i64, i64) {
+    use sendonce::store::{NewList, OptIn};
+    let s = (b.fresh)(env);
+    let acct = s.add_account("t").unwrap();
+    let list = |name: &str| {
+        s.create_list(&NewList {
+            account_id: acct,
+            name,
+            description: None,
+            optin: OptIn::Single,
+        })
+        .unwrap()
+    };
+    let (la, lb) = (list("a"), list("b"));
+    let add = |email: &str, status: &str, city: Option<&str>, lists: &[i64]| {
+        let attrs: Vec<(String, String)> = city
+            .map(|c| vec![("city".to_string(), c.to_string())])
+            .unwrap_or_default();
+        let sub = sendonce::app::import::subscriber(Some(email), None, None, Some(status), &attrs)
+            .unwrap();
+        s.add_subscriber(acct, &sub, lists).unwrap()
+    };
+    add("u0@x.com", "confirmed", Some("Lisboa"), &[la]);
+    let u1 = add("u1@x.com", "confirmed", Some("Lisboa"), &[la]);
+    assert_eq!(
+        add("U1@X.com", "confirmed", None, &[lb]),
+        u1,
+        "one subscriber per address"
+    );
+    add("u2@x.com", "confirmed", Some("Porto"), &[lb]);
+    add("u3@x.com", "confirmed", None, &[]);
+    add("u4@x.com", "pending", Some("Faro"), &[la]);
+    add("u5@x.com", "confirmed", Some("Faro"), &[la]);
+    s.suppress(acct, Channel::Email, "u5@x.com", "test", "test")
+        .unwrap();
+    (s, acct, la, lb)
+}
+
+#[test]
+fn lists_are_unique_per_account_and_found_by_id_or_name() {
+    use sendonce::store::{NewList, OptIn};
+    for b in backends() {
+        let env = common::Env::new();
+        let (s, acct, la, _) = lists_fixture(&b, &env);
+        let again = s.create_list(&NewList {
+            account_id: acct,
+            name: "a",
+            description: None,
+            optin: OptIn::Double,
+        });
+        let e = again.expect_err(b.name);
+        assert_eq!(e.kind, sendonce::error::ErrorKind::Conflict, "{}", b.name);
+        assert_eq!(s.find_list(acct, "a").unwrap().id, la, "{}", b.name);
+        assert_eq!(s.find_list(acct, &la.to_string()).unwrap().name, "a");
+        let a = s.find_list(acct, "a").unwrap();
+        assert_eq!(a.subscribed, 4, "{}: u0, u1, u4, u5", b.name);
+        assert!(s.find_list(acct, "nope").is_err(), "{}", b.name);
+    }
+}
+
+#[test]
+fn the_audience_counts_each_address_once_and_say_why_the_others_are_left_out() {
+    use sendonce::domain::segment::Filter;
+    use sendonce::store::AudienceQuery;
+    for b in backends() {
+        let env = common::Env::new();
+        let (s, acct, la, lb) = lists_fixture(&b, &env);
+        let q = |lists: &[i64], filter: Option<&Filter>| {
+            s.audience_counts_for(&AudienceQuery {
+                account_id: acct,
+                channel: Channel::Email,
+                lists,
+                filter,
+            })
+            .unwrap()
+        };
+        let both = q(&[la, lb], None);
+        assert_eq!(both.would_receive, 3, "{}: u0, u1, u2", b.name);
+        assert_eq!(both.suppressed, 1, "{}: u5", b.name);
+        assert_eq!(both.unconfirmed, 1, "{}: u4", b.name);
+        assert_eq!(both.duplicates, 0, "{}", b.name);
+        let whole = q(&[], None);
+        assert_eq!(whole.would_receive, 4, "{}: u3 too", b.name);
+        let lisboa = Filter::parse("city = \"Lisboa\"").unwrap();
+        let f = q(&[la, lb], Some(&lisboa));
+        assert_eq!(
+            (f.would_receive, f.filtered_out),
+            (2, 2),
+            "{}: u2, u5 out",
+            b.name
+        );
+        // The variables the templates may print are counted over the same audience.
+        let v = s
+            .variable_counts_for(&AudienceQuery {
+                account_id: acct,
+                channel: Channel::Email,
+                lists: &[lb],
+                filter: None,
+            })
+            .unwrap();
+        assert_eq!(v.total, 2, "{}: u1, u2", b.name);
+        assert_eq!(v.present.get("city"), Some(&2), "{}", b.name);
+        let v = s
+            .variable_counts_for(&AudienceQuery {
+                account_id: acct,
+                channel: Channel::Email,
+                lists: &[],
+                filter: None,
+            })
+            .unwrap();
+        assert_eq!(
+            (v.total, v.present.get("city")),
+            (5, Some(&4)),
+            "{}",
+            b.name
+        );
+    }
+}
+
+#[test]
+fn a_list_campaign_builds_one_row_per_address_and_a_recipient_knows_why() {
+    for b in backends() {
+        let env = common::Env::new();
+        let (s, acct, la, lb) = lists_fixture(&b, &env);
+        let cid = s
+            .create_campaign(&sendonce::store::NewCampaign {
+                account_id: acct,
+                name: "c",
+                channel: Channel::Email,
+                sender: None,
+                subject: Some("s"),
+                body: "b",
+                html: None,
+                reply_to: None,
+                filter: Some("city != \"Porto\""),
+                sms_footer: None,
+                lists: &[la, lb],
+            })
+            .unwrap();
+        assert_eq!(s.campaign_lists(cid).unwrap(), vec![la, lb], "{}", b.name);
+        let u2 = s.find_subscriber(acct, "u2@x.com").unwrap().id;
+        let r = s.recipient(cid, u2).unwrap();
+        assert!(r.targeted && !r.matches_filter, "{}", b.name);
+        s.approve_campaign(cid, 0).unwrap();
+        assert_eq!(s.start_due_campaigns(now_ms()).unwrap(), vec![cid]);
+        while !s.build_list_chunk(cid, 2).unwrap() {}
+        let counts = s.status_counts(cid).unwrap();
+        assert_eq!(counts.total, 3, "{}: u0, u1 (once), u5 suppressed", b.name);
+        assert_eq!(counts.counts.get("suppressed"), Some(&1), "{}", b.name);
+        let u1 = s.find_subscriber(acct, "u1@x.com").unwrap().id;
+        let r = s.recipient(cid, u1).unwrap();
+        let (job, status) = r.send.expect("u1 has a row");
+        assert!(
+            job.starts_with(&format!("campaign:{cid}:sub:{u1}@")),
+            "{job}"
+        );
+        assert_eq!(status.as_str(), "queued", "{}", b.name);
+        // A targeted list cannot be removed while the campaign is sending.
+        let e = s.remove_list(acct, lb).expect_err(b.name);
+        assert_eq!(e.kind, sendonce::error::ErrorKind::Conflict, "{}", b.name);
     }
 }
