@@ -23,20 +23,21 @@ const SECRET: &str = "test-unsubscribe-secret-0123456789";
 // ---------------------------------------------------------------------------------------------
 // aiosmtpd as a subprocess
 
-/// A running aiosmtpd that saves every message under `dir`. Killed on drop.
-struct RealServer {
+/// A running aiosmtpd that saves every message under `dir`. Killed on drop. (Also used by
+/// `audience::`.)
+pub(crate) struct RealServer {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     dir: PathBuf,
     _tmp: tempfile::TempDir,
 }
 
 impl RealServer {
-    fn start() -> RealServer {
+    pub(crate) fn start() -> RealServer {
         Self::start_with(&[], &[])
     }
 
-    fn start_with(args: &[&str], env: &[(&str, &str)]) -> RealServer {
+    pub(crate) fn start_with(args: &[&str], env: &[(&str, &str)]) -> RealServer {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mail");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_server.py");
@@ -79,7 +80,7 @@ impl RealServer {
     }
 
     /// (raw message, envelope json) per message, in arrival order.
-    fn messages(&self) -> Vec<(Vec<u8>, serde_json::Value)> {
+    pub(crate) fn messages(&self) -> Vec<(Vec<u8>, serde_json::Value)> {
         let mut names: Vec<String> = std::fs::read_dir(&self.dir)
             .map(|rd| {
                 rd.filter_map(|e| e.ok())
