@@ -310,7 +310,7 @@ fn assert_audience(env: &Env, cid: &str, a: &Audience) -> Value {
     got
 }
 
-/// What the server received, by lower-cased RCPT address.
+/// What the server received, by RCPT address.
 struct Received {
     /// Messages per address.
     count: HashMap<String, usize>,
@@ -329,7 +329,8 @@ fn received(server: &RealServer) -> Received {
     for (raw, meta) in server.messages() {
         let rcpts = meta["rcpt_tos"].as_array().expect("rcpt_tos");
         assert_eq!(rcpts.len(), 1, "{meta}");
-        let rcpt = rcpts[0].as_str().unwrap().to_lowercase();
+        // As sent: the normalised (lower-case) address, whatever the files spelled.
+        let rcpt = rcpts[0].as_str().unwrap().to_string();
         *r.count.entry(rcpt.clone()).or_insert(0) += 1;
         r.raw_of.insert(rcpt.clone(), raw);
         r.order.push(rcpt);
@@ -707,7 +708,7 @@ fn killed_during_list_building(point: &str, committed: usize) {
     let mut per_address: HashMap<String, usize> = HashMap::new();
     for l in sendonce::provider::deliverylog::read_lines(&outbox).unwrap() {
         if !l.replay {
-            *per_address.entry(l.to.to_lowercase()).or_insert(0) += 1;
+            *per_address.entry(l.to.clone()).or_insert(0) += 1;
         }
     }
     let twice: Vec<_> = per_address.iter().filter(|(_, &n)| n != 1).collect();
