@@ -263,10 +263,9 @@ fn unsubscribe_memberships(env: &Env, a: &Audience) {
     }
 }
 
-/// The HTML + text campaign to the three lists; its id.
-fn create_campaign(env: &Env) -> String {
-    let text = env.write("body.txt", TEXT);
-    let html = env.write("body.html", HTML);
+/// `campaign create` of an email campaign named `CAMPAIGN` from `FROM` with the `extra` flags
+/// (subject, bodies...); its id.
+fn create(env: &Env, extra: &[&str]) -> String {
     let mut args = vec![
         "campaign",
         "create",
@@ -278,6 +277,16 @@ fn create_campaign(env: &Env) -> String {
         "email",
         "--from",
         FROM,
+    ];
+    args.extend_from_slice(extra);
+    env.ok(&args)
+}
+
+/// The HTML + text campaign to the three lists; its id.
+fn create_campaign(env: &Env) -> String {
+    let text = env.write("body.txt", TEXT);
+    let html = env.write("body.html", HTML);
+    let mut args = vec![
         "--reply-to",
         REPLY_TO,
         "--subject",
@@ -290,7 +299,7 @@ fn create_campaign(env: &Env) -> String {
     for l in LISTS {
         args.extend_from_slice(&["--list", l]);
     }
-    env.ok(&args)
+    create(env, &args)
 }
 
 /// `campaign audience` equals the counts the test computed.
@@ -589,22 +598,15 @@ fn an_html_only_campaign_gets_a_text_part_made_from_its_html() {
                 <p>Paragraph text for {{ note }}, from {{ campaign.name }}.</p>\n\
                 <p><a href=\"https://example.org/articles/42?from=mail\">Read the article</a></p>\n";
     let file = env.write("body.html", html);
-    let cid = env.ok(&[
-        "campaign",
-        "create",
-        "--account",
-        "acme",
-        "--name",
-        CAMPAIGN,
-        "--channel",
-        "email",
-        "--from",
-        FROM,
-        "--subject",
-        "Only HTML",
-        "--html-file",
-        file.to_str().unwrap(),
-    ]);
+    let cid = create(
+        &env,
+        &[
+            "--subject",
+            "Only HTML",
+            "--html-file",
+            file.to_str().unwrap(),
+        ],
+    );
     env.ok(&["campaign", "approve", &cid]);
     let server = RealServer::start();
     let spec = format!("smtp://127.0.0.1:{}?tls=none", server.port);
