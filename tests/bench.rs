@@ -44,6 +44,10 @@ fn bench_reports_every_section() {
         "/scale/list_build_seconds",
         "/scale/run_per_second",
         "/scale/peak_rss_mib",
+        "/list_build/account_wide/us_per_row",
+        "/list_build/targeted/us_per_row",
+        "/list_build/targeted/seconds_per_million",
+        "/list_build/ratio",
         "/latency/per_second",
         "/latency/ideal_per_second",
         "/latency/ratio",
@@ -60,6 +64,9 @@ fn bench_reports_every_section() {
     assert_eq!(doc["pipeline"]["null"]["sent"], 1998);
     assert_eq!(doc["pipeline"]["outbox"]["sent"], 1998);
     assert_eq!(doc["scale"]["recipients"], 19_980);
+    // Every subscriber is in one of the three lists: both builds produce a row for each
+    // (queued, or suppressed for the opted-out ones).
+    assert_list_build(&doc["list_build"], 20_000);
     assert_eq!(
         doc["restart"]["samples_ms"].as_array().map(|a| a.len()),
         Some(3)
@@ -71,8 +78,57 @@ fn bench_reports_every_section() {
         Some(5)
     );
     assert!(doc["plans"].as_array().is_some_and(|a| a.len() >= 20));
-    assert_eq!(doc["targets"].as_array().map(|a| a.len()), Some(9));
+    assert_eq!(doc["targets"].as_array().map(|a| a.len()), Some(10));
     // The outbox really delivered one line per recipient.
     let lines = std::fs::read_to_string(dir.join("outbox.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 1998);
+}
+
+/// Section 3b of a report: the row counts, the memberships of three lists overlapping by a
+/// third (list k: part k and the first third of part k+1), positive timings.
+fn assert_list_build(lb: &serde_json::Value, n: u64) {
+    let part = n / 3;
+    assert_eq!(lb["subscribers"], n, "{lb}");
+    assert_eq!(lb["lists"], 3, "{lb}");
+    assert_eq!(lb["memberships"], 3 * (part + part / 3), "{lb}");
+    for build in ["account_wide", "targeted"] {
+        assert_eq!(lb[build]["rows"], n, "{build}: {lb}");
+        let us = lb[build]["us_per_row"].as_f64().unwrap();
+        assert!(us > 0.0, "{build}: {lb}");
+        let secs = lb[build]["seconds"].as_f64().unwrap();
+        assert!((us - secs * 1e6 / n as f64).abs() < 1e-6, "{build}: {lb}");
+    }
+}
+
+#[test]
+fn bench_runs_list_building_alone() {
+    let env = Env::new();
+    let out = env.ok(&["--json", "bench", "--only", "list-build", "--scale", "9000"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_list_build(&doc["list_build"], 9000);
+    // Only that section, and the plans of its statements (without and with lists, and with a
+    // filter).
+    assert!(
+        doc.get("pipeline").is_none() && doc.get("scale").is_none(),
+        "{doc:#}"
+    );
+    let plans: Vec<&str> = doc["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        plans,
+        [
+            "list: insert chunk (email)",
+            "list: insert chunk (email, lists)",
+            "list: insert chunk (email, lists, filter)"
+        ]
+    );
+    let text = env.ok(&["bench", "--only", "list-build", "--scale", "3000"]);
+    assert!(
+        text.contains("3 lists (3999 memberships), 3000 rows"),
+        "{text}"
+    );
 }

@@ -363,8 +363,8 @@ fn a_damaged_stored_filter_stops_list_building() {
     assert!(r.stderr.contains("damaged"), "{}", r.stderr);
 }
 
-/// The builder's statement with a filter reads the same range of subscribers by rowid as
-/// without, and no whole table.
+/// The builder's statement with a filter reads the chunk's subscribers by rowid (the targeted
+/// members of the chunk's id range, one rowid each), as without a filter, and no whole table.
 #[test]
 fn the_filtered_list_insert_uses_the_rowid_range() {
     use sendonce::store::sqlite::SqliteStore;
@@ -379,7 +379,8 @@ fn the_filtered_list_insert_uses_the_rowid_range() {
         .expect("the filtered insert is among the hot statements");
     let text = p.plan.join(" | ");
     assert!(
-        text.contains("SEARCH s USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"),
+        text.contains("SEARCH s USING INTEGER PRIMARY KEY (rowid=?)")
+            && text.contains("subscriber_id>? AND subscriber_id<?"),
         "{text}"
     );
     assert!(p.full_scans().is_empty(), "{text}");

@@ -23,20 +23,21 @@ const SECRET: &str = "test-unsubscribe-secret-0123456789";
 // ---------------------------------------------------------------------------------------------
 // aiosmtpd as a subprocess
 
-/// A running aiosmtpd that saves every message under `dir`. Killed on drop.
-struct RealServer {
+/// A running aiosmtpd that saves every message under `dir`. Killed on drop. (Also used by
+/// `audience::`.)
+pub(crate) struct RealServer {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     dir: PathBuf,
     _tmp: tempfile::TempDir,
 }
 
 impl RealServer {
-    fn start() -> RealServer {
+    pub(crate) fn start() -> RealServer {
         Self::start_with(&[], &[])
     }
 
-    fn start_with(args: &[&str], env: &[(&str, &str)]) -> RealServer {
+    pub(crate) fn start_with(args: &[&str], env: &[(&str, &str)]) -> RealServer {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = tmp.path().join("mail");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/smtp_server.py");
@@ -79,7 +80,7 @@ impl RealServer {
     }
 
     /// (raw message, envelope json) per message, in arrival order.
-    fn messages(&self) -> Vec<(Vec<u8>, serde_json::Value)> {
+    pub(crate) fn messages(&self) -> Vec<(Vec<u8>, serde_json::Value)> {
         let mut names: Vec<String> = std::fs::read_dir(&self.dir)
             .map(|rd| {
                 rd.filter_map(|e| e.ok())
@@ -947,7 +948,7 @@ fn hostile_inputs_never_add_headers_or_recipients() {
         // A third of the messages have no refused piece anywhere, a third one hostile field,
         // a third hostile everything.
         let mode = rng.below(3);
-        let target = rng.below(6);
+        let target = rng.below(7);
         let hostile = |field: usize| mode == 2 || (mode == 1 && target == field);
         let (h0, h1, h2, h3, h4) = (hostile(0), hostile(1), hostile(2), hostile(3), hostile(4));
         let h5 = hostile(5);
@@ -975,8 +976,19 @@ fn hostile_inputs_never_add_headers_or_recipients() {
         };
         let subject = (rng.below(8) != 0).then(|| value(&mut rng, h2));
         let html = (rng.below(2) == 0).then(|| value(&mut rng, h3));
+        let reply_addr = match rng.below(4) {
+            0 => format!("{}@example.net", local_part(&mut rng)),
+            _ => "desk@example.net".to_string(),
+        };
+        let reply_name = value(&mut rng, hostile(6));
+        let reply_to = match rng.below(6) {
+            0 | 1 => None,
+            2 | 3 => Some(reply_addr.clone()),
+            4 => Some(format!("\"{reply_name}\" <{reply_addr}>")),
+            _ => Some(format!("{reply_name} <{reply_addr}>")),
+        };
         let msg = Message {
-            reply_to: None,
+            reply_to: reply_to.clone(),
             idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
             job_id: job_id.clone(),
             channel: Channel::Email,
@@ -1053,6 +1065,27 @@ fn hostile_inputs_never_add_headers_or_recipients() {
                 );
             }
         }
+        // Reply-To: exactly the intended mailbox, or none.
+        let replies: Vec<_> = parsed
+            .reply_to()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default();
+        match &reply_to {
+            None => assert!(replies.is_empty(), "{}", ctx()),
+            Some(r) => {
+                assert_eq!(replies.len(), 1, "{}", ctx());
+                assert_eq!(replies[0].address(), Some(reply_addr.trim()), "{}", ctx());
+                let want = norm(reply_name.trim().trim_matches('"'));
+                if r.contains('<') && !want.is_empty() {
+                    assert_eq!(
+                        replies[0].name().map(norm),
+                        Some(want),
+                        "reply-to display name: {}",
+                        ctx()
+                    );
+                }
+            }
+        }
         assert_eq!(
             parsed.header_raw("X-Sendonce-Job").map(str::trim),
             Some(job_id.as_str()),
@@ -1086,6 +1119,137 @@ fn hostile_inputs_never_add_headers_or_recipients() {
     assert_eq!(accepted + refused, CASES);
     assert!(accepted >= CASES / 5, "too few built: {accepted}");
     assert!(refused >= CASES / 5, "too few refused: {refused}");
+}
+
+/// Every way a Reply-To could carry a header (or a second line) in is refused by the builder,
+/// naming the field: line breaks anywhere, encoded words, NUL, Unicode line separators,
+/// percent-encoded controls, lengths past the limits, an unclosed or quoted-inside mailbox.
+#[test]
+fn a_hostile_reply_to_is_refused() {
+    let long_name = "Ü".repeat(200); // 400 bytes: over the 256 of a display name
+    let long_local = "a".repeat(300); // over the 254 of an address
+    let cases = [
+        "desk@example.org\r\nBcc: evil@attacker.example".to_string(),
+        "desk@example.org\nBcc: evil@attacker.example".into(),
+        "desk@example.org\rBcc: evil@attacker.example".into(),
+        "Desk\r\n <desk@example.org>".into(),
+        "Desk <desk@example.org>\r\nBcc: evil@attacker.example".into(),
+        "Desk <desk@example.org\r\n>".into(),
+        "=?utf-8?q?Desk=0D=0ABcc:_evil@attacker.example?= <desk@example.org>".into(),
+        "=?UTF-8?B?RGVzaw0KQmNjOiBldmlsQGF0dGFja2VyLmV4YW1wbGU=?= <desk@example.org>".into(),
+        "Desk =? utf-8 ?Q?x=0A?= <desk@example.org>".into(),
+        "Desk\0 <desk@example.org>".into(),
+        "desk\0@example.org".into(),
+        "Desk\u{2028}Bcc: evil@attacker.example <desk@example.org>".into(),
+        "Desk <desk@example.org\u{2029}>".into(),
+        "Desk\u{85} <desk@example.org>".into(),
+        "desk%0d%0aBcc:evil@example.org".into(),
+        "desk@example.org%0ABcc:evil@example.org".into(),
+        format!("{long_name} <desk@example.org>"),
+        format!("{long_local}@example.org"),
+        format!("Desk <{long_local}@example.org>"),
+        "Desk <desk@example.org".into(),
+        "Say \"hi\" <desk@example.org>".into(),
+        "désk@example.org".into(),
+    ];
+    for bad in cases {
+        let mut m = message(1, "ana@example.com");
+        m.reply_to = Some(bad.clone());
+        let e = build_email(&m, &EmailSettings::default(), SystemTime::now())
+            .expect_err(&format!("{bad:?} was built"));
+        assert!(e.contains("reply-to"), "{bad:?}: {e}");
+        // The refusal does not echo the value.
+        assert!(!e.contains("evil") && !e.contains("aaaaaaaa"), "{e}");
+    }
+}
+
+/// Display names with quotes, commas, RFC 5322 specials and non-ASCII, as the sender and as the
+/// Reply-To, come back from an independent parser as they were given (without the quotes that
+/// wrap them, runs of spaces as one).
+#[test]
+fn display_names_round_trip_through_mail_parser() {
+    let cases = [
+        ("\"Acme, Inc.\" <desk@example.org>", "Acme, Inc."),
+        ("Acme, Inc. <desk@example.org>", "Acme, Inc."),
+        (
+            "\"Zoë, Ñandú & Co.\" <desk@example.org>",
+            "Zoë, Ñandú & Co.",
+        ),
+        ("Café Ünïcode <desk@example.org>", "Café Ünïcode"),
+        (
+            "O'Brien; Support: (24/7) <desk@example.org>",
+            "O'Brien; Support: (24/7)",
+        ),
+        ("Équipe @ Réponses <desk@example.org>", "Équipe @ Réponses"),
+        (
+            "日本語 サポート 🙂 <desk@example.org>",
+            "日本語 サポート 🙂",
+        ),
+        ("\"  spaced   out  \" <desk@example.org>", "spaced out"),
+        ("Under_score.dot <desk@example.org>", "Under_score.dot"),
+    ];
+    let parser = mail_parser::MessageParser::default();
+    for (spec, name) in cases {
+        let mut m = message(2, "ana@example.com");
+        m.from = Some(spec.into());
+        m.reply_to = Some(spec.into());
+        let built = build_email(&m, &EmailSettings::default(), SystemTime::now())
+            .unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+        let raw = String::from_utf8_lossy(&built.bytes).into_owned();
+        let parsed = parser.parse(&built.bytes).expect("parses");
+        for (which, addr) in [("from", parsed.from()), ("reply-to", parsed.reply_to())] {
+            let all: Vec<_> = addr.map(|a| a.iter().collect()).unwrap_or_default();
+            assert_eq!(all.len(), 1, "{which} of {spec:?}:\n{raw}");
+            assert_eq!(all[0].name(), Some(name), "{which} of {spec:?}:\n{raw}");
+            assert_eq!(
+                all[0].address(),
+                Some("desk@example.org"),
+                "{which}: {spec:?}"
+            );
+        }
+        assert_eq!(built.from.to_string(), "desk@example.org");
+    }
+}
+
+/// A body that carries the message's own boundary, a closing delimiter and part headers stays
+/// inside its part: quoted-printable writes `=` as `=3D`, so no `--=_...` line can appear.
+#[test]
+fn boundary_lookalikes_in_the_bodies_forge_no_part() {
+    let mut m = message(3, "ana@example.com");
+    let boundary = format!("=_sendonce_{}", m.idempotency_key.replace('-', ""));
+    let forged = format!(
+        "<p>before</p>\r\n--{boundary}\r\nContent-Type: text/html\r\n\r\n<p>forged</p>\r\n\
+         --{boundary}--\r\n--=_sendonce_\n--=_\r\n=_\r\n--{boundary}\n\
+         Content-Type: application/octet-stream\nContent-Disposition: attachment\n\nQUJD\n\
+         <p>after</p>\n"
+    );
+    m.html = Some(forged.clone());
+    m.body = forged.replace("<p>", "").replace("</p>", "");
+    let built = build_email(&m, &EmailSettings::default(), SystemTime::now()).expect("built");
+    let raw = String::from_utf8_lossy(&built.bytes).into_owned();
+    // The real delimiters only: before the text part, before the HTML part, the closing one.
+    let delimiters = raw
+        .split("\r\n")
+        .filter(|l| l.starts_with(&format!("--{boundary}")))
+        .count();
+    assert_eq!(delimiters, 3, "{raw}");
+    let parsed = mail_parser::MessageParser::default()
+        .parse(&built.bytes)
+        .expect("parses");
+    let leaves: Vec<_> = parsed.parts.iter().filter(|p| !p.is_multipart()).collect();
+    assert_eq!(leaves.len(), 2, "{raw}");
+    assert_eq!(parsed.attachment_count(), 0, "{raw}");
+    let unify = |s: &str| s.replace("\r\n", "\n").trim_end().to_string();
+    let html = leaves
+        .iter()
+        .find(|p| p.is_text_html())
+        .expect("an HTML part");
+    assert_eq!(html.text_contents().map(unify), Some(unify(&forged)));
+    let text = leaves
+        .iter()
+        .find(|p| !p.is_text_html())
+        .expect("a text part");
+    assert_eq!(text.text_contents().map(unify), Some(unify(&m.body)));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -153,6 +153,16 @@ pub struct BenchArgs {
     /// Put the databases here and keep them (default: a temporary directory, removed after).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Run one section alone. list-build: list building for --scale subscribers, account-wide
+    /// and through three lists overlapping by a third, with the plans of its statements.
+    #[arg(long, value_enum)]
+    pub only: Option<BenchSection>,
+}
+
+/// A section `sendonce bench --only` runs alone.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchSection {
+    ListBuild,
 }
 
 #[derive(Subcommand, Debug)]

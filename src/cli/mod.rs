@@ -212,18 +212,20 @@ fn bench(a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let recipients = limits::at_least("--recipients", a.recipients, 100)?;
     let scale = limits::at_least("--scale", a.scale, 1000)?;
     let latency = limits::bench_latency(&a.latency)?;
-    let report = crate::tools::bench::run(
-        &crate::tools::bench::Options {
-            recipients,
-            batch,
-            sync: sync_of(a.sync),
-            latency,
-            concurrency,
-            scale,
-            dir: a.dir.clone(),
-        },
-        rt,
-    )?;
+    let opts = crate::tools::bench::Options {
+        recipients,
+        batch,
+        sync: sync_of(a.sync),
+        latency,
+        concurrency,
+        scale,
+        dir: a.dir.clone(),
+    };
+    if a.only == Some(BenchSection::ListBuild) {
+        let report = crate::tools::bench::run_list_build(&opts)?;
+        return Ok(Output::ok(to_json(&report), report.table()));
+    }
+    let report = crate::tools::bench::run(&opts, rt)?;
     Ok(Output::ok(to_json(&report), report.table()))
 }
 

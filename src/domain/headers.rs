@@ -98,9 +98,10 @@ pub fn parse_address(what: &str, s: &str) -> Result<Address, String> {
         .map_err(|e| format!("the {what} address is not valid: {e}"))
 }
 
-/// `addr`, `Name <addr>` or `"Name" <addr>`.
+/// `addr`, `Name <addr>` or `"Name" <addr>`. Only spaces around the parts are dropped: a line
+/// break, tab or other control character at either end is refused like one inside.
 pub fn parse_mailbox(what: &str, s: &str) -> Result<Mailbox, String> {
-    let s = s.trim();
+    let s = s.trim_matches(' ');
     let Some(lt) = s.rfind('<') else {
         return Ok(Mailbox::new(None, parse_address(what, s)?));
     };
@@ -108,7 +109,7 @@ pub fn parse_mailbox(what: &str, s: &str) -> Result<Mailbox, String> {
         return Err(format!("the {what} must be `address` or `Name <address>`"));
     };
     let address = parse_address(what, addr)?;
-    let mut name = s[..lt].trim();
+    let mut name = s[..lt].trim_matches(' ');
     if name.len() >= 2 && name.starts_with('"') && name.ends_with('"') {
         name = &name[1..name.len() - 1];
     }

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A real SMTP server (aiosmtpd) for sendonce's tests: it saves each message's raw bytes.
 
-Usage: smtp_server.py DIR [--auth-user USER] [--tls-cert PEM --tls-key PEM]
+Usage: smtp_server.py DIR [--auth-user USER] [--tls-cert PEM --tls-key PEM] [--no-fsync]
 
 Binds 127.0.0.1 on a free port and prints "READY <port>" on stdout once it accepts
 connections. Each accepted message is written to DIR/<n>.eml (the bytes exactly as received
 after the DATA command, dot-unstuffed) and DIR/<n>.json (envelope sender and recipients),
-each atomically (temp file + rename). Recipients whose local part starts with "bounce" get
+each atomically (temp file + rename), fsynced unless --no-fsync (for tests that send thousands
+of messages and never kill the server: two fsyncs per message block the one event loop for
+milliseconds each on a real disk). Recipients whose local part starts with "bounce" get
 "550 5.1.1", with "busy" get "451 4.3.0". With --auth-user, AUTH PLAIN/LOGIN is required and
 the password is read from the environment variable SMTP_TEST_PASSWORD (never argv). With
 --tls-cert/--tls-key, STARTTLS is offered and required. Stops on SIGTERM or when stdin closes.
@@ -31,8 +33,9 @@ except ImportError:
 
 
 class SaveHandler:
-    def __init__(self, directory):
+    def __init__(self, directory, fsync=True):
         self.directory = directory
+        self.fsync = fsync
         self.count = 0
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
@@ -60,8 +63,9 @@ class SaveHandler:
             tmp = os.path.join(self.directory, "." + name + ".tmp")
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.rename(tmp, os.path.join(self.directory, name))
         return "250 2.0.0 OK queued as %s" % n
 
@@ -72,6 +76,7 @@ def main():
     p.add_argument("--auth-user")
     p.add_argument("--tls-cert")
     p.add_argument("--tls-key")
+    p.add_argument("--no-fsync", action="store_true")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
 
@@ -98,7 +103,7 @@ def main():
         kwargs["auth_required"] = True
         kwargs["auth_require_tls"] = bool(args.tls_cert)
 
-    handler = SaveHandler(args.dir)
+    handler = SaveHandler(args.dir, fsync=not args.no_fsync)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
