@@ -12,6 +12,12 @@ pub enum ErrorKind {
     NotFound,
     /// The thing exists but is not in a state that allows the request (approve twice...).
     Conflict,
+    /// No valid credential: an API token that is unknown, malformed or revoked. The message
+    /// never quotes the token. Same exit code as `Invalid`.
+    Unauthorized,
+    /// A valid credential whose scope does not allow the request. Same exit code as
+    /// `Invalid`.
+    Forbidden,
     /// The database stayed locked longer than the busy timeout.
     Busy,
     /// The database file is unusable (not SQLite, too new, corrupt) or a query failed.
@@ -60,6 +66,13 @@ impl Error {
     }
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Conflict, message)
+    }
+    /// See [`ErrorKind::Unauthorized`]: `message` must not contain the credential.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unauthorized, message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Forbidden, message)
     }
     pub fn db(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Database, message)

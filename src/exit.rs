@@ -16,7 +16,10 @@ pub const PERMANENT_FAILURE: i32 = 4;
 /// The exit code for an error that stopped a command.
 pub fn for_error(err: &Error) -> i32 {
     match err.kind {
-        ErrorKind::Invalid | ErrorKind::NotFound => USAGE,
+        ErrorKind::Invalid
+        | ErrorKind::NotFound
+        | ErrorKind::Unauthorized
+        | ErrorKind::Forbidden => USAGE,
         ErrorKind::ClosedOutput => SUCCESS,
         ErrorKind::Conflict
         | ErrorKind::Busy

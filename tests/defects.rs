@@ -684,7 +684,8 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TRIGGER campaigns_content_frozen_0005;
+            "DROP TABLE api_tokens;
+             DROP TRIGGER campaigns_content_frozen_0005;
              ALTER TABLE campaigns DROP COLUMN body_format; ALTER TABLE campaigns DROP COLUMN html;
              ALTER TABLE campaigns DROP COLUMN reply_to; ALTER TABLE campaigns DROP COLUMN filter;
              ALTER TABLE campaigns DROP COLUMN sms_footer; ALTER TABLE accounts DROP COLUMN sms_footer;

@@ -1,5 +1,6 @@
 //! Pure rules with no I/O: addresses and channels, states, job ids and keys, templates, content
-//! checks, audience filters (segments), SMS segments, unsubscribe tokens, time, the retry policy.
+//! checks, audience filters (segments), SMS segments, unsubscribe tokens, API tokens and their
+//! scopes, time, the retry policy.
 
 pub mod address;
 pub mod clock;
@@ -10,4 +11,5 @@ pub mod retry;
 pub mod segment;
 pub mod sms;
 pub mod template;
+pub mod token;
 pub mod unsubscribe;

@@ -12,6 +12,7 @@ mod lists;
 mod notify;
 mod ratelimit;
 mod suppressions;
+mod tokens;
 
 pub mod sqlite;
 
@@ -30,6 +31,7 @@ pub use notify::{Notifications, NotifyRow};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, Suppressions};
+pub use tokens::{NewToken, TokenRow, Tokens};
 
 use crate::error::{Error, Result};
 use std::path::Path;
@@ -48,6 +50,7 @@ pub trait Storage:
     + Notifications
     + RateLimits
     + Admin
+    + Tokens
     + Send
     + std::marker::Sync
 {
@@ -64,6 +67,7 @@ impl<T> Storage for T where
         + Notifications
         + RateLimits
         + Admin
+        + Tokens
         + Send
         + std::marker::Sync
         + ?Sized

@@ -1,9 +1,10 @@
 //! How the domain's enums cross the SQL edge: `ToSql`/`FromSql` for the send and campaign
-//! states and the channel. A value in the database that names no variant is an error (the
-//! file is damaged), never a default.
+//! states, the channel and the token scope. A value in the database that names no variant is
+//! an error (the file is damaged), never a default.
 
 use crate::domain::address::Channel;
 use crate::domain::model::{CampaignStatus, SendStatus};
+use crate::domain::token::Scope;
 use crate::store::OptIn;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::Row;
@@ -78,6 +79,7 @@ text_enum!(CampaignStatus, "campaign status", CampaignStatus::parse);
 text_enum!(Channel, "channel", |s: &str| s.parse::<Channel>().ok());
 text_enum!(OptIn, "list opt-in mode", |s: &str| OptIn::parse(s).ok());
 text_enum!(BodyFormat, "body format", BodyFormat::parse);
+text_enum!(Scope, "token scope", |s: &str| Scope::parse(s).ok());
 
 /// What `campaigns.body` holds (0005): the text template, or, when the text part is generated
 /// from the HTML, the HTML template (`body` is NOT NULL since 0001).

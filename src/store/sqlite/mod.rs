@@ -13,6 +13,7 @@ mod lists;
 mod notify;
 mod ratelimit;
 mod segment;
+mod tokens;
 
 pub use bench::{BareClaim, QueryPlan};
 pub use notify::notify_job_id;
@@ -40,6 +41,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0005_content",
         include_str!("../../../schema/0005_content.sql"),
+    ),
+    (
+        "0006_tokens",
+        include_str!("../../../schema/0006_tokens.sql"),
     ),
 ];
 
