@@ -14,3 +14,4 @@ pub mod preview;
 pub mod run;
 pub mod subscribers;
 pub mod suppressions;
+pub mod tokens;

@@ -79,6 +79,9 @@ pub enum Command {
     /// Per-account suppression lists: a suppressed address is never claimed.
     #[command(subcommand)]
     Suppress(SuppressCmd),
+    /// API tokens of an account (for `sendonce serve`): shown once, stored as SHA-256.
+    #[command(subcommand)]
+    Token(TokenCmd),
     /// Campaigns: create, approve, pause, resume, cancel, status, report.
     #[command(subcommand)]
     Campaign(CampaignCmd),
@@ -318,6 +321,38 @@ pub enum SuppressCmd {
         /// Account id or name.
         #[arg(long)]
         account: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCmd {
+    /// Make an API token; prints it once (only its SHA-256 is stored).
+    Create {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// What the token is for, shown in `token list`.
+        #[arg(long, default_value = "api")]
+        name: String,
+        /// send: send and follow messages; read: read everything of the account; admin:
+        /// everything in the account.
+        #[arg(long, default_value = "send", value_parser = ["send", "read", "admin"])]
+        scope: String,
+    },
+    /// The account's tokens (never their text): id, name, scope, prefix, created, last used,
+    /// revoked.
+    List {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+    },
+    /// Revoke a token: from then on it authenticates nothing.
+    Revoke {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Token id (from `token list`).
+        id: i64,
     },
 }
 

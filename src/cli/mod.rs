@@ -9,6 +9,7 @@ mod preview;
 mod report;
 mod run;
 mod subscribers;
+mod tokens;
 
 use crate::app::{self, accounts, doubts, import, limits, suppressions};
 use crate::domain::clock;
@@ -83,6 +84,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Subscriber(cmd) => subscribers::command(cli, cmd),
         Command::List(cmd) => lists::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
+        Command::Token(cmd) => tokens::command(cli, cmd),
         Command::Campaign(cmd) => campaigns::command(cli, cmd, rt),
         Command::Run(a) => run::run(cli, a, rt),
         Command::Doubts(cmd) => doubts(cli, cmd),
