@@ -32,3 +32,4 @@ mod segments;
 mod smtp;
 mod sql_edge;
 mod store_contract;
+mod tokens;
