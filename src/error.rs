@@ -18,6 +18,10 @@ pub enum ErrorKind {
     /// A valid credential whose scope does not allow the request. Same exit code as
     /// `Invalid`.
     Forbidden,
+    /// An idempotency key already used with another request.
+    KeyReused,
+    /// A request body larger than the server takes.
+    TooLarge,
     /// The database stayed locked longer than the busy timeout.
     Busy,
     /// The database file is unusable (not SQLite, too new, corrupt) or a query failed.
@@ -73,6 +77,12 @@ impl Error {
     }
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Forbidden, message)
+    }
+    pub fn key_reused(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::KeyReused, message)
+    }
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::TooLarge, message)
     }
     pub fn db(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Database, message)

@@ -19,7 +19,9 @@ pub fn for_error(err: &Error) -> i32 {
         ErrorKind::Invalid
         | ErrorKind::NotFound
         | ErrorKind::Unauthorized
-        | ErrorKind::Forbidden => USAGE,
+        | ErrorKind::Forbidden
+        | ErrorKind::KeyReused
+        | ErrorKind::TooLarge => USAGE,
         ErrorKind::ClosedOutput => SUCCESS,
         ErrorKind::Conflict
         | ErrorKind::Busy

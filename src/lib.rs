@@ -26,6 +26,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod exit;
+pub mod http;
 pub mod provider;
 pub mod shutdown;
 pub mod store;

@@ -684,7 +684,8 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TABLE api_tokens;
+            "DROP TABLE api_messages; ALTER TABLE campaigns DROP COLUMN kind;
+             DROP TABLE api_tokens;
              DROP TRIGGER campaigns_content_frozen_0005;
              ALTER TABLE campaigns DROP COLUMN body_format; ALTER TABLE campaigns DROP COLUMN html;
              ALTER TABLE campaigns DROP COLUMN reply_to; ALTER TABLE campaigns DROP COLUMN filter;

@@ -29,6 +29,7 @@ mod readme;
 mod routing;
 mod secrets;
 mod segments;
+mod serve;
 mod smtp;
 mod sql_edge;
 mod store_contract;

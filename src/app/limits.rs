@@ -48,6 +48,14 @@ pub const DRAIN: Span = Span {
     max: HOUR,
 };
 
+/// How long one HTTP request may take (`serve --request-timeout`).
+pub const REQUEST_TIMEOUT: Span = Span {
+    min: Duration::from_secs(1),
+    max: HOUR,
+};
+/// Largest HTTP request body (`serve --body-limit`), in bytes.
+pub const BODY_LIMIT: (usize, usize) = (1024, 64 * 1024 * 1024);
+
 /// Rows per claim (worker and bench).
 pub const BATCH: (usize, usize) = (1, 10_000);
 /// Provider calls in flight (worker and bench).

@@ -9,6 +9,7 @@ pub mod doubts;
 pub mod import;
 pub mod limits;
 pub mod lists;
+pub mod messages;
 pub mod notify;
 pub mod preview;
 pub mod run;

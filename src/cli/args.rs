@@ -87,6 +87,9 @@ pub enum Command {
     Campaign(CampaignCmd),
     /// Send: claim due rows, call the provider, record outcomes.
     Run(RunArgs),
+    /// Serve the HTTP API (transactional messages with Idempotency-Key, health), optionally
+    /// with the send loop in the same process (--worker).
+    Serve(ServeArgs),
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
     Doubts(DoubtsCmd),
@@ -563,6 +566,42 @@ pub enum PreviewFormat {
 pub enum ReportFormat {
     Csv,
     Json,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0: any free port). The bound address is printed first on
+    /// stdout: `listening on http://ADDR`.
+    #[arg(long, env = "SENDONCE_LISTEN", default_value = "127.0.0.1:8025")]
+    pub listen: String,
+    /// Run the send loop in this process too; without it, `sendonce run` processes on the
+    /// same file send what the API queues.
+    #[arg(long)]
+    pub worker: bool,
+    /// Provider for the worker (as for `run`; needs --worker).
+    #[arg(long, env = "SENDONCE_PROVIDER")]
+    pub provider: Option<String>,
+    /// Config file with routes (as for `run`; default ./sendonce.toml if it exists).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Public base URL of this sender, for {{ unsubscribe_url }} (as for `run`).
+    #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+    /// After SIGTERM, how long requests and sends in flight may take.
+    #[arg(long, env = "SENDONCE_DRAIN", default_value = "30s")]
+    pub drain: String,
+    /// Largest request body, in bytes.
+    #[arg(long, env = "SENDONCE_BODY_LIMIT", default_value_t = 1024 * 1024)]
+    pub body_limit: usize,
+    /// A request still unanswered after this long is cut (408), slow clients included.
+    #[arg(long, env = "SENDONCE_REQUEST_TIMEOUT", default_value = "60s")]
+    pub request_timeout: String,
+    /// How often the worker looks for new messages when idle.
+    #[arg(long, default_value = "100ms")]
+    pub tick: String,
+    /// Provider calls in flight at most (worker).
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
 }
 
 #[derive(Args, Debug)]

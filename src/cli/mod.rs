@@ -8,6 +8,7 @@ mod lists;
 mod preview;
 mod report;
 mod run;
+mod serve;
 mod subscribers;
 mod tokens;
 
@@ -87,6 +88,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Token(cmd) => tokens::command(cli, cmd),
         Command::Campaign(cmd) => campaigns::command(cli, cmd, rt),
         Command::Run(a) => run::run(cli, a, rt),
+        Command::Serve(a) => serve::serve(cli, a, rt),
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::Notify(a) => notify(a, rt),

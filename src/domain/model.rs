@@ -116,6 +116,15 @@ pub fn campaign_job_id(installation: &str, campaign_id: i64, subscriber_id: i64)
     )
 }
 
+/// The job id of a transactional message of the HTTP API, `api:<account>:<message>@<scope>`:
+/// its own id, never the client's Idempotency-Key (free text that could not go in a header).
+pub fn api_job_id(installation: &str, account_id: i64, message_id: i64) -> String {
+    let scope = installation
+        .get(..INSTALLATION_SCOPE_LEN)
+        .unwrap_or(installation);
+    format!("api:{account_id}:{message_id}{CAMPAIGN_JOB_AT}{scope}")
+}
+
 /// Namespace for idempotency keys (a fixed random UUID; changing it would change every key).
 const KEY_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x5e7d_0a3c_9b1f_4e52_8c6d_2f0b_7a41_93e8);
 

@@ -55,8 +55,8 @@ pub struct Compiled {
     has_html: bool,
     /// Appended to the text on a line of its own (the SMS opt-out footer).
     footer: Option<String>,
-    /// Literal subject and body, sent verbatim: `{{` in a CI message is not a template.
-    literal: Option<(Option<String>, String)>,
+    /// Literal content, sent verbatim: `{{` in a CI message is not a template.
+    literal: Option<Rendered>,
 }
 
 /// Who would receive a campaign now, for [`check`]: the account's confirmed subscribers with
@@ -302,8 +302,26 @@ impl Compiled {
             has_text: true,
             has_html: false,
             footer: None,
-            literal: Some((subject.map(str::to_string), body.to_string())),
+            literal: Some(Rendered {
+                subject: subject.map(str::to_string),
+                text: body.to_string(),
+                html: None,
+            }),
         }
+    }
+
+    /// A message sent as it is (an API message): `text` (empty: generated from `html` once,
+    /// here) and an optional HTML part.
+    pub fn literal_message(subject: Option<&str>, text: &str, html: Option<&str>) -> Result<Self> {
+        let text = match html {
+            Some(h) if text.is_empty() => text_of_html(h)?,
+            _ => text.to_string(),
+        };
+        let mut c = Compiled::literal(subject, &text);
+        if let Some(r) = c.literal.as_mut() {
+            r.html = html.map(str::to_string);
+        }
+        Ok(c)
     }
 
     /// Whether a template reads `var` (an unsubscribe link the sender must be able to sign).
@@ -331,11 +349,7 @@ impl Compiled {
     }
 
     fn literal_text(&self) -> Option<Rendered> {
-        self.literal.as_ref().map(|(subject, body)| Rendered {
-            subject: subject.clone(),
-            text: body.clone(),
-            html: None,
-        })
+        self.literal.clone()
     }
 
     /// Render one recipient's message from its variables (a JSON object). The text part of an

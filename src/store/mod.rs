@@ -9,6 +9,7 @@ mod campaigns;
 mod directory;
 mod ledger;
 mod lists;
+mod messages;
 mod notify;
 mod ratelimit;
 mod suppressions;
@@ -27,6 +28,7 @@ pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
 pub use lists::{AudienceCounts, AudienceQuery, ListRow, Lists, NewList, OptIn};
+pub use messages::{MessageRow, Messages, NewMessage, Submitted};
 pub use notify::{Notifications, NotifyRow};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
@@ -48,6 +50,7 @@ pub trait Storage:
     + Suppressions
     + Audit
     + Notifications
+    + Messages
     + RateLimits
     + Admin
     + Tokens
@@ -65,6 +68,7 @@ impl<T> Storage for T where
         + Suppressions
         + Audit
         + Notifications
+        + Messages
         + RateLimits
         + Admin
         + Tokens

@@ -163,7 +163,8 @@ impl Worker {
             }
             t
         } else {
-            Compiled::literal(c.subject.as_deref(), &c.body)
+            Compiled::literal_message(c.subject.as_deref(), &c.body, c.html.as_deref())
+                .map_err(|e| e.context(&format!("campaign {}", c.id)))?
         });
         self.templates.insert(c.id, t.clone());
         Ok(t)

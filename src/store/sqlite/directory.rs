@@ -82,7 +82,8 @@ impl Directory for SqliteStore {
                         (SELECT count(*) FROM subscribers s
                          WHERE s.account_id = a.id AND s.removed_at IS NULL),
                         (SELECT count(*) FROM campaigns k
-                         WHERE k.account_id = a.id AND k.name NOT LIKE 'notify:%'),
+                         WHERE k.account_id = a.id AND k.kind = 'campaign'
+                           AND k.name NOT LIKE 'notify:%'),
                         a.sms_footer
                  FROM accounts a ORDER BY a.id",
             )?;
@@ -136,6 +137,7 @@ impl Directory for SqliteStore {
                         k.scheduled_for, k.created_at
                  FROM campaigns k JOIN accounts a ON a.id = k.account_id
                  WHERE (?1 IS NULL OR k.account_id = ?1) AND (?2 IS NULL OR k.status = ?2)
+                   AND k.kind = 'campaign'
                  ORDER BY k.id DESC",
             )?;
             let rows = st

@@ -10,6 +10,7 @@ mod directory;
 mod error;
 mod ledger;
 mod lists;
+mod messages;
 mod notify;
 mod ratelimit;
 mod segment;
@@ -45,6 +46,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0006_tokens",
         include_str!("../../../schema/0006_tokens.sql"),
+    ),
+    (
+        "0007_api_messages",
+        include_str!("../../../schema/0007_api_messages.sql"),
     ),
 ];
 

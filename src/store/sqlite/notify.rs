@@ -62,9 +62,9 @@ fn notification_campaign(
     tx.execute(
         "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
                                 templated, status, scheduled_for, approved_at,
-                                started_at, list_complete, created_at)
+                                started_at, list_complete, created_at, kind)
          VALUES (:account, :name, :channel, :from, :subject, :body, 0, 'sending',
-                 :now, :now, :now, 1, :now)",
+                 :now, :now, :now, 1, :now, 'notify')",
         named_params! {
             ":account": account,
             ":name": name,

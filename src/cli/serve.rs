@@ -1,0 +1,74 @@
+//! `sendonce serve`: flags checked into the server's settings (and, with `--worker`, the
+//! worker's, as `run` checks them), the bound address printed before anything else, and what
+//! the in-process worker did told at the end.
+
+use super::args::{Cli, ServeArgs};
+use super::{open, to_json, Output};
+use crate::app::{self, limits};
+use crate::error::{Error, Result};
+use std::io::Write;
+
+pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
+    let drain = limits::DRAIN.parse("--drain", &a.drain)?;
+    let settings = crate::http::Settings {
+        listen: a.listen.clone(),
+        drain,
+        body_limit: limits::count_in("--body-limit", a.body_limit, limits::BODY_LIMIT)?,
+        request_timeout: limits::REQUEST_TIMEOUT.parse("--request-timeout", &a.request_timeout)?,
+        worker: None,
+    };
+    if !a.worker && (a.provider.is_some() || a.config.is_some()) {
+        return Err(Error::invalid(
+            "--provider and --config choose the worker's routes: add --worker (or run \
+             `sendonce run` beside the server)",
+        ));
+    }
+    let store = open(cli)?;
+    let settings = match a.worker {
+        false => settings,
+        true => {
+            let mut cfg = worker_settings(a).check()?;
+            cfg.drain_deadline = drain;
+            cfg.links = app::run::links(a.config.as_deref(), a.public_url.as_deref())?;
+            let routes = app::run::routes(a.config.as_deref(), a.provider.as_deref(), &store)?;
+            crate::http::Settings {
+                worker: Some((routes, cfg)),
+                ..settings
+            }
+        }
+    };
+    let json = cli.json;
+    let summary = crate::http::serve(store, settings, rt, |addr| {
+        let mut out = std::io::stdout().lock();
+        let line = match json {
+            true => serde_json::json!({ "listening": format!("http://{addr}") }).to_string(),
+            false => format!("listening on http://{addr}"),
+        };
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    })?;
+    let text = match &summary {
+        Some(s) => format!(
+            "stopped; the worker sent {} and failed {}",
+            s.sent, s.failed
+        ),
+        None => "stopped".to_string(),
+    };
+    Ok(Output::ok(to_json(&summary), text))
+}
+
+/// The worker of `serve --worker`, with `run`'s defaults where `serve` has no flag.
+fn worker_settings(a: &ServeArgs) -> app::run::Settings {
+    app::run::Settings {
+        lease: "60s".into(),
+        tick: a.tick.clone(),
+        retry_base: "1s".into(),
+        drain: a.drain.clone(),
+        batch: 100,
+        concurrency: a.concurrency,
+        max_attempts: 8,
+        worker_id: None,
+        once: false,
+        list_chunk: 50_000,
+    }
+}

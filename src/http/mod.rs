@@ -1,0 +1,194 @@
+//! `sendonce serve`: the HTTP API on the process's one runtime. Handlers call the use cases of
+//! `app/` (never the store's SQL), each store call whole on a blocking thread; statuses are
+//! decided in `error.rs` (errors) and `messages.rs` (202 queued, 200 settled). SIGTERM stops
+//! accepting, lets requests and the optional in-process worker finish within the drain, and
+//! returns.
+
+mod auth;
+mod error;
+mod messages;
+mod ops;
+
+use crate::error::{Error, Result};
+use crate::store::Storage;
+use crate::worker::{self, routes::Routes};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::HeaderValue;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+pub use error::{status_for, ApiError};
+
+/// How the server runs.
+pub struct Settings {
+    pub listen: String,
+    /// How long requests and sends in flight may take after SIGTERM.
+    pub drain: Duration,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// A request (a slow client's included) is cut after this long.
+    pub request_timeout: Duration,
+    /// Run the send loop in this process too.
+    pub worker: Option<(Routes, worker::Config)>,
+}
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Storage>,
+    /// True while the in-process worker runs (None: no worker here).
+    pub worker_alive: Option<Arc<AtomicBool>>,
+}
+
+/// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
+pub async fn blocking<T: Send + 'static>(
+    st: &AppState,
+    f: impl FnOnce(&dyn Storage) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || f(&*store))
+        .await
+        .map_err(|e| Error::internal(format!("a store task failed: {e}")))?
+}
+
+/// Every route the server serves (the OpenAPI test compares its document with this list).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("POST", "/v1/messages"),
+    ("GET", "/v1/messages/{id}"),
+];
+
+fn router(st: AppState, s: &Settings) -> Router {
+    Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/v1/messages", post(messages::create))
+        .route("/v1/messages/{id}", get(messages::show))
+        .fallback(ops::not_found)
+        .layer(DefaultBodyLimit::max(s.body_limit))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            s.request_timeout,
+        ))
+        .layer(middleware::from_fn(request_log))
+        .with_state(st)
+}
+
+/// A request id for every request (in the `x-request-id` answer header and the error body),
+/// and one log line per request: method, route, status, duration, id. Never a header value.
+async fn request_log(mut req: Request, next: Next) -> Response {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_string();
+    req.extensions_mut().insert(auth::RequestId(id.clone()));
+    let started = Instant::now();
+    let mut res = next.run(req).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        res.headers_mut().insert("x-request-id", v);
+    }
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!(target: "sendonce::http", %method, route, status = res.status().as_u16(),
+                   ms = format!("{ms:.1}"), request_id = %id, "request");
+    res
+}
+
+/// Serve until SIGTERM/Ctrl-C; `bound` is told the address actually bound (port 0 picks
+/// one). Returns the in-process worker's summary, if there was one.
+pub fn serve(
+    store: Arc<dyn Storage>,
+    mut s: Settings,
+    rt: &tokio::runtime::Runtime,
+    bound: impl FnOnce(SocketAddr),
+) -> Result<Option<worker::Summary>> {
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&s.listen)
+            .await
+            .map_err(|e| Error::io(&format!("cannot listen on {}", s.listen), e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io("cannot read the bound address", e))?;
+        let (tx, rx) = watch::channel(false);
+        let signal = crate::shutdown::stop_signal()?;
+        tokio::spawn(async move {
+            signal.await;
+            let _ = tx.send(true);
+        });
+        let alive = s.worker.as_ref().map(|_| Arc::new(AtomicBool::new(true)));
+        let worker = spawn_worker(&store, s.worker.take(), &alive, &rx);
+        let st = AppState {
+            store,
+            worker_alive: alive,
+        };
+        let app = router(st, &s);
+        bound(addr);
+        run_server(listener, app, rx, s.drain).await?;
+        match worker {
+            Some(h) => Ok(Some(h.await.map_err(|e| {
+                Error::internal(format!("the worker task failed: {e}"))
+            })??)),
+            None => Ok(None),
+        }
+    })
+}
+
+/// The send loop as a task of this runtime, stopping with the server; `alive` turns false
+/// when it ends (for `/readyz`).
+fn spawn_worker(
+    store: &Arc<dyn Storage>,
+    w: Option<(Routes, worker::Config)>,
+    alive: &Option<Arc<AtomicBool>>,
+    rx: &watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<Result<worker::Summary>>> {
+    let (routes, cfg) = w?;
+    let ledger: Arc<dyn crate::store::Ledger> = store.clone();
+    let alive = alive.clone();
+    let stop = stopped(rx.clone());
+    Some(tokio::spawn(async move {
+        let r = worker::run_routed(ledger, Arc::new(routes), cfg, stop).await;
+        if let Some(a) = alive {
+            a.store(false, Ordering::SeqCst);
+        }
+        if let Err(e) = &r {
+            tracing::error!(error = %e, "the worker stopped; the server goes on without it");
+        }
+        r
+    }))
+}
+
+/// Resolves once the stop signal came.
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+async fn run_server(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    rx: watch::Receiver<bool>,
+    drain: Duration,
+) -> Result<()> {
+    let server = axum::serve(listener, app).with_graceful_shutdown(stopped(rx.clone()));
+    let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
+    tokio::select! {
+        r = &mut server => return r.map_err(|e| Error::io("the HTTP server failed", e)),
+        _ = stopped(rx) => {}
+    }
+    match tokio::time::timeout(drain, server).await {
+        Ok(r) => r.map_err(|e| Error::io("the HTTP server failed", e)),
+        Err(_) => {
+            tracing::warn!("requests still in flight after the drain: closing them");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Operations endpoints: `/healthz` (the process answers), `/readyz` (the database answers,
+//! its schema version, the in-process worker alive when there is one), and the JSON 404.
+
+use super::error::body;
+use super::{blocking, AppState};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use std::sync::atomic::Ordering;
+
+pub async fn healthz() -> Response {
+    Json(json!({"status": "ok"})).into_response()
+}
+
+pub async fn readyz(State(st): State<AppState>) -> Response {
+    let db = blocking(&st, |s| s.installation_id()).await;
+    let worker = st.worker_alive.as_ref().map(|a| a.load(Ordering::SeqCst));
+    let ready = db.is_ok() && worker != Some(false);
+    let doc = json!({
+        "status": if ready { "ready" } else { "not_ready" },
+        "database": if db.is_ok() { "ok" } else { "unavailable" },
+        "schema_version": crate::store::SCHEMA_VERSION,
+        "worker": match worker { None => "none", Some(true) => "running", Some(false) => "stopped" },
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(doc)).into_response()
+}
+
+pub async fn not_found(req: axum::extract::Request) -> Response {
+    let (parts, _) = req.into_parts();
+    let id = super::auth::request_id(&parts);
+    body(StatusCode::NOT_FOUND, "not_found", "no such route", &id)
+}

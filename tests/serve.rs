@@ -1,0 +1,457 @@
+//! `sendonce serve` as a real process on 127.0.0.1:0, driven by a real HTTP client: health,
+//! tokens and account scoping, transactional messages with Idempotency-Key (replays, two
+//! concurrent requests with one key, a changed body), body limits and unknown fields, and a
+//! SIGTERM drain with a request in flight. Deliveries are counted at the fake provider.
+
+use crate::common::{Env, Fake, BIN};
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `sendonce serve`; SIGKILLed on drop unless it was stopped.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(env: &Env, extra: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .arg("--db")
+            .arg(&env.db)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("SENDONCE_PROVIDER")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sendonce serve");
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("read the address line");
+        let base = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        Server { child, base }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM, then the exit status (within 20 s).
+    fn sigterm(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child, not reaped yet.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "no exit 20 s after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client() -> reqwest::Client {
+    // reqwest is built without a default crypto backend (see Cargo.toml).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A token of `account` with `scope`.
+fn token(env: &Env, account: &str, scope: &str) -> String {
+    let out = env.ok(&[
+        "--json",
+        "token",
+        "create",
+        "--account",
+        account,
+        "--scope",
+        scope,
+    ]);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    doc["token"].as_str().unwrap().to_string()
+}
+
+/// Accounts acme and other; a fake provider; a server with a worker sending through it.
+fn setup(env: &Env, fake_extra: &[&str], serve_extra: &[&str]) -> (Fake, Server) {
+    env.setup_account();
+    env.ok(&["account", "add", "other"]);
+    let fake = Fake::start(&env.path("fake.jsonl"), fake_extra);
+    let spec = format!("webhook:{}", fake.url("/send"));
+    let mut args = vec!["--worker", "--provider", spec.as_str()];
+    args.extend_from_slice(serve_extra);
+    let server = Server::start(env, &args);
+    (fake, server)
+}
+
+struct Reply {
+    status: u16,
+    replayed: bool,
+    body: Value,
+}
+
+async fn post(
+    c: &reqwest::Client,
+    s: &Server,
+    tok: &str,
+    key: Option<&str>,
+    q: &str,
+    body: &Value,
+) -> Reply {
+    let mut r = c
+        .post(s.url(&format!("/v1/messages{q}")))
+        .bearer_auth(tok)
+        .json(body);
+    if let Some(k) = key {
+        r = r.header("Idempotency-Key", k);
+    }
+    let res = r.send().await.unwrap();
+    let status = res.status().as_u16();
+    let replayed = res.headers().get("idempotent-replayed").is_some();
+    let body = res.json().await.unwrap_or(Value::Null);
+    Reply {
+        status,
+        replayed,
+        body,
+    }
+}
+
+fn message(to: &str) -> Value {
+    json!({"to": to, "from": "app@example.org", "subject": "Reset", "text": "Your code is 123456"})
+}
+
+/// Non-replay deliveries at the fake provider to `to`.
+fn delivered(fake: &Fake, to: &str) -> usize {
+    fake.lines()
+        .iter()
+        .filter(|l| l.to == to && !l.replay)
+        .count()
+}
+
+#[test]
+fn health_and_errors_share_one_shape_and_sigterm_exits_zero() {
+    let env = Env::new();
+    let (_fake, mut server) = setup(&env, &[], &[]);
+    let rt = rt();
+    rt.block_on(async {
+        let c = client();
+        let h = c.get(server.url("/healthz")).send().await.unwrap();
+        assert_eq!(h.status(), 200);
+        let r: Value = c
+            .get(server.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r["status"], "ready", "{r}");
+        assert_eq!(r["worker"], "running", "{r}");
+        let res = c.get(server.url("/nope")).send().await.unwrap();
+        assert_eq!(res.status(), 404);
+        let id = res.headers()["x-request-id"].to_str().unwrap().to_string();
+        let e: Value = res.json().await.unwrap();
+        assert_eq!(e["error"]["code"], "not_found");
+        assert_eq!(e["error"]["request_id"], id.as_str());
+        // No token, a malformed token, a forged one: 401, never echoing what was sent.
+        for auth in [
+            None,
+            Some("nonsense"),
+            Some("so_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+        ] {
+            let mut r = c.post(server.url("/v1/messages")).json(&message("a@x.org"));
+            if let Some(a) = auth {
+                r = r.bearer_auth(a);
+            }
+            let res = r.send().await.unwrap();
+            assert_eq!(res.status(), 401, "{auth:?}");
+            let text = res.text().await.unwrap();
+            assert!(auth.is_none_or(|a| !text.contains(a)), "{text}");
+            assert!(text.contains("\"unauthorized\""), "{text}");
+        }
+    });
+    let status = server.sigterm();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_message_is_sent_once_and_a_retry_gets_the_first_answer() {
+    let env = Env::new();
+    let (fake, _server) = setup(&env, &[], &[]);
+    let tok = token(&env, "acme", "send");
+    let rt = rt();
+    rt.block_on(async {
+        let c = client();
+        let s = &_server;
+        let first = post(
+            &c,
+            s,
+            &tok,
+            Some("reset-1"),
+            "?wait=10s",
+            &message("Kim@Example.org"),
+        )
+        .await;
+        assert_eq!(first.status, 200, "{}", first.body);
+        assert_eq!(first.body["status"], "sent", "{}", first.body);
+        assert_eq!(first.body["to"], "kim@example.org");
+        assert!(!first.replayed);
+        for _ in 0..3 {
+            let again = post(
+                &c,
+                s,
+                &tok,
+                Some("reset-1"),
+                "?wait=10s",
+                &message("Kim@Example.org"),
+            )
+            .await;
+            assert_eq!((again.status, &again.body), (200, &first.body));
+            assert!(again.replayed);
+        }
+        // The same key with another body is refused, and sends nothing.
+        let other = post(
+            &c,
+            s,
+            &tok,
+            Some("reset-1"),
+            "",
+            &message("lee@example.org"),
+        )
+        .await;
+        assert_eq!(other.status, 422, "{}", other.body);
+        assert_eq!(other.body["error"]["code"], "idempotency_key_reused");
+        // GET follows it; the key is the caller's own, per account.
+        let id = first.body["id"].as_i64().unwrap();
+        let got: Value = c
+            .get(s.url(&format!("/v1/messages/{id}")))
+            .bearer_auth(&tok)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(got["status"], "sent");
+        assert!(got["provider_message_id"].is_string(), "{got}");
+        // Without waiting: 202 queued, then sent.
+        let q = post(
+            &c,
+            s,
+            &tok,
+            Some("reset-2"),
+            "",
+            &message("lee@example.org"),
+        )
+        .await;
+        assert_eq!(q.status, 202, "{}", q.body);
+        assert_eq!(q.body["status"], "queued");
+        let missing = post(&c, s, &tok, None, "", &message("lee@example.org")).await;
+        assert_eq!(missing.status, 400, "{}", missing.body);
+        assert!(missing.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Idempotency-Key"));
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while delivered(&fake, "lee@example.org") == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(delivered(&fake, "kim@example.org"), 1);
+    assert_eq!(delivered(&fake, "lee@example.org"), 1);
+}
+
+#[test]
+fn concurrent_requests_with_one_key_deliver_once() {
+    let env = Env::new();
+    let (fake, server) = setup(&env, &["--latency", "300ms"], &[]);
+    let tok = token(&env, "acme", "send");
+    let rt = rt();
+    let url = server.url("/v1/messages?wait=10s");
+    let replies: Vec<Reply> = rt.block_on(async {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let (url, tok) = (url.clone(), tok.clone());
+                tokio::spawn(async move {
+                    let res = client()
+                        .post(url)
+                        .bearer_auth(tok)
+                        .header("Idempotency-Key", "same")
+                        .json(&message("kim@example.org"))
+                        .send()
+                        .await
+                        .unwrap();
+                    let status = res.status().as_u16();
+                    let replayed = res.headers().get("idempotent-replayed").is_some();
+                    let body = res.json().await.unwrap_or(Value::Null);
+                    Reply {
+                        status,
+                        replayed,
+                        body,
+                    }
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    });
+    let firsts: Vec<&Reply> = replies
+        .iter()
+        .filter(|r| r.status == 200 && !r.replayed)
+        .collect();
+    assert_eq!(firsts.len(), 1, "exactly one request made the message");
+    for r in &replies {
+        assert!(
+            r.status == 409 || (r.status == 200 && r.body == firsts[0].body),
+            "{} {}",
+            r.status,
+            r.body
+        );
+    }
+    assert_eq!(delivered(&fake, "kim@example.org"), 1);
+    assert_eq!(env.count("SELECT count(*) FROM sends"), 1);
+}
+
+#[test]
+fn tokens_are_scoped_to_their_account_and_their_scope() {
+    let env = Env::new();
+    let (_fake, server) = setup(&env, &[], &[]);
+    let acme = token(&env, "acme", "send");
+    let other = token(&env, "other", "admin");
+    let reader = token(&env, "acme", "read");
+    let rt = rt();
+    rt.block_on(async {
+        let c = client();
+        let mut mine = Vec::new();
+        for i in 0..5 {
+            let key = format!("k{i}");
+            let r = post(
+                &c,
+                &server,
+                &acme,
+                Some(&key),
+                "",
+                &message(&format!("u{i}@x.org")),
+            )
+            .await;
+            assert_eq!(r.status, 202, "{}", r.body);
+            mine.push(r.body["id"].as_i64().unwrap());
+        }
+        // The same key in another account is another message.
+        let r = post(&c, &server, &other, Some("k0"), "", &message("u0@x.org")).await;
+        assert_eq!((r.status, r.replayed), (202, false), "{}", r.body);
+        let theirs = r.body["id"].as_i64().unwrap();
+        let r = post(&c, &server, &reader, Some("k9"), "", &message("u9@x.org")).await;
+        assert_eq!(r.status, 403, "{}", r.body);
+        // 1,000 reads with ids of both accounts and ids that exist nowhere: each token sees
+        // its own account's messages, and a 404 for everything else.
+        let mut leaks = 0;
+        let mut seed = 7u64;
+        for _ in 0..1000 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (seed >> 33) % 4;
+            let (tok, id, own) = match pick {
+                0 => (&acme, mine[(seed >> 40) as usize % mine.len()], true),
+                1 => (&acme, theirs, false),
+                2 => (&other, mine[(seed >> 40) as usize % mine.len()], false),
+                _ => (&reader, 1000 + (seed >> 50) as i64, false),
+            };
+            let res = c
+                .get(server.url(&format!("/v1/messages/{id}")))
+                .bearer_auth(tok)
+                .send()
+                .await
+                .unwrap();
+            let status = res.status().as_u16();
+            if (own && status != 200) || (!own && status != 404) {
+                leaks += 1;
+            }
+        }
+        assert_eq!(leaks, 0);
+    });
+}
+
+#[test]
+fn bodies_are_bounded_and_unknown_fields_refused() {
+    let env = Env::new();
+    let (_fake, server) = setup(&env, &[], &["--body-limit", "4096"]);
+    let tok = token(&env, "acme", "send");
+    let rt = rt();
+    rt.block_on(async {
+        let c = client();
+        let big = json!({"to": "a@x.org", "from": "a@x.org", "subject": "s", "text": "x".repeat(10_000)});
+        let r = post(&c, &server, &tok, Some("big"), "", &big).await;
+        assert_eq!(r.status, 413, "{}", r.body);
+        assert_eq!(r.body["error"]["code"], "too_large");
+        let odd = json!({"to": "a@x.org", "from": "a@x.org", "subject": "s", "text": "t", "bcc": "b@x.org"});
+        let r = post(&c, &server, &tok, Some("odd"), "", &odd).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body["error"]["message"].as_str().unwrap().contains("bcc"), "{}", r.body);
+        let hostile = json!({"to": "a@x.org", "from": "a@x.org", "subject": "s\r\nBcc: b@x.org", "text": "t"});
+        let r = post(&c, &server, &tok, Some("hostile"), "", &hostile).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let r = post(&c, &server, &tok, Some("w"), "?wait=1h", &message("a@x.org")).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+    });
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends"),
+        0,
+        "nothing refused was queued"
+    );
+}
+
+#[test]
+fn sigterm_lets_a_request_in_flight_finish() {
+    let env = Env::new();
+    let (fake, mut server) = setup(&env, &["--latency", "1s"], &["--drain", "10s"]);
+    let tok = token(&env, "acme", "send");
+    let rt = rt();
+    let pid = server.child.id() as i32;
+    let reply = rt.block_on(async {
+        let c = client();
+        let m = message("kim@example.org");
+        let req = post(&c, &server, &tok, Some("late"), "?wait=10s", &m);
+        let kill = async {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            // SAFETY: kill(2) on our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        };
+        let (r, ()) = tokio::join!(req, kill);
+        r
+    });
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["status"], "sent", "{}", reply.body);
+    let status = server.sigterm();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(delivered(&fake, "kim@example.org"), 1);
+}
