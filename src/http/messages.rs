@@ -24,6 +24,15 @@ const POLL: Duration = Duration::from_millis(25);
 /// is answered from the ledger's state (the message itself was queued once, and only once).
 const STALE_MS: i64 = 2 * 60 * 1000;
 
+/// The routes of this module, as (method, path).
+pub const ROUTES: &[(&str, &str)] = &[("POST", "/v1/messages"), ("GET", "/v1/messages/{id}")];
+
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/v1/messages", axum::routing::post(create))
+        .route("/v1/messages/{id}", axum::routing::get(show))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitQuery {

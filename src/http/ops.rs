@@ -10,6 +10,15 @@ use axum::Json;
 use serde_json::json;
 use std::sync::atomic::Ordering;
 
+/// The routes of this module, as (method, path).
+pub const ROUTES: &[(&str, &str)] = &[("GET", "/healthz"), ("GET", "/readyz")];
+
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(healthz))
+        .route("/readyz", axum::routing::get(readyz))
+}
+
 pub async fn healthz() -> Response {
     Json(json!({"status": "ok"})).into_response()
 }
