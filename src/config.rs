@@ -13,6 +13,13 @@
 //! rate = "20/s"                             # durable token bucket shared by all workers
 //! burst = 40
 //! concurrency = 16                          # calls in flight for this route, per worker
+//!
+//! [serve]                                   # sendonce serve (flags and env win)
+//! listen = "127.0.0.1:8025"
+//! worker = true
+//! drain = "30s"
+//! body_limit = 1048576
+//! request_timeout = "60s"
 //! ```
 
 use crate::domain::address::Channel;
@@ -28,8 +35,24 @@ pub struct Config {
     pub provider: Option<String>,
     /// Public base URL of this sender: where `{{ unsubscribe_url }}` points.
     pub public_url: Option<String>,
+    /// What `sendonce serve` takes from the file.
+    #[serde(default)]
+    pub serve: Serve,
     #[serde(default)]
     pub route: Vec<Route>,
+}
+
+/// `[serve]`: settings of `sendonce serve`. A flag or its environment variable wins over the
+/// file, and the file over the built-in default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Serve {
+    pub listen: Option<String>,
+    /// Run the send loop in the server's process.
+    pub worker: Option<bool>,
+    pub drain: Option<String>,
+    pub body_limit: Option<usize>,
+    pub request_timeout: Option<String>,
 }
 
 /// One routing rule. The most specific matching rule wins (account and channel, then account,

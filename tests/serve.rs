@@ -17,12 +17,20 @@ struct Server {
 
 impl Server {
     fn start(env: &Env, extra: &[&str]) -> Server {
+        let mut args = vec!["--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        Server::start_with(env, &args)
+    }
+
+    /// `sendonce serve ARGS` (no --listen added).
+    fn start_with(env: &Env, args: &[&str]) -> Server {
         let mut child = Command::new(BIN)
             .arg("--db")
             .arg(&env.db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
+            .arg("serve")
+            .args(args)
             .env_remove("SENDONCE_PROVIDER")
+            .env_remove("SENDONCE_LISTEN")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -454,4 +462,51 @@ fn sigterm_lets_a_request_in_flight_finish() {
     let status = server.sigterm();
     assert!(status.success(), "{status:?}");
     assert_eq!(delivered(&fake, "kim@example.org"), 1);
+}
+
+#[test]
+fn the_config_file_serve_section_is_read_and_flags_win() {
+    let env = Env::new();
+    env.setup_account();
+    let fake = Fake::start(&env.path("fake.jsonl"), &[]);
+    let cfg = env.write(
+        "sendonce.toml",
+        format!(
+            "provider = \"webhook:{}\"\n[serve]\nlisten = \"127.0.0.1:0\"\nworker = true\n\
+             body_limit = 2048\n",
+            fake.url("/send")
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    let server = Server::start_with(&env, &["--config", cfg]);
+    let tok = token(&env, "acme", "send");
+    let rt = rt();
+    rt.block_on(async {
+        let c = client();
+        let r: Value = c
+            .get(server.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r["worker"], "running", "worker = true in [serve]: {r}");
+        let big =
+            json!({"to": "a@x.org", "from": "a@x.org", "subject": "s", "text": "x".repeat(3000)});
+        let r = post(&c, &server, &tok, Some("big"), "", &big).await;
+        assert_eq!(r.status, 413, "body_limit from the file: {}", r.body);
+    });
+    drop(server);
+    // A flag wins over the file.
+    let server = Server::start_with(&env, &["--config", cfg, "--body-limit", "65536"]);
+    rt.block_on(async {
+        let big =
+            json!({"to": "a@x.org", "from": "a@x.org", "subject": "s", "text": "x".repeat(3000)});
+        let r = post(&client(), &server, &tok, Some("big"), "?wait=10s", &big).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    });
+    let bad = env.write("bad.toml", "[serve]\nlisten = 1\n");
+    let r = env.run(&["serve", "--config", bad.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
 }

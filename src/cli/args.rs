@@ -571,11 +571,12 @@ pub enum ReportFormat {
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Address to listen on (port 0: any free port). The bound address is printed first on
-    /// stdout: `listening on http://ADDR`.
-    #[arg(long, env = "SENDONCE_LISTEN", default_value = "127.0.0.1:8025")]
-    pub listen: String,
-    /// Run the send loop in this process too; without it, `sendonce run` processes on the
-    /// same file send what the API queues.
+    /// stdout: `listening on http://ADDR`. Default: listen in the config file's [serve],
+    /// else 127.0.0.1:8025.
+    #[arg(long, env = "SENDONCE_LISTEN")]
+    pub listen: Option<String>,
+    /// Run the send loop in this process too (or worker = true in [serve]); without it,
+    /// `sendonce run` processes on the same file send what the API queues.
     #[arg(long)]
     pub worker: bool,
     /// Provider for the worker (as for `run`; needs --worker).
@@ -587,15 +588,16 @@ pub struct ServeArgs {
     /// Public base URL of this sender, for {{ unsubscribe_url }} (as for `run`).
     #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
-    /// After SIGTERM, how long requests and sends in flight may take.
-    #[arg(long, env = "SENDONCE_DRAIN", default_value = "30s")]
-    pub drain: String,
-    /// Largest request body, in bytes.
-    #[arg(long, env = "SENDONCE_BODY_LIMIT", default_value_t = 1024 * 1024)]
-    pub body_limit: usize,
-    /// A request still unanswered after this long is cut (408), slow clients included.
-    #[arg(long, env = "SENDONCE_REQUEST_TIMEOUT", default_value = "60s")]
-    pub request_timeout: String,
+    /// After SIGTERM, how long requests and sends in flight may take (default 30s).
+    #[arg(long, env = "SENDONCE_DRAIN")]
+    pub drain: Option<String>,
+    /// Largest request body, in bytes (default 1048576).
+    #[arg(long, env = "SENDONCE_BODY_LIMIT")]
+    pub body_limit: Option<usize>,
+    /// A request still unanswered after this long is cut (408), slow clients included
+    /// (default 60s).
+    #[arg(long, env = "SENDONCE_REQUEST_TIMEOUT")]
+    pub request_timeout: Option<String>,
     /// How often the worker looks for new messages when idle.
     #[arg(long, default_value = "100ms")]
     pub tick: String,

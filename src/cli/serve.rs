@@ -9,25 +9,37 @@ use crate::error::{Error, Result};
 use std::io::Write;
 
 pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
-    let drain = limits::DRAIN.parse("--drain", &a.drain)?;
+    let file = crate::config::Config::load(a.config.as_deref())?
+        .map(|c| c.serve)
+        .unwrap_or_default();
+    let pick = |flag: &Option<String>, file: &Option<String>, default: &str| {
+        flag.clone()
+            .or_else(|| file.clone())
+            .unwrap_or_else(|| default.to_string())
+    };
+    let drain_text = pick(&a.drain, &file.drain, "30s");
+    let drain = limits::DRAIN.parse("--drain", &drain_text)?;
+    let body_limit = a.body_limit.or(file.body_limit).unwrap_or(1024 * 1024);
+    let timeout = pick(&a.request_timeout, &file.request_timeout, "60s");
     let settings = crate::http::Settings {
-        listen: a.listen.clone(),
+        listen: pick(&a.listen, &file.listen, "127.0.0.1:8025"),
         drain,
-        body_limit: limits::count_in("--body-limit", a.body_limit, limits::BODY_LIMIT)?,
-        request_timeout: limits::REQUEST_TIMEOUT.parse("--request-timeout", &a.request_timeout)?,
+        body_limit: limits::count_in("--body-limit", body_limit, limits::BODY_LIMIT)?,
+        request_timeout: limits::REQUEST_TIMEOUT.parse("--request-timeout", &timeout)?,
         worker: None,
     };
-    if !a.worker && (a.provider.is_some() || a.config.is_some()) {
+    let with_worker = a.worker || file.worker == Some(true);
+    if !with_worker && a.provider.is_some() {
         return Err(Error::invalid(
-            "--provider and --config choose the worker's routes: add --worker (or run \
-             `sendonce run` beside the server)",
+            "--provider chooses the worker's provider: add --worker (or run `sendonce run` \
+             beside the server)",
         ));
     }
     let store = open(cli)?;
-    let settings = match a.worker {
+    let settings = match with_worker {
         false => settings,
         true => {
-            let mut cfg = worker_settings(a).check()?;
+            let mut cfg = worker_settings(a, &drain_text).check()?;
             cfg.drain_deadline = drain;
             cfg.links = app::run::links(a.config.as_deref(), a.public_url.as_deref())?;
             let routes = app::run::routes(a.config.as_deref(), a.provider.as_deref(), &store)?;
@@ -58,12 +70,12 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
 }
 
 /// The worker of `serve --worker`, with `run`'s defaults where `serve` has no flag.
-fn worker_settings(a: &ServeArgs) -> app::run::Settings {
+fn worker_settings(a: &ServeArgs, drain: &str) -> app::run::Settings {
     app::run::Settings {
         lease: "60s".into(),
         tick: a.tick.clone(),
         retry_base: "1s".into(),
-        drain: a.drain.clone(),
+        drain: drain.to_string(),
         batch: 100,
         concurrency: a.concurrency,
         max_attempts: 8,
