@@ -10,8 +10,15 @@ fn init_logging(cli: &Cli) {
         "error"
     } else {
         match cli.verbose {
-            // A worker says what it does (campaigns started, lists built, campaigns sent).
-            0 if matches!(cli.command, sendonce::cli::args::Command::Run(_)) => "info",
+            // A worker says what it does (campaigns started, lists built, campaigns sent), a
+            // server logs its requests.
+            0 if matches!(
+                cli.command,
+                sendonce::cli::args::Command::Run(_) | sendonce::cli::args::Command::Serve(_)
+            ) =>
+            {
+                "info"
+            }
             0 => "warn",
             1 => "info",
             _ => "debug",

@@ -510,3 +510,80 @@ fn the_config_file_serve_section_is_read_and_flags_win() {
     let r = env.run(&["serve", "--config", bad.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+#[test]
+fn request_logs_name_the_route_and_never_the_token() {
+    let env = Env::new();
+    env.setup_account();
+    let log = std::fs::File::create(env.path("serve.log")).unwrap();
+    let mut child = Command::new(BIN)
+        .arg("--db")
+        .arg(&env.db)
+        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn sendonce serve");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let base = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let mut server = Server { child, base };
+    let tok = token(&env, "acme", "send");
+    let rt = rt();
+    rt.block_on(async {
+        let c = client();
+        let r = post(
+            &c,
+            &server,
+            &tok,
+            Some("k-1"),
+            "",
+            &message("kim@example.org"),
+        )
+        .await;
+        assert_eq!(r.status, 202, "{}", r.body);
+        let res = c
+            .get(server.url("/v1/messages/999"))
+            .bearer_auth(&tok)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 404);
+    });
+    assert!(server.sigterm().success());
+    let text = std::fs::read_to_string(env.path("serve.log")).unwrap();
+    assert!(!text.contains(&tok), "the token is in the log");
+    assert!(!text.contains(&tok[3..]), "the token's body is in the log");
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &Value| v["fields"]["message"] == "request")
+        .collect();
+    let seen: Vec<(String, u64)> = lines
+        .iter()
+        .map(|v| {
+            (
+                v["fields"]["route"].as_str().unwrap_or("").to_string(),
+                v["fields"]["status"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert!(
+        seen.contains(&("/v1/messages".into(), 202)),
+        "{seen:?}\n{text}"
+    );
+    assert!(
+        seen.contains(&("/v1/messages/{id}".into(), 404)),
+        "{seen:?}"
+    );
+    assert!(
+        lines.iter().all(|v| v["fields"]["request_id"].is_string()),
+        "{text}"
+    );
+}
