@@ -199,9 +199,14 @@ impl Worker {
     async fn complete_or_next(&mut self, now: i64) -> Result<Option<i64>> {
         let mut next: Option<i64> = None;
         for c in self.campaigns.iter().filter(|c| c.list_complete) {
-            let id = c.id;
+            let (id, one_off) = (c.id, !c.templated);
             if blocking(&self.ledger, move |l| l.try_complete(id, now)).await? {
-                tracing::info!(target: TARGET, campaign_id = id, "campaign sent");
+                // A one-off message (API, notify) is one campaign each: not worth a line.
+                if one_off {
+                    tracing::debug!(target: TARGET, campaign_id = id, "message settled");
+                } else {
+                    tracing::info!(target: TARGET, campaign_id = id, "campaign sent");
+                }
                 self.summary.campaigns_completed.push(id);
                 continue;
             }

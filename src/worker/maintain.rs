@@ -59,8 +59,10 @@ impl Worker {
                     .routes
                     .for_campaign(c.account_id, &c.account_name, c.channel)
                     .map_err(|e| e.context(&format!("campaign {}", c.id)))?;
-                tracing::info!(target: TARGET, campaign_id = c.id, route = %r.name,
-                    provider = %r.provider.capabilities().name, "campaign routed");
+                if c.templated {
+                    tracing::info!(target: TARGET, campaign_id = c.id, route = %r.name,
+                        provider = %r.provider.capabilities().name, "campaign routed");
+                }
                 slot.insert(r);
             }
         }
