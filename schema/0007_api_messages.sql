@@ -23,3 +23,7 @@ CREATE TABLE api_messages (
     created_at      INTEGER NOT NULL,
     UNIQUE (account_id, idempotency_key)
 );
+-- Inserting a send or a campaign makes SQLite look for rows referring to it (foreign keys):
+-- these make that a search, not a scan of every message on the send path.
+CREATE INDEX api_messages_send ON api_messages(send_id);
+CREATE INDEX api_messages_campaign ON api_messages(campaign_id);
