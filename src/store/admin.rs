@@ -55,4 +55,7 @@ pub trait Admin: Send + std::marker::Sync {
     fn integrity_check(&self) -> Result<String>;
     /// The journal mode as the backend reports it now.
     fn journal_mode(&self) -> Result<String>;
+    /// `Ok` when a write transaction can be taken now (the lock, then an empty commit): what
+    /// `/readyz` reports as "database writable".
+    fn check_writable(&self) -> Result<()>;
 }

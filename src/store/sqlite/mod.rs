@@ -281,6 +281,10 @@ impl Admin for SqliteStore {
     fn journal_mode(&self) -> Result<String> {
         self.read(|c| Ok(c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?))
     }
+
+    fn check_writable(&self) -> Result<()> {
+        self.write(|_| Ok(()))
+    }
 }
 
 impl SqliteStore {
