@@ -85,69 +85,99 @@ fn setup(env: &Env) -> Server {
     Server::start(env, &[])
 }
 
-/// One request: its status and body text.
-async fn call(
-    c: &reqwest::Client,
-    s: &Server,
-    method: &str,
-    path: &str,
-    tok: &str,
-    body: Option<&Value>,
-) -> (u16, String) {
-    let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut r = c.request(m, s.url(path)).bearer_auth(tok);
-    if let Some(b) = body {
-        r = r.json(b);
-    }
-    let res = r.send().await.unwrap();
-    (res.status().as_u16(), res.text().await.unwrap())
+/// A client with one token, against one server.
+struct Api<'a> {
+    c: reqwest::Client,
+    s: &'a Server,
+    tok: String,
 }
 
-/// One request whose JSON answer must have `want` as status.
-async fn expect(
-    c: &reqwest::Client,
-    s: &Server,
-    (method, path): (&str, &str),
-    tok: &str,
-    body: Option<Value>,
-    want: u16,
-) -> Value {
-    let (status, text) = call(c, s, method, path, tok, body.as_ref()).await;
-    assert_eq!(status, want, "{method} {path}: {text}");
-    let doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    if status >= 400 {
-        assert!(doc["error"]["request_id"].is_string(), "{text}");
+/// A client of `s` with a new token of `account` with `scope`.
+fn api<'a>(env: &Env, s: &'a Server, account: &str, scope: &str) -> Api<'a> {
+    Api {
+        c: client(),
+        s,
+        tok: token(env, account, scope),
     }
-    doc
 }
 
-/// Every id of a paged listing, following `next_after` from the start.
-async fn all_pages(c: &reqwest::Client, s: &Server, tok: &str, path: &str, key: &str) -> Vec<i64> {
-    let (mut ids, mut after) = (Vec::new(), 0);
-    loop {
-        let sep = if path.contains('?') { '&' } else { '?' };
-        let p = format!("{path}{sep}after={after}&limit=2");
-        let doc = expect(c, s, ("GET", &p), tok, None, 200).await;
-        let items = doc[key].as_array().unwrap();
-        assert!(items.len() <= 2, "{doc}");
+impl Api<'_> {
+    /// One request: its status and body text.
+    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut r = self.c.request(m, self.s.url(path)).bearer_auth(&self.tok);
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        let res = r.send().await.unwrap();
+        (res.status().as_u16(), res.text().await.unwrap())
+    }
+
+    /// One request whose JSON answer must have `want` as status.
+    async fn is(&self, method: &str, path: &str, body: Option<Value>, want: u16) -> Value {
+        let (status, text) = self.call(method, path, body.as_ref()).await;
+        assert_eq!(status, want, "{method} {path}: {text}");
+        let doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if status >= 400 {
+            assert!(doc["error"]["request_id"].is_string(), "{text}");
+        }
+        doc
+    }
+
+    /// Every id of a paged listing, following `next_after` from the start.
+    async fn all_pages(&self, path: &str, key: &str) -> Vec<i64> {
+        let (mut ids, mut after) = (Vec::new(), 0);
         let id_key = if key == "lines" { "send_id" } else { "id" };
-        ids.extend(items.iter().map(|i| i[id_key].as_i64().unwrap()));
-        match doc["next_after"].as_i64() {
-            Some(n) => after = n,
-            None => return ids,
+        loop {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            let p = format!("{path}{sep}after={after}&limit=2");
+            let doc = self.is("GET", &p, None, 200).await;
+            let items = doc[key].as_array().unwrap();
+            assert!(items.len() <= 2, "{doc}");
+            ids.extend(items.iter().map(|i| i[id_key].as_i64().unwrap()));
+            match doc["next_after"].as_i64() {
+                Some(n) => after = n,
+                None => return ids,
+            }
         }
     }
+}
+
+/// The error message of an answer contains `part`.
+fn says(e: &Value, part: &str) -> bool {
+    e["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains(part))
+}
+
+/// Five pending subscribers more (seven in all): pages of two give every one once, in id
+/// order, with and without a status filter; bad filters are 400.
+async fn paging(tok: &Api<'_>) {
+    for i in 0..5 {
+        let b = json!({"email": format!("p{i}@example.org"), "status": "pending"});
+        tok.is("POST", "/v1/subscribers", Some(b), 201).await;
+    }
+    let ids = tok.all_pages("/v1/subscribers", "subscribers").await;
+    assert_eq!(ids.len(), 7, "{ids:?}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let pending = tok
+        .all_pages("/v1/subscribers?status=pending", "subscribers")
+        .await;
+    assert_eq!(pending.len(), 5);
+    tok.is("GET", "/v1/subscribers?status=gone", None, 400)
+        .await;
+    tok.is("GET", "/v1/subscribers?limit=0", None, 400).await;
+    tok.is("GET", "/v1/subscribers?sort=id", None, 400).await;
 }
 
 #[test]
 fn subscribers_are_created_read_changed_paged_and_removed() {
     let env = Env::new();
     let s = setup(&env);
-    let tok = token(&env, "acme", "admin");
+    let tok = api(&env, &s, "acme", "admin");
     rt().block_on(async {
-        let c = client();
         let new = json!({"email": "Ann@Example.org", "name": "Ann", "attrs": {"plan": "pro"}});
-        let ann = expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(new), 201).await;
+        let ann = tok.is("POST", "/v1/subscribers", Some(new), 201).await;
         // Kept as written; found by its normalised form.
         assert_eq!(ann["email"], "Ann@Example.org", "{ann}");
         assert_eq!(
@@ -157,103 +187,45 @@ fn subscribers_are_created_read_changed_paged_and_removed() {
         let id = ann["id"].as_i64().unwrap();
         // The CLI's errors: an invalid address named, 400; an unknown list 404 and nothing written.
         let bad = json!({"email": "not-an-email"});
-        let e = expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(bad), 400).await;
-        assert!(
-            e["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("not-an-email"),
-            "{e}"
-        );
+        let e = tok.is("POST", "/v1/subscribers", Some(bad), 400).await;
+        assert!(says(&e, "not-an-email"), "{e}");
         let nolist = json!({"email": "bo@example.org", "lists": ["nope"]});
-        expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(nolist), 404).await;
-        expect(
-            &c,
-            &s,
-            ("GET", "/v1/subscribers/bo@example.org"),
-            &tok,
-            None,
-            404,
-        )
-        .await;
+        tok.is("POST", "/v1/subscribers", Some(nolist), 404).await;
+        tok.is("GET", "/v1/subscribers/bo@example.org", None, 404)
+            .await;
         let extra = json!({"email": "cy@example.org", "owner": 2});
-        expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(extra), 400).await;
+        tok.is("POST", "/v1/subscribers", Some(extra), 400).await;
         // Read by id, email or phone.
         for key in [id.to_string(), "ANN@example.org".into()] {
-            let got = expect(
-                &c,
-                &s,
-                ("GET", &format!("/v1/subscribers/{key}")),
-                &tok,
-                None,
-                200,
-            )
-            .await;
+            let got = tok
+                .is("GET", &format!("/v1/subscribers/{key}"), None, 200)
+                .await;
             assert_eq!(got["id"], id);
         }
         let sms = json!({"phone": "+14155550100"});
-        expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(sms), 201).await;
-        let got = expect(
-            &c,
-            &s,
-            ("GET", "/v1/subscribers/+14155550100"),
-            &tok,
-            None,
-            200,
-        )
-        .await;
+        tok.is("POST", "/v1/subscribers", Some(sms), 201).await;
+        let got = tok
+            .is("GET", "/v1/subscribers/+14155550100", None, 200)
+            .await;
         assert_eq!(got["phone"], "+14155550100");
         // Change.
         let path = format!("/v1/subscribers/{id}");
         let ch = json!({"name": "Anna", "attrs": {"plan": "", "city": "Oslo"}});
-        let got = expect(&c, &s, ("PATCH", &path), &tok, Some(ch), 200).await;
+        let got = tok.is("PATCH", &path, Some(ch), 200).await;
         assert_eq!(
             (&got["name"], &got["attrs"]),
             (&json!("Anna"), &json!({"city": "Oslo"}))
         );
-        let e = expect(&c, &s, ("PATCH", &path), &tok, Some(json!({})), 400).await;
-        assert!(
-            e["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("nothing to change"),
-            "{e}"
-        );
+        let e = tok.is("PATCH", &path, Some(json!({})), 400).await;
+        assert!(says(&e, "nothing to change"), "{e}");
         let st = json!({"status": "gone"});
-        expect(&c, &s, ("PATCH", &path), &tok, Some(st), 400).await;
-        // Paging: every subscriber once, in id order, with a status filter too.
-        for i in 0..5 {
-            let b = json!({"email": format!("p{i}@example.org"), "status": "pending"});
-            expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(b), 201).await;
-        }
-        let ids = all_pages(&c, &s, &tok, "/v1/subscribers", "subscribers").await;
-        assert_eq!(ids.len(), 7, "{ids:?}");
-        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
-        let pending = all_pages(
-            &c,
-            &s,
-            &tok,
-            "/v1/subscribers?status=pending",
-            "subscribers",
-        )
-        .await;
-        assert_eq!(pending.len(), 5);
-        expect(
-            &c,
-            &s,
-            ("GET", "/v1/subscribers?status=gone"),
-            &tok,
-            None,
-            400,
-        )
-        .await;
-        expect(&c, &s, ("GET", "/v1/subscribers?limit=0"), &tok, None, 400).await;
-        expect(&c, &s, ("GET", "/v1/subscribers?sort=id"), &tok, None, 400).await;
+        tok.is("PATCH", &path, Some(st), 400).await;
+        paging(&tok).await;
         // Remove.
-        let r = expect(&c, &s, ("DELETE", &path), &tok, None, 200).await;
+        let r = tok.is("DELETE", &path, None, 200).await;
         assert_eq!(r["removed"], true);
-        expect(&c, &s, ("GET", &path), &tok, None, 404).await;
-        expect(&c, &s, ("DELETE", &path), &tok, None, 404).await;
+        tok.is("GET", &path, None, 404).await;
+        tok.is("DELETE", &path, None, 404).await;
     });
 }
 
@@ -261,82 +233,56 @@ fn subscribers_are_created_read_changed_paged_and_removed() {
 fn lists_and_suppressions_are_created_read_and_removed() {
     let env = Env::new();
     let s = setup(&env);
-    let tok = token(&env, "acme", "admin");
+    let tok = api(&env, &s, "acme", "admin");
     rt().block_on(async {
-        let c = client();
-        let l = expect(
-            &c,
-            &s,
-            ("POST", "/v1/lists"),
-            &tok,
-            Some(json!({"name": "news"})),
-            201,
-        )
-        .await;
+        let l = tok
+            .is("POST", "/v1/lists", Some(json!({"name": "news"})), 201)
+            .await;
         assert_eq!(
             (&l["name"], &l["optin"]),
             (&json!("news"), &json!("single"))
         );
-        let e = expect(
-            &c,
-            &s,
-            ("POST", "/v1/lists"),
-            &tok,
-            Some(json!({"name": "news"})),
-            409,
-        )
-        .await;
+        let e = tok
+            .is("POST", "/v1/lists", Some(json!({"name": "news"})), 409)
+            .await;
         assert_eq!(e["error"]["code"], "conflict");
-        expect(
-            &c,
-            &s,
-            ("POST", "/v1/lists"),
-            &tok,
-            Some(json!({"name": "123"})),
-            400,
-        )
-        .await;
+        tok.is("POST", "/v1/lists", Some(json!({"name": "123"})), 400)
+            .await;
         let b = json!({"name": "x", "optin": "triple"});
-        expect(&c, &s, ("POST", "/v1/lists"), &tok, Some(b), 400).await;
+        tok.is("POST", "/v1/lists", Some(b), 400).await;
         let b = json!({"email": "ann@example.org", "lists": ["news"]});
-        expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(b), 201).await;
-        let all = expect(&c, &s, ("GET", "/v1/lists"), &tok, None, 200).await;
+        tok.is("POST", "/v1/subscribers", Some(b), 201).await;
+        let all = tok.is("GET", "/v1/lists", None, 200).await;
         assert_eq!(all["lists"].as_array().unwrap().len(), 1, "{all}");
         let id = l["id"].as_i64().unwrap();
-        let got = expect(&c, &s, ("GET", &format!("/v1/lists/{id}")), &tok, None, 200).await;
+        let got = tok.is("GET", &format!("/v1/lists/{id}"), None, 200).await;
         assert_eq!(
             (&got["name"], &got["subscribed"]),
             (&json!("news"), &json!(1))
         );
-        let r = expect(&c, &s, ("DELETE", "/v1/lists/news"), &tok, None, 200).await;
+        let r = tok.is("DELETE", "/v1/lists/news", None, 200).await;
         assert_eq!(r["memberships_removed"], 1);
-        expect(&c, &s, ("GET", "/v1/lists/news"), &tok, None, 404).await;
+        tok.is("GET", "/v1/lists/news", None, 404).await;
         // Suppressions: normalised, added once, removed once.
         let b = json!({"channel": "email", "address": "X@Example.org", "reason": "asked"});
-        let a = expect(
-            &c,
-            &s,
-            ("POST", "/v1/suppressions"),
-            &tok,
-            Some(b.clone()),
-            201,
-        )
-        .await;
+        let a = tok
+            .is("POST", "/v1/suppressions", Some(b.clone()), 201)
+            .await;
         assert_eq!(
             (&a["address"], &a["added"]),
             (&json!("x@example.org"), &json!(true))
         );
-        let a = expect(&c, &s, ("POST", "/v1/suppressions"), &tok, Some(b), 200).await;
+        let a = tok.is("POST", "/v1/suppressions", Some(b), 200).await;
         assert_eq!(a["added"], false);
         let bad = json!({"channel": "email", "address": "nope"});
-        expect(&c, &s, ("POST", "/v1/suppressions"), &tok, Some(bad), 400).await;
+        tok.is("POST", "/v1/suppressions", Some(bad), 400).await;
         let bad = json!({"channel": "fax", "address": "x@example.org"});
-        expect(&c, &s, ("POST", "/v1/suppressions"), &tok, Some(bad), 400).await;
-        let all = expect(&c, &s, ("GET", "/v1/suppressions"), &tok, None, 200).await;
+        tok.is("POST", "/v1/suppressions", Some(bad), 400).await;
+        let all = tok.is("GET", "/v1/suppressions", None, 200).await;
         assert_eq!(all["suppressions"][0]["reason"], "asked", "{all}");
         let path = "/v1/suppressions/email/x@example.org";
-        expect(&c, &s, ("DELETE", path), &tok, None, 200).await;
-        expect(&c, &s, ("DELETE", path), &tok, None, 404).await;
+        tok.is("DELETE", path, None, 200).await;
+        tok.is("DELETE", path, None, 404).await;
     });
 }
 
@@ -363,159 +309,99 @@ fn campaign(name: &str, lists: &[&str]) -> Value {
            "subject": "Hello {{ name }}", "text": "Hi {{ name }}", "lists": lists})
 }
 
+/// Send `send` put in doubt, listed at `doubts`, then resolved once by this token (and
+/// recorded as its decision); an unknown send is 404.
+async fn resolve_once(env: &Env, tok: &Api<'_>, doubts: &str, send: i64) {
+    in_doubt(env, send);
+    let d = tok.is("GET", doubts, None, 200).await;
+    assert_eq!(d["in_doubt"][0]["send_id"], send, "{d}");
+    let resolve = format!("/v1/doubts/{}/resolve", send);
+    tok.is("POST", &resolve, Some(json!({"as": "maybe"})), 400)
+        .await;
+    let r = tok
+        .is("POST", &resolve, Some(json!({"as": "sent"})), 200)
+        .await;
+    assert_eq!(r["status"], "sent");
+    tok.is("POST", &resolve, Some(json!({"as": "sent"})), 409)
+        .await;
+    let by: String = env
+        .sqlite()
+        .query_row("SELECT last_error FROM sends WHERE id = ?1", [send], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(by.starts_with("resolved as sent by api token "), "{by}");
+    tok.is(
+        "POST",
+        "/v1/doubts/99999/resolve",
+        Some(json!({"as": "sent"})),
+        404,
+    )
+    .await;
+}
+
 #[test]
 fn campaigns_are_created_approved_reported_and_their_doubts_resolved() {
     let env = Env::new();
     let s = setup(&env);
-    let tok = token(&env, "acme", "admin");
+    let tok = api(&env, &s, "acme", "admin");
     rt().block_on(async {
-        let c = client();
         for i in 0..3 {
             let b = json!({"email": format!("u{i}@example.org"), "name": format!("U{i}")});
-            expect(&c, &s, ("POST", "/v1/subscribers"), &tok, Some(b), 201).await;
+            tok.is("POST", "/v1/subscribers", Some(b), 201).await;
         }
         // The CLI's checks: an empty name, a template error, an unknown list (nothing written).
         let mut bad = campaign(" ", &[]);
-        expect(
-            &c,
-            &s,
-            ("POST", "/v1/campaigns"),
-            &tok,
-            Some(bad.clone()),
-            400,
-        )
-        .await;
+        tok.is("POST", "/v1/campaigns", Some(bad.clone()), 400)
+            .await;
         bad["name"] = json!("x");
         bad["text"] = json!("Hi {{ name");
-        expect(&c, &s, ("POST", "/v1/campaigns"), &tok, Some(bad), 400).await;
-        expect(
-            &c,
-            &s,
-            ("POST", "/v1/campaigns"),
-            &tok,
-            Some(campaign("x", &["nope"])),
-            404,
-        )
-        .await;
-        let none = expect(&c, &s, ("GET", "/v1/campaigns"), &tok, None, 200).await;
+        tok.is("POST", "/v1/campaigns", Some(bad), 400).await;
+        tok.is("POST", "/v1/campaigns", Some(campaign("x", &["nope"])), 404)
+            .await;
+        let none = tok.is("GET", "/v1/campaigns", None, 200).await;
         assert_eq!(none["campaigns"], json!([]), "{none}");
-        let made = expect(
-            &c,
-            &s,
-            ("POST", "/v1/campaigns"),
-            &tok,
-            Some(campaign("spring", &[])),
-            201,
-        )
-        .await;
+        let made = tok
+            .is("POST", "/v1/campaigns", Some(campaign("spring", &[])), 201)
+            .await;
         let id = made["id"].as_i64().unwrap();
         let path = |p: &str| format!("/v1/campaigns/{id}{p}");
-        let st = expect(&c, &s, ("GET", &path("")), &tok, None, 200).await;
+        let st = tok.is("GET", &path(""), None, 200).await;
         assert_eq!(
             (&st["status"], &st["total"]),
             (&json!("draft"), &json!(0)),
             "{st}"
         );
-        let a = expect(&c, &s, ("POST", &path("/approve")), &tok, None, 200).await;
+        let a = tok.is("POST", &path("/approve"), None, 200).await;
         assert_eq!(a["status"], "approved");
-        let e = expect(&c, &s, ("POST", &path("/approve")), &tok, None, 409).await;
+        let e = tok.is("POST", &path("/approve"), None, 409).await;
         assert_eq!(e["error"]["code"], "conflict");
-        expect(&c, &s, ("POST", &path("/pause")), &tok, None, 200).await;
-        let r = expect(&c, &s, ("POST", &path("/resume")), &tok, None, 200).await;
+        tok.is("POST", &path("/pause"), None, 200).await;
+        let r = tok.is("POST", &path("/resume"), None, 200).await;
         assert_eq!(r["status"], "approved");
-        let list = expect(
-            &c,
-            &s,
-            ("GET", "/v1/campaigns?status=approved"),
-            &tok,
-            None,
-            200,
-        )
-        .await;
+        let list = tok
+            .is("GET", "/v1/campaigns?status=approved", None, 200)
+            .await;
         assert_eq!(list["campaigns"][0]["id"], id, "{list}");
-        expect(
-            &c,
-            &s,
-            ("GET", "/v1/campaigns?status=nope"),
-            &tok,
-            None,
-            400,
-        )
-        .await;
+        tok.is("GET", "/v1/campaigns?status=nope", None, 400).await;
         run_once(&env);
-        let st = expect(&c, &s, ("GET", &path("")), &tok, None, 200).await;
+        let st = tok.is("GET", &path(""), None, 200).await;
         assert_eq!(
             (&st["status"], &st["sent"]),
             (&json!("sent"), &json!(3)),
             "{st}"
         );
-        let sends = all_pages(&c, &s, &tok, &path("/report"), "lines").await;
+        let sends = tok.all_pages(&path("/report"), "lines").await;
         assert_eq!(sends.len(), 3, "{sends:?}");
-        // A send in doubt, listed, then resolved once by this token.
-        in_doubt(&env, sends[1]);
-        let d = expect(&c, &s, ("GET", &path("/doubts")), &tok, None, 200).await;
-        assert_eq!(d["in_doubt"][0]["send_id"], sends[1], "{d}");
-        let resolve = format!("/v1/doubts/{}/resolve", sends[1]);
-        expect(
-            &c,
-            &s,
-            ("POST", &resolve),
-            &tok,
-            Some(json!({"as": "maybe"})),
-            400,
-        )
-        .await;
-        let r = expect(
-            &c,
-            &s,
-            ("POST", &resolve),
-            &tok,
-            Some(json!({"as": "sent"})),
-            200,
-        )
-        .await;
-        assert_eq!(r["status"], "sent");
-        expect(
-            &c,
-            &s,
-            ("POST", &resolve),
-            &tok,
-            Some(json!({"as": "sent"})),
-            409,
-        )
-        .await;
-        let by: String = env
-            .sqlite()
-            .query_row(
-                "SELECT last_error FROM sends WHERE id = ?1",
-                [sends[1]],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert!(by.starts_with("resolved as sent by api token "), "{by}");
-        expect(
-            &c,
-            &s,
-            ("POST", "/v1/doubts/99999/resolve"),
-            &tok,
-            Some(json!({"as": "sent"})),
-            404,
-        )
-        .await;
+        resolve_once(&env, &tok, &path("/doubts"), sends[1]).await;
         // Cancel a second one; cancelling again is a conflict.
-        let two = expect(
-            &c,
-            &s,
-            ("POST", "/v1/campaigns"),
-            &tok,
-            Some(campaign("two", &[])),
-            201,
-        )
-        .await;
+        let two = tok
+            .is("POST", "/v1/campaigns", Some(campaign("two", &[])), 201)
+            .await;
         let cancel = format!("/v1/campaigns/{}/cancel", two["id"]);
-        let r = expect(&c, &s, ("POST", &cancel), &tok, None, 200).await;
+        let r = tok.is("POST", &cancel, None, 200).await;
         assert_eq!(r["status"], "cancelled");
-        expect(&c, &s, ("POST", &cancel), &tok, None, 409).await;
+        tok.is("POST", &cancel, None, 409).await;
     });
 }
 
@@ -523,19 +409,18 @@ fn campaigns_are_created_approved_reported_and_their_doubts_resolved() {
 fn a_read_token_cannot_write_and_a_send_token_cannot_read() {
     let env = Env::new();
     let s = setup(&env);
-    let (read, send) = (token(&env, "acme", "read"), token(&env, "acme", "send"));
+    let (read, send) = (api(&env, &s, "acme", "read"), api(&env, &s, "acme", "send"));
     rt().block_on(async {
-        let c = client();
-        expect(&c, &s, ("GET", "/v1/lists"), &read, None, 200).await;
+        read.is("GET", "/v1/lists", None, 200).await;
         let b = json!({"name": "news"});
-        let e = expect(&c, &s, ("POST", "/v1/lists"), &read, Some(b), 403).await;
+        let e = read.is("POST", "/v1/lists", Some(b), 403).await;
         assert_eq!(e["error"]["code"], "forbidden");
         let b = json!({"email": "a@example.org"});
-        expect(&c, &s, ("POST", "/v1/subscribers"), &read, Some(b), 403).await;
-        expect(&c, &s, ("POST", "/v1/campaigns/1/cancel"), &read, None, 403).await;
-        expect(&c, &s, ("GET", "/v1/subscribers"), &send, None, 403).await;
-        expect(&c, &s, ("GET", "/v1/campaigns"), &send, None, 403).await;
-        expect(&c, &s, ("GET", "/v1/suppressions"), &send, None, 403).await;
+        read.is("POST", "/v1/subscribers", Some(b), 403).await;
+        read.is("POST", "/v1/campaigns/1/cancel", None, 403).await;
+        send.is("GET", "/v1/subscribers", None, 403).await;
+        send.is("GET", "/v1/campaigns", None, 403).await;
+        send.is("GET", "/v1/suppressions", None, 403).await;
     });
     assert_eq!(env.count("SELECT count(*) FROM lists"), 0);
 }
@@ -553,17 +438,11 @@ struct Data {
 
 /// Subscribers (with email, phone and name), a list, a suppression, a campaign sent (one send
 /// in doubt) and a draft, all named after `tag`.
-async fn populate(c: &reqwest::Client, s: &Server, tok: &str, tag: &str, n: u8) -> Data {
+async fn populate(tok: &Api<'_>, tag: &str, n: u8) -> Data {
     let list = format!("{tag}-list");
-    let l = expect(
-        c,
-        s,
-        ("POST", "/v1/lists"),
-        tok,
-        Some(json!({"name": list})),
-        201,
-    )
-    .await;
+    let l = tok
+        .is("POST", "/v1/lists", Some(json!({"name": list})), 201)
+        .await;
     let mut d = Data {
         subscribers: Vec::new(),
         lists: vec![l["id"].to_string(), list.clone()],
@@ -579,28 +458,27 @@ async fn populate(c: &reqwest::Client, s: &Server, tok: &str, tag: &str, n: u8) 
             format!("{tag}-person-{i}"),
         );
         let b = json!({"email": email, "phone": phone, "name": name, "lists": [list]});
-        let sub = expect(c, s, ("POST", "/v1/subscribers"), tok, Some(b), 201).await;
+        let sub = tok.is("POST", "/v1/subscribers", Some(b), 201).await;
         d.subscribers
             .extend([sub["id"].to_string(), email, phone.clone()]);
         d.markers.extend([phone, name]);
     }
     let b = json!({"channel": "email", "address": d.suppressed});
-    expect(c, s, ("POST", "/v1/suppressions"), tok, Some(b), 201).await;
+    tok.is("POST", "/v1/suppressions", Some(b), 201).await;
     for name in [format!("{tag}-campaign"), format!("{tag}-draft")] {
-        let made = expect(
-            c,
-            s,
-            ("POST", "/v1/campaigns"),
-            tok,
-            Some(campaign(&name, &[&list])),
-            201,
-        )
-        .await;
+        let made = tok
+            .is(
+                "POST",
+                "/v1/campaigns",
+                Some(campaign(&name, &[&list])),
+                201,
+            )
+            .await;
         d.campaigns.push(made["id"].as_i64().unwrap());
         d.markers.push(name);
     }
     let approve = format!("/v1/campaigns/{}/approve", d.campaigns[0]);
-    expect(c, s, ("POST", &approve), tok, None, 200).await;
+    tok.is("POST", &approve, None, 200).await;
     d
 }
 
@@ -646,20 +524,19 @@ fn req(route: &'static str, path: String, body: Option<Value>, want: u16) -> Req
     }
 }
 
+/// The ids a test tries that belong to no account: 404 as well.
+const ODD: [&str; 2] = ["999999", "abc"];
+
 /// Every request a token may make with the ids of `victim` (404 each, or 400 for a body
 /// naming an account, 200 for a listing that must not show them).
 fn attacks(victim: &Data) -> Vec<Req> {
+    let odd = ODD.map(String::from);
     let mut v = Vec::new();
-    let odd = ["999999".to_string(), "abc".to_string()];
     for k in victim.subscribers.iter().chain(&odd) {
         let p = format!("/v1/subscribers/{k}");
+        let rename = Some(json!({"name": "mallory"}));
         v.push(req("GET /v1/subscribers/{id}", p.clone(), None, 404));
-        v.push(req(
-            "PATCH /v1/subscribers/{id}",
-            p.clone(),
-            Some(json!({"name": "mallory"})),
-            404,
-        ));
+        v.push(req("PATCH /v1/subscribers/{id}", p.clone(), rename, 404));
         v.push(req("DELETE /v1/subscribers/{id}", p, None, 404));
     }
     for k in victim.lists.iter().chain(&odd) {
@@ -688,57 +565,7 @@ fn attacks(victim: &Data) -> Vec<Req> {
         None,
         404,
     ));
-    let ids = victim
-        .campaigns
-        .iter()
-        .map(i64::to_string)
-        .chain(odd.clone());
-    for id in ids {
-        let p = |s: &str| format!("/v1/campaigns/{id}{s}");
-        v.push(req("GET /v1/campaigns/{id}", p(""), None, 404));
-        v.push(req(
-            "GET /v1/campaigns/{id}/report",
-            p("/report"),
-            None,
-            404,
-        ));
-        v.push(req(
-            "GET /v1/campaigns/{id}/doubts",
-            p("/doubts"),
-            None,
-            404,
-        ));
-        v.push(req(
-            "POST /v1/campaigns/{id}/approve",
-            p("/approve"),
-            None,
-            404,
-        ));
-        v.push(req("POST /v1/campaigns/{id}/pause", p("/pause"), None, 404));
-        v.push(req(
-            "POST /v1/campaigns/{id}/resume",
-            p("/resume"),
-            None,
-            404,
-        ));
-        v.push(req(
-            "POST /v1/campaigns/{id}/cancel",
-            p("/cancel"),
-            None,
-            404,
-        ));
-    }
-    for (i, id) in victim
-        .sends
-        .iter()
-        .map(i64::to_string)
-        .chain(odd)
-        .enumerate()
-    {
-        let b = json!({"as": if i % 2 == 0 { "sent" } else { "requeue" }});
-        let p = format!("/v1/doubts/{id}/resolve");
-        v.push(req("POST /v1/doubts/{send_id}/resolve", p, Some(b), 404));
-    }
+    v.extend(campaign_attacks(victim));
     // The account is never a body field: naming one is refused.
     let b = json!({"name": "mine", "account_id": 1});
     v.push(req("POST /v1/lists", "/v1/lists".into(), Some(b), 400));
@@ -749,23 +576,40 @@ fn attacks(victim: &Data) -> Vec<Req> {
         Some(b),
         400,
     ));
-    for p in [
-        "/v1/subscribers?limit=1000",
-        "/v1/lists",
-        "/v1/suppressions",
-        "/v1/campaigns",
+    for (route, p) in [
+        ("GET /v1/subscribers", "/v1/subscribers?limit=1000"),
+        ("GET /v1/lists", "/v1/lists"),
+        ("GET /v1/suppressions", "/v1/suppressions"),
+        ("GET /v1/campaigns", "/v1/campaigns"),
     ] {
-        let route = p.split('?').next().unwrap();
-        let route = [
-            "GET /v1/subscribers",
-            "GET /v1/lists",
-            "GET /v1/suppressions",
-            "GET /v1/campaigns",
-        ]
-        .into_iter()
-        .find(|r| r.ends_with(route))
-        .unwrap();
         v.push(req(route, p.into(), None, 200));
+    }
+    v
+}
+
+/// The campaign routes with `victim`'s campaign ids, and doubt resolutions with its send ids.
+fn campaign_attacks(victim: &Data) -> Vec<Req> {
+    let mut v = Vec::new();
+    let ids = victim.campaigns.iter().map(i64::to_string);
+    for id in ids.chain(ODD.map(String::from)) {
+        for route in [
+            "GET /v1/campaigns/{id}",
+            "GET /v1/campaigns/{id}/report",
+            "GET /v1/campaigns/{id}/doubts",
+            "POST /v1/campaigns/{id}/approve",
+            "POST /v1/campaigns/{id}/pause",
+            "POST /v1/campaigns/{id}/resume",
+            "POST /v1/campaigns/{id}/cancel",
+        ] {
+            let (_, path) = route.split_once(' ').unwrap();
+            v.push(req(route, path.replace("{id}", &id), None, 404));
+        }
+    }
+    let sends = victim.sends.iter().map(i64::to_string);
+    for (i, id) in sends.chain(ODD.map(String::from)).enumerate() {
+        let b = json!({"as": if i % 2 == 0 { "sent" } else { "requeue" }});
+        let p = format!("/v1/doubts/{id}/resolve");
+        v.push(req("POST /v1/doubts/{send_id}/resolve", p, Some(b), 404));
     }
     v
 }
@@ -823,13 +667,7 @@ struct Tally {
     routes: std::collections::BTreeSet<String>,
 }
 
-async fn attack(
-    c: &reqwest::Client,
-    s: &Server,
-    toks: &[String; 2],
-    data: &[Data; 2],
-    seed: u64,
-) -> Tally {
+async fn attack(toks: &[Api<'_>; 2], data: &[Data; 2], seed: u64) -> Tally {
     let sets = [
         [attacks(&data[1]), controls(&data[0])],
         [attacks(&data[0]), controls(&data[1])],
@@ -840,7 +678,7 @@ async fn attack(
         let control = next(&mut state).is_multiple_of(8);
         let set = &sets[me][usize::from(control)];
         let r = &set[(next(&mut state) % set.len() as u64) as usize];
-        let (status, text) = call(c, s, r.method, &r.path, &toks[me], r.body.as_ref()).await;
+        let (status, text) = toks[me].call(r.method, &r.path, r.body.as_ref()).await;
         t.requests += 1;
         t.routes.insert(format!("{} {}", r.method, r.route));
         if control {
@@ -870,7 +708,10 @@ async fn attack(
 fn no_request_with_one_accounts_token_reads_or_changes_another_accounts_data() {
     let env = Env::new();
     let s = setup(&env);
-    let toks = [token(&env, "acme", "admin"), token(&env, "other", "admin")];
+    let toks = [
+        api(&env, &s, "acme", "admin"),
+        api(&env, &s, "other", "admin"),
+    ];
     let seed = std::env::var("API_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -882,19 +723,18 @@ fn no_request_with_one_accounts_token_reads_or_changes_another_accounts_data() {
         });
     println!("cross-account seed {seed} (replay: API_SEED={seed})");
     rt().block_on(async {
-        let c = client();
-        let a = populate(&c, &s, &toks[0], "alpha", 1).await;
-        let b = populate(&c, &s, &toks[1], "beta", 2).await;
+        let a = populate(&toks[0], "alpha", 1).await;
+        let b = populate(&toks[1], "beta", 2).await;
         let mut data = [a, b];
         run_once(&env);
         for (d, tok) in data.iter_mut().zip(&toks) {
             let p = format!("/v1/campaigns/{}/report", d.campaigns[0]);
-            d.sends = all_pages(&c, &s, tok, &p, "lines").await;
+            d.sends = tok.all_pages(&p, "lines").await;
             assert_eq!(d.sends.len(), 3);
             in_doubt(&env, d.sends[0]);
         }
         let before = snapshot(&env);
-        let t = attack(&c, &s, &toks, &data, seed).await;
+        let t = attack(&toks, &data, seed).await;
         println!(
             "{} requests: {} with the other account's ids, {} controls, {} routes, {} leaks",
             t.requests,
