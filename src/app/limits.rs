@@ -121,4 +121,14 @@ mod tests {
         assert!(LEASE.parse("--lease", "100ms").is_err());
         assert_eq!(TICK.parse("--tick", "1s").unwrap(), Duration::from_secs(1));
     }
+
+    #[test]
+    fn pages_are_bounded_and_the_last_one_has_no_cursor() {
+        assert_eq!(page(None).unwrap(), DEFAULT_PAGE);
+        assert!(page(Some(0)).is_err() && page(Some(1001)).is_err());
+        assert_eq!(page(Some(1000)).unwrap(), 1000);
+        assert_eq!(next_after(2, 2, Some(7)), Some(7));
+        assert_eq!(next_after(1, 2, Some(7)), None);
+        assert_eq!(next_after(0, 2, None), None);
+    }
 }
