@@ -7,6 +7,7 @@
 // Shared helpers: a temp dir with a database, the real binary, the fake provider process.
 mod common;
 
+mod api;
 mod audience;
 mod bench;
 mod cli;

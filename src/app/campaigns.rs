@@ -375,6 +375,16 @@ pub fn status(store: &dyn Storage, id: i64) -> Result<Status> {
     })
 }
 
+/// Campaign `id` if it belongs to `account_id`; a campaign of another account is `NotFound`,
+/// worded as an id that does not exist (a front door never tells the two apart).
+pub fn owned(store: &dyn Storage, account_id: i64, id: i64) -> Result<crate::store::Campaign> {
+    let c = store.campaign(id)?;
+    if c.account_id != account_id {
+        return Err(Error::not_found(format!("unknown campaign id {id}")));
+    }
+    Ok(c)
+}
+
 /// Following a campaign needs to see other processes' writes: a read-only snapshot of the file
 /// at `db` cannot.
 pub fn check_followable(store: &dyn Storage, db: &Path) -> Result<()> {
@@ -403,23 +413,52 @@ pub struct ReportLine {
     pub sent_at: Option<i64>,
 }
 
+impl From<crate::store::ReportRow> for ReportLine {
+    fn from(r: crate::store::ReportRow) -> Self {
+        ReportLine {
+            send_id: r.send_id,
+            job_id: r.job_id,
+            address: r.address,
+            status: r.status,
+            attempts: r.attempts,
+            provider_message_id: r.provider_message_id,
+            reason: r.reason,
+            sent_at: r.sent_at,
+        }
+    }
+}
+
 /// Every recipient of campaign `id`, streamed to `f` in send id order.
 pub fn report(
     store: &dyn Storage,
     id: i64,
     mut f: impl FnMut(ReportLine) -> Result<()>,
 ) -> Result<()> {
-    store.report(id, &mut |r| {
-        f(ReportLine {
-            send_id: r.send_id,
-            job_id: r.job_id,
-            address: r.address,
-            status: r.status.to_string(),
-            attempts: r.attempts,
-            provider_message_id: r.provider_message_id,
-            reason: r.reason,
-            sent_at: r.sent_at,
-        })
+    store.report(id, &mut |r| f(r.into()))
+}
+
+/// One page of a report; `next_after` is the cursor of the next page (`null`: none).
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportPage {
+    pub campaign_id: i64,
+    pub lines: Vec<ReportLine>,
+    pub next_after: Option<i64>,
+}
+
+/// The recipients of campaign `id` after send id `after`, at most `limit` (checked against
+/// `limits::PAGE`).
+pub fn report_page(store: &dyn Storage, id: i64, after: i64, limit: usize) -> Result<ReportPage> {
+    let limit = super::limits::count_in("limit", limit, super::limits::PAGE)?;
+    let lines: Vec<ReportLine> = store
+        .report_page(id, after, limit)?
+        .into_iter()
+        .map(ReportLine::from)
+        .collect();
+    let next_after = super::limits::next_after(lines.len(), limit, lines.last().map(|l| l.send_id));
+    Ok(ReportPage {
+        campaign_id: id,
+        lines,
+        next_after,
     })
 }
 

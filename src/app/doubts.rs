@@ -89,6 +89,15 @@ pub struct Resolved {
     pub status: &'static str,
 }
 
+/// Nothing, if send `send_id` belongs to `account_id`; a send of another account is
+/// `NotFound`, worded as a send id that does not exist.
+pub fn owned_send(store: &dyn Storage, account_id: i64, send_id: i64) -> Result<()> {
+    match store.send_account(send_id)? {
+        Some(a) if a == account_id => Ok(()),
+        _ => Err(Error::not_found(format!("unknown send id {send_id}"))),
+    }
+}
+
 /// Record `decision`: the send becomes sent, or queued to be sent again.
 pub fn resolve(store: &dyn Storage, decision: &Decision) -> Result<Resolved> {
     store.resolve_doubt_by(decision.send_id, decision.delivered, &decision.by)?;

@@ -61,6 +61,24 @@ pub const BATCH: (usize, usize) = (1, 10_000);
 /// Provider calls in flight (worker and bench).
 pub const CONCURRENCY: (usize, usize) = (1, 10_000);
 
+/// Items per page of an API listing (`?limit=`), and the page size when none is given.
+pub const PAGE: (usize, usize) = (1, 1000);
+pub const DEFAULT_PAGE: usize = 100;
+
+/// The `limit` of a page (`PAGE`, `DEFAULT_PAGE` when absent).
+pub fn page(limit: Option<usize>) -> Result<usize> {
+    count_in("limit", limit.unwrap_or(DEFAULT_PAGE), PAGE)
+}
+
+/// The cursor of the page after one that held `len` items of at most `limit`, the last with
+/// id `last`: `None` when this page was the last one.
+pub fn next_after(len: usize, limit: usize, last: Option<i64>) -> Option<i64> {
+    if len < limit {
+        return None;
+    }
+    last
+}
+
 /// `n` given to `name` lies in `min..=max` (`(min, max)`, e.g. [`BATCH`]).
 pub fn count_in(name: &str, n: usize, (min, max): (usize, usize)) -> Result<usize> {
     if n < min || n > max {
@@ -102,5 +120,15 @@ mod tests {
         assert_eq!(e.message, "--max-attempts must be at least 1");
         assert!(LEASE.parse("--lease", "100ms").is_err());
         assert_eq!(TICK.parse("--tick", "1s").unwrap(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn pages_are_bounded_and_the_last_one_has_no_cursor() {
+        assert_eq!(page(None).unwrap(), DEFAULT_PAGE);
+        assert!(page(Some(0)).is_err() && page(Some(1001)).is_err());
+        assert_eq!(page(Some(1000)).unwrap(), 1000);
+        assert_eq!(next_after(2, 2, Some(7)), Some(7));
+        assert_eq!(next_after(1, 2, Some(7)), None);
+        assert_eq!(next_after(0, 2, None), None);
     }
 }

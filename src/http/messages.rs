@@ -173,7 +173,7 @@ pub async fn show(
 
 /// A body axum could not read: too large (413), not JSON, or not a message (400, naming the
 /// field), in the one error shape.
-fn rejected(who: &Authed, e: JsonRejection) -> ApiError {
+pub(super) fn rejected(who: &Authed, e: JsonRejection) -> ApiError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return who.err(Error::too_large(
             "the request body is larger than the server's limit",

@@ -8,6 +8,7 @@ mod auth;
 mod error;
 mod messages;
 mod ops;
+mod resources;
 
 use crate::error::{Error, Result};
 use crate::store::Storage;
@@ -60,13 +61,14 @@ pub async fn blocking<T: Send + 'static>(
 /// Every route the server serves, as (method, path): each module lists its own beside its
 /// `routes()` (the OpenAPI test compares its document with this list).
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [ops::ROUTES, messages::ROUTES].concat()
+    [ops::ROUTES, messages::ROUTES, resources::ROUTES].concat()
 }
 
 fn router(st: AppState, s: &Settings) -> Router {
     Router::new()
         .merge(ops::routes())
         .merge(messages::routes())
+        .merge(resources::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(

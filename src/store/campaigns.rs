@@ -122,6 +122,12 @@ pub trait Campaigns: Send + Sync {
     fn status_counts(&self, id: i64) -> Result<StatusCounts>;
     /// Stream every recipient of a campaign to `f`, in send id order.
     fn report(&self, id: i64, f: &mut dyn FnMut(ReportRow) -> Result<()>) -> Result<()>;
+    /// One page of a campaign's report: the recipients whose send id is after `after`, at
+    /// most `limit` of them, in send id order (the HTTP API's cursor paging).
+    fn report_page(&self, id: i64, after: i64, limit: usize) -> Result<Vec<ReportRow>>;
+    /// The account a send (of a campaign or a transactional message) belongs to; `None` when
+    /// there is no send `send_id`. Front doors check it before acting on a send id.
+    fn send_account(&self, send_id: i64) -> Result<Option<i64>>;
     /// Subscriber `subscriber_id` (of the campaign's account) as campaign `campaign_id` sees it.
     fn recipient(&self, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow>;
     /// The rows in doubt.

@@ -13,6 +13,23 @@ use crate::store::{
 use rusqlite::{named_params, params, OptionalExtension, Transaction};
 use std::collections::BTreeMap;
 
+/// The columns of a report row, in [`report_row`]'s order.
+const REPORT_COLS: &str =
+    "id, job_id, address, status, attempts, provider_message_id, last_error, sent_at";
+
+fn report_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ReportRow> {
+    Ok(ReportRow {
+        send_id: r.get(0)?,
+        job_id: r.get(1)?,
+        address: r.get(2)?,
+        status: codec::get::<SendStatus>(r, 3, "sends")?.to_string(),
+        attempts: r.get(4)?,
+        provider_message_id: r.get(5)?,
+        reason: r.get(6)?,
+        sent_at: r.get(7)?,
+    })
+}
+
 fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
     let format: BodyFormat = codec::get(r, 12, "campaigns")?;
     let (body, html) = format.load(r.get(6)?, r.get(13)?);
@@ -281,25 +298,41 @@ impl Campaigns for SqliteStore {
     fn report(&self, id: i64, f: &mut dyn FnMut(ReportRow) -> Result<()>) -> Result<()> {
         let c = self.campaign(id)?;
         self.read(|conn| {
-            let mut st = conn.prepare(
-                "SELECT id, job_id, address, status, attempts, provider_message_id, last_error,
-                        sent_at
-                 FROM sends WHERE campaign_id = ?1 AND account_id = ?2 ORDER BY id",
-            )?;
+            let mut st = conn.prepare(&format!(
+                "SELECT {REPORT_COLS} FROM sends
+                 WHERE campaign_id = ?1 AND account_id = ?2 ORDER BY id"
+            ))?;
             let mut rows = st.query(params![id, c.account_id])?;
             while let Some(r) = rows.next()? {
-                f(ReportRow {
-                    send_id: r.get(0)?,
-                    job_id: r.get(1)?,
-                    address: r.get(2)?,
-                    status: codec::get::<SendStatus>(r, 3, "sends")?.to_string(),
-                    attempts: r.get(4)?,
-                    provider_message_id: r.get(5)?,
-                    reason: r.get(6)?,
-                    sent_at: r.get(7)?,
-                })?;
+                f(report_row(r)?)?;
             }
             Ok(())
+        })
+    }
+
+    fn report_page(&self, id: i64, after: i64, limit: usize) -> Result<Vec<ReportRow>> {
+        let c = self.campaign(id)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|conn| {
+            let mut st = conn.prepare(&format!(
+                "SELECT {REPORT_COLS} FROM sends
+                 WHERE campaign_id = ?1 AND account_id = ?2 AND id > ?3 ORDER BY id LIMIT ?4"
+            ))?;
+            let rows = st
+                .query_map(params![id, c.account_id, after, limit], report_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    fn send_account(&self, send_id: i64) -> Result<Option<i64>> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT account_id FROM sends WHERE id = ?1",
+                [send_id],
+                |r| r.get(0),
+            )
+            .optional()?)
         })
     }
 
