@@ -265,6 +265,15 @@ fn a_message_is_sent_once_and_a_retry_gets_the_first_answer() {
             .unwrap();
         assert_eq!(got["status"], "sent");
         assert!(got["provider_message_id"].is_string(), "{got}");
+        // The message's hidden one-row campaign is not a campaign of the API.
+        let admin = token(&env, "acme", "admin");
+        let res = c
+            .get(s.url("/v1/campaigns/1"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 404);
         // Without waiting: 202 queued, then sent.
         let q = post(
             &c,

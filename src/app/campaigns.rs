@@ -379,7 +379,8 @@ pub fn status(store: &dyn Storage, id: i64) -> Result<Status> {
 /// worded as an id that does not exist (a front door never tells the two apart).
 pub fn owned(store: &dyn Storage, account_id: i64, id: i64) -> Result<crate::store::Campaign> {
     let c = store.campaign(id)?;
-    if c.account_id != account_id {
+    // A one-off message's hidden campaign is followed as a message (`/v1/messages/{id}`).
+    if c.account_id != account_id || c.one_off {
         return Err(Error::not_found(format!("unknown campaign id {id}")));
     }
     Ok(c)

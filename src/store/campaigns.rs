@@ -24,6 +24,9 @@ pub struct Campaign {
     pub filter: Option<String>,
     /// Appended to every SMS (copied from the account at create).
     pub sms_footer: Option<String>,
+    /// The hidden one-row campaign of a one-off message (an API message, a notification), not
+    /// a campaign people manage.
+    pub one_off: bool,
     pub status: CampaignStatus,
     pub scheduled_for: Option<i64>,
     pub started_at: Option<i64>,

@@ -45,6 +45,7 @@ fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
         reply_to: r.get(14)?,
         filter: r.get(15)?,
         sms_footer: r.get(16)?,
+        one_off: r.get::<_, String>(17)? != "campaign",
         status: codec::get(r, 7, "campaigns")?,
         scheduled_for: r.get(8)?,
         started_at: r.get(9)?,
@@ -55,7 +56,7 @@ fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
 
 const CAMPAIGN_COLS: &str = "id, account_id, name, channel, sender, subject, body, status,
     scheduled_for, started_at, finished_at, list_complete, body_format, html, reply_to, filter,
-    sms_footer";
+    sms_footer, kind";
 
 /// One subscriber as a campaign sees it (see [`RecipientRow`]); `filter` is the campaign's
 /// compiled filter, a condition on `s`.
