@@ -7,6 +7,7 @@
 mod auth;
 mod error;
 mod messages;
+mod metrics;
 mod ops;
 
 use crate::error::{Error, Result};
@@ -60,12 +61,13 @@ pub async fn blocking<T: Send + 'static>(
 /// Every route the server serves, as (method, path): each module lists its own beside its
 /// `routes()` (the OpenAPI test compares its document with this list).
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [ops::ROUTES, messages::ROUTES].concat()
+    [ops::ROUTES, metrics::ROUTES, messages::ROUTES].concat()
 }
 
 fn router(st: AppState, s: &Settings) -> Router {
     Router::new()
         .merge(ops::routes())
+        .merge(metrics::routes())
         .merge(messages::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
@@ -94,6 +96,7 @@ async fn request_log(mut req: Request, next: Next) -> Response {
         res.headers_mut().insert("x-request-id", v);
     }
     let ms = started.elapsed().as_secs_f64() * 1000.0;
+    crate::metrics::http_request(method.as_str(), &route, res.status().as_u16());
     tracing::info!(target: "sendonce::http", %method, route, status = res.status().as_u16(),
                    ms = format!("{ms:.1}"), request_id = %id, "request");
     res

@@ -55,4 +55,9 @@ pub trait Admin: Send + std::marker::Sync {
     fn integrity_check(&self) -> Result<String>;
     /// The journal mode as the backend reports it now.
     fn journal_mode(&self) -> Result<String>;
+    /// Sends in doubt in the whole database (for `/metrics`): counted through the backend's
+    /// index of in-doubt rows, so its cost follows the rows in doubt, not the ledger's size.
+    fn in_doubt_count(&self) -> Result<u64>;
+    /// Bytes of the write-ahead log (0 when there is none), for `/metrics`.
+    fn wal_bytes(&self) -> Result<u64>;
 }
