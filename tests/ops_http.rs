@@ -227,3 +227,51 @@ fn metrics_count_what_was_sent() {
         Some(1.0)
     );
 }
+
+/// Validates the document on stdin with PyPI `openapi-spec-validator` (it detects 3.1).
+const VALIDATE: &str = r#"
+import json, sys
+from openapi_spec_validator import validate
+from openapi_spec_validator.versions import get_spec_version
+doc = json.load(sys.stdin)
+validate(doc)
+print(json.dumps({"version": str(get_spec_version(doc))}))
+"#;
+
+#[test]
+fn openapi_lists_every_route_and_validates() {
+    let env = Env::new();
+    let (_fake, server) = setup(&env);
+    let doc: Value = rt().block_on(async {
+        let res = client()
+            .get(server.url("/v1/openapi.json"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        res.json().await.unwrap()
+    });
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut documented = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            if ["get", "put", "post", "delete", "patch", "head", "options"]
+                .contains(&method.as_str())
+            {
+                documented.push((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    let mut served: Vec<(String, String)> = sendonce::http::route_list()
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    documented.sort();
+    served.sort();
+    assert_eq!(
+        documented, served,
+        "documented routes (left) and served routes (right) differ"
+    );
+    let v = python(VALIDATE, &doc.to_string());
+    assert!(v["version"].as_str().unwrap().contains("3.1"), "{v}");
+}

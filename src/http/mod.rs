@@ -8,6 +8,7 @@ mod auth;
 mod error;
 mod messages;
 mod metrics;
+mod openapi;
 mod ops;
 
 use crate::error::{Error, Result};
@@ -61,13 +62,20 @@ pub async fn blocking<T: Send + 'static>(
 /// Every route the server serves, as (method, path): each module lists its own beside its
 /// `routes()` (the OpenAPI test compares its document with this list).
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [ops::ROUTES, metrics::ROUTES, messages::ROUTES].concat()
+    [
+        ops::ROUTES,
+        metrics::ROUTES,
+        openapi::ROUTES,
+        messages::ROUTES,
+    ]
+    .concat()
 }
 
 fn router(st: AppState, s: &Settings) -> Router {
     Router::new()
         .merge(ops::routes())
         .merge(metrics::routes())
+        .merge(openapi::routes())
         .merge(messages::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
