@@ -275,3 +275,42 @@ fn openapi_lists_every_route_and_validates() {
     let v = python(VALIDATE, &doc.to_string());
     assert!(v["version"].as_str().unwrap().contains("3.1"), "{v}");
 }
+
+/// Functional, not timed: the http load section runs and every accepted request is delivered
+/// exactly once.
+#[test]
+fn bench_http_delivers_every_accepted_request_once() {
+    let out = Command::new(BIN)
+        .args([
+            "--json",
+            "bench",
+            "--only",
+            "http",
+            "--seconds",
+            "2",
+            "--clients",
+            "4",
+        ])
+        .env_remove("SENDONCE_PROVIDER")
+        .output()
+        .expect("run sendonce bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    let accepted = r["accepted"].as_u64().unwrap();
+    assert!(accepted > 0, "{r}");
+    assert_eq!(
+        r["requests"].as_u64(),
+        Some(accepted),
+        "nothing refused: {r}"
+    );
+    assert_eq!(r["deliveries"].as_u64(), Some(accepted), "{r}");
+    assert_eq!(r["duplicates"].as_u64(), Some(0), "{r}");
+    assert_eq!(r["exactly_once"], true, "{r}");
+    assert!(r["p50_ms"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["p99_ms"].as_f64().unwrap() >= r["p50_ms"].as_f64().unwrap());
+}
