@@ -55,8 +55,12 @@ pub struct HttpReport {
     pub deliveries: u64,
     /// Deliveries beyond the first of a message (must be 0).
     pub duplicates: u64,
+    /// Distinct messages delivered when the load phase ended (the worker may lag the API).
+    pub delivered_during_load: u64,
     /// Time after the load until every accepted message was delivered.
     pub settle_seconds: f64,
+    /// Deliveries per second over the load and the settling time.
+    pub deliveries_per_second: f64,
     /// deliveries == accepted and duplicates == 0.
     pub exactly_once: bool,
 }
@@ -162,28 +166,29 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<HttpReport> {
     let (server, base) = Proc::start(serve, "sendonce serve")?;
     let load = rt.block_on(load(&base, &token, opts.clients, opts.duration))?;
     let settle_from = Instant::now();
-    let (deliveries, duplicates) = settle(&log, load.accepted)?;
+    let during = deliveries(&log)?.0;
+    let (delivered, duplicates) = settle(&log, load.accepted)?;
     let settle_seconds = settle_from.elapsed().as_secs_f64();
     server.stop()?;
     fake.stop()?;
-    Ok(report(
-        opts,
-        load,
-        deliveries,
+    let d = Delivered {
+        during,
+        delivered,
         duplicates,
         settle_seconds,
-        load_start,
-    ))
+    };
+    Ok(report(opts, load, d, load_start))
 }
 
-fn report(
-    opts: &Options,
-    load: Load,
-    deliveries: u64,
+/// What the fake provider's log showed.
+struct Delivered {
+    during: u64,
+    delivered: u64,
     duplicates: u64,
     settle_seconds: f64,
-    load_start: f64,
-) -> HttpReport {
+}
+
+fn report(opts: &Options, load: Load, d: Delivered, load_start: f64) -> HttpReport {
     let mut lat = load.latencies_ms;
     lat.sort_by(|a, b| a.total_cmp(b));
     let requests = lat.len() as u64;
@@ -200,10 +205,12 @@ fn report(
         p50_ms: percentile(&lat, 0.50),
         p99_ms: percentile(&lat, 0.99),
         max_ms: lat.last().copied().unwrap_or(0.0),
-        deliveries,
-        duplicates,
-        settle_seconds,
-        exactly_once: deliveries == load.accepted && duplicates == 0,
+        deliveries: d.delivered,
+        duplicates: d.duplicates,
+        delivered_during_load: d.during,
+        settle_seconds: d.settle_seconds,
+        deliveries_per_second: d.delivered as f64 / (load.seconds + d.settle_seconds).max(1e-9),
+        exactly_once: d.delivered == load.accepted && d.duplicates == 0,
     }
 }
 
@@ -375,8 +382,15 @@ impl HttpReport {
             ("deliveries at the provider", self.deliveries.to_string()),
             ("duplicates", self.duplicates.to_string()),
             (
+                "delivered during the load",
+                self.delivered_during_load.to_string(),
+            ),
+            (
                 "all delivered after",
-                format!("{:.1} s", self.settle_seconds),
+                format!(
+                    "{:.1} s more ({:.0} deliveries/s overall)",
+                    self.settle_seconds, self.deliveries_per_second
+                ),
             ),
             (
                 "exactly once",
