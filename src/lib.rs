@@ -16,6 +16,7 @@
 //! - `domain`: pure rules with no I/O — addresses and channels, states, job ids and keys,
 //!   templates, content and header checks, SMS segments, unsubscribe tokens, time, retry.
 //! - `config`: the TOML file routing accounts and channels to providers.
+//! - `metrics`: the process's counters, written in the Prometheus text format by `/metrics`.
 //! - `error`: the typed error; `shutdown`: the stop signal and the one runtime.
 //! - `tools`: `demo`, `bench`, the offline `fake` provider, and `crash` points (feature
 //!   `crash-points`).
@@ -27,6 +28,7 @@ pub mod domain;
 pub mod error;
 pub mod exit;
 pub mod http;
+pub mod metrics;
 pub mod provider;
 pub mod shutdown;
 pub mod store;

@@ -161,14 +161,23 @@ pub struct BenchArgs {
     pub dir: Option<PathBuf>,
     /// Run one section alone. list-build: list building for --scale subscribers, account-wide
     /// and through three lists overlapping by a third, with the plans of its statements.
+    /// http: a load test of `serve --worker` with the fake provider on loopback (--clients,
+    /// --seconds): requests/s, p50/p99 latency, deliveries = accepted, duplicates 0.
     #[arg(long, value_enum)]
     pub only: Option<BenchSection>,
+    /// Concurrent clients of the http section.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// How long the clients of the http section post, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub seconds: u64,
 }
 
 /// A section `sendonce bench --only` runs alone.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BenchSection {
     ListBuild,
+    Http,
 }
 
 #[derive(Subcommand, Debug)]

@@ -225,11 +225,27 @@ fn bench(a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
         scale,
         dir: a.dir.clone(),
     };
+    if a.only == Some(BenchSection::Http) {
+        return bench_http(a, rt);
+    }
     if a.only == Some(BenchSection::ListBuild) {
         let report = crate::tools::bench::run_list_build(&opts)?;
         return Ok(Output::ok(to_json(&report), report.table()));
     }
     let report = crate::tools::bench::run(&opts, rt)?;
+    Ok(Output::ok(to_json(&report), report.table()))
+}
+
+/// `sendonce bench --only http`.
+fn bench_http(a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
+    let clients = limits::count_in("--clients", a.clients, (1, 1024))?;
+    let seconds = limits::count_in("--seconds", a.seconds as usize, (1, 3600))?;
+    let opts = crate::tools::bench_http::Options {
+        clients,
+        duration: std::time::Duration::from_secs(seconds as u64),
+        dir: a.dir.clone(),
+    };
+    let report = crate::tools::bench_http::run(&opts, rt)?;
     Ok(Output::ok(to_json(&report), report.table()))
 }
 

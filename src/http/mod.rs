@@ -7,6 +7,8 @@
 mod auth;
 mod error;
 mod messages;
+mod metrics;
+mod openapi;
 mod ops;
 mod resources;
 
@@ -61,12 +63,21 @@ pub async fn blocking<T: Send + 'static>(
 /// Every route the server serves, as (method, path): each module lists its own beside its
 /// `routes()` (the OpenAPI test compares its document with this list).
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [ops::ROUTES, messages::ROUTES, resources::ROUTES].concat()
+    [
+        ops::ROUTES,
+        metrics::ROUTES,
+        openapi::ROUTES,
+        messages::ROUTES,
+        resources::ROUTES,
+    ]
+    .concat()
 }
 
 fn router(st: AppState, s: &Settings) -> Router {
     Router::new()
         .merge(ops::routes())
+        .merge(metrics::routes())
+        .merge(openapi::routes())
         .merge(messages::routes())
         .merge(resources::routes())
         .fallback(ops::not_found)
@@ -96,6 +107,7 @@ async fn request_log(mut req: Request, next: Next) -> Response {
         res.headers_mut().insert("x-request-id", v);
     }
     let ms = started.elapsed().as_secs_f64() * 1000.0;
+    crate::metrics::http_request(method.as_str(), &route, res.status().as_u16());
     tracing::info!(target: "sendonce::http", %method, route, status = res.status().as_u16(),
                    ms = format!("{ms:.1}"), request_id = %id, "request");
     res

@@ -1,4 +1,4 @@
-//! Operations endpoints: `/healthz` (the process answers), `/readyz` (the database answers,
+//! Operations endpoints: `/healthz` (the process answers), `/readyz` (the database writable,
 //! its schema version, the in-process worker alive when there is one), and the JSON 404.
 
 use super::error::body;
@@ -24,7 +24,7 @@ pub async fn healthz() -> Response {
 }
 
 pub async fn readyz(State(st): State<AppState>) -> Response {
-    let db = blocking(&st, |s| s.installation_id()).await;
+    let db = blocking(&st, |s| s.check_writable()).await;
     let worker = st.worker_alive.as_ref().map(|a| a.load(Ordering::SeqCst));
     let ready = db.is_ok() && worker != Some(false);
     let doc = json!({

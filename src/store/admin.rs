@@ -58,4 +58,9 @@ pub trait Admin: Send + std::marker::Sync {
     /// `Ok` when a write transaction can be taken now (the lock, then an empty commit): what
     /// `/readyz` reports as "database writable".
     fn check_writable(&self) -> Result<()>;
+    /// Sends in doubt in the whole database (for `/metrics`): counted through the backend's
+    /// index of in-doubt rows, so its cost follows the rows in doubt, not the ledger's size.
+    fn in_doubt_count(&self) -> Result<u64>;
+    /// Bytes of the write-ahead log (0 when there is none), for `/metrics`.
+    fn wal_bytes(&self) -> Result<u64>;
 }

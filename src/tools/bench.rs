@@ -280,14 +280,14 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn load_average() -> f64 {
+pub(crate) fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
         .unwrap_or(0.0)
 }
 
-fn machine(load_start: f64) -> Machine {
+pub(crate) fn machine(load_start: f64) -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
@@ -342,14 +342,14 @@ fn sync_name(s: Sync) -> &'static str {
 }
 
 /// The databases of one bench run; the temporary directory is removed on drop.
-struct Workspace {
+pub(crate) struct Workspace {
     dir: PathBuf,
     keep: bool,
     sync: Sync,
 }
 
 impl Workspace {
-    fn new(dir: Option<&Path>, sync: Sync) -> Result<Workspace> {
+    pub(crate) fn new(dir: Option<&Path>, sync: Sync) -> Result<Workspace> {
         let (dir, keep) = match dir {
             Some(d) => (d.to_path_buf(), true),
             None => (
@@ -366,7 +366,7 @@ impl Workspace {
         Ok(Workspace { dir, keep, sync })
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
@@ -659,7 +659,7 @@ fn latency_bound(ws: &Workspace, opts: &Options, rt: &tokio::runtime::Runtime) -
     })
 }
 
-fn child_cmd(db: &Path) -> Result<Command> {
+pub(crate) fn child_cmd(db: &Path) -> Result<Command> {
     let exe =
         std::env::current_exe().map_err(|e| Error::io("cannot find the sendonce executable", e))?;
     let mut c = Command::new(exe);

@@ -108,6 +108,7 @@ impl Worker {
             tracing::info!(target: TARGET, campaign_id, rows = got.rows.len(), "first claim");
         }
         self.summary.claimed += got.rows.len() as u64;
+        crate::metrics::claimed(got.rows.len() as u64);
         self.spawn_calls(i, &route, tpl, got.rows);
         Ok(Claim::Committed(true))
     }
@@ -125,6 +126,7 @@ impl Worker {
         if let Some(l) = &route.limiter {
             let (granted, wait) = l.try_take(slots as u32).await?;
             if (granted as usize) < slots {
+                crate::metrics::rate_limit_wait();
                 let w = Duration::from_millis(wait as u64);
                 self.rate_wait = Some(self.rate_wait.map_or(w, |x| x.min(w)));
             }
@@ -214,10 +216,25 @@ impl Worker {
                 reply_to: c.reply_to.clone(),
                 links: self.cfg.links.clone(),
             };
-            let call = call(p, tpl.clone(), row, head, call_timeout);
+            let call = timed(
+                route.name.clone(),
+                call(p, tpl.clone(), row, head, call_timeout),
+            );
             self.calls.start(id, flight, call);
         }
     }
+}
+
+/// A call task that counts its outcome and latency in `crate::metrics` when it ends.
+async fn timed(
+    route: String,
+    call: impl std::future::Future<Output = (i64, CallResult)>,
+) -> (i64, CallResult) {
+    let started = std::time::Instant::now();
+    let answer = call.await;
+    let outcome = crate::metrics::outcome_label(&answer.1);
+    crate::metrics::provider_call(&route, outcome, started.elapsed());
+    answer
 }
 
 /// What every message of a campaign shares besides its templates.

@@ -285,6 +285,30 @@ impl Admin for SqliteStore {
     fn check_writable(&self) -> Result<()> {
         self.write(|_| Ok(()))
     }
+
+    /// Read through the partial index `sends_doubt` (`WHERE status = 'in_doubt'`): only the
+    /// in-doubt rows are visited.
+    fn in_doubt_count(&self) -> Result<u64> {
+        self.read(|c| {
+            let n: i64 = c.query_row(
+                "SELECT count(*) FROM sends INDEXED BY sends_doubt WHERE status = 'in_doubt'",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(n.max(0) as u64)
+        })
+    }
+
+    /// The size of the `-wal` file beside the database (a stat, no SQL).
+    fn wal_bytes(&self) -> Result<u64> {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        match std::fs::metadata(&wal) {
+            Ok(m) => Ok(m.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(Error::io("cannot read the WAL file's size", e)),
+        }
+    }
 }
 
 impl SqliteStore {

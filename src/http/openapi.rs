@@ -1,0 +1,207 @@
+//! `GET /v1/openapi.json`: the OpenAPI 3.1 document of every route `http::route_list()` serves,
+//! built by hand with serde_json (no crate: a few routes, and the test compares the document
+//! with `route_list()` so a route added without its description fails).
+
+use super::AppState;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+/// The routes of this module, as (method, path).
+pub const ROUTES: &[(&str, &str)] = &[("GET", "/v1/openapi.json")];
+
+pub fn routes() -> axum::Router<AppState> {
+    axum::Router::new().route("/v1/openapi.json", axum::routing::get(serve))
+}
+
+pub async fn serve() -> Response {
+    Json(document()).into_response()
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let mut paths = ops_paths();
+    for more in [message_paths(), resource_paths()] {
+        if let (Some(p), Value::Object(m)) = (paths.as_object_mut(), more) {
+            p.extend(m);
+        }
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "sendonce",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Transactional email and SMS through an exactly-once send ledger. \
+                Every /v1 route takes a bearer token (`sendonce token create`) scoped to one \
+                account; errors share one shape.",
+        },
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas(),
+            "responses": error_responses(),
+        },
+    })
+}
+
+/// An answer with an `Error` body.
+fn error_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/responses/{name}")})
+}
+
+/// Answers in the one error shape, by name.
+fn error_responses() -> Value {
+    let one = |d: &str| {
+        json!({"description": d, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Error"}}}})
+    };
+    json!({
+        "Invalid": one("The request is invalid (`invalid`)."),
+        "Unauthorized": one("No token, or not a valid one (`unauthorized`)."),
+        "Forbidden": one("The token's scope does not allow this (`forbidden`)."),
+        "NotFound": one("No such thing in the token's account (`not_found`)."),
+        "Conflict": one("A request with this Idempotency-Key is still in progress (`conflict`)."),
+        "KeyReused": one("The Idempotency-Key was used with another body (`idempotency_key_reused`)."),
+        "TooLarge": one("The body is larger than the server's limit (`too_large`)."),
+    })
+}
+
+/// `/healthz`, `/readyz`, `/metrics` and this document: no authentication.
+fn ops_paths() -> Value {
+    let open = |summary: &str, content: Value| {
+        json!({"get": {"summary": summary, "security": [],
+            "responses": {"200": {"description": "OK", "content": content}}}})
+    };
+    let any = json!({"application/json": {"schema": {"type": "object"}}});
+    let mut ready = open(
+        "Ready: database writable, schema version, in-process worker running.",
+        json!({"application/json": {"schema": {"$ref": "#/components/schemas/Ready"}}}),
+    );
+    ready["get"]["responses"]["503"] = json!({"description": "Not ready",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Ready"}}}});
+    json!({
+        "/healthz": open("The process answers.", any.clone()),
+        "/readyz": ready,
+        "/metrics": open("Metrics in the Prometheus text format (0.0.4).",
+            json!({"text/plain": {"schema": {"type": "string"}}})),
+        "/v1/openapi.json": open("This document.", any),
+    })
+}
+
+/// `POST /v1/messages` and `GET /v1/messages/{id}`.
+fn message_paths() -> Value {
+    let view = json!({"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}});
+    json!({
+        "/v1/messages": {"post": {
+            "summary": "Send one transactional email or SMS (scope send).",
+            "description": "Same Idempotency-Key and body: the first answer again, with \
+                `Idempotent-Replayed: true`; never a second send.",
+            "parameters": [
+                {"name": "Idempotency-Key", "in": "header", "required": true,
+                 "schema": {"type": "string", "minLength": 1}},
+                {"name": "wait", "in": "query", "required": false,
+                 "description": "Wait up to this long (e.g. 5s, 500ms; at most 30s) for the outcome.",
+                 "schema": {"type": "string"}},
+            ],
+            "requestBody": {"required": true, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/MessageRequest"}}}},
+            "responses": {
+                "200": {"description": "Settled (sent, suppressed, failed or in doubt).", "content": view},
+                "202": {"description": "Queued.", "content": view},
+                "400": error_ref("Invalid"), "401": error_ref("Unauthorized"),
+                "403": error_ref("Forbidden"), "409": error_ref("Conflict"),
+                "413": error_ref("TooLarge"), "422": error_ref("KeyReused"),
+            },
+        }},
+        "/v1/messages/{id}": {"get": {
+            "summary": "A message of the token's account (scope send or read).",
+            "parameters": [{"name": "id", "in": "path", "required": true,
+                            "schema": {"type": "integer"}}],
+            "responses": {
+                "200": {"description": "The message.", "content": view},
+                "401": error_ref("Unauthorized"), "403": error_ref("Forbidden"),
+                "404": error_ref("NotFound"),
+            },
+        }},
+    })
+}
+
+/// The resource routes (`resources::ROUTES`): JSON objects in and out, described loosely; the
+/// README lists their fields. Reads need scope read, writes admin.
+fn resource_paths() -> Value {
+    let mut paths = serde_json::Map::new();
+    for (method, path) in super::resources::ROUTES {
+        let params: Vec<Value> = path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+            .map(|name| {
+                json!({"name": name, "in": "path", "required": true,
+                               "schema": {"type": "string"}})
+            })
+            .collect();
+        let obj = json!({"application/json": {"schema": {"type": "object"}}});
+        let write = *method != "GET";
+        let mut op = json!({
+            "summary": format!("{method} {path} (scope {})", if write { "admin" } else { "read" }),
+            "parameters": params,
+            "responses": {
+                "200": {"description": "OK", "content": obj.clone()},
+                "400": error_ref("Invalid"), "401": error_ref("Unauthorized"),
+                "403": error_ref("Forbidden"), "404": error_ref("NotFound"),
+                "409": error_ref("Conflict"),
+            },
+        });
+        if *method == "POST" {
+            op["responses"]["201"] = json!({"description": "Created", "content": obj.clone()});
+        }
+        if matches!(*method, "POST" | "PATCH") {
+            op["requestBody"] = json!({"required": false, "content": obj});
+        }
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        entry[method.to_ascii_lowercase()] = op;
+    }
+    Value::Object(paths)
+}
+
+fn schemas() -> Value {
+    let text = |d: &str| json!({"type": ["string", "null"], "description": d});
+    json!({
+        "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+            "type": "object", "required": ["code", "message", "request_id"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                           "request_id": {"type": "string"}}}}},
+        "Ready": {"type": "object", "properties": {
+            "status": {"enum": ["ready", "not_ready"]},
+            "database": {"enum": ["ok", "unavailable"]},
+            "schema_version": {"type": "integer"},
+            "worker": {"enum": ["none", "running", "stopped"]}}},
+        "MessageRequest": {"type": "object", "additionalProperties": false, "required": ["to"],
+            "properties": {
+                "to": {"type": "string", "description": "An email address or an E.164 number."},
+                "channel": {"enum": ["email", "sms", null],
+                            "description": "Default: from the shape of `to`."},
+                "from": text("Sender address (email) or id (SMS)."),
+                "reply_to": text("Reply-To address (email)."),
+                "subject": text("Subject (email)."),
+                "text": text("The text part (SMS: the whole message)."),
+                "html": text("The HTML part (email); alone, the text part is generated from it."),
+            }},
+        "Message": {"type": "object",
+            "required": ["id", "status", "channel", "to", "idempotency_key", "job_id",
+                         "attempts", "created_at"],
+            "properties": {
+                "id": {"type": "integer"},
+                "status": {"enum": ["queued", "sent", "suppressed", "failed", "in_doubt"]},
+                "channel": {"enum": ["email", "sms"]},
+                "to": {"type": "string"},
+                "idempotency_key": {"type": "string"},
+                "job_id": {"type": "string"},
+                "attempts": {"type": "integer"},
+                "provider_message_id": text("The provider's id once sent."),
+                "reason": text("Why it failed, was suppressed or is in doubt."),
+                "created_at": {"type": "string", "format": "date-time"},
+                "sent_at": {"type": ["string", "null"], "format": "date-time"},
+            }},
+    })
+}
