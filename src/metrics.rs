@@ -41,6 +41,8 @@ static HTTP: Mutex<BTreeMap<(String, String, u16), u64>> = Mutex::new(BTreeMap::
 static CALLS: Mutex<BTreeMap<(String, &'static str), u64>> = Mutex::new(BTreeMap::new());
 /// Provider call latency per route.
 static LATENCY: Mutex<BTreeMap<String, Histogram>> = Mutex::new(BTreeMap::new());
+/// Sends this process's worker recorded, by the state it moved them to.
+static SENDS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
 static CLAIMED: AtomicU64 = AtomicU64::new(0);
 static RATE_WAITS: AtomicU64 = AtomicU64::new(0);
 
@@ -77,6 +79,14 @@ pub fn provider_call(route: &str, outcome: &'static str, took: Duration) {
         .entry(route.to_string())
         .or_default()
         .observe(took.as_secs_f64());
+}
+
+/// `n` sends recorded as `state` (`sent`, `failed`, `retried`, `in_doubt`, `suppressed`) by
+/// this process's worker, counted in the same place as its summary.
+pub fn sends(state: &'static str, n: u64) {
+    if n > 0 {
+        *lock(&SENDS).entry(state).or_default() += n;
+    }
 }
 
 /// Rows claimed by this process's worker.
@@ -139,6 +149,15 @@ pub fn render(g: &Gauges) -> String {
         );
     }
     latency(&mut out);
+    head(
+        &mut out,
+        "sendonce_sends_total",
+        "counter",
+        "Sends this process's worker recorded, by the state it moved them to.",
+    );
+    for (state, n) in lock(&SENDS).iter() {
+        let _ = writeln!(out, "sendonce_sends_total{{state=\"{state}\"}} {n}");
+    }
     head(
         &mut out,
         "sendonce_claimed_rows_total",

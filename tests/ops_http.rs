@@ -197,6 +197,11 @@ fn metrics_count_what_was_sent() {
         "{text}"
     );
     assert_eq!(
+        sample(&s, "sendonce_sends_total", &[("state", "sent")]),
+        Some(5.0),
+        "{text}"
+    );
+    assert_eq!(
         sample(&s, "sendonce_rate_limit_waits_total", &[]),
         Some(0.0)
     );

@@ -93,6 +93,7 @@ impl Worker {
         };
         self.summary.add(&stats);
         self.summary.suppressed += got.suppressed;
+        crate::metrics::sends("suppressed", got.suppressed);
         self.summary.moved_in_doubt += got.in_doubt;
         if let Some(l) = &route.limiter {
             // Tokens for slots the claim could not fill stay with this process.

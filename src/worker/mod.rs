@@ -137,6 +137,10 @@ impl Summary {
         self.failed += s.failed;
         self.retried += s.retried;
         self.moved_in_doubt += s.in_doubt;
+        crate::metrics::sends("sent", s.sent + s.late_confirmations);
+        crate::metrics::sends("failed", s.failed);
+        crate::metrics::sends("retried", s.retried);
+        crate::metrics::sends("in_doubt", s.in_doubt);
     }
 }
 
