@@ -118,6 +118,41 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// The worker's plain counters: sends by state, rows claimed, rate-limit waits.
+fn totals(out: &mut String) {
+    head(
+        out,
+        "sendonce_sends_total",
+        "counter",
+        "Sends this process's worker recorded, by the state it moved them to.",
+    );
+    for (state, n) in lock(&SENDS).iter() {
+        let _ = writeln!(out, "sendonce_sends_total{{state=\"{state}\"}} {n}");
+    }
+    head(
+        out,
+        "sendonce_claimed_rows_total",
+        "counter",
+        "Rows claimed by this process's worker.",
+    );
+    let _ = writeln!(
+        out,
+        "sendonce_claimed_rows_total {}",
+        CLAIMED.load(Ordering::Relaxed)
+    );
+    head(
+        out,
+        "sendonce_rate_limit_waits_total",
+        "counter",
+        "Claims that got fewer rate-limit tokens than free slots.",
+    );
+    let _ = writeln!(
+        out,
+        "sendonce_rate_limit_waits_total {}",
+        RATE_WAITS.load(Ordering::Relaxed)
+    );
+}
+
 /// Every metric in the Prometheus text format.
 pub fn render(g: &Gauges) -> String {
     let mut out = String::new();
@@ -149,37 +184,7 @@ pub fn render(g: &Gauges) -> String {
         );
     }
     latency(&mut out);
-    head(
-        &mut out,
-        "sendonce_sends_total",
-        "counter",
-        "Sends this process's worker recorded, by the state it moved them to.",
-    );
-    for (state, n) in lock(&SENDS).iter() {
-        let _ = writeln!(out, "sendonce_sends_total{{state=\"{state}\"}} {n}");
-    }
-    head(
-        &mut out,
-        "sendonce_claimed_rows_total",
-        "counter",
-        "Rows claimed by this process's worker.",
-    );
-    let _ = writeln!(
-        out,
-        "sendonce_claimed_rows_total {}",
-        CLAIMED.load(Ordering::Relaxed)
-    );
-    head(
-        &mut out,
-        "sendonce_rate_limit_waits_total",
-        "counter",
-        "Claims that got fewer rate-limit tokens than free slots.",
-    );
-    let _ = writeln!(
-        out,
-        "sendonce_rate_limit_waits_total {}",
-        RATE_WAITS.load(Ordering::Relaxed)
-    );
+    totals(&mut out);
     if let Some(n) = g.in_doubt {
         head(
             &mut out,
