@@ -596,3 +596,35 @@ fn request_logs_name_the_route_and_never_the_token() {
         "{text}"
     );
 }
+
+#[test]
+fn a_client_that_trickles_its_headers_is_cut_off() {
+    use std::io::{Read, Write};
+    let env = Env::new();
+    env.setup_account();
+    let server = Server::start(&env, &[]);
+    let addr = server.base.strip_prefix("http://").unwrap().to_string();
+    let mut sock = std::net::TcpStream::connect(&addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let started = Instant::now();
+    sock.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    // One more header byte now and then never completes the head.
+    let mut buf = Vec::new();
+    let _ = sock.write_all(b"X");
+    let _ = sock.read_to_end(&mut buf);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(25),
+        "the connection stayed open {took:?}"
+    );
+    assert!(took >= Duration::from_secs(5), "closed too early: {took:?}");
+    // The server still serves others.
+    let mut ok = std::net::TcpStream::connect(&addr).unwrap();
+    ok.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    ok.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}

@@ -1,6 +1,7 @@
 //! `sendonce serve`: the HTTP API on the process's one runtime. Handlers call the use cases of
 //! `app/` (never the store's SQL), each store call whole on a blocking thread; statuses are
-//! decided in `error.rs` (errors) and `messages.rs` (202 queued, 200 settled). SIGTERM stops
+//! decided in `error.rs` (errors) and `messages.rs` (202 queued, 200 settled). Connections are
+//! hyper HTTP/1 with a header-read timeout, accepted by our own loop. SIGTERM stops
 //! accepting, lets requests and the optional in-process worker finish within the drain, and
 //! returns.
 
@@ -181,23 +182,50 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
+/// A client must have sent its whole request head within this long (slow clients that trickle
+/// headers would otherwise hold a connection forever).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accept connections until the stop signal, each served by hyper's HTTP/1 with a header-read
+/// timeout; then stop accepting and let open connections finish within `drain`.
 async fn run_server(
     listener: tokio::net::TcpListener,
     app: Router,
     rx: watch::Receiver<bool>,
     drain: Duration,
 ) -> Result<()> {
-    let server = axum::serve(listener, app).with_graceful_shutdown(stopped(rx.clone()));
-    let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
-    tokio::select! {
-        r = &mut server => return r.map_err(|e| Error::io("the HTTP server failed", e)),
-        _ = stopped(rx) => {}
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut stop = std::pin::pin!(stopped(rx));
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little, keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut stop => break,
+        };
+        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut b = hyper::server::conn::http1::Builder::new();
+        b.timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT);
+        let conn = graceful.watch(b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(target: "sendonce::http", error = %e, "connection ended");
+            }
+        });
     }
-    match tokio::time::timeout(drain, server).await {
-        Ok(r) => r.map_err(|e| Error::io("the HTTP server failed", e)),
-        Err(_) => {
-            tracing::warn!("requests still in flight after the drain: closing them");
-            Ok(())
-        }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after the drain: closing them");
     }
+    Ok(())
 }
