@@ -437,6 +437,11 @@ fn bodies_are_bounded_and_unknown_fields_refused() {
         assert_eq!(r.status, 400, "{}", r.body);
         let r = post(&c, &server, &tok, Some("w"), "?wait=1h", &message("a@x.org")).await;
         assert_eq!(r.status, 400, "{}", r.body);
+        let no_from = json!({"to": "a@x.org", "subject": "s", "text": "t"});
+        let r = post(&c, &server, &tok, Some("nf"), "", &no_from).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        let m = r.body["error"]["message"].as_str().unwrap();
+        assert!(m.contains("from") && !m.contains("--"), "in the API's words: {m}");
     });
     assert_eq!(
         env.count("SELECT count(*) FROM sends"),

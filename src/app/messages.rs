@@ -133,7 +133,8 @@ pub fn submit(
         html,
         reply_to: req.reply_to.as_deref(),
         sms_footer: None,
-    })?;
+    })
+    .map_err(api_words)?;
     // An HTML-only message gets its text part now, so that sending never has to.
     let text = match html {
         Some(h) if text.trim().is_empty() => text_of_html(h)?,
@@ -166,6 +167,21 @@ pub fn submit(
     })
 }
 
+/// A content error in the API's words: the checks are shared with `campaign create`, whose
+/// messages name its flags.
+fn api_words(mut e: Error) -> Error {
+    for (flag, field) in [
+        ("--body-file, --html-file or both", "text, html or both"),
+        ("--html-file", "html"),
+        ("--reply-to", "reply_to"),
+        ("--subject", "subject"),
+        ("--from", "from"),
+    ] {
+        e.message = e.message.replace(flag, field);
+    }
+    e
+}
+
 /// SHA-256 (hex) of the request as parsed, fields in their declared order.
 fn request_hash(req: &MessageRequest) -> Result<String> {
     let canonical = serde_json::to_vec(req)
@@ -190,4 +206,23 @@ pub fn save_answer(
 /// Message `id` of `account_id`; another account's is `NotFound`.
 pub fn get(store: &dyn Storage, account_id: i64, id: i64) -> Result<MessageView> {
     Ok(store.message(account_id, id)?.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_errors_name_the_api_fields() {
+        let e = api_words(Error::invalid(
+            "an email campaign needs --from (the sender: `news@example.org`)",
+        ));
+        assert!(
+            e.message.contains("needs from (") && !e.message.contains("--"),
+            "{}",
+            e.message
+        );
+        let e = api_words(Error::invalid("--reply-to: bad"));
+        assert_eq!(e.message, "reply_to: bad");
+    }
 }
