@@ -1,79 +1,10 @@
 //! The operations side of `sendonce serve`, as a real process on 127.0.0.1:0: `/metrics`
 //! scraped after real sends and read by an independent parser (PyPI `prometheus-client`).
-//! Helpers copied from tests/serve.rs (that file belongs to the messages work).
 
-use crate::common::{Env, Fake, BIN};
+use crate::common::{client, rt, token, Env, Fake, Server, BIN};
 use serde_json::{json, Value};
-use std::io::{BufRead, Write};
-use std::process::{Child, Command, Stdio};
-
-/// A running `sendonce serve`; SIGKILLed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(env: &Env, extra: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .arg("--db")
-            .arg(&env.db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .env_remove("SENDONCE_PROVIDER")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sendonce serve");
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut first)
-            .expect("read the address line");
-        let base = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_string();
-        Server { child, base }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn token(env: &Env, account: &str, scope: &str) -> String {
-    let out = env.ok(&[
-        "--json",
-        "token",
-        "create",
-        "--account",
-        account,
-        "--scope",
-        scope,
-    ]);
-    let doc: Value = serde_json::from_str(&out).unwrap();
-    doc["token"].as_str().unwrap().to_string()
-}
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 /// Account acme, a fake provider, a server with a worker sending through it.
 fn setup(env: &Env) -> (Fake, Server) {

@@ -3,105 +3,11 @@
 //! concurrent requests with one key, a changed body), body limits and unknown fields, and a
 //! SIGTERM drain with a request in flight. Deliveries are counted at the fake provider.
 
-use crate::common::{Env, Fake, BIN};
+use crate::common::{client, rt, token, Env, Fake, Server, BIN};
 use serde_json::{json, Value};
 use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A running `sendonce serve`; SIGKILLed on drop unless it was stopped.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Server {
-    fn start(env: &Env, extra: &[&str]) -> Server {
-        let mut args = vec!["--listen", "127.0.0.1:0"];
-        args.extend_from_slice(extra);
-        Server::start_with(env, &args)
-    }
-
-    /// `sendonce serve ARGS` (no --listen added).
-    fn start_with(env: &Env, args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .arg("--db")
-            .arg(&env.db)
-            .arg("serve")
-            .args(args)
-            .env_remove("SENDONCE_PROVIDER")
-            .env_remove("SENDONCE_LISTEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn sendonce serve");
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut first)
-            .expect("read the address line");
-        let base = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .to_string();
-        Server { child, base }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    /// SIGTERM, then the exit status (within 20 s).
-    fn sigterm(&mut self) -> std::process::ExitStatus {
-        // SAFETY: kill(2) on our own child, not reaped yet.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "no exit 20 s after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn client() -> reqwest::Client {
-    // reqwest is built without a default crypto backend (see Cargo.toml).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A token of `account` with `scope`.
-fn token(env: &Env, account: &str, scope: &str) -> String {
-    let out = env.ok(&[
-        "--json",
-        "token",
-        "create",
-        "--account",
-        account,
-        "--scope",
-        scope,
-    ]);
-    let doc: Value = serde_json::from_str(&out).unwrap();
-    doc["token"].as_str().unwrap().to_string()
-}
 
 /// Accounts acme and other; a fake provider; a server with a worker sending through it.
 fn setup(env: &Env, fake_extra: &[&str], serve_extra: &[&str]) -> (Fake, Server) {
@@ -632,4 +538,65 @@ fn a_client_that_trickles_its_headers_is_cut_off() {
     let mut answer = String::new();
     ok.read_to_string(&mut answer).unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn a_first_request_that_never_answered_gets_409_then_its_answer_from_the_ledger() {
+    let env = Env::new();
+    let (fake, server) = setup(&env, &[], &[]);
+    let tok = token(&env, "acme", "send");
+    let rt = rt();
+    let first = rt.block_on(async {
+        post(
+            &client(),
+            &server,
+            &tok,
+            Some("crash"),
+            "?wait=10s",
+            &message("kim@example.org"),
+        )
+        .await
+    });
+    assert_eq!(first.status, 200, "{}", first.body);
+    // As if the first request had died after queueing its message but before answering.
+    let forget = |age_ms: i64| {
+        env.sqlite()
+            .execute(
+                "UPDATE api_messages SET response_status = NULL, response_body = NULL,
+                        created_at = ?1",
+                [sendonce::domain::clock::now_ms() - age_ms],
+            )
+            .unwrap();
+    };
+    forget(1_000);
+    let again = rt.block_on(post(
+        &client(),
+        &server,
+        &tok,
+        Some("crash"),
+        "",
+        &message("kim@example.org"),
+    ));
+    assert_eq!(again.status, 409, "still in progress: {}", again.body);
+    forget(3 * 60 * 1000);
+    let late = rt.block_on(post(
+        &client(),
+        &server,
+        &tok,
+        Some("crash"),
+        "",
+        &message("kim@example.org"),
+    ));
+    assert_eq!(late.status, 200, "answered from the ledger: {}", late.body);
+    assert_eq!(late.body["status"], "sent");
+    assert_eq!(late.body["id"], first.body["id"]);
+    assert_eq!(
+        delivered(&fake, "kim@example.org"),
+        1,
+        "never a second send"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM api_messages WHERE response_status = 200"),
+        1
+    );
 }

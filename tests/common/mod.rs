@@ -1,9 +1,12 @@
 //! Shared test helpers: a temp dir with a database, and running the real binary.
 #![allow(dead_code)]
 
+use serde_json::Value;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sendonce");
@@ -353,4 +356,103 @@ async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `sendonce serve` as a real process, and an HTTP client for it (tests/serve.rs, api.rs,
+// ops_http.rs).
+
+/// A running `sendonce serve`; SIGKILLed on drop unless it was stopped.
+pub struct Server {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+}
+
+impl Server {
+    pub fn start(env: &Env, extra: &[&str]) -> Server {
+        let mut args = vec!["--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        Server::start_with(env, &args)
+    }
+
+    /// `sendonce serve ARGS` (no --listen added).
+    pub fn start_with(env: &Env, args: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .arg("--db")
+            .arg(&env.db)
+            .arg("serve")
+            .args(args)
+            .env_remove("SENDONCE_PROVIDER")
+            .env_remove("SENDONCE_LISTEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sendonce serve");
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut first)
+            .expect("read the address line");
+        let base = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        Server { child, base }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM, then the exit status (within 20 s).
+    pub fn sigterm(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child, not reaped yet.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "no exit 20 s after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    // reqwest is built without a default crypto backend (see Cargo.toml).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A token of `account` with `scope`.
+pub fn token(env: &Env, account: &str, scope: &str) -> String {
+    let out = env.ok(&[
+        "--json",
+        "token",
+        "create",
+        "--account",
+        account,
+        "--scope",
+        scope,
+    ]);
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    doc["token"].as_str().unwrap().to_string()
 }
