@@ -202,6 +202,12 @@ impl Worker {
         // A call must end well inside its lease: the claim set it to a whole lease.
         let call_timeout = caps.call_timeout.min(self.cfg.lease / 2);
         let k = route_key(route);
+        // The link is signed here, and only for templates that print it (not per row otherwise).
+        let links = self
+            .cfg
+            .links
+            .as_ref()
+            .filter(|_| tpl.reads("unsubscribe_url"));
         for row in rows {
             let flight = Flight {
                 token: row.token,
@@ -215,7 +221,7 @@ impl Worker {
                 channel: c.channel,
                 from: c.sender.clone(),
                 reply_to: c.reply_to.clone(),
-                links: self.cfg.links.clone(),
+                link: links.map(|l| l.unsubscribe_url(&row.job_id, &row.address)),
             };
             let call = timed(
                 route.name.clone(),
@@ -238,12 +244,13 @@ async fn timed(
     answer
 }
 
-/// What every message of a campaign shares besides its templates.
+/// What a message takes besides its templates and row.
 struct Head {
     channel: crate::domain::address::Channel,
     from: Option<String>,
     reply_to: Option<String>,
-    links: Option<crate::domain::unsubscribe::Links>,
+    /// This recipient's `unsubscribe_url`, when the templates print it.
+    link: Option<String>,
 }
 
 /// One call task: render the row's message, call the provider within `timeout`.
@@ -255,11 +262,7 @@ async fn call(
     timeout: Duration,
 ) -> (i64, CallResult) {
     let id = row.id;
-    let link = head
-        .links
-        .as_ref()
-        .map(|l| l.unsubscribe_url(&row.job_id, &row.address));
-    let msg = match tpl.render_json(&row.vars, link.as_deref()) {
+    let msg = match tpl.render_json(&row.vars, head.link.as_deref()) {
         Ok(r) => Message {
             idempotency_key: idempotency_key(&row.job_id),
             job_id: row.job_id,
