@@ -50,6 +50,7 @@ fn msg(job: &str, to: &str, body: &str) -> Message {
         subject: Some("Hi".into()),
         body: body.into(),
         html: None,
+        unsubscribe: None,
     }
 }
 

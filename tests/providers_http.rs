@@ -53,6 +53,7 @@ fn email(job: &str, to: &str, body: &str) -> Message {
         subject: Some("Hello".into()),
         body: body.into(),
         html: Some(format!("<p>{body}</p>")),
+        unsubscribe: None,
     }
 }
 
@@ -67,6 +68,7 @@ fn sms(job: &str, to: &str, body: &str) -> Message {
         subject: None,
         body: body.into(),
         html: None,
+        unsubscribe: None,
     }
 }
 

@@ -11,6 +11,7 @@ mod messages;
 mod metrics;
 mod openapi;
 mod ops;
+pub mod pages;
 mod resources;
 
 use crate::error::{Error, Result};
@@ -40,6 +41,10 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Run the send loop in this process too.
     pub worker: Option<(Routes, worker::Config)>,
+    /// The keys that open link tokens (from `SENDONCE_UNSUBSCRIBE_SECRET`), if set.
+    pub keys: Option<crate::domain::links::Keys>,
+    /// Public base URL and keys, if the public URL is configured.
+    pub links: Option<crate::domain::links::Links>,
 }
 
 /// What the handlers share.
@@ -48,6 +53,12 @@ pub struct AppState {
     pub store: Arc<dyn Storage>,
     /// True while the in-process worker runs (None: no worker here).
     pub worker_alive: Option<Arc<AtomicBool>>,
+    /// The keys that open link tokens (`/u/`, `/c/`): None when no secret is set, and then
+    /// those pages say the links are not set up.
+    pub keys: Option<Arc<crate::domain::links::Keys>>,
+    /// The public base URL and keys, when the public URL is configured (links this server
+    /// writes itself: confirmation messages, callback URLs).
+    pub links: Option<Arc<crate::domain::links::Links>>,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -70,6 +81,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         openapi::ROUTES,
         messages::ROUTES,
         resources::ROUTES,
+        pages::ROUTES,
     ]
     .concat()
 }
@@ -81,6 +93,7 @@ fn router(st: AppState, s: &Settings) -> Router {
         .merge(openapi::routes())
         .merge(messages::routes())
         .merge(resources::routes())
+        .merge(pages::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -140,6 +153,8 @@ pub fn serve(
         let st = AppState {
             store,
             worker_alive: alive,
+            keys: s.keys.take().map(Arc::new),
+            links: s.links.take().map(Arc::new),
         };
         let app = router(st, &s);
         bound(addr);

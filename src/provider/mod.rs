@@ -46,6 +46,10 @@ pub struct Message {
     /// Optional HTML alternative (email only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
+    /// The recipient's signed unsubscribe link (email of a campaign that is not
+    /// transactional): written into `List-Unsubscribe` (+ one-click `List-Unsubscribe-Post`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsubscribe: Option<String>,
 }
 
 /// How one call ended, as the provider classifies it.
