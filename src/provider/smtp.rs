@@ -3,7 +3,7 @@
 //! the phase it happened in.
 //!
 //! Spec: `smtp://[user@]host[:port]?tls=starttls|tls|none[&timeout=30s&pool=4&hello_name=H
-//! &message_id_domain=D&unsubscribe_url=https://...&unsubscribe_mailto=ADDR&password_file=PATH
+//! &message_id_domain=D&unsubscribe_mailto=ADDR&password_file=PATH
 //! &ca_file=PEM]`. A password in the spec is refused (command lines show up in `ps`): it comes
 //! from `SENDONCE_SMTP_PASSWORD` or `password_file`, and it is never printed.
 //!
@@ -128,8 +128,8 @@ impl Smtp {
         Self::from_spec_with_env(spec, &|k| std::env::var(k).ok())
     }
 
-    /// Build from a spec with `env` standing in for the environment (`SENDONCE_SMTP_PASSWORD`,
-    /// `SENDONCE_UNSUBSCRIBE_SECRET`), so tests never have to change the real one.
+    /// Build from a spec with `env` standing in for the environment (`SENDONCE_SMTP_PASSWORD`),
+    /// so tests never have to change the real one.
     pub fn from_spec_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
         let (url, host, user) = parse_spec_url(spec)?;
         let opts = Options::parse(&url)?;
