@@ -5,7 +5,9 @@
 use crate::domain::address::Channel;
 use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
-use crate::store::{AudienceCounts, AudienceQuery, ListRow, NewList, OptIn, Storage};
+use crate::store::{
+    AudienceCounts, AudienceQuery, ConfirmContent, ListChange, ListRow, NewList, OptIn, Storage,
+};
 use serde::Serialize;
 
 /// One list as shown to people and machines, with its members counted per status.
@@ -17,6 +19,11 @@ pub struct List {
     pub description: Option<String>,
     /// `single` or `double`.
     pub optin: &'static str,
+    /// Takes signups from the public form (`/subscribe`, `/subscribe/{id}`).
+    pub public: bool,
+    /// A double opt-in list's confirmation message (`null` subject or body: the defaults).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<ConfirmView>,
     pub subscribed: u64,
     pub unsubscribed: u64,
     pub pending: u64,
@@ -24,9 +31,24 @@ pub struct List {
     pub created_at: i64,
 }
 
+/// The confirmation message of a double opt-in list.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfirmView {
+    pub from: Option<String>,
+    pub subject: Option<String>,
+    pub body: Option<String>,
+}
+
 impl From<ListRow> for List {
     fn from(r: ListRow) -> Self {
+        let confirm = (r.optin == OptIn::Double).then(|| ConfirmView {
+            from: r.confirm_from,
+            subject: r.confirm_subject,
+            body: r.confirm_body,
+        });
         List {
+            public: r.public,
+            confirm,
             id: r.id,
             account_id: r.account_id,
             name: r.name,
@@ -40,13 +62,45 @@ impl From<ListRow> for List {
     }
 }
 
-/// A list to create: `optin` is `single` or `double`.
-#[derive(Debug, Clone)]
+/// A list to create: `optin` is `single` or `double`; a double opt-in list needs
+/// `confirm.from`, the sender of its confirmation messages.
+#[derive(Debug, Clone, Default)]
 pub struct NewListRequest<'a> {
     pub account: &'a str,
     pub name: &'a str,
     pub description: Option<&'a str>,
     pub optin: &'a str,
+    /// Takes signups from the public form.
+    pub public: bool,
+    pub confirm: ConfirmContent<'a>,
+}
+
+/// Check a list's confirmation content, blank fields as unset; the result holds the values to
+/// store (a blank subject or body: the default).
+fn confirm_content<'a>(optin: OptIn, c: &ConfirmContent<'a>) -> Result<ConfirmContent<'a>> {
+    let set = |s: Option<&'a str>| s.filter(|v| !v.trim().is_empty());
+    let c = ConfirmContent {
+        from: set(c.from).map(str::trim),
+        subject: set(c.subject),
+        body: set(c.body),
+    };
+    if optin == OptIn::Single {
+        if c.from.is_some() || c.subject.is_some() || c.body.is_some() {
+            return Err(Error::invalid(
+                "--confirm-from, --confirm-subject and --confirm-body-file are for double opt-in \
+                 lists (--optin double): a single opt-in list sends no confirmation",
+            ));
+        }
+        return Ok(c);
+    }
+    let Some(from) = c.from else {
+        return Err(Error::invalid(
+            "a double opt-in list needs --confirm-from, the sender of its confirmation \
+             messages (`news@example.org` or `News <news@example.org>`)",
+        ));
+    };
+    crate::domain::optin::check(from, c.subject, c.body)?;
+    Ok(c)
 }
 
 /// Create a list in an account; returns it.
@@ -60,13 +114,52 @@ pub fn create(store: &dyn Storage, req: &NewListRequest<'_>) -> Result<List> {
     }
     let account_id = store.resolve_account(req.account)?;
     let optin = OptIn::parse(req.optin)?;
+    let confirm = confirm_content(optin, &req.confirm)?;
     let id = store.create_list(&NewList {
         account_id,
         name: req.name,
         description: req.description.filter(|d| !d.trim().is_empty()),
         optin,
+        public: req.public,
+        confirm,
     })?;
     Ok(store.find_list(account_id, &id.to_string())?.into())
+}
+
+/// A change to a list: `public` set or cleared, confirmation content replaced (`None`: kept).
+#[derive(Debug, Clone, Default)]
+pub struct ListUpdate<'a> {
+    pub account: &'a str,
+    pub list: &'a str,
+    pub public: Option<bool>,
+    pub confirm: ConfirmContent<'a>,
+}
+
+/// Change a list; returns it as it now is. The confirmation content is checked whole, the
+/// stored values standing in for the fields not given.
+pub fn update(store: &dyn Storage, u: &ListUpdate<'_>) -> Result<List> {
+    let account_id = store.resolve_account(u.account)?;
+    let row = store.find_list(account_id, u.list)?;
+    let given = ConfirmContent {
+        from: u.confirm.from.or(row.confirm_from.as_deref()),
+        subject: u.confirm.subject.or(row.confirm_subject.as_deref()),
+        body: u.confirm.body.or(row.confirm_body.as_deref()),
+    };
+    let whole = confirm_content(row.optin, &given)?;
+    let confirm = ConfirmContent {
+        from: u.confirm.from.and(whole.from),
+        subject: u.confirm.subject.and(whole.subject),
+        body: u.confirm.body.and(whole.body),
+    };
+    store.update_list(
+        account_id,
+        row.id,
+        &ListChange {
+            public: u.public,
+            confirm,
+        },
+    )?;
+    Ok(store.find_list(account_id, &row.id.to_string())?.into())
 }
 
 /// An account's lists, by name.

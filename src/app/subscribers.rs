@@ -3,6 +3,7 @@
 //! returns its own output structs.
 
 use super::import::{self, CsvFormat};
+use crate::domain::links::Links;
 use crate::error::{Error, Result};
 use crate::store::{NewSubscriber, Storage, SubscriberRow};
 use serde::Serialize;
@@ -45,16 +46,19 @@ pub struct Added {
 
 /// Add `s` (checked by [`import::subscriber`]) to `account` and to `lists` (ids or names).
 /// The address of a removed subscriber brings it back; with lists, the address of an existing
-/// subscriber only joins them.
+/// subscriber only joins them. A new pending membership of a double opt-in list gets its
+/// confirmation email queued in the same transaction, its link built with `links` (without
+/// them such a list is refused and nothing is written).
 pub fn add(
     store: &dyn Storage,
     account: &str,
     s: &NewSubscriber,
     lists: &[String],
+    links: Option<&Links>,
 ) -> Result<Added> {
     let account = store.resolve_account(account)?;
     let lists = super::lists::resolve(store, account, lists)?;
-    let id = store.add_subscriber(account, s, &lists)?;
+    let id = store.add_subscriber_with(account, s, &lists, links)?;
     Ok(Added { id })
 }
 
@@ -68,6 +72,8 @@ pub struct ImportRequest<'a> {
     pub format: CsvFormat,
     /// Lists (ids or names) every imported row joins.
     pub lists: &'a [String],
+    /// Where confirmation links of double opt-in lists point (see [`add`]).
+    pub links: Option<&'a Links>,
 }
 
 /// One row left out of an import, with its line in the file.
@@ -93,7 +99,8 @@ pub fn import_csv(store: &dyn Storage, req: &ImportRequest<'_>) -> Result<Import
     let account = store.resolve_account(req.account)?;
     let lists = super::lists::resolve(store, account, req.lists)?;
     let rows = import::read_csv_with(req.file, req.skip_invalid, req.format)?;
-    let report = store.import_subscribers(account, rows, req.skip_invalid, &lists)?;
+    let report =
+        store.import_subscribers_with(account, rows, req.skip_invalid, &lists, req.links)?;
     Ok(Imported {
         imported: report.imported,
         existing: report.existing,

@@ -224,9 +224,12 @@ pub enum SubscriberCmd {
         #[arg(long, default_value = "confirmed")]
         status: String,
         /// A list (id or name) to join; repeatable. An address that is already a subscriber
-        /// only joins the lists (an existing membership is kept as it is).
+        /// only joins the lists (an existing membership is kept as it is). A double opt-in
+        /// list makes the membership pending and queues one confirmation email.
         #[arg(long = "list", value_name = "LIST")]
         lists: Vec<String>,
+        #[command(flatten)]
+        links: PublicUrlArgs,
     },
     /// Import a CSV file (header: email and/or phone, optional name, status, any attributes).
     /// All-or-nothing unless --skip-invalid.
@@ -246,9 +249,12 @@ pub enum SubscriberCmd {
         #[arg(long, default_value = "utf8", value_parser = ["utf8", "latin1"])]
         encoding: String,
         /// A list (id or name) every row joins, in the same transaction; repeatable. Rows
-        /// whose address is already a subscriber only join the lists.
+        /// whose address is already a subscriber only join the lists. A double opt-in list
+        /// makes the memberships pending and queues one confirmation email each.
         #[arg(long = "list", value_name = "LIST")]
         lists: Vec<String>,
+        #[command(flatten)]
+        links: PublicUrlArgs,
     },
     /// List an account's subscribers (removed ones are not listed), in id order.
     List {
@@ -381,9 +387,35 @@ pub enum ListCmd {
         #[arg(long)]
         description: Option<String>,
         /// single: members are subscribed at once; double: they stay pending until they
-        /// confirm.
+        /// confirm the link of the confirmation email each new member is sent (needs
+        /// --confirm-from).
         #[arg(long, default_value = "single", value_parser = ["single", "double"])]
         optin: String,
+        /// The same as --optin double.
+        #[arg(long, conflicts_with = "optin")]
+        double_opt_in: bool,
+        /// Take signups from the public form (`POST /subscribe`, `GET /subscribe/ID` of
+        /// `sendonce serve`).
+        #[arg(long)]
+        public: bool,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
+    },
+    /// Change a list: its public form, its confirmation message.
+    Update {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// List id or name.
+        list: String,
+        /// Take signups from the public form.
+        #[arg(long, conflicts_with = "no_public")]
+        public: bool,
+        /// Stop taking signups from the public form.
+        #[arg(long)]
+        no_public: bool,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
     },
     /// The account's lists with their members per status.
     List {
@@ -408,6 +440,36 @@ pub enum ListCmd {
         /// List id or name.
         list: String,
     },
+}
+
+/// The confirmation message of a double opt-in list (email only).
+#[derive(Args, Debug)]
+pub struct ConfirmArgs {
+    /// Sender of the confirmation messages (`news@example.org` or `News <news@example.org>`);
+    /// required for a double opt-in list.
+    #[arg(long, value_name = "ADDRESS")]
+    pub confirm_from: Option<String>,
+    /// Subject template of the confirmation (default "Confirm your subscription to
+    /// {{ list.name }}").
+    #[arg(long, value_name = "TEXT")]
+    pub confirm_subject: Option<String>,
+    /// Text body template of the confirmation; it must print {{ confirm_url }} and may print
+    /// {{ list.name }}, {{ name }} and {{ email }} (default: a short text with the link).
+    #[arg(long, value_name = "FILE")]
+    pub confirm_body_file: Option<PathBuf>,
+}
+
+/// Where confirmation links point when a command adds members to a double opt-in list.
+#[derive(Args, Debug)]
+pub struct PublicUrlArgs {
+    /// Public base URL of `sendonce serve` (https://news.example.org): members added to a
+    /// double opt-in list are sent a confirmation link URL/c/TOKEN, sealed with
+    /// SENDONCE_UNSUBSCRIBE_SECRET. Default: public_url in the config file.
+    #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+    /// The config file that may hold public_url.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `campaign create`.

@@ -2,9 +2,11 @@
 //! remove), its outputs printed as text or one JSON document; and the text of
 //! `campaign audience`.
 
-use super::args::{Cli, ListCmd};
+use super::args::{Cli, ConfirmArgs, ListCmd};
 use super::{open, open_read_only, to_json, Output};
-use crate::app::lists::{self, Audience, NewListRequest};
+use crate::app::import;
+use crate::app::lists::{self, Audience, ListUpdate, NewListRequest};
+use crate::store::ConfirmContent;
 use crate::domain::clock;
 use crate::error::Result;
 
@@ -15,15 +17,49 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
             name,
             description,
             optin,
+            double_opt_in,
+            public,
+            confirm,
         } => {
+            let body = confirm_body(confirm)?;
             let req = NewListRequest {
                 account,
                 name,
                 description: description.as_deref(),
-                optin,
+                optin: if *double_opt_in { "double" } else { optin },
+                public: *public,
+                confirm: confirm_content(confirm, body.as_deref()),
             };
             let l = lists::create(&*open(cli)?, &req)?;
             Ok(Output::ok(to_json(&l), l.id.to_string()))
+        }
+        ListCmd::Update {
+            account,
+            list,
+            public,
+            no_public,
+            confirm,
+        } => {
+            let body = confirm_body(confirm)?;
+            let u = ListUpdate {
+                account,
+                list,
+                public: match (*public, *no_public) {
+                    (true, _) => Some(true),
+                    (_, true) => Some(false),
+                    _ => None,
+                },
+                confirm: confirm_content(confirm, body.as_deref()),
+            };
+            let l = lists::update(&*open(cli)?, &u)?;
+            let text = format!(
+                "list {} {:?}: {} opt-in, {}",
+                l.id,
+                l.name,
+                l.optin,
+                if l.public { "public form on" } else { "no public form" }
+            );
+            Ok(Output::ok(to_json(&l), text))
         }
         ListCmd::List { account } => {
             let all = lists::list(&*open_read_only(cli)?, account)?;
@@ -68,6 +104,22 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
             );
             Ok(Output::ok(to_json(&r), text))
         }
+    }
+}
+
+/// The text of --confirm-body-file, if given.
+fn confirm_body(c: &ConfirmArgs) -> Result<Option<String>> {
+    c.confirm_body_file
+        .as_deref()
+        .map(|f| import::read_body_file("--confirm-body-file", f))
+        .transpose()
+}
+
+fn confirm_content<'a>(c: &'a ConfirmArgs, body: Option<&'a str>) -> ConfirmContent<'a> {
+    ConfirmContent {
+        from: c.confirm_from.as_deref(),
+        subject: c.confirm_subject.as_deref(),
+        body,
     }
 }
 

@@ -1,7 +1,7 @@
 //! `sendonce subscriber ...`: flags parsed into the inputs of `app::subscribers` (add, import,
 //! list, show, update, remove), its outputs printed as text or one JSON document.
 
-use super::args::{Cli, SubscriberCmd};
+use super::args::{Cli, PublicUrlArgs, SubscriberCmd};
 use super::{open, open_read_only, to_json, Output};
 use crate::app::import;
 use crate::app::subscribers::{self, ImportRequest, Page, Update};
@@ -17,6 +17,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             attrs,
             status,
             lists,
+            links,
         } => {
             let attrs = attrs
                 .iter()
@@ -29,7 +30,8 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 Some(status),
                 &attrs,
             )?;
-            let added = subscribers::add(&*open(cli)?, account, &s, lists)?;
+            let links = confirm_links(lists, links)?;
+            let added = subscribers::add(&*open(cli)?, account, &s, lists, links.as_ref())?;
             Ok(Output::ok(to_json(&added), added.id.to_string()))
         }
         SubscriberCmd::Import {
@@ -39,17 +41,20 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             delimiter,
             encoding,
             lists,
+            links,
         } => {
             let format = import::CsvFormat {
                 delimiter: import::parse_delimiter(delimiter)?,
                 encoding: import::Encoding::parse(encoding)?,
             };
+            let confirm = confirm_links(lists, links)?;
             let req = ImportRequest {
                 account,
                 file,
                 skip_invalid: *skip_invalid,
                 format,
                 lists,
+                links: confirm.as_ref(),
             };
             imported(subscribers::import_csv(&*open(cli)?, &req)?)
         }
@@ -119,6 +124,18 @@ fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             command(cli, cmd)
         }
     }
+}
+
+/// The public URL and keys of confirmation links, when members join lists (a double opt-in
+/// list needs them; `app` says so).
+fn confirm_links(
+    lists: &[String],
+    a: &PublicUrlArgs,
+) -> Result<Option<crate::domain::links::Links>> {
+    if lists.is_empty() {
+        return Ok(None);
+    }
+    crate::app::run::links(a.config.as_deref(), a.public_url.as_deref())
 }
 
 /// An import told: how many rows went in, and every skipped one with its line.

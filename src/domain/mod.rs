@@ -8,6 +8,7 @@ pub mod content;
 pub mod headers;
 pub mod links;
 pub mod model;
+pub mod optin;
 pub mod retry;
 pub mod segment;
 pub mod sms;

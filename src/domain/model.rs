@@ -125,6 +125,16 @@ pub fn api_job_id(installation: &str, account_id: i64, message_id: i64) -> Strin
     format!("api:{account_id}:{message_id}{CAMPAIGN_JOB_AT}{scope}")
 }
 
+/// The job id of a double opt-in confirmation, `confirm:<list>:<subscriber>@<scope>`: one per
+/// (list, subscriber), whatever adds the subscriber or how often, so a confirmation is never
+/// queued twice for the same membership.
+pub fn confirm_job_id(installation: &str, list_id: i64, subscriber_id: i64) -> String {
+    let scope = installation
+        .get(..INSTALLATION_SCOPE_LEN)
+        .unwrap_or(installation);
+    format!("confirm:{list_id}:{subscriber_id}{CAMPAIGN_JOB_AT}{scope}")
+}
+
 /// Namespace for idempotency keys (a fixed random UUID; changing it would change every key).
 const KEY_NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x5e7d_0a3c_9b1f_4e52_8c6d_2f0b_7a41_93e8);
 

@@ -40,6 +40,26 @@ pub struct NewList<'a> {
     pub name: &'a str,
     pub description: Option<&'a str>,
     pub optin: OptIn,
+    /// Takes signups from the public form (`/subscribe`).
+    pub public: bool,
+    /// The confirmation message of a double opt-in list (checked by the caller).
+    pub confirm: ConfirmContent<'a>,
+}
+
+/// A double opt-in list's confirmation message: sender, and subject and text templates
+/// (`None`: the defaults of `domain::optin`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConfirmContent<'a> {
+    pub from: Option<&'a str>,
+    pub subject: Option<&'a str>,
+    pub body: Option<&'a str>,
+}
+
+/// A change to a list: each `Some` field is set, `None` is kept.
+#[derive(Debug, Clone, Default)]
+pub struct ListChange<'a> {
+    pub public: Option<bool>,
+    pub confirm: ConfirmContent<'a>,
 }
 
 /// A list as stored, with its members counted per membership status.
@@ -50,6 +70,11 @@ pub struct ListRow {
     pub name: String,
     pub description: Option<String>,
     pub optin: OptIn,
+    /// Takes signups from the public form.
+    pub public: bool,
+    pub confirm_from: Option<String>,
+    pub confirm_subject: Option<String>,
+    pub confirm_body: Option<String>,
     pub created_at: i64,
     pub subscribed: u64,
     pub unsubscribed: u64,
@@ -90,6 +115,8 @@ pub struct AudienceQuery<'a> {
 pub trait Lists: Send + Sync {
     /// Create a list; a name already used in the account is a `Conflict`.
     fn create_list(&self, l: &NewList<'_>) -> Result<i64>;
+    /// Change a list's public flag or confirmation message.
+    fn update_list(&self, account_id: i64, list_id: i64, change: &ListChange<'_>) -> Result<()>;
     /// The account's lists by name, with member counts.
     fn lists(&self, account_id: i64) -> Result<Vec<ListRow>>;
     /// One list of the account, by id or name (`NotFound` otherwise).

@@ -11,6 +11,7 @@ mod ledger;
 mod lists;
 mod messages;
 mod notify;
+mod optin;
 mod ratelimit;
 mod suppressions;
 mod tokens;
@@ -27,9 +28,12 @@ pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, Subsc
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
-pub use lists::{AudienceCounts, AudienceQuery, ListRow, Lists, NewList, OptIn};
+pub use lists::{
+    AudienceCounts, AudienceQuery, ConfirmContent, ListChange, ListRow, Lists, NewList, OptIn,
+};
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
 pub use notify::{Notifications, NotifyRow};
+pub use optin::{Confirmation, MemberKey, MemberState, Optin};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, Suppressions};
@@ -51,6 +55,7 @@ pub trait Storage:
     + Audit
     + Notifications
     + Messages
+    + Optin
     + RateLimits
     + Admin
     + Tokens
@@ -69,6 +74,7 @@ impl<T> Storage for T where
         + Audit
         + Notifications
         + Messages
+        + Optin
         + RateLimits
         + Admin
         + Tokens

@@ -419,6 +419,8 @@ fn setup_campaign_in_lists(store: &SqliteStore, n: u64, lists: usize) -> Result<
             name: &format!("list{i}"),
             description: None,
             optin: OptIn::Single,
+            public: false,
+            confirm: Default::default(),
         })?);
     }
     let memberships = store.bench_seed_memberships(account, &ids)?;

@@ -6,6 +6,7 @@ use crate::app::lists::{self, NewListRequest};
 use crate::app::suppressions::{self, Entry};
 use crate::domain::address::Channel;
 use crate::error::Error;
+use crate::store::ConfirmContent;
 use crate::http::auth::Authed;
 use crate::http::{ApiError, AppState};
 use axum::extract::rejection::JsonRejection;
@@ -36,6 +37,14 @@ pub struct NewList {
     description: Option<String>,
     /// `single` (the default) or `double`.
     optin: Option<String>,
+    /// Takes signups from the public form (`/subscribe`).
+    #[serde(default)]
+    public: bool,
+    /// A double opt-in list's confirmation message: sender (required), subject and text
+    /// body templates (default: `domain::optin`'s).
+    confirm_from: Option<String>,
+    confirm_subject: Option<String>,
+    confirm_body: Option<String>,
 }
 
 async fn create(
@@ -52,6 +61,12 @@ async fn create(
             name: &n.name,
             description: n.description.as_deref(),
             optin: n.optin.as_deref().unwrap_or("single"),
+            public: n.public,
+            confirm: ConfirmContent {
+                from: n.confirm_from.as_deref(),
+                subject: n.confirm_subject.as_deref(),
+                body: n.confirm_body.as_deref(),
+            },
         };
         lists::create(s, &req)
     })

@@ -88,6 +88,7 @@ async fn create(
     writing(&who)?;
     let n = body(&who, b)?;
     let acct = account(&who);
+    let links = st.links.clone();
     let shown = call(&st, &who, move |s| {
         let attrs: Vec<(String, String)> = n.attrs.into_iter().collect();
         let new = import::subscriber(
@@ -97,7 +98,7 @@ async fn create(
             Some(n.status.as_deref().unwrap_or("confirmed")),
             &attrs,
         )?;
-        let added = subscribers::add(s, &acct, &new, &n.lists)?;
+        let added = subscribers::add(s, &acct, &new, &n.lists, links.as_deref())?;
         subscribers::show(s, &acct, &added.id.to_string())
     })
     .await?;

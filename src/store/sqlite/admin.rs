@@ -3,6 +3,7 @@
 use super::codec;
 use super::SqliteStore;
 use crate::domain::address::Channel;
+use crate::domain::links::Links;
 use crate::error::{Error, Result};
 use crate::store::{Audience, ImportReport, NewSubscriber, SkippedRow, Suppression, Suppressions};
 use crate::tools::crash;
@@ -46,15 +47,19 @@ fn add_to_lists(
     account_id: i64,
     s: &NewSubscriber,
     lists: &[i64],
+    links: Option<&Links>,
 ) -> Result<(i64, bool)> {
+    // Everything that would refuse a confirmation is checked before anything is written (a
+    // skipped import row leaves nothing behind).
+    super::optin::can_confirm(tx, account_id, s, lists, links)?;
     if !lists.is_empty() {
         if let Some((id, false)) = existing_subscriber(tx, account_id, s)? {
-            super::lists::join_lists(tx, id, lists)?;
+            super::lists::join_lists(tx, id, lists, links)?;
             return Ok((id, false));
         }
     }
     let id = insert_subscriber(tx, account_id, s)?;
-    super::lists::join_lists(tx, id, lists)?;
+    super::lists::join_lists(tx, id, lists, links)?;
     Ok((id, true))
 }
 
@@ -166,23 +171,30 @@ impl Audience for SqliteStore {
         })
     }
 
-    fn add_subscriber(&self, account_id: i64, s: &NewSubscriber, lists: &[i64]) -> Result<i64> {
+    fn add_subscriber_with(
+        &self,
+        account_id: i64,
+        s: &NewSubscriber,
+        lists: &[i64],
+        links: Option<&Links>,
+    ) -> Result<i64> {
         self.write(|tx| {
             require_account(tx, account_id)?;
             super::lists::require_lists(tx, account_id, lists)?;
-            Ok(add_to_lists(tx, account_id, s, lists)?.0)
+            Ok(add_to_lists(tx, account_id, s, lists, links)?.0)
         })
     }
 
     /// Import subscribers in one transaction. Rows are `(line, parsed)`; a parse error is an
     /// `Err` with its reason. All-or-nothing unless `skip_invalid`, which imports the valid rows
     /// and reports every skipped one.
-    fn import_subscribers(
+    fn import_subscribers_with(
         &self,
         account_id: i64,
         rows: Vec<(u64, Result<NewSubscriber>)>,
         skip_invalid: bool,
         lists: &[i64],
+        links: Option<&Links>,
     ) -> Result<ImportReport> {
         self.write(|tx| {
             require_account(tx, account_id)?;
@@ -193,7 +205,7 @@ impl Audience for SqliteStore {
                 skipped: Vec::new(),
             };
             for (line, row) in rows {
-                let res = row.and_then(|s| add_to_lists(tx, account_id, &s, lists));
+                let res = row.and_then(|s| add_to_lists(tx, account_id, &s, lists, links));
                 match res {
                     Ok((_, true)) => report.imported += 1,
                     Ok((_, false)) => report.existing += 1,

@@ -9,11 +9,15 @@ use crate::domain::address::Channel;
 use crate::domain::segment::Filter;
 use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
-use crate::store::{Audience, AudienceCounts, AudienceQuery, Campaigns, ListRow, Lists, NewList};
+use crate::domain::links::Links;
+use crate::store::{
+    Audience, AudienceCounts, AudienceQuery, Campaigns, ListChange, ListRow, Lists, NewList,
+};
 use rusqlite::{named_params, params, Connection, OptionalExtension, Row, Transaction};
 use std::collections::BTreeMap;
 
 const LIST_COLS: &str = "l.id, l.account_id, l.name, l.description, l.optin, l.created_at,
+    l.public, l.confirm_from, l.confirm_subject, l.confirm_body,
     (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'subscribed'),
     (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'unsubscribed'),
     (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'pending')";
@@ -28,9 +32,13 @@ fn list_from_row(r: &Row<'_>) -> rusqlite::Result<ListRow> {
         description: r.get(3)?,
         optin: codec::get(r, 4, "lists")?,
         created_at: r.get(5)?,
-        subscribed: count(6)?,
-        unsubscribed: count(7)?,
-        pending: count(8)?,
+        public: r.get(6)?,
+        confirm_from: r.get(7)?,
+        confirm_subject: r.get(8)?,
+        confirm_body: r.get(9)?,
+        subscribed: count(10)?,
+        unsubscribed: count(11)?,
+        pending: count(12)?,
     })
 }
 
@@ -49,9 +57,15 @@ pub(super) fn require_lists(tx: &Transaction<'_>, account_id: i64, lists: &[i64]
 }
 
 /// Make `subscriber_id` a member of each of `lists` (checked by [`require_lists`]): subscribed,
-/// or pending on a double opt-in list. An existing membership is kept as it is (someone who
+/// or pending on a double opt-in list, with its confirmation queued once (`optin.rs`; the
+/// caller ran `optin::can_confirm`). An existing membership is kept as it is (someone who
 /// unsubscribed from the list stays unsubscribed). Returns how many memberships were new.
-pub(super) fn join_lists(tx: &Transaction<'_>, subscriber_id: i64, lists: &[i64]) -> Result<u64> {
+pub(super) fn join_lists(
+    tx: &Transaction<'_>,
+    subscriber_id: i64,
+    lists: &[i64],
+    links: Option<&Links>,
+) -> Result<u64> {
     let mut st = tx.prepare_cached(
         "INSERT INTO list_members (list_id, subscriber_id, status, created_at, updated_at)
          SELECT l.id, :sub, CASE l.optin WHEN 'double' THEN 'pending' ELSE 'subscribed' END,
@@ -65,7 +79,18 @@ pub(super) fn join_lists(tx: &Transaction<'_>, subscriber_id: i64, lists: &[i64]
         joined +=
             st.execute(named_params! {":sub": subscriber_id, ":now": now, ":list": list})? as u64;
     }
+    super::optin::queue_confirmations(tx, subscriber_id, lists, links)?;
     Ok(joined)
+}
+
+/// List `list_id` if it takes public signups.
+pub(super) fn public_list(c: &Connection, list_id: i64) -> Result<Option<ListRow>> {
+    Ok(c.query_row(
+        &format!("SELECT {LIST_COLS} FROM lists l WHERE l.id = ?1 AND l.public = 1"),
+        [list_id],
+        list_from_row,
+    )
+    .optional()?)
 }
 
 /// Store a new draft's targets (checked by [`require_lists`]).
@@ -181,17 +206,43 @@ impl Lists for SqliteStore {
                 )));
             }
             tx.execute(
-                "INSERT INTO lists (account_id, name, description, optin, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO lists (account_id, name, description, optin, created_at, public,
+                                    confirm_from, confirm_subject, confirm_body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     l.account_id,
                     name,
                     l.description,
                     l.optin,
-                    crate::domain::clock::now_ms()
+                    crate::domain::clock::now_ms(),
+                    l.public,
+                    l.confirm.from,
+                    l.confirm.subject,
+                    l.confirm.body,
                 ],
             )?;
             Ok(tx.last_insert_rowid())
+        })
+    }
+
+    fn update_list(&self, account_id: i64, list_id: i64, change: &ListChange<'_>) -> Result<()> {
+        self.write(|tx| {
+            require_lists(tx, account_id, &[list_id])?;
+            tx.execute(
+                "UPDATE lists SET public = coalesce(?2, public),
+                        confirm_from = coalesce(?3, confirm_from),
+                        confirm_subject = coalesce(?4, confirm_subject),
+                        confirm_body = coalesce(?5, confirm_body)
+                 WHERE id = ?1",
+                params![
+                    list_id,
+                    change.public,
+                    change.confirm.from,
+                    change.confirm.subject,
+                    change.confirm.body
+                ],
+            )?;
+            Ok(())
         })
     }
 

@@ -12,6 +12,7 @@ mod ledger;
 mod lists;
 mod messages;
 mod notify;
+mod optin;
 mod ratelimit;
 mod segment;
 mod tokens;
@@ -51,6 +52,8 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_api_messages",
         include_str!("../../../schema/0007_api_messages.sql"),
     ),
+    // 0008 is another branch's; the numbering is settled when they merge.
+    ("0009_optin", include_str!("../../../schema/0009_optin.sql")),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
