@@ -11,6 +11,7 @@ pub mod limits;
 pub mod lists;
 pub mod messages;
 pub mod notify;
+pub mod optin;
 pub mod preview;
 pub mod run;
 pub mod subscribers;

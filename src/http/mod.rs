@@ -81,7 +81,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         openapi::ROUTES,
         messages::ROUTES,
         resources::ROUTES,
-        pages::ROUTES,
+        &pages::route_list(),
     ]
     .concat()
 }
@@ -212,9 +212,9 @@ async fn run_server(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut stop = std::pin::pin!(stopped(rx));
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(pair) => pair,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little, keep serving.
                     tracing::warn!(error = %e, "accept failed");
@@ -224,7 +224,14 @@ async fn run_server(
             },
             _ = &mut stop => break,
         };
-        let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+        // The peer's address reaches handlers as axum's `ConnectInfo` (the signup form's
+        // rate limit is per client address).
+        let tower = hyper_util::service::TowerToHyperService::new(app.clone());
+        let svc = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo::<SocketAddr>(peer));
+            hyper::service::Service::call(&tower, req)
+        });
         let mut b = hyper::server::conn::http1::Builder::new();
         b.timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(HEADER_TIMEOUT);

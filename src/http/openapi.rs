@@ -21,7 +21,7 @@ pub async fn serve() -> Response {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = ops_paths();
-    for more in [message_paths(), resource_paths()] {
+    for more in [message_paths(), resource_paths(), optin_paths()] {
         if let (Some(p), Value::Object(m)) = (paths.as_object_mut(), more) {
             p.extend(m);
         }
@@ -86,6 +86,60 @@ fn ops_paths() -> Value {
         "/metrics": open("Metrics in the Prometheus text format (0.0.4).",
             json!({"text/plain": {"schema": {"type": "string"}}})),
         "/v1/openapi.json": open("This document.", any),
+    })
+}
+
+/// The double opt-in confirm page and the public signup form: HTML for people, no token.
+fn optin_paths() -> Value {
+    let html = |summary: &str, codes: &[(&str, &str)]| {
+        let mut responses = serde_json::Map::new();
+        for (code, what) in codes {
+            responses.insert(
+                code.to_string(),
+                json!({"description": what, "content": {"text/html": {"schema": {"type": "string"}}}}),
+            );
+        }
+        json!({"summary": summary, "security": [], "responses": responses})
+    };
+    let token = json!([{"name": "token", "in": "path", "required": true,
+        "schema": {"type": "string"}}]);
+    let list = json!([{"name": "list", "in": "path", "required": true,
+        "schema": {"type": "string"}, "description": "The id of a public list."}]);
+    let form = json!({"required": true, "content": {"application/x-www-form-urlencoded": {
+        "schema": {"type": "object", "required": ["list", "email"], "properties": {
+            "list": {"type": "string", "description": "The list's id."},
+            "email": {"type": "string"},
+            "name": {"type": "string"},
+            "website": {"type": "string", "description": "Honeypot: leave empty."}}}}}});
+    let mut get_c = html(
+        "The confirm page of a double opt-in link: list, masked address, a button. Changes nothing.",
+        &[("200", "The page"), ("404", "Link not valid"), ("503", "Links not set up")],
+    );
+    get_c["parameters"] = token.clone();
+    let mut post_c = html(
+        "Confirm: the pending membership becomes subscribed (never from unsubscribed).",
+        &[("200", "What happened"), ("404", "Link not valid"), ("503", "Links not set up")],
+    );
+    post_c["parameters"] = token;
+    let mut get_s = html(
+        "A public list's signup form.",
+        &[("200", "The form"), ("404", "No such public list")],
+    );
+    get_s["parameters"] = list;
+    let mut post_s = html(
+        "Sign up to a public list: always the same answer, whether or not the address was known.",
+        &[
+            ("200", "Check your inbox (double opt-in) or subscribed (single)"),
+            ("400", "The form is incomplete or the address is not valid"),
+            ("404", "No such public list"),
+            ("429", "Too many signups from this client address"),
+        ],
+    );
+    post_s["requestBody"] = form;
+    json!({
+        "/c/{token}": {"get": get_c, "post": post_c},
+        "/subscribe/{list}": {"get": get_s},
+        "/subscribe": {"post": post_s},
     })
 }
 

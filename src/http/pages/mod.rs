@@ -4,6 +4,9 @@
 //! stylesheet inline so a page reads well on a phone. A refused token or any error is a plain
 //! page with a status, never a stack trace or an internal message.
 
+mod confirm;
+mod subscribe;
+
 use super::AppState;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -11,16 +14,22 @@ use minijinja::Environment;
 use std::sync::OnceLock;
 
 /// The routes of this module, as (method, path).
-pub const ROUTES: &[(&str, &str)] = &[];
+pub fn route_list() -> Vec<(&'static str, &'static str)> {
+    [confirm::ROUTES, subscribe::ROUTES].concat()
+}
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
+        .merge(confirm::routes())
+        .merge(subscribe::routes())
 }
 
 /// Every page template, by name (names ending in `.html` are auto-escaped).
 const TEMPLATES: &[(&str, &str)] = &[
     ("base.html", include_str!("templates/base.html")),
     ("message.html", include_str!("templates/message.html")),
+    ("confirm.html", include_str!("templates/confirm.html")),
+    ("subscribe.html", include_str!("templates/subscribe.html")),
 ];
 
 fn env() -> &'static Environment<'static> {
