@@ -472,6 +472,8 @@ fn lists_fixture(b: &Backend, env: &common::Env) -> (Arc<dyn Storage>, i64, i64,
             name,
             description: None,
             optin: OptIn::Single,
+            public: false,
+            confirm: Default::default(),
         })
         .unwrap()
     };
@@ -511,6 +513,8 @@ fn lists_are_unique_per_account_and_found_by_id_or_name() {
             name: "a",
             description: None,
             optin: OptIn::Double,
+            public: false,
+            confirm: Default::default(),
         });
         let e = again.expect_err(b.name);
         assert_eq!(e.kind, sendonce::error::ErrorKind::Conflict, "{}", b.name);

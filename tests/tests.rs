@@ -24,6 +24,7 @@ mod ledger;
 mod limits;
 mod lists;
 mod notify;
+mod optin;
 mod ops_http;
 mod providers_http;
 mod ratelimit;

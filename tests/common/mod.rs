@@ -456,3 +456,31 @@ pub fn token(env: &Env, account: &str, scope: &str) -> String {
     let doc: Value = serde_json::from_str(&out).unwrap();
     doc["token"].as_str().unwrap().to_string()
 }
+
+/// `sendonce serve ARGS` (no --listen added) with extra environment variables, e.g. the link
+/// secret (tests/optin.rs).
+pub fn serve_with_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Server {
+    let mut child = Command::new(BIN)
+        .arg("--db")
+        .arg(&env.db)
+        .arg("serve")
+        .args(args)
+        .env_remove("SENDONCE_PROVIDER")
+        .env_remove("SENDONCE_LISTEN")
+        .env_remove("SENDONCE_PUBLIC_URL")
+        .envs(vars.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn sendonce serve");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("read the address line");
+    let base = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    Server { child, base }
+}
