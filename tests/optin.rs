@@ -425,3 +425,45 @@ fn signup_rate_limit_answers_429_after_the_burst() {
     assert!(page.contains("Too many"), "{page}");
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 5);
 }
+
+#[test]
+fn api_subscriber_create_queues_one_confirmation() {
+    let env = Env::new();
+    setup(&env);
+    let admin = crate::common::token(&env, "acme", "admin");
+    let post = |srv: &Server| -> (u16, String) {
+        rt().block_on(async {
+            let res = client()
+                .post(srv.url("/v1/subscribers"))
+                .bearer_auth(&admin)
+                .json(&serde_json::json!({"email": "fay@example.org", "lists": ["news"]}))
+                .send()
+                .await
+                .unwrap();
+            let status = res.status().as_u16();
+            (status, res.text().await.unwrap())
+        })
+    };
+    // A server without a public URL refuses, and writes nothing.
+    let bare = serve_with_env(
+        &env,
+        &["--listen", "127.0.0.1:0"],
+        &[("SENDONCE_UNSUBSCRIBE_SECRET", SECRET)],
+    );
+    let (status, body) = post(&bare);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("public URL"), "{body}");
+    assert_eq!(env.count("SELECT count(*) FROM subscribers"), 0);
+    drop(bare);
+    let srv = server(&env);
+    for _ in 0..2 {
+        let (status, body) = post(&srv);
+        assert_eq!(status, 201, "{body}");
+    }
+    assert_eq!(membership(&env, "fay@example.org", "news"), "pending");
+    assert_eq!(env.count("SELECT count(*) FROM list_confirmations"), 1);
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE job_id LIKE 'confirm:%' AND status = 'queued'"),
+        1
+    );
+}

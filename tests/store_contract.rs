@@ -628,3 +628,94 @@ fn a_list_campaign_builds_one_row_per_address_and_a_recipient_knows_why() {
         assert_eq!(e.kind, sendonce::error::ErrorKind::Conflict, "{}", b.name);
     }
 }
+
+// Double opt-in: the same rules on every backend.
+
+/// A pending membership of a double opt-in list gets one confirmation however often the
+/// subscriber is added; without links nothing is written; confirming moves pending to
+/// subscribed once and never an unsubscribed membership; a member whose only membership is
+/// pending is left out of a campaign to the whole account.
+#[test]
+fn double_opt_in_confirms_once_and_pending_members_get_no_campaign() {
+    use sendonce::domain::links::{Keys, Links, Secret};
+    use sendonce::store::{ConfirmContent, MemberKey, MemberState, NewList, OptIn};
+    for b in backends() {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let acct = s.add_account("t").unwrap();
+        let list = s
+            .create_list(&NewList {
+                account_id: acct,
+                name: "news",
+                description: None,
+                optin: OptIn::Double,
+                public: true,
+                confirm: ConfirmContent {
+                    from: Some("news@example.org"),
+                    ..Default::default()
+                },
+            })
+            .unwrap();
+        let links = Links::new(
+            "https://x.example.org",
+            Keys::new(Secret::new(b"contract-secret-0123456789".to_vec()).unwrap()),
+        )
+        .unwrap();
+        let sub = |email: &str| {
+            sendonce::app::import::subscriber(Some(email), None, None, Some("confirmed"), &[])
+                .unwrap()
+        };
+        let e = s
+            .add_subscriber_with(acct, &sub("a@x.com"), &[list], None)
+            .expect_err(b.name);
+        assert_eq!(e.kind, sendonce::error::ErrorKind::Invalid, "{}", b.name);
+        assert!(s.find_subscriber(acct, "a@x.com").is_err(), "{}: nothing written", b.name);
+        let a = s
+            .add_subscriber_with(acct, &sub("a@x.com"), &[list], Some(&links))
+            .unwrap();
+        s.add_subscriber_with(acct, &sub("A@x.com"), &[list], Some(&links))
+            .unwrap();
+        s.add_subscriber_with(acct, &sub("b@x.com"), &[list], Some(&links))
+            .unwrap();
+        s.add_subscriber(acct, &sub("c@x.com"), &[]).unwrap();
+        assert_eq!(s.public_list(list).unwrap().map(|l| l.id), Some(list));
+        let key = |addr: &'static str| MemberKey {
+            account_id: acct,
+            list_id: list,
+            channel: Channel::Email,
+            address: addr,
+        };
+        let found = s.confirmation(&key("a@x.com")).unwrap().unwrap();
+        assert_eq!(
+            (found.list_name.as_str(), found.state),
+            ("news", Some(MemberState::Pending))
+        );
+        let other = MemberKey {
+            account_id: acct + 1,
+            ..key("a@x.com")
+        };
+        assert!(s.confirmation(&other).unwrap().is_none(), "{}", b.name);
+        let first = s.confirm(&key("a@x.com"), 1).unwrap().unwrap();
+        assert_eq!(first.state, Some(MemberState::Pending), "{}", b.name);
+        let again = s.confirm(&key("a@x.com"), 2).unwrap().unwrap();
+        assert_eq!(again.state, Some(MemberState::Subscribed), "{}", b.name);
+        assert_eq!(s.find_list(acct, "news").unwrap().subscribed, 1);
+        assert_eq!(s.find_list(acct, "news").unwrap().pending, 1);
+
+        // The whole account: a (subscribed) and c (in no list), never b (only pending).
+        let counts = s
+            .audience_counts_for(&sendonce::store::AudienceQuery {
+                account_id: acct,
+                channel: Channel::Email,
+                lists: &[],
+                filter: None,
+            })
+            .unwrap();
+        assert_eq!(
+            (counts.would_receive, counts.unconfirmed),
+            (2, 1),
+            "{}: {counts:?}",
+            b.name
+        );
+    }
+}

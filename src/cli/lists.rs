@@ -81,9 +81,9 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
         }
         ListCmd::Show { account, list } => {
             let l = lists::show(&*open_read_only(cli)?, account, list)?;
-            let text = format!(
+            let mut text = format!(
                 "list {} {:?} (account {}, {} opt-in, created {})\n  {}\nsubscribed\t{}\n\
-                 unsubscribed\t{}\npending\t{}",
+                 unsubscribed\t{}\npending\t{}\npublic form\t{}",
                 l.id,
                 l.name,
                 l.account_id,
@@ -92,8 +92,17 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
                 l.description.as_deref().unwrap_or("(no description)"),
                 l.subscribed,
                 l.unsubscribed,
-                l.pending
+                l.pending,
+                if l.public { "yes" } else { "no" }
             );
+            if let Some(c) = &l.confirm {
+                text.push_str(&format!(
+                    "\nconfirm from\t{}\nconfirm subject\t{}\nconfirm body\t{}",
+                    c.from.as_deref().unwrap_or("(none: members cannot be added)"),
+                    c.subject.as_deref().unwrap_or("(default)"),
+                    if c.body.is_some() { "(set)" } else { "(default)" }
+                ));
+            }
             Ok(Output::ok(to_json(&l), text))
         }
         ListCmd::Remove { account, list } => {
