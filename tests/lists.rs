@@ -104,7 +104,10 @@ fn setup(env: &Env) {
     // its own).
     let out = env
         .cmd()
-        .env("SENDONCE_UNSUBSCRIBE_SECRET", "lists-test-secret-0123456789")
+        .env(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            "lists-test-secret-0123456789",
+        )
         .args([
             "subscriber",
             "add",

@@ -53,7 +53,10 @@ fn setup(env: &Env) -> (String, String, String) {
             body.to_str().unwrap(),
         ],
     );
-    let open = ok(env, &["list", "create", "--account", "acme", "open", "--public"]);
+    let open = ok(
+        env,
+        &["list", "create", "--account", "acme", "open", "--public"],
+    );
     let staff = ok(
         env,
         &[
@@ -93,7 +96,16 @@ fn send(env: &Env, outbox: &Path) -> Vec<DeliveryLine> {
     let spec = format!("outbox:{}?idempotent=false", outbox.display());
     ok(
         env,
-        &["run", "--once", "--tick", "20ms", "--provider", &spec, "--public-url", PUBLIC],
+        &[
+            "run",
+            "--once",
+            "--tick",
+            "20ms",
+            "--provider",
+            &spec,
+            "--public-url",
+            PUBLIC,
+        ],
     );
     read_lines(outbox).unwrap_or_default()
 }
@@ -184,7 +196,16 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
         .cmd()
         .env_remove("SENDONCE_PUBLIC_URL")
         .env_remove("SENDONCE_UNSUBSCRIBE_SECRET")
-        .args(["subscriber", "add", "--account", "acme", "--email", "ana@example.org", "--list", "news"])
+        .args([
+            "subscriber",
+            "add",
+            "--account",
+            "acme",
+            "--email",
+            "ana@example.org",
+            "--list",
+            "news",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
@@ -193,16 +214,37 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
     assert_eq!(env.count("SELECT count(*) FROM sends"), 0);
 
     assert_eq!(add(&env, "ana@example.org", "news").code, 0);
-    assert_eq!(add(&env, "Ana@Example.org", "news").code, 0, "re-adding is fine");
-    let csv = env.write("s.csv", "email,name\nana@example.org,Ana\nbo@example.org,Bo\n");
+    assert_eq!(
+        add(&env, "Ana@Example.org", "news").code,
+        0,
+        "re-adding is fine"
+    );
+    let csv = env.write(
+        "s.csv",
+        "email,name\nana@example.org,Ana\nbo@example.org,Bo\n",
+    );
     ok(
         &env,
         &[
-            "subscriber", "import", "--account", "acme", csv.to_str().unwrap(), "--list", "news",
-            "--public-url", PUBLIC,
+            "subscriber",
+            "import",
+            "--account",
+            "acme",
+            csv.to_str().unwrap(),
+            "--list",
+            "news",
+            "--public-url",
+            PUBLIC,
         ],
     );
-    env.ok(&["subscriber", "add", "--account", "acme", "--email", "carl@example.org"]);
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        "acme",
+        "--email",
+        "carl@example.org",
+    ]);
     assert_eq!(membership(&env, "ana@example.org", "news"), "pending");
     assert_eq!(env.count("SELECT count(*) FROM list_confirmations"), 2);
 
@@ -213,21 +255,39 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
     assert_eq!(second.len(), 2, "a second run sends nothing more");
     assert_eq!(add(&env, "ana@example.org", "news").code, 0);
     let third = send(&env, &outbox);
-    assert_eq!(third.len(), 2, "re-adding a pending subscriber sends nothing");
+    assert_eq!(
+        third.len(),
+        2,
+        "re-adding a pending subscriber sends nothing"
+    );
     let ana = third.iter().find(|l| l.to == "ana@example.org").unwrap();
     assert_eq!(ana.from.as_deref(), Some("News <news@example.org>"));
-    assert_eq!(ana.subject.as_deref(), Some("Confirm your subscription to news"));
-    assert!(ana.body.starts_with("Hi , confirm news: https://"), "{}", ana.body);
+    assert_eq!(
+        ana.subject.as_deref(),
+        Some("Confirm your subscription to news")
+    );
+    assert!(
+        ana.body.starts_with("Hi , confirm news: https://"),
+        "{}",
+        ana.body
+    );
     let ana_path = confirm_path(&third, "ana@example.org");
     let bo_path = confirm_path(&third, "bo@example.org");
 
     let srv = server(&env);
     let (status, page) = http(&srv.url(&ana_path), None);
     assert_eq!(status, 200, "{page}");
-    assert!(page.contains("news") && page.contains("a**@example.org"), "{page}");
+    assert!(
+        page.contains("news") && page.contains("a**@example.org"),
+        "{page}"
+    );
     assert!(page.contains("Confirm subscription") && page.contains("<form method=\"post\">"));
     assert!(!page.contains("ana@example.org"), "the address is masked");
-    assert_eq!(membership(&env, "ana@example.org", "news"), "pending", "GET changes nothing");
+    assert_eq!(
+        membership(&env, "ana@example.org", "news"),
+        "pending",
+        "GET changes nothing"
+    );
 
     let (status, page) = http(&srv.url(&ana_path), Some(""));
     assert_eq!(status, 200, "{page}");
@@ -292,7 +352,10 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
         Some(&format!("list={news}&email=not-an-address")),
     );
     assert_eq!(status, 400, "{page}");
-    assert!(page.contains("does not look like an email address"), "{page}");
+    assert!(
+        page.contains("does not look like an email address"),
+        "{page}"
+    );
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 3);
     drop(srv);
 
@@ -331,24 +394,55 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
 fn double_opt_in_needs_a_sender_and_an_email() {
     let env = Env::new();
     setup(&env);
-    let r = env.run(&["list", "create", "--account", "acme", "x", "--optin", "double"]);
+    let r = env.run(&[
+        "list",
+        "create",
+        "--account",
+        "acme",
+        "x",
+        "--optin",
+        "double",
+    ]);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("--confirm-from"), "{}", r.stderr);
     let r = env.run(&[
-        "list", "create", "--account", "acme", "x", "--confirm-from", "a@example.org",
+        "list",
+        "create",
+        "--account",
+        "acme",
+        "x",
+        "--confirm-from",
+        "a@example.org",
     ]);
     assert!(r.stderr.contains("double opt-in"), "{}", r.stderr);
     let body = env.write("b.txt", "Welcome to {{ list.name }}\n");
     let r = env.run(&[
-        "list", "create", "--account", "acme", "x", "--optin", "double", "--confirm-from",
-        "a@example.org", "--confirm-body-file", body.to_str().unwrap(),
+        "list",
+        "create",
+        "--account",
+        "acme",
+        "x",
+        "--optin",
+        "double",
+        "--confirm-from",
+        "a@example.org",
+        "--confirm-body-file",
+        body.to_str().unwrap(),
     ]);
     assert!(r.stderr.contains("confirm_url"), "{}", r.stderr);
     let r = run(
         &env,
         &[
-            "subscriber", "add", "--account", "acme", "--phone", "+14155550100", "--list",
-            "news", "--public-url", PUBLIC,
+            "subscriber",
+            "add",
+            "--account",
+            "acme",
+            "--phone",
+            "+14155550100",
+            "--list",
+            "news",
+            "--public-url",
+            PUBLIC,
         ],
     );
     assert_ne!(r.code, 0);
@@ -364,8 +458,14 @@ fn signup_form_honeypot_same_answer_and_unknown_lists() {
     let srv = server(&env);
     let (status, page) = http(&srv.url(&format!("/subscribe/{news}")), None);
     assert_eq!(status, 200, "{page}");
-    assert!(page.contains("name=\"website\"") && page.contains("class=\"hp\""), "{page}");
-    assert!(page.contains(&format!("name=\"list\" value=\"{news}\"")), "{page}");
+    assert!(
+        page.contains("name=\"website\"") && page.contains("class=\"hp\""),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!("name=\"list\" value=\"{news}\"")),
+        "{page}"
+    );
     for other in [staff.as_str(), "999", "news", "-1"] {
         let (status, page) = http(&srv.url(&format!("/subscribe/{other}")), None);
         assert_eq!(status, 404, "{other}: {page}");
@@ -402,7 +502,9 @@ fn signup_form_honeypot_same_answer_and_unknown_lists() {
     );
     assert_eq!(status, 404);
     assert_eq!(
-        env.count(&format!("SELECT count(*) FROM list_members WHERE list_id = {staff}")),
+        env.count(&format!(
+            "SELECT count(*) FROM list_members WHERE list_id = {staff}"
+        )),
         0
     );
 }

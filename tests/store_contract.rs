@@ -669,12 +669,18 @@ fn double_opt_in_confirms_once_and_pending_members_get_no_campaign() {
             .add_subscriber_with(acct, &sub("a@x.com"), &[list], None)
             .expect_err(b.name);
         assert_eq!(e.kind, sendonce::error::ErrorKind::Invalid, "{}", b.name);
-        assert!(s.find_subscriber(acct, "a@x.com").is_err(), "{}: nothing written", b.name);
+        assert!(
+            s.find_subscriber(acct, "a@x.com").is_err(),
+            "{}: nothing written",
+            b.name
+        );
         let a = s
             .add_subscriber_with(acct, &sub("a@x.com"), &[list], Some(&links))
             .unwrap();
-        s.add_subscriber_with(acct, &sub("A@x.com"), &[list], Some(&links))
+        let again = s
+            .add_subscriber_with(acct, &sub("A@x.com"), &[list], Some(&links))
             .unwrap();
+        assert_eq!(again, a, "{}: one subscriber per address", b.name);
         s.add_subscriber_with(acct, &sub("b@x.com"), &[list], Some(&links))
             .unwrap();
         s.add_subscriber(acct, &sub("c@x.com"), &[]).unwrap();

@@ -41,7 +41,7 @@ pub struct ConfirmView {
 
 impl From<ListRow> for List {
     fn from(r: ListRow) -> Self {
-        let confirm = (r.optin == OptIn::Double).then(|| ConfirmView {
+        let confirm = (r.optin == OptIn::Double).then_some(ConfirmView {
             from: r.confirm_from,
             subject: r.confirm_subject,
             body: r.confirm_body,

@@ -145,8 +145,15 @@ pub fn signup(store: &dyn Storage, links: Option<&Links>, s: &Signup<'_>) -> Res
     )
     .map_err(|_| Error::invalid("this does not look like an email address"))?;
     if !s.honeypot.trim().is_empty() {
-        tracing::info!(list = list.id, "a signup with the honeypot filled was dropped");
-        return Ok(if double { Signed::Accepted } else { Signed::Subscribed });
+        tracing::info!(
+            list = list.id,
+            "a signup with the honeypot filled was dropped"
+        );
+        return Ok(if double {
+            Signed::Accepted
+        } else {
+            Signed::Subscribed
+        });
     }
     store.add_subscriber_with(list.account_id, &sub, &[list.id], links)?;
     Ok(if double {

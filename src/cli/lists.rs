@@ -6,9 +6,9 @@ use super::args::{Cli, ConfirmArgs, ListCmd};
 use super::{open, open_read_only, to_json, Output};
 use crate::app::import;
 use crate::app::lists::{self, Audience, ListUpdate, NewListRequest};
-use crate::store::ConfirmContent;
 use crate::domain::clock;
 use crate::error::Result;
+use crate::store::ConfirmContent;
 
 pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
     match cmd {
@@ -57,7 +57,11 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
                 l.id,
                 l.name,
                 l.optin,
-                if l.public { "public form on" } else { "no public form" }
+                if l.public {
+                    "public form on"
+                } else {
+                    "no public form"
+                }
             );
             Ok(Output::ok(to_json(&l), text))
         }
@@ -98,9 +102,15 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
             if let Some(c) = &l.confirm {
                 text.push_str(&format!(
                     "\nconfirm from\t{}\nconfirm subject\t{}\nconfirm body\t{}",
-                    c.from.as_deref().unwrap_or("(none: members cannot be added)"),
+                    c.from
+                        .as_deref()
+                        .unwrap_or("(none: members cannot be added)"),
                     c.subject.as_deref().unwrap_or("(default)"),
-                    if c.body.is_some() { "(set)" } else { "(default)" }
+                    if c.body.is_some() {
+                        "(set)"
+                    } else {
+                        "(default)"
+                    }
                 ));
             }
             Ok(Output::ok(to_json(&l), text))

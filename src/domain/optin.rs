@@ -58,9 +58,9 @@ pub fn check(from: &str, subject: Option<&str>, body: Option<&str>) -> Result<()
         "ana@example.com",
         Some("Ana"),
     );
-    let r = compiled
-        .render_json(&sample, None)
-        .map_err(|e| e.context("the confirmation message (it may read confirm_url, list.name, email and name)"))?;
+    let r = compiled.render_json(&sample, None).map_err(|e| {
+        e.context("the confirmation message (it may read confirm_url, list.name, email and name)")
+    })?;
     content::check(&Content {
         channel: Channel::Email,
         sender: Some(from),
@@ -70,7 +70,7 @@ pub fn check(from: &str, subject: Option<&str>, body: Option<&str>) -> Result<()
         reply_to: None,
         sms_footer: None,
     })
-    .map_err(|e| confirm_words(e))
+    .map_err(confirm_words)
 }
 
 /// A content error in the words of `list create`'s flags.
@@ -105,7 +105,10 @@ mod tests {
         let r = c
             .render_json(&vars("https://x.org/c/T", "Weekly", "a@b.org", None), None)
             .unwrap();
-        assert_eq!(r.subject.as_deref(), Some("Confirm your subscription to Weekly"));
+        assert_eq!(
+            r.subject.as_deref(),
+            Some("Confirm your subscription to Weekly")
+        );
         assert!(r.text.contains("https://x.org/c/T"), "{}", r.text);
     }
 
@@ -113,7 +116,12 @@ mod tests {
     fn refuses_a_body_without_the_link_and_unknown_variables() {
         let e = check("news@example.org", None, Some("Welcome to {{ list.name }}")).unwrap_err();
         assert!(e.message.contains("confirm_url"), "{}", e.message);
-        let e = check("news@example.org", None, Some("{{ confirm_url }} {{ city }}")).unwrap_err();
+        let e = check(
+            "news@example.org",
+            None,
+            Some("{{ confirm_url }} {{ city }}"),
+        )
+        .unwrap_err();
         assert!(e.message.contains("confirmation message"), "{}", e.message);
         let e = check("not an address", None, None).unwrap_err();
         assert!(e.message.contains("--confirm-from"), "{}", e.message);

@@ -118,7 +118,11 @@ fn optin_paths() -> Value {
     get_c["parameters"] = token.clone();
     let mut post_c = html(
         "Confirm: the pending membership becomes subscribed (never from unsubscribed).",
-        &[("200", "What happened"), ("404", "Link not valid"), ("503", "Links not set up")],
+        &[
+            ("200", "What happened"),
+            ("404", "Link not valid"),
+            ("503", "Links not set up"),
+        ],
     );
     post_c["parameters"] = token;
     let mut get_s = html(
@@ -129,7 +133,10 @@ fn optin_paths() -> Value {
     let mut post_s = html(
         "Sign up to a public list: always the same answer, whether or not the address was known.",
         &[
-            ("200", "Check your inbox (double opt-in) or subscribed (single)"),
+            (
+                "200",
+                "Check your inbox (double opt-in) or subscribed (single)",
+            ),
             ("400", "The form is incomplete or the address is not valid"),
             ("404", "No such public list"),
             ("429", "Too many signups from this client address"),

@@ -18,16 +18,31 @@ pub fn routes() -> axum::Router<AppState> {
     axum::Router::new().route("/c/{token}", axum::routing::get(show).post(confirm))
 }
 
-/// The opened link, or the page that refuses it.
-fn opened(st: &AppState, token: &str) -> Result<Link, Response> {
-    let Some(keys) = st.keys.as_deref() else {
-        return Err(message(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Not available",
-            "Confirmation links are not set up on this server yet. Please try again later.",
-        ));
-    };
-    optin::open(keys, token).map_err(|_| refused())
+/// Why a link was not opened.
+enum Unopened {
+    /// No secret on this server.
+    NotSetUp,
+    /// Changed, forged, for another purpose, or its key retired.
+    Refused,
+}
+
+impl Unopened {
+    fn page(self) -> Response {
+        match self {
+            Unopened::NotSetUp => message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Not available",
+                "Confirmation links are not set up on this server yet. Please try again later.",
+            ),
+            Unopened::Refused => refused(),
+        }
+    }
+}
+
+/// The opened link, or why not.
+fn opened(st: &AppState, token: &str) -> Result<Link, Unopened> {
+    let keys = st.keys.as_deref().ok_or(Unopened::NotSetUp)?;
+    optin::open(keys, token).map_err(|_| Unopened::Refused)
 }
 
 fn refused() -> Response {
@@ -62,7 +77,11 @@ pub(super) fn failed(e: &Error) -> Response {
 /// The page for a link's state; `done` after a POST that confirmed.
 fn page(link: &Link, f: &Found, done: bool) -> Response {
     let (title, text, pending) = match (f.state, done) {
-        (Member::Pending, true) => ("Subscription confirmed", "Thank you: you are subscribed.", false),
+        (Member::Pending, true) => (
+            "Subscription confirmed",
+            "Thank you: you are subscribed.",
+            false,
+        ),
         (Member::Pending, false) => ("Confirm your subscription", "", true),
         (Member::Subscribed, _) => (
             "Already confirmed",
@@ -97,7 +116,7 @@ fn page(link: &Link, f: &Found, done: bool) -> Response {
 async fn show(State(st): State<AppState>, Path(token): Path<String>) -> Response {
     let link = match opened(&st, &token) {
         Ok(l) => l,
-        Err(page) => return page,
+        Err(why) => return why.page(),
     };
     let l = link.clone();
     match blocking(&st, move |s| optin::show(s, &l)).await {
@@ -109,7 +128,7 @@ async fn show(State(st): State<AppState>, Path(token): Path<String>) -> Response
 async fn confirm(State(st): State<AppState>, Path(token): Path<String>) -> Response {
     let link = match opened(&st, &token) {
         Ok(l) => l,
-        Err(page) => return page,
+        Err(why) => return why.page(),
     };
     let l = link.clone();
     match blocking(&st, move |s| optin::confirm(s, &l)).await {

@@ -6,10 +6,10 @@ use super::codec;
 use super::segment;
 use super::SqliteStore;
 use crate::domain::address::Channel;
+use crate::domain::links::Links;
 use crate::domain::segment::Filter;
 use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
-use crate::domain::links::Links;
 use crate::store::{
     Audience, AudienceCounts, AudienceQuery, Campaigns, ListChange, ListRow, Lists, NewList,
 };

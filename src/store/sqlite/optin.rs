@@ -9,9 +9,7 @@ use crate::domain::address::Channel;
 use crate::domain::links::{Links, Purpose, Target};
 use crate::domain::{model, optin};
 use crate::error::{Error, Result};
-use crate::store::{
-    Confirmation, ListRow, MemberKey, MemberState, NewSubscriber, Optin,
-};
+use crate::store::{Confirmation, ListRow, MemberKey, MemberState, NewSubscriber, Optin};
 use rusqlite::{named_params, params, OptionalExtension, Transaction};
 
 /// Refuse, before anything is written, a subscriber joining a double opt-in list among `lists`
@@ -30,7 +28,9 @@ pub(super) fn can_confirm(
     )?;
     for &list in lists {
         let Some((name, has_from)) = st
-            .query_row([list], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)))
+            .query_row([list], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?))
+            })
             .optional()?
         else {
             continue;
@@ -266,7 +266,9 @@ impl Optin for SqliteStore {
                 params![key.list_id, sid, now],
             )?;
             if n != 1 {
-                return Err(Error::internal("the pending membership changed under its lock"));
+                return Err(Error::internal(
+                    "the pending membership changed under its lock",
+                ));
             }
             tx.execute(
                 "UPDATE subscribers SET status = 'confirmed' WHERE id = ?1 AND status = 'pending'",
