@@ -1,5 +1,5 @@
-//! `sendonce list ...`: flags parsed into the inputs of `app::lists` (create, list, show,
-//! remove), its outputs printed as text or one JSON document; and the text of
+//! `sendonce list ...`: flags parsed into the inputs of `app::lists` (create, update, list,
+//! show, remove), its outputs printed as text or one JSON document; and the text of
 //! `campaign audience`.
 
 use super::args::{Cli, ConfirmArgs, ListCmd};
@@ -39,32 +39,7 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
             public,
             no_public,
             confirm,
-        } => {
-            let body = confirm_body(confirm)?;
-            let u = ListUpdate {
-                account,
-                list,
-                public: match (*public, *no_public) {
-                    (true, _) => Some(true),
-                    (_, true) => Some(false),
-                    _ => None,
-                },
-                confirm: confirm_content(confirm, body.as_deref()),
-            };
-            let l = lists::update(&*open(cli)?, &u)?;
-            let text = format!(
-                "list {} {:?}: {} opt-in, {}",
-                l.id,
-                l.name,
-                l.optin,
-                if l.public {
-                    "public form on"
-                } else {
-                    "no public form"
-                }
-            );
-            Ok(Output::ok(to_json(&l), text))
-        }
+        } => update(cli, account, list, (*public, *no_public), confirm),
         ListCmd::List { account } => {
             let all = lists::list(&*open_read_only(cli)?, account)?;
             let mut text =
@@ -85,34 +60,7 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
         }
         ListCmd::Show { account, list } => {
             let l = lists::show(&*open_read_only(cli)?, account, list)?;
-            let mut text = format!(
-                "list {} {:?} (account {}, {} opt-in, created {})\n  {}\nsubscribed\t{}\n\
-                 unsubscribed\t{}\npending\t{}\npublic form\t{}",
-                l.id,
-                l.name,
-                l.account_id,
-                l.optin,
-                clock::format_ms(l.created_at),
-                l.description.as_deref().unwrap_or("(no description)"),
-                l.subscribed,
-                l.unsubscribed,
-                l.pending,
-                if l.public { "yes" } else { "no" }
-            );
-            if let Some(c) = &l.confirm {
-                text.push_str(&format!(
-                    "\nconfirm from\t{}\nconfirm subject\t{}\nconfirm body\t{}",
-                    c.from
-                        .as_deref()
-                        .unwrap_or("(none: members cannot be added)"),
-                    c.subject.as_deref().unwrap_or("(default)"),
-                    if c.body.is_some() {
-                        "(set)"
-                    } else {
-                        "(default)"
-                    }
-                ));
-            }
+            let text = show_text(&l);
             Ok(Output::ok(to_json(&l), text))
         }
         ListCmd::Remove { account, list } => {
@@ -124,6 +72,68 @@ pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
             Ok(Output::ok(to_json(&r), text))
         }
     }
+}
+
+/// `list update`: `public` is (--public, --no-public).
+fn update(
+    cli: &Cli,
+    account: &str,
+    list: &str,
+    public: (bool, bool),
+    confirm: &ConfirmArgs,
+) -> Result<Output> {
+    let body = confirm_body(confirm)?;
+    let u = ListUpdate {
+        account,
+        list,
+        public: match public {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
+        confirm: confirm_content(confirm, body.as_deref()),
+    };
+    let l = lists::update(&*open(cli)?, &u)?;
+    let form = if l.public {
+        "public form on"
+    } else {
+        "no public form"
+    };
+    let text = format!("list {} {:?}: {} opt-in, {form}", l.id, l.name, l.optin);
+    Ok(Output::ok(to_json(&l), text))
+}
+
+/// `list show` for people.
+fn show_text(l: &lists::List) -> String {
+    let mut text = format!(
+        "list {} {:?} (account {}, {} opt-in, created {})\n  {}\nsubscribed\t{}\n\
+         unsubscribed\t{}\npending\t{}\npublic form\t{}",
+        l.id,
+        l.name,
+        l.account_id,
+        l.optin,
+        clock::format_ms(l.created_at),
+        l.description.as_deref().unwrap_or("(no description)"),
+        l.subscribed,
+        l.unsubscribed,
+        l.pending,
+        if l.public { "yes" } else { "no" }
+    );
+    if let Some(c) = &l.confirm {
+        let body = if c.body.is_some() {
+            "(set)"
+        } else {
+            "(default)"
+        };
+        text.push_str(&format!(
+            "\nconfirm from\t{}\nconfirm subject\t{}\nconfirm body\t{body}",
+            c.from
+                .as_deref()
+                .unwrap_or("(none: members cannot be added)"),
+            c.subject.as_deref().unwrap_or("(default)"),
+        ));
+    }
+    text
 }
 
 /// The text of --confirm-body-file, if given.
