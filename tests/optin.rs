@@ -556,6 +556,24 @@ fn api_subscriber_create_queues_one_confirmation() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("public URL"), "{body}");
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 0);
+    // Its signup form: a robot (honeypot filled, even with a bad address) gets the usual
+    // answer; a person gets "not available", nothing written.
+    let news = env.ok(&["list", "show", "--account", "acme", "news", "--json"]);
+    let news: serde_json::Value = serde_json::from_str(&news).unwrap();
+    let id = news["id"].as_i64().unwrap();
+    let (status, page) = http(
+        &bare.url("/subscribe"),
+        Some(&format!("list={id}&email=nonsense&website=x")),
+    );
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Check your inbox"), "{page}");
+    let (status, page) = http(
+        &bare.url("/subscribe"),
+        Some(&format!("list={id}&email=gil%40example.org")),
+    );
+    assert_eq!(status, 503, "{page}");
+    assert!(page.contains("cannot take signups"), "{page}");
+    assert_eq!(env.count("SELECT count(*) FROM subscribers"), 0);
     drop(bare);
     let srv = server(&env);
     for _ in 0..2 {

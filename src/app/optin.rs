@@ -109,6 +109,9 @@ pub enum Signed {
     Accepted,
     /// The list is single opt-in: subscribed at once (or already a member).
     Subscribed,
+    /// A double opt-in list whose confirmation cannot be sent from here (no public URL or
+    /// secret on this server, no confirmation sender): nothing written.
+    Unavailable,
 }
 
 /// A public list, by the id a form names (`NotFound` for anything else, a private list's
@@ -122,15 +125,28 @@ pub fn public_list(store: &dyn Storage, list: &str) -> Result<crate::store::List
 /// Sign up through a public form: the address joins the list (pending on a double opt-in
 /// list, with its confirmation queued; subscribed on a single one). A filled honeypot writes
 /// nothing and gets the same answer. A double opt-in list whose confirmation cannot be sent
-/// here (no public URL or secret, no sender) is `Unavailable`, before anything is written.
+/// here (no public URL or secret, no sender) is [`Signed::Unavailable`], nothing written.
 pub fn signup(store: &dyn Storage, links: Option<&Links>, s: &Signup<'_>) -> Result<Signed> {
     let list = public_list(store, s.list)?;
     let double = list.optin == OptIn::Double;
+    if !s.honeypot.trim().is_empty() {
+        tracing::info!(
+            list = list.id,
+            "a signup with the honeypot filled was dropped"
+        );
+        return Ok(if double {
+            Signed::Accepted
+        } else {
+            Signed::Subscribed
+        });
+    }
     if double && (links.is_none() || list.confirm_from.is_none()) {
-        return Err(Error::new(
-            crate::error::ErrorKind::Busy,
-            "this signup form cannot confirm addresses right now",
-        ));
+        tracing::warn!(
+            list = list.id,
+            "a signup to a double opt-in list was refused: this server has no public URL and \
+             secret, or the list no confirmation sender"
+        );
+        return Ok(Signed::Unavailable);
     }
     let email = s.email.trim();
     if email.is_empty() {
@@ -144,17 +160,6 @@ pub fn signup(store: &dyn Storage, links: Option<&Links>, s: &Signup<'_>) -> Res
         &[],
     )
     .map_err(|_| Error::invalid("this does not look like an email address"))?;
-    if !s.honeypot.trim().is_empty() {
-        tracing::info!(
-            list = list.id,
-            "a signup with the honeypot filled was dropped"
-        );
-        return Ok(if double {
-            Signed::Accepted
-        } else {
-            Signed::Subscribed
-        });
-    }
     store.add_subscriber_with(list.account_id, &sub, &[list.id], links)?;
     Ok(if double {
         Signed::Accepted

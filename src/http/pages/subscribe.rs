@@ -190,6 +190,11 @@ async fn submit(
             "Thank you",
             "You are subscribed. Every message has a link to unsubscribe.",
         ),
+        Ok(Signed::Unavailable) => message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not available",
+            "This signup form cannot take signups right now. Please try again later.",
+        ),
         Err(e) if e.kind == ErrorKind::Invalid => {
             message(StatusCode::BAD_REQUEST, "Please check the form", &e.message)
         }
