@@ -656,7 +656,8 @@ pub struct ServeArgs {
     /// Config file with routes (as for `run`; default ./sendonce.toml if it exists).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Public base URL of this sender, for {{ unsubscribe_url }} (as for `run`).
+    /// Public base URL of this sender, for {{ unsubscribe_url }} (as for `run`) and the
+    /// confirmation links of double opt-in lists (`POST /v1/subscribers`, the signup form).
     #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// After SIGTERM, how long requests and sends in flight may take (default 30s).

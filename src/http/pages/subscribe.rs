@@ -69,6 +69,12 @@ impl Limiter {
         if map.len() >= MAX_TRACKED {
             let (burst, rate) = (self.burst, self.per_sec);
             map.retain(|_, (t, at)| *t + now.duration_since(*at).as_secs_f64() * rate < burst);
+            if map.len() >= MAX_TRACKED {
+                // Over MAX_TRACKED addresses signing up within minutes: memory stays bounded,
+                // and everyone starts again from a full bucket.
+                tracing::warn!("signup rate limit: too many client addresses, buckets reset");
+                map.clear();
+            }
         }
         let (tokens, at) = map.entry(key).or_insert((self.burst, now));
         *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.per_sec).min(self.burst);
