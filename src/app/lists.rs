@@ -238,7 +238,8 @@ pub struct Audience {
     pub suppressed: u64,
     /// Targeted only through memberships they unsubscribed from.
     pub unsubscribed: u64,
-    /// The subscriber is not confirmed, or its only memberships are pending.
+    /// The subscriber is not confirmed (a double opt-in signup that has not confirmed yet is
+    /// `pending`), or its memberships in the campaign's lists are pending.
     pub unconfirmed: u64,
     /// No address for the campaign's channel.
     pub no_address: u64,

@@ -60,6 +60,7 @@ fn add_to_lists(
     }
     let id = insert_subscriber(tx, account_id, s)?;
     super::lists::join_lists(tx, id, lists, links)?;
+    super::optin::pending_until_confirmed(tx, id, lists)?;
     Ok((id, true))
 }
 

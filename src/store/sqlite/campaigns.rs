@@ -67,8 +67,7 @@ fn recipient_sql(channel: Channel, filter: &str) -> String {
     };
     format!(
         "SELECT s.id, {addr}, coalesce(se.vars, {vars}), se.job_id, se.status, s.status,
-                (NOT EXISTS (SELECT 1 FROM campaign_lists WHERE campaign_id = :campaign)
-                 AND NOT {only_pending})
+                NOT EXISTS (SELECT 1 FROM campaign_lists WHERE campaign_id = :campaign)
                 OR EXISTS (SELECT 1 FROM campaign_lists cl JOIN list_members m
                            ON m.list_id = cl.list_id AND m.subscriber_id = s.id
                            WHERE cl.campaign_id = :campaign AND m.status = 'subscribed'),
@@ -79,7 +78,6 @@ fn recipient_sql(channel: Channel, filter: &str) -> String {
          LEFT JOIN sends se ON se.campaign_id = :campaign AND se.subscriber_id = s.id
          WHERE s.id = :subscriber AND s.account_id = :account",
         vars = super::ledger::CAPTURED_VARS,
-        only_pending = super::ledger::ONLY_PENDING
     )
 }
 

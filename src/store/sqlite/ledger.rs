@@ -872,8 +872,8 @@ const RECORD_IN_DOUBT: &str =
 /// account for everyone the campaign considered. The job id is built from the same constants
 /// as [`crate::domain::model::campaign_job_id`].
 /// With `targeted`, only subscribers with a `subscribed` membership in at least one of the
-/// campaign's lists (`campaign_lists`); otherwise every confirmed subscriber of the account
-/// but those whose only memberships are pending ([`ONLY_PENDING`]).
+/// campaign's lists (`campaign_lists`); otherwise every confirmed subscriber of the account (a
+/// subscriber that arrived through double opt-in lists only is `pending` until it confirms).
 /// The memberships are read as one key range per targeted list over the chunk's ids (a set
 /// SQLite builds once per chunk; the subscribers are then read by id, in order), not probed
 /// list by list for every subscriber: with three lists overlapping by a third that took the
@@ -892,7 +892,7 @@ fn list_insert_sql(channel: Channel, targeted: bool, filter: Option<&str>) -> St
                           AND m.subscriber_id > :cursor AND m.subscriber_id <= :end)"
             .to_string()
     } else {
-        format!("AND NOT {ONLY_PENDING}")
+        String::new()
     };
     // The audience filter: a condition on `s` whose values are all bound (`segment.rs`).
     let filter = filter.map_or(String::new(), |f| format!("AND {f}"));
@@ -921,15 +921,6 @@ fn list_insert_sql(channel: Channel, targeted: bool, filter: Option<&str>) -> St
          ON CONFLICT DO NOTHING"
     )
 }
-
-/// A subscriber (`s`) whose memberships are pending, none subscribed: it signed up to double
-/// opt-in lists only and confirmed none, so a campaign to the whole account leaves it out as
-/// a list's campaign does. One probe of `list_members_subscriber` for almost everyone (no
-/// pending membership).
-pub(super) const ONLY_PENDING: &str = "EXISTS (SELECT 1 FROM list_members p
-        WHERE p.subscriber_id = s.id AND p.status = 'pending'
-          AND NOT EXISTS (SELECT 1 FROM list_members q
-                          WHERE q.subscriber_id = s.id AND q.status = 'subscribed'))";
 
 /// The template variables a send captures from its subscriber (`s`): the attributes, with the
 /// built-ins on top. Campaign preview reads the same expression.

@@ -142,7 +142,6 @@ fn audience_sql(channel: Channel, filter: Option<&str>) -> String {
              SELECT {addr} AS addr,
                     CASE WHEN NOT coalesce(m.sub, :whole) AND m.unsub THEN 'unsubscribed'
                          WHEN NOT coalesce(m.sub, :whole) OR s.status <> 'confirmed'
-                              OR (:whole AND {only_pending})
                               THEN 'unconfirmed'
                          WHEN {addr} IS NULL THEN 'no_address'
                          {filtered}
@@ -157,8 +156,7 @@ fn audience_sql(channel: Channel, filter: Option<&str>) -> String {
                 count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NULL THEN addr END),
                 coalesce(sum(k = 'filtered_out'), 0)
          FROM t LEFT JOIN suppressions su ON su.account_id = :account
-                                         AND su.channel = :channel AND su.address = t.addr",
-        only_pending = super::ledger::ONLY_PENDING
+                                         AND su.channel = :channel AND su.address = t.addr"
     )
 }
 
@@ -174,7 +172,7 @@ fn variable_counts_sql(channel: Channel, filter: &str) -> String {
         "WITH a AS (
              SELECT s.id, s.attrs, s.name, s.email, s.phone FROM subscribers s
              WHERE s.account_id = :account AND s.status = 'confirmed' AND {addr} IS NOT NULL
-               AND ((:whole AND NOT {only_pending}) OR EXISTS (
+               AND (:whole OR EXISTS (
                    SELECT 1 FROM json_each(:lists) cl JOIN list_members lm
                    ON lm.list_id = cl.value AND lm.subscriber_id = s.id
                    WHERE lm.status = 'subscribed'))
@@ -183,7 +181,6 @@ fn variable_counts_sql(channel: Channel, filter: &str) -> String {
          UNION ALL
          SELECT j.key, count(DISTINCT s.id) FROM a s, json_each({vars}) j GROUP BY j.key",
         vars = super::ledger::CAPTURED_VARS,
-        only_pending = super::ledger::ONLY_PENDING
     )
 }
 

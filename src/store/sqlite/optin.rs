@@ -287,3 +287,27 @@ impl Optin for SqliteStore {
         self.read(|c| super::lists::public_list(c, list_id))
     }
 }
+
+/// A new subscriber that arrives through double opt-in lists only is `pending` (whatever status
+/// it was given) until it confirms one of them: campaigns to the whole account send only to
+/// `confirmed` subscribers, so it gets nothing before it confirms. Someone already subscribed
+/// who signs up to a double list keeps their status (this runs for new rows only).
+pub(super) fn pending_until_confirmed(
+    tx: &Transaction<'_>,
+    subscriber_id: i64,
+    lists: &[i64],
+) -> Result<()> {
+    if lists.is_empty() {
+        return Ok(());
+    }
+    let ids = serde_json::to_string(lists)
+        .map_err(|e| Error::internal(format!("list ids as JSON: {e}")))?;
+    tx.prepare_cached(
+        "UPDATE subscribers SET status = 'pending'
+         WHERE id = ?1 AND status = 'confirmed'
+           AND NOT EXISTS (SELECT 1 FROM json_each(?2) j JOIN lists l ON l.id = j.value
+                           WHERE l.optin <> 'double')",
+    )?
+    .execute(rusqlite::params![subscriber_id, ids])?;
+    Ok(())
+}
