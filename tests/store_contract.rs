@@ -599,6 +599,7 @@ fn a_list_campaign_builds_one_row_per_address_and_a_recipient_knows_why() {
                 filter: Some("city != \"Porto\""),
                 sms_footer: None,
                 lists: &[la, lb],
+                transactional: false,
             })
             .unwrap();
         assert_eq!(s.campaign_lists(cid).unwrap(), vec![la, lb], "{}", b.name);

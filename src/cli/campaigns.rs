@@ -19,12 +19,24 @@ pub(super) fn command(
 ) -> Result<Output> {
     match cmd {
         CampaignCmd::Create(a) => create(cli, a),
-        CampaignCmd::Approve { id, at } => {
+        CampaignCmd::Approve {
+            id,
+            at,
+            public_url,
+            config,
+        } => {
             let at = match at {
                 Some(s) => clock::parse_rfc3339_ms(s)?,
                 None => clock::now_ms(),
             };
-            let a = campaigns::approve(&*open(cli)?, *id, at)?;
+            let store = open(cli)?;
+            // Read (and checked) only when the campaign's List-Unsubscribe needs it.
+            let links = if campaigns::needs_unsubscribe_url(&*store, *id)? {
+                crate::app::run::links(config.as_deref(), public_url.as_deref())?
+            } else {
+                None
+            };
+            let a = campaigns::approve(&*store, *id, at, links.as_ref())?;
             let text = format!("campaign {id} approved for {}", clock::format_ms(at));
             Ok(Output::ok(to_json(&a), text))
         }
@@ -100,6 +112,7 @@ fn create(cli: &Cli, a: &CampaignCreate) -> Result<Output> {
         html,
         reply_to: a.reply_to.clone(),
         filter: a.filter.clone(),
+        transactional: a.transactional,
     }
     .checked()?;
     if a.dry_run {

@@ -27,7 +27,10 @@ pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, Subsc
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
-pub use lists::{AudienceCounts, AudienceQuery, ListRow, Lists, NewList, OptIn};
+pub use lists::{
+    AudienceCounts, AudienceQuery, LinkList, LinkState, ListRow, Lists, NewList, OptIn,
+    UnsubscribeChange, UnsubscribeRequest,
+};
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
 pub use notify::{Notifications, NotifyRow};
 pub use ratelimit::{Grant, RateLimits};

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sendonce");
+/// The public URL `Env::cmd` gives every command (nothing listens there).
+pub const TEST_PUBLIC_URL: &str = "http://127.0.0.1:9/";
+/// The unsubscribe-link secret `Env::cmd` gives every command.
+pub const TEST_UNSUBSCRIBE_SECRET: &str = "sendonce-tests-fixed-unsubscribe-secret";
 
 /// A temporary directory with a database path inside it.
 pub struct Env {
@@ -32,6 +36,12 @@ impl Env {
         let mut c = Command::new(BIN);
         c.arg("--db").arg(&self.db).env_remove("SENDONCE_DB");
         c.env_remove("SENDONCE_CRASH_AT");
+        // An email campaign that is not transactional is approved (and sent) only with a
+        // public unsubscribe URL: a fixed one (nothing listens on port 9) and a fixed secret.
+        // A test of the refusal removes them (`env_remove`).
+        c.env("SENDONCE_PUBLIC_URL", TEST_PUBLIC_URL)
+            .env("SENDONCE_UNSUBSCRIBE_SECRET", TEST_UNSUBSCRIBE_SECRET)
+            .env_remove("SENDONCE_UNSUBSCRIBE_OLD_SECRETS");
         c
     }
 
@@ -142,6 +152,7 @@ pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64
             filter: None,
             sms_footer: None,
             lists: &[],
+            transactional: false,
         })
         .unwrap();
     s.approve_campaign(cid, 0).unwrap();

@@ -4,6 +4,8 @@
 //! stylesheet inline so a page reads well on a phone. A refused token or any error is a plain
 //! page with a status, never a stack trace or an internal message.
 
+mod unsubscribe;
+
 use super::AppState;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -11,16 +13,20 @@ use minijinja::Environment;
 use std::sync::OnceLock;
 
 /// The routes of this module, as (method, path).
-pub const ROUTES: &[(&str, &str)] = &[];
+pub const ROUTES: &[(&str, &str)] = &[("GET", "/u/{token}"), ("POST", "/u/{token}")];
 
 pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
+    axum::Router::new().route(
+        "/u/{token}",
+        axum::routing::get(unsubscribe::show).post(unsubscribe::submit),
+    )
 }
 
 /// Every page template, by name (names ending in `.html` are auto-escaped).
 const TEMPLATES: &[(&str, &str)] = &[
     ("base.html", include_str!("templates/base.html")),
     ("message.html", include_str!("templates/message.html")),
+    ("unsubscribe.html", include_str!("templates/unsubscribe.html")),
 ];
 
 fn env() -> &'static Environment<'static> {
