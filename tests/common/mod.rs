@@ -389,6 +389,11 @@ impl Server {
 
     /// `sendonce serve ARGS` (no --listen added).
     pub fn start_with(env: &Env, args: &[&str]) -> Server {
+        Server::start_with_env(env, args, &[])
+    }
+
+    /// `sendonce serve ARGS` with these environment variables set (no --listen added).
+    pub fn start_with_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Server {
         let mut child = Command::new(BIN)
             .arg("--db")
             .arg(&env.db)
@@ -396,6 +401,7 @@ impl Server {
             .args(args)
             .env_remove("SENDONCE_PROVIDER")
             .env_remove("SENDONCE_LISTEN")
+            .envs(vars.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
