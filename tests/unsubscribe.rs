@@ -532,7 +532,11 @@ fn changed_foreign_retired_and_other_purpose_tokens_are_refused() {
     assert_eq!(snapshot(&env), before, "no refused link changed anything");
 
     // A server without a secret cannot open links: a plain 503 page.
-    let bare = Server::start(&env, &[]);
+    let bare = Server::start_with_env(
+        &env,
+        &["--listen", "127.0.0.1:0"],
+        &[("SENDONCE_UNSUBSCRIBE_SECRET", ""), ("SENDONCE_PUBLIC_URL", "")],
+    );
     rt().block_on(async {
         let (status, page) = get(&bare.url(&format!("/u/{token}"))).await;
         assert_eq!(status, 503, "{page}");
@@ -638,7 +642,11 @@ fn the_api_approves_email_only_with_the_servers_public_url_or_transactional() {
     let env = Env::new();
     setup(&env);
     let tok = common::token(&env, "acme", "admin");
-    let server = Server::start(&env, &[]);
+    let server = Server::start_with_env(
+        &env,
+        &["--listen", "127.0.0.1:0"],
+        &[("SENDONCE_PUBLIC_URL", "")],
+    );
     rt().block_on(async {
         let create = |transactional: bool| {
             let tok = tok.clone();

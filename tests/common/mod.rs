@@ -392,16 +392,28 @@ impl Server {
         Server::start_with_env(env, args, &[])
     }
 
-    /// `sendonce serve ARGS` with these environment variables set (no --listen added).
+    /// `sendonce serve ARGS` with these environment variables set (no --listen added). Like
+    /// `Env::cmd`, the server gets the test public URL and unsubscribe secret unless `vars`
+    /// names them: a variable given as `""` is removed.
     pub fn start_with_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(BIN)
-            .arg("--db")
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--db")
             .arg(&env.db)
             .arg("serve")
             .args(args)
             .env_remove("SENDONCE_PROVIDER")
             .env_remove("SENDONCE_LISTEN")
-            .envs(vars.iter().copied())
+            .env_remove("SENDONCE_UNSUBSCRIBE_OLD_SECRETS")
+            .env("SENDONCE_PUBLIC_URL", TEST_PUBLIC_URL)
+            .env("SENDONCE_UNSUBSCRIBE_SECRET", TEST_UNSUBSCRIBE_SECRET);
+        for (k, v) in vars {
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
+        }
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -472,4 +484,12 @@ pub fn token(env: &Env, account: &str, scope: &str) -> String {
     ]);
     let doc: Value = serde_json::from_str(&out).unwrap();
     doc["token"].as_str().unwrap().to_string()
+}
+
+/// The links `Env::cmd`'s commands make (`TEST_PUBLIC_URL`, `TEST_UNSUBSCRIBE_SECRET`), for a
+/// worker run in the test's own process.
+pub fn test_links() -> sendonce::domain::links::Links {
+    use sendonce::domain::links::{Keys, Links, Secret};
+    let secret = Secret::new(TEST_UNSUBSCRIBE_SECRET.as_bytes().to_vec()).unwrap();
+    Links::new(TEST_PUBLIC_URL, Keys::new(secret)).unwrap()
 }
