@@ -405,7 +405,10 @@ fn check_message(raw: &[u8], p: &Person, cid: &str) {
     assert_eq!(names, want, "{ctx}");
     // Not transactional: the recipient's link on the public URL the test commands get.
     let unsub = parsed.header_raw("List-Unsubscribe").unwrap_or("").trim();
-    assert!(unsub.starts_with("<http://127.0.0.1:9/u/2"), "{ctx}: {unsub}");
+    assert!(
+        unsub.starts_with("<http://127.0.0.1:9/u/2"),
+        "{ctx}: {unsub}"
+    );
     let from = parsed.from().and_then(|a| a.first()).expect("From");
     assert_eq!(from.name(), Some("Café Ünïcode"), "{ctx}");
     assert_eq!(from.address(), Some("news@example.org"), "{ctx}");

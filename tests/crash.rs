@@ -67,7 +67,10 @@ fn worker_cmd(db: &Path, spec: &str, id: &str, extra: &[&str]) -> Command {
     c.env_remove("SENDONCE_CRASH_AT").stdout(Stdio::null());
     // Email campaigns that are not transactional are sent only with a public URL.
     c.env("SENDONCE_PUBLIC_URL", crate::common::TEST_PUBLIC_URL)
-        .env("SENDONCE_UNSUBSCRIBE_SECRET", crate::common::TEST_UNSUBSCRIBE_SECRET);
+        .env(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            crate::common::TEST_UNSUBSCRIBE_SECRET,
+        );
     c
 }
 
@@ -814,7 +817,10 @@ fn sigterm_drains_in_flight_calls_and_leaves_no_lease() {
     let mut c = Command::new(BIN);
     c.arg("--db").arg(&env.db).arg("-q");
     c.env("SENDONCE_PUBLIC_URL", crate::common::TEST_PUBLIC_URL)
-        .env("SENDONCE_UNSUBSCRIBE_SECRET", crate::common::TEST_UNSUBSCRIBE_SECRET);
+        .env(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            crate::common::TEST_UNSUBSCRIBE_SECRET,
+        );
     c.args([
         "run",
         "--provider",

@@ -611,7 +611,10 @@ fn same_key_with_other_content_is_recorded_as_sent_and_reported() {
             .arg("--db")
             .arg(db)
             .env("SENDONCE_PUBLIC_URL", common::TEST_PUBLIC_URL)
-            .env("SENDONCE_UNSUBSCRIBE_SECRET", common::TEST_UNSUBSCRIBE_SECRET)
+            .env(
+                "SENDONCE_UNSUBSCRIBE_SECRET",
+                common::TEST_UNSUBSCRIBE_SECRET,
+            )
             .args([
                 "--json",
                 "run",

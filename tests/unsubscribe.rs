@@ -230,10 +230,16 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
             "{link} points at the server"
         );
         let body = msg.body_text(0).unwrap();
-        assert!(body.contains(&link), "the body prints the same link: {body}");
+        assert!(
+            body.contains(&link),
+            "the body prints the same link: {body}"
+        );
         // http://, not https://: no one-click promise.
         assert!(msg.header_raw("List-Unsubscribe-Post").is_none());
-        assert!(!link.contains(who), "the address is not readable in the link");
+        assert!(
+            !link.contains(who),
+            "the address is not readable in the link"
+        );
         link
     };
     let (ana, bob) = (link_of("ana@example.com"), link_of("bob@example.com"));
@@ -245,7 +251,13 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
         out.join("before.png"),
         out.join("after.png"),
     );
-    let page = browser(&[&ana, "--width", "360", "--screenshot", narrow.to_str().unwrap()]);
+    let page = browser(&[
+        &ana,
+        "--width",
+        "360",
+        "--screenshot",
+        narrow.to_str().unwrap(),
+    ]);
     assert_eq!(page["status"], 200, "{page}");
     assert_eq!(page["overflow_x"], false, "the page fits 360 px: {page}");
     assert_eq!(page["scripts"], 0, "no JavaScript");
@@ -281,7 +293,10 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
     // The same link again: already unsubscribed from the list, "everything" still offered.
     let again = browser(&[&ana]);
     let text = again["text"].as_str().unwrap();
-    assert!(text.contains("already unsubscribed from this list"), "{text}");
+    assert!(
+        text.contains("already unsubscribed from this list"),
+        "{text}"
+    );
 
     // Bob: "everything from this sender", with the keyboard only (Tab to the button, Enter).
     let page = browser(&[
@@ -293,7 +308,10 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
         "--keyboard",
     ]);
     let done = page["after"]["text"].as_str().unwrap();
-    assert!(done.contains("You are unsubscribed from everything"), "{done}");
+    assert!(
+        done.contains("You are unsubscribed from everything"),
+        "{done}"
+    );
     assert_eq!(
         env.count(
             "SELECT count(*) FROM suppressions WHERE address = 'bob@example.com' AND channel = 'email'
@@ -318,7 +336,11 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
         .unwrap()
         .map(|r| r.unwrap())
         .collect();
-    assert_eq!(to_list, vec!["cy@example.com"], "the list campaign skips ana and bob");
+    assert_eq!(
+        to_list,
+        vec!["cy@example.com"],
+        "the list campaign skips ana and bob"
+    );
     let to_all: Vec<String> = env
         .sqlite()
         .prepare(&format!(
@@ -421,7 +443,10 @@ fn one_click_posts_unsubscribe_once_and_get_changes_nothing() {
         // The form: `scope=all` on ana's link after her list unsubscribe, then again.
         let (status, page) = post_form(&listed, FORM, "scope=all".into()).await;
         assert_eq!(status, 200, "{page}");
-        assert!(page.contains("You are unsubscribed from everything"), "{page}");
+        assert!(
+            page.contains("You are unsubscribed from everything"),
+            "{page}"
+        );
         let (_, page) = post_form(&listed, FORM, "scope=all".into()).await;
         assert!(page.contains("already unsubscribed"), "{page}");
         // A bad scope, and "list" on a link without lists: a page, nothing changes.
@@ -432,7 +457,10 @@ fn one_click_posts_unsubscribe_once_and_get_changes_nothing() {
         assert_eq!(status, 400);
         assert_eq!(snapshot(&env), now);
         let (_, page) = get(&listed).await;
-        assert!(page.contains("already unsubscribed from everything"), "{page}");
+        assert!(
+            page.contains("already unsubscribed from everything"),
+            "{page}"
+        );
     });
 }
 
@@ -444,7 +472,14 @@ fn assert_refused(status: u16, page: &str, what: &str) {
     );
     assert!(page.contains(NOT_VALID), "{what}: {page}");
     for internal in [
-        "rror", "panic", "NotValid", "Malformed", "token", "account", "list id", "sqlite",
+        "rror",
+        "panic",
+        "NotValid",
+        "Malformed",
+        "token",
+        "account",
+        "list id",
+        "sqlite",
         "at src/",
     ] {
         assert!(!page.contains(internal), "{what}: {internal:?} in {page}");
@@ -517,7 +552,10 @@ fn changed_foreign_retired_and_other_purpose_tokens_are_refused() {
         assert_refused(status, &page, "old key past its date");
         // Sealed by us, but naming another account's list, or an account that does not exist.
         for (what, t) in [
-            ("another account's list", target(acme, "ana@example.com", vec![theirs])),
+            (
+                "another account's list",
+                target(acme, "ana@example.com", vec![theirs]),
+            ),
             ("no such account", target(9999, "ana@example.com", vec![])),
         ] {
             let url = server.url(&format!("/u/{}", k.seal(Purpose::Unsubscribe, &t)));
@@ -535,7 +573,10 @@ fn changed_foreign_retired_and_other_purpose_tokens_are_refused() {
     let bare = Server::start_with_env(
         &env,
         &["--listen", "127.0.0.1:0"],
-        &[("SENDONCE_UNSUBSCRIBE_SECRET", ""), ("SENDONCE_PUBLIC_URL", "")],
+        &[
+            ("SENDONCE_UNSUBSCRIBE_SECRET", ""),
+            ("SENDONCE_PUBLIC_URL", ""),
+        ],
     );
     rt().block_on(async {
         let (status, page) = get(&bare.url(&format!("/u/{token}"))).await;
@@ -545,8 +586,8 @@ fn changed_foreign_retired_and_other_purpose_tokens_are_refused() {
 }
 
 #[test]
-fn approval_needs_a_public_url_unless_transactional_and_transactional_mail_has_no_list_unsubscribe(
-) {
+fn approval_needs_a_public_url_unless_transactional_and_transactional_mail_has_no_list_unsubscribe()
+{
     let env = Env::new();
     setup(&env);
     let body = env.write("t.txt", "Your receipt, {{ name }}.\n");
@@ -596,11 +637,23 @@ fn approval_needs_a_public_url_unless_transactional_and_transactional_mail_has_n
         assert!(r.stderr.contains(named), "{named} in {}", r.stderr);
     }
     // A URL without the secret: refused, naming the secret.
-    let r = bare(&["campaign", "approve", &news, "--public-url", "https://x.example"]);
+    let r = bare(&[
+        "campaign",
+        "approve",
+        &news,
+        "--public-url",
+        "https://x.example",
+    ]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("SENDONCE_UNSUBSCRIBE_SECRET"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("SENDONCE_UNSUBSCRIBE_SECRET"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
-        env.count(&format!("SELECT count(*) FROM campaigns WHERE id = {news} AND status = 'draft'")),
+        env.count(&format!(
+            "SELECT count(*) FROM campaigns WHERE id = {news} AND status = 'draft'"
+        )),
         1
     );
 
@@ -684,7 +737,12 @@ fn the_api_approves_email_only_with_the_servers_public_url_or_transactional() {
     drop(server);
     let with_url = Server::start_with_env(
         &env,
-        &["--listen", "127.0.0.1:0", "--public-url", "https://news.example.org"],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--public-url",
+            "https://news.example.org",
+        ],
         &[SECRET_ENV],
     );
     rt().block_on(async {
@@ -736,7 +794,10 @@ async fn resend_and_postmark_carry_list_unsubscribe_in_their_custom_headers() {
                 unsubscribe,
             };
             let res = p.send(&m).await;
-            assert!(matches!(res, CallResult::Accepted { .. }), "{spec}: {res:?}");
+            assert!(
+                matches!(res, CallResult::Accepted { .. }),
+                "{spec}: {res:?}"
+            );
         }
     }
     let lines = fake.lines();

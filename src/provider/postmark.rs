@@ -108,8 +108,7 @@ impl Postmark {
             p["MessageStream"] = json!(stream);
         }
         if let Some(Value::Array(h)) = p.get_mut("Headers") {
-            for (name, value) in
-                super::email::unsubscribe_header_pairs(msg.unsubscribe.as_deref())
+            for (name, value) in super::email::unsubscribe_header_pairs(msg.unsubscribe.as_deref())
             {
                 h.push(json!({"Name": name, "Value": value}));
             }

@@ -192,8 +192,8 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
     let keys = crate::domain::links::Keys::new(
         crate::domain::links::Secret::new(secret.into_bytes()).map_err(Error::internal)?,
     );
-    let links = crate::domain::links::Links::new("http://127.0.0.1:8025", keys)
-        .map_err(Error::internal)?;
+    let links =
+        crate::domain::links::Links::new("http://127.0.0.1:8025", keys).map_err(Error::internal)?;
     let cfg = worker::Config {
         once: true,
         tick: std::time::Duration::from_millis(50),

@@ -26,7 +26,10 @@ pub fn routes() -> axum::Router<AppState> {
 const TEMPLATES: &[(&str, &str)] = &[
     ("base.html", include_str!("templates/base.html")),
     ("message.html", include_str!("templates/message.html")),
-    ("unsubscribe.html", include_str!("templates/unsubscribe.html")),
+    (
+        "unsubscribe.html",
+        include_str!("templates/unsubscribe.html"),
+    ),
 ];
 
 fn env() -> &'static Environment<'static> {

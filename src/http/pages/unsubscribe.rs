@@ -93,37 +93,10 @@ pub async fn submit(
         Ok(t) => t,
         Err(page) => return page,
     };
-    let fields = form_fields(&headers, &body);
-    let field = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+    let (one_click, scope) = match choose(&form_fields(&headers, &body), &target) {
+        Ok(x) => x,
+        Err(page) => return page,
     };
-    let one_click = field("List-Unsubscribe") == Some("One-Click");
-    let scope = if one_click {
-        Scope::one_click(&target)
-    } else {
-        match field("scope").map(Scope::parse) {
-            Some(Ok(s)) => s,
-            None => Scope::one_click(&target),
-            Some(Err(_)) => {
-                return message(
-                    StatusCode::BAD_REQUEST,
-                    "Please choose",
-                    "Choose what to unsubscribe from on the page of your link, then press the \
-                     button.",
-                )
-            }
-        }
-    };
-    if scope == Scope::List && target.lists.is_empty() {
-        return message(
-            StatusCode::BAD_REQUEST,
-            "Please choose",
-            "This message was not sent to a list: choose \"everything from this sender\".",
-        );
-    }
     let address = mask(&target.address);
     let done = match blocking(&st, move |s| unsubscribe::unsubscribe(s, &target, scope)).await {
         Ok(d) => d,
@@ -154,6 +127,35 @@ pub async fn submit(
         )
     };
     message(StatusCode::OK, title, &text)
+}
+
+/// (one-click?, scope) from the form's fields: RFC 8058's `List-Unsubscribe=One-Click`, else
+/// `scope` (absent: as one-click would), or the page that asks to choose again.
+fn choose(fields: &[(String, String)], target: &Target) -> Result<(bool, Scope), Response> {
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let choose_again = |text: &str| message(StatusCode::BAD_REQUEST, "Please choose", text);
+    if field("List-Unsubscribe") == Some("One-Click") {
+        return Ok((true, Scope::one_click(target)));
+    }
+    let scope =
+        match field("scope").map(Scope::parse) {
+            Some(Ok(s)) => s,
+            None => Scope::one_click(target),
+            Some(Err(_)) => return Err(choose_again(
+                "Choose what to unsubscribe from on the page of your link, then press the button.",
+            )),
+        };
+    if scope == Scope::List && target.lists.is_empty() {
+        return Err(choose_again(
+            "This message was not sent to a list: choose \"everything from this sender\".",
+        ));
+    }
+    Ok((false, scope))
 }
 
 /// A short text answer (RFC 8058: the mail client shows nothing of it).

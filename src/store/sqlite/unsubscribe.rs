@@ -9,7 +9,12 @@ use rusqlite::{named_params, params, Connection, OptionalExtension, Transaction}
 
 /// The account's subscriber with `address` on `channel` (removed ones included: their
 /// memberships are kept and may still say `subscribed`).
-fn subscriber(c: &Connection, account_id: i64, channel: Channel, address: &str) -> Result<Option<i64>> {
+fn subscriber(
+    c: &Connection,
+    account_id: i64,
+    channel: Channel,
+    address: &str,
+) -> Result<Option<i64>> {
     let sql = match channel {
         Channel::Email => "SELECT id FROM subscribers WHERE account_id = ?1 AND email_norm = ?2",
         Channel::Sms => "SELECT id FROM subscribers WHERE account_id = ?1 AND phone = ?2",
