@@ -19,20 +19,24 @@ const NOT_VALID: &str = "This link is not valid. It may have been changed on the
     is too old. Please use the unsubscribe link of the latest message you received, or reply \
     to the sender.";
 
+/// A page answered instead of going on (boxed: a `Response` is large).
+type Refusal = Box<Response>;
+
 /// The token of the path opened with the server's keys, or the page that refuses it.
-fn open(st: &AppState, token: Result<Path<String>, PathRejection>) -> Result<Target, Response> {
+fn open(st: &AppState, token: Result<Path<String>, PathRejection>) -> Result<Target, Refusal> {
     let Some(keys) = &st.keys else {
-        return Err(message(
+        return Err(Box::new(message(
             StatusCode::SERVICE_UNAVAILABLE,
             "Not available",
             "Unsubscribe links are not set up on this server. Please reply to the sender to \
              unsubscribe.",
-        ));
+        )));
     };
     let Ok(Path(token)) = token else {
-        return Err(refused(ErrorKind::Invalid));
+        return Err(Box::new(refused(ErrorKind::Invalid)));
     };
-    unsubscribe::open(keys, &token, crate::domain::clock::now_ms()).map_err(|e| refused(e.kind))
+    unsubscribe::open(keys, &token, crate::domain::clock::now_ms())
+        .map_err(|e| Box::new(refused(e.kind)))
 }
 
 /// The plain page of a refused link (400 malformed, 404 not valid), never its details.
@@ -64,7 +68,7 @@ pub async fn show(
 ) -> Response {
     let target = match open(&st, token) {
         Ok(t) => t,
-        Err(page) => return page,
+        Err(page) => return *page,
     };
     let view = match blocking(&st, move |s| unsubscribe::view(s, &target)).await {
         Ok(v) => v,
@@ -91,11 +95,11 @@ pub async fn submit(
 ) -> Response {
     let target = match open(&st, token) {
         Ok(t) => t,
-        Err(page) => return page,
+        Err(page) => return *page,
     };
     let (one_click, scope) = match choose(&form_fields(&headers, &body), &target) {
         Ok(x) => x,
-        Err(page) => return page,
+        Err(page) => return *page,
     };
     let address = mask(&target.address);
     let done = match blocking(&st, move |s| unsubscribe::unsubscribe(s, &target, scope)).await {
@@ -131,14 +135,15 @@ pub async fn submit(
 
 /// (one-click?, scope) from the form's fields: RFC 8058's `List-Unsubscribe=One-Click`, else
 /// `scope` (absent: as one-click would), or the page that asks to choose again.
-fn choose(fields: &[(String, String)], target: &Target) -> Result<(bool, Scope), Response> {
+fn choose(fields: &[(String, String)], target: &Target) -> Result<(bool, Scope), Refusal> {
     let field = |name: &str| {
         fields
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
-    let choose_again = |text: &str| message(StatusCode::BAD_REQUEST, "Please choose", text);
+    let choose_again =
+        |text: &str| Box::new(message(StatusCode::BAD_REQUEST, "Please choose", text));
     if field("List-Unsubscribe") == Some("One-Click") {
         return Ok((true, Scope::one_click(target)));
     }
