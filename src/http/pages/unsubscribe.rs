@@ -172,6 +172,10 @@ fn plain(text: &'static str) -> Response {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     res
 }
 
