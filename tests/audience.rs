@@ -393,6 +393,7 @@ fn check_message(raw: &[u8], p: &Person, cid: &str) {
         "content-type",
         "date",
         "from",
+        "list-unsubscribe",
         "message-id",
         "mime-version",
         "reply-to",
@@ -402,6 +403,12 @@ fn check_message(raw: &[u8], p: &Person, cid: &str) {
     ];
     want.sort();
     assert_eq!(names, want, "{ctx}");
+    // Not transactional: the recipient's link on the public URL the test commands get.
+    let unsub = parsed.header_raw("List-Unsubscribe").unwrap_or("").trim();
+    assert!(
+        unsub.starts_with("<http://127.0.0.1:9/u/2"),
+        "{ctx}: {unsub}"
+    );
     let from = parsed.from().and_then(|a| a.first()).expect("From");
     assert_eq!(from.name(), Some("Café Ünïcode"), "{ctx}");
     assert_eq!(from.address(), Some("news@example.org"), "{ctx}");

@@ -257,7 +257,13 @@ fn a_link_without_a_public_url_stops_the_worker_before_any_send() {
         2
     );
     // A URL without the secret is refused by name, without sending either.
-    let r = env.run(&["run", "--once", "--provider", &ob, "--public-url", PUBLIC]);
+    let out = env
+        .cmd()
+        .env_remove("SENDONCE_UNSUBSCRIBE_SECRET")
+        .args(["run", "--once", "--provider", &ob, "--public-url", PUBLIC])
+        .output()
+        .expect("run sendonce");
+    let r = crate::common::Run::from(out);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.contains("SENDONCE_UNSUBSCRIBE_SECRET"),

@@ -65,6 +65,12 @@ fn worker_cmd(db: &Path, spec: &str, id: &str, extra: &[&str]) -> Command {
     c.args(["--retry-base", "20ms", "--max-attempts", "20"]);
     c.args(extra);
     c.env_remove("SENDONCE_CRASH_AT").stdout(Stdio::null());
+    // Email campaigns that are not transactional are sent only with a public URL.
+    c.env("SENDONCE_PUBLIC_URL", crate::common::TEST_PUBLIC_URL)
+        .env(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            crate::common::TEST_UNSUBSCRIBE_SECRET,
+        );
     c
 }
 
@@ -810,6 +816,11 @@ fn sigterm_drains_in_flight_calls_and_leaves_no_lease() {
     let spec = webhook_spec(&fake, false);
     let mut c = Command::new(BIN);
     c.arg("--db").arg(&env.db).arg("-q");
+    c.env("SENDONCE_PUBLIC_URL", crate::common::TEST_PUBLIC_URL)
+        .env(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            crate::common::TEST_UNSUBSCRIBE_SECRET,
+        );
     c.args([
         "run",
         "--provider",

@@ -610,6 +610,11 @@ fn same_key_with_other_content_is_recorded_as_sent_and_reported() {
         let out = Command::new(common::BIN)
             .arg("--db")
             .arg(db)
+            .env("SENDONCE_PUBLIC_URL", common::TEST_PUBLIC_URL)
+            .env(
+                "SENDONCE_UNSUBSCRIBE_SECRET",
+                common::TEST_UNSUBSCRIBE_SECRET,
+            )
             .args([
                 "--json",
                 "run",
@@ -684,7 +689,9 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TABLE api_messages; ALTER TABLE campaigns DROP COLUMN kind;
+            "DROP TRIGGER campaigns_content_frozen_0008;
+             ALTER TABLE campaigns DROP COLUMN transactional;
+             DROP TABLE api_messages; ALTER TABLE campaigns DROP COLUMN kind;
              DROP TABLE api_tokens;
              DROP TRIGGER campaigns_content_frozen_0005;
              ALTER TABLE campaigns DROP COLUMN body_format; ALTER TABLE campaigns DROP COLUMN html;

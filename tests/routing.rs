@@ -206,6 +206,7 @@ fn rows_in_doubt_are_reconciled_by_lookup() {
     let cfg = sendonce::worker::Config {
         once: true,
         tick: Duration::from_millis(20),
+        links: Some(crate::common::test_links()),
         ..Default::default()
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -293,6 +294,7 @@ fn a_panicking_call_is_settled_not_leaked() {
     let cfg = sendonce::worker::Config {
         once: true,
         tick: Duration::from_millis(20),
+        links: Some(crate::common::test_links()),
         ..Default::default()
     };
     let rt = tokio::runtime::Runtime::new().unwrap();

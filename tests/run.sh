@@ -9,7 +9,9 @@
 #   - a Python virtual environment at ${CARGO_TARGET_DIR:-target}/test-venv with the pinned
 #     packages of tests/requirements.txt (pip, from PyPI, only when the requirements or the
 #     python3 first on PATH changed since the last run: a second run is fast and offline);
-#   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root.
+#   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root;
+#   - Debian's chromium at /usr/bin/chromium (tests/unsubscribe.rs drives it with Playwright
+#     for Python, tests/support/browser.py), with apt-get when run as root.
 # The venv's bin goes first on PATH, so the tests' `python3` is the venv's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,8 +88,8 @@ else
   fi
   printf '%s\n' "$want" > "$stamp"
 fi
-"$venv/bin/python" -c 'import aiosmtpd' || {
-  echo "tests/run.sh: aiosmtpd does not import from $venv; delete that directory and rerun." >&2
+"$venv/bin/python" -c 'import aiosmtpd, playwright' || {
+  echo "tests/run.sh: aiosmtpd or playwright does not import from $venv; delete that directory and rerun." >&2
   exit 1
 }
 
@@ -97,6 +99,16 @@ if ! command -v openssl >/dev/null 2>&1; then
     apt_install openssl
   else
     echo "tests/run.sh: the SMTP tests need the openssl command: install it (apt-get install openssl)." >&2
+    exit 1
+  fi
+fi
+
+# -- chromium (Debian's package; Playwright drives it, its own browser download is never used)
+if [ ! -x /usr/bin/chromium ]; then
+  if as_root; then
+    apt_install chromium
+  else
+    echo "tests/run.sh: the browser tests need /usr/bin/chromium: install it (apt-get install chromium)." >&2
     exit 1
   fi
 fi

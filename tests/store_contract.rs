@@ -603,6 +603,7 @@ fn a_list_campaign_builds_one_row_per_address_and_a_recipient_knows_why() {
                 filter: Some("city != \"Porto\""),
                 sms_footer: None,
                 lists: &[la, lb],
+                transactional: false,
             })
             .unwrap();
         assert_eq!(s.campaign_lists(cid).unwrap(), vec![la, lb], "{}", b.name);
@@ -723,5 +724,107 @@ fn double_opt_in_confirms_once_and_pending_members_get_no_campaign() {
             "{}: {counts:?}",
             b.name
         );
+    }
+}
+
+#[test]
+fn an_unsubscribe_link_changes_memberships_and_suppressions_once_and_only_its_accounts() {
+    use sendonce::error::ErrorKind;
+    use sendonce::store::{NewList, OptIn, UnsubscribeRequest};
+    for b in backends() {
+        let env = common::Env::new();
+        let (s, acct, la, lb) = lists_fixture(&b, &env);
+        let n = b.name;
+        let state = |lists: &[i64]| s.link_state(acct, Channel::Email, "u1@x.com", lists);
+        let st = state(&[la, lb]).unwrap();
+        let statuses: Vec<Option<&str>> = st.lists.iter().map(|l| l.status.as_deref()).collect();
+        assert_eq!(statuses, vec![Some("subscribed"); 2], "{n}");
+        assert!(!st.suppressed, "{n}");
+        fn req(account_id: i64, lists: &[i64], everything: bool) -> UnsubscribeRequest<'_> {
+            UnsubscribeRequest {
+                account_id,
+                channel: Channel::Email,
+                address: "u1@x.com",
+                lists,
+                everything,
+                source: "unsubscribe-link",
+            }
+        }
+        let only_a = [la];
+        let c = s.unsubscribe(&req(acct, &only_a, false)).unwrap();
+        assert_eq!((c.memberships, c.suppressed), (1, false), "{n}");
+        let c = s.unsubscribe(&req(acct, &only_a, false)).unwrap();
+        assert_eq!((c.memberships, c.suppressed), (0, false), "{n}: idempotent");
+        let st = state(&[la, lb]).unwrap();
+        let statuses: Vec<Option<&str>> = st.lists.iter().map(|l| l.status.as_deref()).collect();
+        assert_eq!(
+            statuses,
+            vec![Some("unsubscribed"), Some("subscribed")],
+            "{n}"
+        );
+        // Everything: the suppression and the remaining membership, once.
+        let c = s.unsubscribe(&req(acct, &[], true)).unwrap();
+        assert_eq!((c.memberships, c.suppressed), (1, true), "{n}");
+        let c = s.unsubscribe(&req(acct, &[], true)).unwrap();
+        assert_eq!((c.memberships, c.suppressed), (0, false), "{n}");
+        let sup = s.suppressions(acct).unwrap();
+        assert!(
+            sup.iter().any(|x| x.address == "u1@x.com"
+                && x.reason == "unsubscribed"
+                && x.source == "unsubscribe-link"),
+            "{n}"
+        );
+        // Another account's list, or no such account: refused, nothing written.
+        let other = s.add_account("other").unwrap();
+        let theirs = s
+            .create_list(&NewList {
+                account_id: other,
+                name: "theirs",
+                description: None,
+                optin: OptIn::Single,
+                public: false,
+                confirm: Default::default(),
+            })
+            .unwrap();
+        let foreign = [theirs];
+        assert_eq!(
+            state(&foreign).unwrap_err().kind,
+            ErrorKind::NotFound,
+            "{n}"
+        );
+        let mut r = req(acct, &foreign, true);
+        r.address = "u2@x.com";
+        assert_eq!(
+            s.unsubscribe(&r).unwrap_err().kind,
+            ErrorKind::NotFound,
+            "{n}"
+        );
+        r.account_id = 999_999;
+        r.lists = &[];
+        assert_eq!(
+            s.unsubscribe(&r).unwrap_err().kind,
+            ErrorKind::NotFound,
+            "{n}"
+        );
+        assert!(
+            !s.suppressions(acct)
+                .unwrap()
+                .iter()
+                .any(|x| x.address == "u2@x.com"),
+            "{n}"
+        );
+        // A removed list is left out (its members are gone), not refused.
+        let gone = s
+            .create_list(&NewList {
+                account_id: acct,
+                name: "gone",
+                description: None,
+                optin: OptIn::Single,
+                public: false,
+                confirm: Default::default(),
+            })
+            .unwrap();
+        s.remove_list(acct, gone).unwrap();
+        assert!(state(&[gone]).unwrap().lists.is_empty(), "{n}");
     }
 }

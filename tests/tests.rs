@@ -37,3 +37,4 @@ mod smtp;
 mod sql_edge;
 mod store_contract;
 mod tokens;
+mod unsubscribe;

@@ -31,6 +31,9 @@ pub struct Draft {
     pub reply_to: Option<String>,
     /// The audience filter on subscriber attributes (`domain::segment`).
     pub filter: Option<String>,
+    /// Receipts, password resets and the like: no List-Unsubscribe, and approvable without a
+    /// public unsubscribe URL.
+    pub transactional: bool,
 }
 
 impl Draft {
@@ -162,6 +165,7 @@ pub fn create(
         filter: draft.filter.as_deref(),
         sms_footer: footer.as_deref(),
         lists: &lists,
+        transactional: draft.transactional,
     })?;
     // The template before rendering: variables change the length per recipient.
     let sms = (draft.channel == Channel::Sms)
@@ -203,10 +207,37 @@ pub struct Approved {
     pub scheduled_for: i64,
 }
 
-/// Approve campaign `id` to start at `at` (Unix ms). Its content is frozen from here on, so it
-/// is checked once more, and its templates against the subscribers added since create.
-pub fn approve(store: &dyn Storage, id: i64, at: i64) -> Result<Approved> {
+/// Whether approving campaign `id` needs a working unsubscribe URL: an email campaign that
+/// is not transactional (its messages carry List-Unsubscribe, which must point somewhere).
+pub fn needs_unsubscribe_url(store: &dyn Storage, id: i64) -> Result<bool> {
     let c = store.campaign(id)?;
+    Ok(c.channel == Channel::Email && !c.transactional)
+}
+
+/// Approve campaign `id` to start at `at` (Unix ms). Its content is frozen from here on, so it
+/// is checked once more, and its templates against the subscribers added since create. An
+/// email campaign that is not transactional needs `links` (the public URL and secret its
+/// List-Unsubscribe links are made with).
+pub fn approve(
+    store: &dyn Storage,
+    id: i64,
+    at: i64,
+    links: Option<&crate::domain::links::Links>,
+) -> Result<Approved> {
+    let c = store.campaign(id)?;
+    if c.channel == Channel::Email && !c.transactional && links.is_none() {
+        return Err(Error::invalid(format!(
+            "campaign {id} cannot be approved: its emails must carry a working unsubscribe \
+             link (List-Unsubscribe), and no public URL is configured. Give one with \
+             --public-url URL, the {} environment variable or public_url in the config file \
+             (the address where `sendonce serve` answers /u/...), and set {} (at least {} \
+             bytes, e.g. `openssl rand -hex 32`). A receipt-like campaign can be created with \
+             --transactional instead",
+            crate::domain::links::PUBLIC_URL_ENV,
+            crate::domain::links::SECRET_ENV,
+            crate::domain::links::MIN_SECRET_LEN,
+        )));
+    }
     content::check(&Content {
         channel: c.channel,
         sender: c.sender.as_deref(),

@@ -17,3 +17,4 @@ pub mod run;
 pub mod subscribers;
 pub mod suppressions;
 pub mod tokens;
+pub mod unsubscribe;

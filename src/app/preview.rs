@@ -163,7 +163,7 @@ fn render(
         body: r.text,
         html: r.html,
         unsubscribe: link
-            .filter(|_| c.channel == address::Channel::Email)
+            .filter(|_| c.channel == address::Channel::Email && !c.transactional)
             .map(str::to_string),
     })
 }

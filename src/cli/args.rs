@@ -515,6 +515,10 @@ pub struct CampaignCreate {
     /// audience`); write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Receipts, password resets and other messages a recipient cannot opt out of: no
+    /// List-Unsubscribe header, and approvable without a public URL. Frozen at approval.
+    #[arg(long)]
+    pub transactional: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -528,6 +532,14 @@ pub enum CampaignCmd {
         /// RFC 3339 time to start sending, e.g. 2026-12-24T09:00:00Z.
         #[arg(long)]
         at: Option<String>,
+        /// Public base URL where `sendonce serve` answers /u/TOKEN (as for `run`): an email
+        /// campaign that is not --transactional is approved only with one, and with
+        /// SENDONCE_UNSUBSCRIBE_SECRET set. Default: public_url in the config file.
+        #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
+        public_url: Option<String>,
+        /// Config file (default: ./sendonce.toml if it exists), for its public_url.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Stop claiming for a campaign; in-flight calls finish. A running `sendonce run` goes on
     /// with it after `resume`.

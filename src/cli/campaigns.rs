@@ -19,15 +19,18 @@ pub(super) fn command(
 ) -> Result<Output> {
     match cmd {
         CampaignCmd::Create(a) => create(cli, a),
-        CampaignCmd::Approve { id, at } => {
-            let at = match at {
-                Some(s) => clock::parse_rfc3339_ms(s)?,
-                None => clock::now_ms(),
-            };
-            let a = campaigns::approve(&*open(cli)?, *id, at)?;
-            let text = format!("campaign {id} approved for {}", clock::format_ms(at));
-            Ok(Output::ok(to_json(&a), text))
-        }
+        CampaignCmd::Approve {
+            id,
+            at,
+            public_url,
+            config,
+        } => approve(
+            cli,
+            *id,
+            at.as_deref(),
+            public_url.as_deref(),
+            config.as_deref(),
+        ),
         CampaignCmd::List { account, status } => {
             let status = status.as_deref().map(campaigns::parse_status).transpose()?;
             let list = campaigns::list(&*open_read_only(cli)?, account.as_deref(), status)?;
@@ -89,6 +92,30 @@ fn read_bodies(
 }
 
 /// `campaign create [--dry-run]`.
+/// `campaign approve`: the public URL (flag, environment, config file) is read, and checked,
+/// only when the campaign's List-Unsubscribe needs it.
+fn approve(
+    cli: &Cli,
+    id: i64,
+    at: Option<&str>,
+    public_url: Option<&str>,
+    config: Option<&Path>,
+) -> Result<Output> {
+    let at = match at {
+        Some(s) => clock::parse_rfc3339_ms(s)?,
+        None => clock::now_ms(),
+    };
+    let store = open(cli)?;
+    let links = if campaigns::needs_unsubscribe_url(&*store, id)? {
+        crate::app::run::links(config, public_url)?
+    } else {
+        None
+    };
+    let a = campaigns::approve(&*store, id, at, links.as_ref())?;
+    let text = format!("campaign {id} approved for {}", clock::format_ms(at));
+    Ok(Output::ok(to_json(&a), text))
+}
+
 fn create(cli: &Cli, a: &CampaignCreate) -> Result<Output> {
     let (body, html) = read_bodies(a.body_file.as_deref(), a.html_file.as_deref())?;
     let draft = Draft {
@@ -100,6 +127,7 @@ fn create(cli: &Cli, a: &CampaignCreate) -> Result<Output> {
         html,
         reply_to: a.reply_to.clone(),
         filter: a.filter.clone(),
+        transactional: a.transactional,
     }
     .checked()?;
     if a.dry_run {

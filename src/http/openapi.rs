@@ -21,7 +21,7 @@ pub async fn serve() -> Response {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = ops_paths();
-    for more in [message_paths(), resource_paths(), optin_paths()] {
+    for more in [message_paths(), resource_paths(), optin_paths(), page_paths()] {
         if let (Some(p), Value::Object(m)) = (paths.as_object_mut(), more) {
             p.extend(m);
         }
@@ -218,6 +218,45 @@ fn resource_paths() -> Value {
         }
         if matches!(*method, "POST" | "PATCH") {
             op["requestBody"] = json!({"required": false, "content": obj});
+        }
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        entry[method.to_ascii_lowercase()] = op;
+    }
+    Value::Object(paths)
+}
+
+/// The unsubscribe page (`/u/{token}`, in `pages::route_list`): HTML, no bearer token (the
+/// link's sealed token is its own authority). A form POST takes url-encoded or multipart fields.
+fn page_paths() -> Value {
+    let mut paths = serde_json::Map::new();
+    let html = json!({"text/html": {"schema": {"type": "string"}}});
+    let page = |d: &str| json!({"description": d, "content": html.clone()});
+    let routes = super::pages::route_list();
+    for (method, path) in routes.iter().filter(|(_, p)| p.starts_with("/u/")) {
+        let params: Vec<Value> = path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}'))
+            .map(|name| {
+                json!({"name": name, "in": "path", "required": true,
+                               "schema": {"type": "string"}})
+            })
+            .collect();
+        let mut op = json!({
+            "summary": format!("{method} {path}: a page for recipients (HTML)"),
+            "security": [],
+            "parameters": params,
+            "responses": {
+                "200": page("The page (or, for an RFC 8058 one-click POST, a short text)."),
+                "400": page("A malformed link or form."),
+                "404": page("The link is not valid."),
+                "503": page("Not set up on this server, or try again later."),
+            },
+        });
+        if *method == "POST" {
+            let form = json!({"schema": {"type": "object"}});
+            op["requestBody"] = json!({"required": false, "content": {
+                "application/x-www-form-urlencoded": form.clone(),
+                "multipart/form-data": form}});
         }
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
         entry[method.to_ascii_lowercase()] = op;

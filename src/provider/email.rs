@@ -177,6 +177,26 @@ fn unsubscribe_headers(
     Ok(b)
 }
 
+/// `List-Unsubscribe` (and `List-Unsubscribe-Post` for an https link) as (name, value) pairs,
+/// for the HTTP APIs that take custom headers (Resend, Postmark): the values the SMTP builder
+/// writes. None when there is no link, or a link that could not go into a header (logged).
+pub fn unsubscribe_header_pairs(link: Option<&str>) -> Vec<(&'static str, String)> {
+    let Some(link) = link else { return Vec::new() };
+    match list_unsubscribe(None, Some(link)) {
+        Ok((list, one_click)) => {
+            let mut out = vec![("List-Unsubscribe", list)];
+            if one_click {
+                out.push(("List-Unsubscribe-Post", "List-Unsubscribe=One-Click".into()));
+            }
+            out
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "List-Unsubscribe left out");
+            Vec::new()
+        }
+    }
+}
+
 /// A quoted-printable text part: its output is ASCII, has short lines and never contains `=_`.
 fn qp_part(ct: ContentType, text: &str) -> Result<SinglePart, String> {
     let body = Body::new_with_encoding(text.to_string(), ContentTransferEncoding::QuotedPrintable)

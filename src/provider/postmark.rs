@@ -107,6 +107,12 @@ impl Postmark {
         if let Some(stream) = &self.message_stream {
             p["MessageStream"] = json!(stream);
         }
+        if let Some(Value::Array(h)) = p.get_mut("Headers") {
+            for (name, value) in super::email::unsubscribe_header_pairs(msg.unsubscribe.as_deref())
+            {
+                h.push(json!({"Name": name, "Value": value}));
+            }
+        }
         p
     }
 

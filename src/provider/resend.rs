@@ -92,6 +92,9 @@ impl Resend {
         if let Some(html) = &msg.html {
             p["html"] = json!(html);
         }
+        for (name, value) in super::email::unsubscribe_header_pairs(msg.unsubscribe.as_deref()) {
+            p["headers"][name] = json!(value);
+        }
         p
     }
 

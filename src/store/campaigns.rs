@@ -27,6 +27,9 @@ pub struct Campaign {
     /// The hidden one-row campaign of a one-off message (an API message, a notification), not
     /// a campaign people manage.
     pub one_off: bool,
+    /// No List-Unsubscribe, and approvable without a public unsubscribe URL: marked so at
+    /// create (`--transactional`), or a one-off message (always transactional).
+    pub transactional: bool,
     pub status: CampaignStatus,
     pub scheduled_for: Option<i64>,
     pub started_at: Option<i64>,
@@ -50,6 +53,8 @@ pub struct NewCampaign<'a> {
     pub sms_footer: Option<&'a str>,
     /// The lists it targets (ids in the account); empty: every confirmed subscriber.
     pub lists: &'a [i64],
+    /// Receipts and the like: no List-Unsubscribe, no public URL needed to approve.
+    pub transactional: bool,
 }
 
 /// Sends per state, every state present (zero when none).

@@ -26,6 +26,9 @@ pub struct ActiveCampaign {
     pub list_ids: Vec<i64>,
     /// False: subject and body are literal text, not templates (one-off notifications).
     pub templated: bool,
+    /// Marked transactional, or a one-off message (API, notify): its email carries no
+    /// List-Unsubscribe, and the worker sends it without a public URL.
+    pub transactional: bool,
     /// False while the recipient list is still being built.
     pub list_complete: bool,
 }

@@ -111,8 +111,64 @@ pub struct AudienceQuery<'a> {
     pub filter: Option<&'a Filter>,
 }
 
+/// One list an unsubscribe link names, as the page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkList {
+    pub id: i64,
+    pub name: String,
+    /// The membership of the address's subscriber: `subscribed`, `unsubscribed`, `pending`,
+    /// or None when it is not a member (any more).
+    pub status: Option<String>,
+}
+
+/// What an unsubscribe link covers now: its lists that still exist (a removed list is left
+/// out; a list of another account refuses the whole link) and whether the address is on the
+/// account's suppression list for the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkState {
+    pub lists: Vec<LinkList>,
+    pub suppressed: bool,
+}
+
+/// An unsubscribe to apply, in one transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct UnsubscribeRequest<'a> {
+    pub account_id: i64,
+    pub channel: Channel,
+    /// Normalised (lower-case email, E.164 phone).
+    pub address: &'a str,
+    /// Memberships of the address's subscriber on these lists become `unsubscribed`.
+    pub lists: &'a [i64],
+    /// Everything from this sender: the address is suppressed for the channel and every
+    /// membership of its subscriber in the account becomes `unsubscribed`.
+    pub everything: bool,
+    /// Recorded on the suppression row (`unsubscribe-link`).
+    pub source: &'a str,
+}
+
+/// What an unsubscribe changed (all zero / false: it had been done before).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnsubscribeChange {
+    /// Memberships that became `unsubscribed`.
+    pub memberships: u64,
+    /// A suppression row was written.
+    pub suppressed: bool,
+}
+
 /// Lists and memberships.
 pub trait Lists: Send + Sync {
+    /// What an unsubscribe link of `account_id` for `address` on `channel` and `lists` covers
+    /// now. `NotFound` when the account does not exist or a list belongs to another account.
+    fn link_state(
+        &self,
+        account_id: i64,
+        channel: Channel,
+        address: &str,
+        lists: &[i64],
+    ) -> Result<LinkState>;
+    /// Apply an unsubscribe (one `BEGIN IMMEDIATE` transaction, the checks of
+    /// [`Lists::link_state`] inside it). Idempotent: a second call changes nothing.
+    fn unsubscribe(&self, r: &UnsubscribeRequest<'_>) -> Result<UnsubscribeChange>;
     /// Create a list; a name already used in the account is a `Conflict`.
     fn create_list(&self, l: &NewList<'_>) -> Result<i64>;
     /// Change a list's public flag or confirmation message.

@@ -29,7 +29,8 @@ pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
 pub use lists::{
-    AudienceCounts, AudienceQuery, ConfirmContent, ListChange, ListRow, Lists, NewList, OptIn,
+    AudienceCounts, AudienceQuery, ConfirmContent, LinkList, LinkState, ListChange, ListRow, Lists,
+    NewList, OptIn, UnsubscribeChange, UnsubscribeRequest,
 };
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
 pub use notify::{Notifications, NotifyRow};

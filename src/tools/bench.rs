@@ -436,6 +436,8 @@ fn setup_campaign_in_lists(store: &SqliteStore, n: u64, lists: usize) -> Result<
         filter: None,
         sms_footer: None,
         lists: &ids,
+        // The bench measures the send path; it seals no unsubscribe links.
+        transactional: true,
     })?;
     store.approve_campaign(cid, crate::domain::clock::now_ms())?;
     Ok((cid, memberships))

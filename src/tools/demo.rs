@@ -151,6 +151,7 @@ fn seed(store: &dyn Storage, csv: &Path) -> Result<(i64, ImportReport, String)> 
         filter: None,
         sms_footer: None,
         lists: &[],
+        transactional: false,
     })?;
     store.approve_campaign(cid, crate::domain::clock::now_ms())?;
     Ok((cid, report, suppressed_address))
@@ -185,9 +186,18 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
 
     let provider = provider::from_spec(&format!("outbox:{}", outbox.display()))?;
     let ledger: Arc<dyn Ledger> = store.clone();
+    // Every newsletter email carries List-Unsubscribe: the demo seals its links with a key of
+    // its own (made now, never stored) for the address `sendonce serve` listens on by default.
+    let secret = format!("{}", uuid::Uuid::new_v4().simple());
+    let keys = crate::domain::links::Keys::new(
+        crate::domain::links::Secret::new(secret.into_bytes()).map_err(Error::internal)?,
+    );
+    let links =
+        crate::domain::links::Links::new("http://127.0.0.1:8025", keys).map_err(Error::internal)?;
     let cfg = worker::Config {
         once: true,
         tick: std::time::Duration::from_millis(50),
+        links: Some(links),
         ..Default::default()
     };
     rt.block_on(worker::spawn(ledger, provider, cfg, std::future::pending()))?;

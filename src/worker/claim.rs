@@ -154,6 +154,20 @@ impl Worker {
             };
             let t = Compiled::campaign(&src, &vars, c.sms_footer.as_deref())
                 .map_err(|e| e.context(&format!("campaign {}", c.id)))?;
+            if c.channel == crate::domain::address::Channel::Email
+                && !c.transactional
+                && self.cfg.links.is_none()
+            {
+                return Err(Error::invalid(format!(
+                    "campaign {} is an email campaign that is not transactional: every message \
+                     must carry a working List-Unsubscribe link, but this worker has no public \
+                     URL: pass --public-url URL (or set public_url in the config file, or {}) \
+                     and set {}; nothing of it was sent",
+                    c.id,
+                    crate::domain::links::PUBLIC_URL_ENV,
+                    crate::domain::links::SECRET_ENV
+                )));
+            }
             if t.reads("unsubscribe_url") && self.cfg.links.is_none() {
                 return Err(Error::invalid(format!(
                     "campaign {} prints {{{{ unsubscribe_url }}}}, but this worker has no public \
@@ -202,11 +216,14 @@ impl Worker {
         // A call must end well inside its lease: the claim set it to a whole lease.
         let call_timeout = caps.call_timeout.min(self.cfg.lease / 2);
         let k = route_key(route);
-        // The link is sealed here, once per row, for email (its List-Unsubscribe header) and
-        // for templates that print it.
-        let links = self.cfg.links.as_ref().filter(|_| {
-            c.channel == crate::domain::address::Channel::Email || tpl.reads("unsubscribe_url")
-        });
+        // The link is sealed here, once per row, for email that is not transactional (its
+        // List-Unsubscribe header) and for templates that print it.
+        let header = c.channel == crate::domain::address::Channel::Email && !c.transactional;
+        let links = self
+            .cfg
+            .links
+            .as_ref()
+            .filter(|_| header || tpl.reads("unsubscribe_url"));
         for row in rows {
             let flight = Flight {
                 token: row.token,
@@ -220,6 +237,7 @@ impl Worker {
                 channel: c.channel,
                 from: c.sender.clone(),
                 reply_to: c.reply_to.clone(),
+                header,
                 link: links.map(|l| {
                     l.unsubscribe_url(&crate::domain::links::Target {
                         account_id: c.account_id,
@@ -256,7 +274,9 @@ struct Head {
     channel: crate::domain::address::Channel,
     from: Option<String>,
     reply_to: Option<String>,
-    /// This recipient's `unsubscribe_url`, when the templates print it.
+    /// The link goes into List-Unsubscribe (email that is not transactional).
+    header: bool,
+    /// This recipient's `unsubscribe_url`, when the templates print it or the header needs it.
     link: Option<String>,
 }
 
@@ -280,9 +300,7 @@ async fn call(
             subject: r.subject,
             body: r.text,
             html: r.html,
-            unsubscribe: head
-                .link
-                .filter(|_| head.channel == crate::domain::address::Channel::Email),
+            unsubscribe: head.link.filter(|_| head.header),
         },
         // Variables are checked when the campaign is created; a row whose stored variables
         // cannot be rendered is never called.

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_sendonce");
+/// The public URL `Env::cmd` gives every command (nothing listens there).
+pub const TEST_PUBLIC_URL: &str = "http://127.0.0.1:9/";
+/// The unsubscribe-link secret `Env::cmd` gives every command.
+pub const TEST_UNSUBSCRIBE_SECRET: &str = "sendonce-tests-fixed-unsubscribe-secret";
 
 /// A temporary directory with a database path inside it.
 pub struct Env {
@@ -32,6 +36,12 @@ impl Env {
         let mut c = Command::new(BIN);
         c.arg("--db").arg(&self.db).env_remove("SENDONCE_DB");
         c.env_remove("SENDONCE_CRASH_AT");
+        // An email campaign that is not transactional is approved (and sent) only with a
+        // public unsubscribe URL: a fixed one (nothing listens on port 9) and a fixed secret.
+        // A test of the refusal removes them (`env_remove`).
+        c.env("SENDONCE_PUBLIC_URL", TEST_PUBLIC_URL)
+            .env("SENDONCE_UNSUBSCRIBE_SECRET", TEST_UNSUBSCRIBE_SECRET)
+            .env_remove("SENDONCE_UNSUBSCRIBE_OLD_SECRETS");
         c
     }
 
@@ -142,6 +152,7 @@ pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64
             filter: None,
             sms_footer: None,
             lists: &[],
+            transactional: false,
         })
         .unwrap();
     s.approve_campaign(cid, 0).unwrap();
@@ -378,13 +389,31 @@ impl Server {
 
     /// `sendonce serve ARGS` (no --listen added).
     pub fn start_with(env: &Env, args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .arg("--db")
+        Server::start_with_env(env, args, &[])
+    }
+
+    /// `sendonce serve ARGS` with these environment variables set (no --listen added). Like
+    /// `Env::cmd`, the server gets the test public URL and unsubscribe secret unless `vars`
+    /// names them: a variable given as `""` is removed.
+    pub fn start_with_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--db")
             .arg(&env.db)
             .arg("serve")
             .args(args)
             .env_remove("SENDONCE_PROVIDER")
             .env_remove("SENDONCE_LISTEN")
+            .env_remove("SENDONCE_UNSUBSCRIBE_OLD_SECRETS")
+            .env("SENDONCE_PUBLIC_URL", TEST_PUBLIC_URL)
+            .env("SENDONCE_UNSUBSCRIBE_SECRET", TEST_UNSUBSCRIBE_SECRET);
+        for (k, v) in vars {
+            if v.is_empty() {
+                cmd.env_remove(k);
+            } else {
+                cmd.env(k, v);
+            }
+        }
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -483,4 +512,12 @@ pub fn serve_with_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Server
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_string();
     Server { child, base }
+}
+
+/// The links `Env::cmd`'s commands make (`TEST_PUBLIC_URL`, `TEST_UNSUBSCRIBE_SECRET`), for a
+/// worker run in the test's own process.
+pub fn test_links() -> sendonce::domain::links::Links {
+    use sendonce::domain::links::{Keys, Links, Secret};
+    let secret = Secret::new(TEST_UNSUBSCRIBE_SECRET.as_bytes().to_vec()).unwrap();
+    Links::new(TEST_PUBLIC_URL, Keys::new(secret)).unwrap()
 }

@@ -6,6 +6,7 @@
 
 mod confirm;
 mod subscribe;
+mod unsubscribe;
 
 use super::AppState;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -15,14 +16,21 @@ use std::sync::OnceLock;
 
 /// The routes of this module, as (method, path).
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [confirm::ROUTES, subscribe::ROUTES].concat()
+    [confirm::ROUTES, subscribe::ROUTES, UNSUBSCRIBE_ROUTES].concat()
 }
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .merge(confirm::routes())
         .merge(subscribe::routes())
+        .route(
+            "/u/{token}",
+            axum::routing::get(unsubscribe::show).post(unsubscribe::submit),
+        )
 }
+
+/// The unsubscribe page's routes (`unsubscribe.rs`).
+const UNSUBSCRIBE_ROUTES: &[(&str, &str)] = &[("GET", "/u/{token}"), ("POST", "/u/{token}")];
 
 /// Every page template, by name (names ending in `.html` are auto-escaped).
 const TEMPLATES: &[(&str, &str)] = &[
@@ -30,6 +38,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("message.html", include_str!("templates/message.html")),
     ("confirm.html", include_str!("templates/confirm.html")),
     ("subscribe.html", include_str!("templates/subscribe.html")),
+    (
+        "unsubscribe.html",
+        include_str!("templates/unsubscribe.html"),
+    ),
 ];
 
 fn env() -> &'static Environment<'static> {

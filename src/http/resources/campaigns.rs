@@ -71,6 +71,9 @@ pub struct NewCampaign {
     #[serde(default)]
     lists: Vec<String>,
     filter: Option<String>,
+    /// Receipts and the like: no List-Unsubscribe, approvable without a public URL.
+    #[serde(default)]
+    transactional: bool,
 }
 
 async fn create(
@@ -91,6 +94,7 @@ async fn create(
             html: n.html,
             reply_to: n.reply_to,
             filter: n.filter,
+            transactional: n.transactional,
         }
         .checked()?;
         campaigns::create(s, &acct, &draft, &n.lists)
@@ -139,12 +143,13 @@ async fn approve(
 ) -> Result<Response, ApiError> {
     writing(&who)?;
     let q = query(&who, q)?;
+    let links = st.links.clone();
     let approved = owned(&st, &who, &id, move |s, id| {
         let at = match &q.at {
             Some(t) => clock::parse_rfc3339_ms(t)?,
             None => clock::now_ms(),
         };
-        campaigns::approve(s, id, at)
+        campaigns::approve(s, id, at, links.as_deref())
     })
     .await?;
     Ok(ok(approved))

@@ -46,6 +46,7 @@ fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
         filter: r.get(15)?,
         sms_footer: r.get(16)?,
         one_off: r.get::<_, String>(17)? != "campaign",
+        transactional: r.get::<_, i64>(18)? != 0 || r.get::<_, String>(17)? != "campaign",
         status: codec::get(r, 7, "campaigns")?,
         scheduled_for: r.get(8)?,
         started_at: r.get(9)?,
@@ -56,7 +57,7 @@ fn campaign_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Campaign> {
 
 const CAMPAIGN_COLS: &str = "id, account_id, name, channel, sender, subject, body, status,
     scheduled_for, started_at, finished_at, list_complete, body_format, html, reply_to, filter,
-    sms_footer, kind";
+    sms_footer, kind, transactional";
 
 /// One subscriber as a campaign sees it (see [`RecipientRow`]); `filter` is the campaign's
 /// compiled filter, a condition on `s`.
@@ -117,9 +118,9 @@ impl Campaigns for SqliteStore {
             tx.execute(
                 "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
                                         body_format, html, reply_to, filter, sms_footer,
-                                        created_at)
+                                        transactional, created_at)
                  VALUES (:account, :name, :channel, :sender, :subject, :body, :format, :html,
-                         :reply_to, :filter, :footer, :now)",
+                         :reply_to, :filter, :footer, :transactional, :now)",
                 named_params! {
                     ":account": c.account_id,
                     ":name": c.name,
@@ -132,6 +133,7 @@ impl Campaigns for SqliteStore {
                     ":reply_to": c.reply_to,
                     ":filter": c.filter,
                     ":footer": c.sms_footer,
+                    ":transactional": c.transactional,
                     ":now": now,
                 },
             )?;

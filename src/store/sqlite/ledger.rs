@@ -62,6 +62,7 @@ impl Ledger for SqliteStore {
                         list_names,
                         list_ids,
                         templated: r.get::<_, i64>(7)? != 0,
+                        transactional: r.get::<_, i64>(16)? != 0,
                         account_name: r.get(8)?,
                         list_complete: r.get::<_, i64>(6)? != 0,
                     })
@@ -692,7 +693,8 @@ const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, 
      c.list_complete, c.templated, a.name, c.body_format, c.html, c.reply_to, c.sms_footer, c.name,
      (SELECT json_group_array(l.name) FROM campaign_lists cl JOIN lists l ON l.id = cl.list_id
       WHERE cl.campaign_id = c.id),
-     (SELECT json_group_array(cl.list_id) FROM campaign_lists cl WHERE cl.campaign_id = c.id)
+     (SELECT json_group_array(cl.list_id) FROM campaign_lists cl WHERE cl.campaign_id = c.id),
+     c.transactional OR c.kind <> 'campaign'
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id";
 

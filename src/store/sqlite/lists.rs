@@ -185,6 +185,23 @@ fn variable_counts_sql(channel: Channel, filter: &str) -> String {
 }
 
 impl Lists for SqliteStore {
+    fn link_state(
+        &self,
+        account_id: i64,
+        channel: Channel,
+        address: &str,
+        lists: &[i64],
+    ) -> Result<crate::store::LinkState> {
+        self.read(|c| Ok(super::unsubscribe::state(c, account_id, channel, address, lists)?.1))
+    }
+
+    fn unsubscribe(
+        &self,
+        r: &crate::store::UnsubscribeRequest<'_>,
+    ) -> Result<crate::store::UnsubscribeChange> {
+        self.write(|tx| super::unsubscribe::apply(tx, r))
+    }
+
     fn create_list(&self, l: &NewList<'_>) -> Result<i64> {
         let name = l.name.trim();
         if name.is_empty() {

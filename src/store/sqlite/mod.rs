@@ -16,6 +16,7 @@ mod optin;
 mod ratelimit;
 mod segment;
 mod tokens;
+mod unsubscribe;
 
 pub use bench::{BareClaim, QueryPlan};
 pub use notify::notify_job_id;
@@ -52,7 +53,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_api_messages",
         include_str!("../../../schema/0007_api_messages.sql"),
     ),
-    // 0008 is another branch's; the numbering is settled when they merge.
+    (
+        "0008_unsubscribe",
+        include_str!("../../../schema/0008_unsubscribe.sql"),
+    ),
     ("0009_optin", include_str!("../../../schema/0009_optin.sql")),
 ];
 
