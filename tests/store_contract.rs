@@ -828,3 +828,67 @@ fn an_unsubscribe_link_changes_memberships_and_suppressions_once_and_only_its_ac
         assert!(state(&[gone]).unwrap().lists.is_empty(), "{n}");
     }
 }
+
+/// A list unsubscribe withdraws the subscriber's rows still queued in the account's list
+/// campaigns that no longer reach it through any of their lists; a row that still reaches it
+/// through another list stays queued.
+#[test]
+fn a_list_unsubscribe_withdraws_rows_still_queued() {
+    use sendonce::store::UnsubscribeRequest;
+    for b in backends() {
+        let env = common::Env::new();
+        let (s, acct, la, lb) = lists_fixture(&b, &env);
+        let n = b.name;
+        let lists = [la, lb];
+        let cid = s
+            .create_campaign(&sendonce::store::NewCampaign {
+                account_id: acct,
+                name: "c",
+                channel: Channel::Email,
+                sender: None,
+                subject: Some("s"),
+                body: "b",
+                html: None,
+                reply_to: None,
+                filter: None,
+                sms_footer: None,
+                lists: &lists,
+                transactional: false,
+            })
+            .unwrap();
+        s.approve_campaign(cid, 0).unwrap();
+        s.start_due_campaigns(sendonce::domain::clock::now_ms())
+            .unwrap();
+        while !s.build_list_chunk(cid, 1000).unwrap() {}
+        let queued = |s: &Arc<dyn Storage>| {
+            s.status_counts(cid)
+                .unwrap()
+                .counts
+                .get("queued")
+                .copied()
+                .unwrap_or(0)
+        };
+        // u0 (a), u1 (a and b), u2 (b); u4 pending, u5 suppressed.
+        assert_eq!(queued(&s), 3, "{n}");
+        let unsub = |addr: &str, lists: &[i64]| {
+            s.unsubscribe(&UnsubscribeRequest {
+                account_id: acct,
+                channel: Channel::Email,
+                address: addr,
+                lists,
+                everything: false,
+                source: "unsubscribe-link",
+            })
+            .unwrap()
+        };
+        unsub("u1@x.com", &[la]);
+        assert_eq!(queued(&s), 3, "{n}: u1 is still reached through b");
+        unsub("u1@x.com", &[lb]);
+        assert_eq!(queued(&s), 2, "{n}: u1 withdrawn");
+        unsub("u0@x.com", &[la]);
+        assert_eq!(queued(&s), 1, "{n}: u0 withdrawn");
+        let report = s.report_page(cid, 0, 100).unwrap();
+        let u0 = report.iter().find(|r| r.address == "u0@x.com").unwrap();
+        assert_eq!(u0.status.as_str(), "suppressed", "{n}");
+    }
+}

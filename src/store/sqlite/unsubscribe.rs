@@ -100,6 +100,10 @@ pub(super) fn apply(tx: &Transaction<'_>, r: &UnsubscribeRequest<'_>) -> Result<
             for l in &st.lists {
                 change.memberships += up.execute(params![l.id, sub, now])? as u64;
             }
+            drop(up);
+            if change.memberships > 0 {
+                withdraw_queued(tx, r.account_id, sub, now)?;
+            }
         }
     }
     if r.everything && !st.suppressed {
@@ -117,4 +121,26 @@ pub(super) fn apply(tx: &Transaction<'_>, r: &UnsubscribeRequest<'_>) -> Result<
         )? == 1;
     }
     Ok(change)
+}
+
+/// Rows of subscriber `sub` still queued in the account's list campaigns (approved, sending or
+/// paused) that no longer reach it through any of their lists become `suppressed`, in the
+/// unsubscribe's transaction: a list unsubscribe stops mail that was about to go, not only the
+/// next campaign. A row already leased is in flight and goes; a queued row that may already
+/// have been delivered (`doubt_since`, retried under the same key) keeps its path.
+fn withdraw_queued(tx: &Transaction<'_>, account_id: i64, sub: i64, now: i64) -> Result<u64> {
+    Ok(tx.execute(
+        "UPDATE sends SET status = 'suppressed', updated_at = :now,
+                last_error = 'unsubscribed from the campaign''s lists before it was sent'
+         WHERE subscriber_id = :sub AND status = 'queued' AND doubt_since IS NULL
+           AND campaign_id IN (
+               SELECT c.id FROM campaigns c
+               WHERE c.account_id = :account AND c.status IN ('approved', 'sending', 'paused')
+                 AND EXISTS (SELECT 1 FROM campaign_lists cl WHERE cl.campaign_id = c.id))
+           AND NOT EXISTS (
+               SELECT 1 FROM campaign_lists cl JOIN list_members m ON m.list_id = cl.list_id
+               WHERE cl.campaign_id = sends.campaign_id AND m.subscriber_id = :sub
+                 AND m.status = 'subscribed')",
+        named_params! {":now": now, ":sub": sub, ":account": account_id},
+    )? as u64)
 }
