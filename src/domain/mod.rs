@@ -13,3 +13,4 @@ pub mod sms;
 pub mod template;
 pub mod token;
 pub mod unsubscribe;
+pub mod webhook;

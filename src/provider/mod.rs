@@ -2,6 +2,7 @@
 //! (idempotency window, lookup by job id), and how its answers are classified.
 
 pub mod deliverylog;
+pub mod inbound;
 pub(crate) mod email;
 mod httpapi;
 mod outbox;

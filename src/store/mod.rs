@@ -14,6 +14,7 @@ mod notify;
 mod ratelimit;
 mod suppressions;
 mod tokens;
+mod webhooks;
 
 pub mod sqlite;
 
@@ -34,6 +35,7 @@ pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, Suppressions};
 pub use tokens::{NewToken, TokenRow, Tokens};
+pub use webhooks::{Applied, WebhookAction, Webhooks};
 
 use crate::error::{Error, Result};
 use std::path::Path;
@@ -54,6 +56,7 @@ pub trait Storage:
     + RateLimits
     + Admin
     + Tokens
+    + Webhooks
     + Send
     + std::marker::Sync
 {
@@ -72,6 +75,7 @@ impl<T> Storage for T where
         + RateLimits
         + Admin
         + Tokens
+        + Webhooks
         + Send
         + std::marker::Sync
         + ?Sized

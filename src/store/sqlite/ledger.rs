@@ -445,6 +445,12 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     let mut plain = Vec::with_capacity(cands.len());
     for c in cands {
         match decide(&c, req) {
+            Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
+                if settled_by_callback(tx, &c, req)? =>
+            {
+                out.settled_by_webhook += 1;
+                continue;
+            }
             Decision::InDoubt { since } => {
                 let n = tx
                     .prepare_cached(CLAIM_PARK_IN_DOUBT)?
@@ -477,6 +483,24 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     lease_many(tx, &plain, req, &terms)?;
     crash::point("before_claim_commit");
     Ok(out)
+}
+
+/// A row that may already have been delivered, and a provider webhook reported its outcome
+/// (kept by `Webhooks::apply_webhook` while the row was still leased): settled as the report
+/// says (`sent` if any report says delivered, else `failed`) instead of being parked in doubt
+/// or retried. Returns false when no report came.
+fn settled_by_callback(tx: &Transaction<'_>, c: &Candidate, req: &ClaimRequest) -> Result<bool> {
+    let sent: Option<bool> = tx
+        .prepare_cached(CLAIM_CALLBACK)?
+        .query_row(params![req.account_id, c.job_id], |r| r.get(0))?;
+    let Some(sent) = sent else {
+        return Ok(false);
+    };
+    let n = tx
+        .prepare_cached(CLAIM_SETTLE_BY_CALLBACK)?
+        .execute(params![c.id, sent, req.now])?;
+    expect_one(n, c.id, "settle by webhook")?;
+    Ok(true)
 }
 
 /// A statement that moves one row by id, within the claim transaction that has just read that
@@ -803,6 +827,18 @@ const CLAIM_PARK_IN_DOUBT: &str =
      'lease expired after dispatch; provider has no usable idempotency key'
      WHERE id = ?1 AND status IN ('queued', 'leased')";
 
+/// NULL: no delivery report for the job; 1: one says delivered; 0: only failures.
+const CLAIM_CALLBACK: &str = "SELECT max(delivery = 'sent') FROM webhook_events
+     WHERE account_id = ?1 AND job_id = ?2 AND delivery IS NOT NULL";
+
+const CLAIM_SETTLE_BY_CALLBACK: &str =
+    "UPDATE sends SET status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
+     sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     lease_token = NULL, dispatched_at = NULL, doubt_since = NULL, updated_at = ?3,
+     last_error = CASE WHEN ?2 THEN 'delivery reported by a provider webhook'
+     ELSE 'failure reported by a provider webhook' END
+     WHERE id = ?1 AND status IN ('queued', 'leased')";
+
 const CLAIM_SUPPRESS: &str =
     "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
      last_error = 'address suppressed before claim'
@@ -938,6 +974,8 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
         ("claim: lease one (same-key retry)", CLAIM_LEASE_ONE),
         ("claim: park in doubt", CLAIM_PARK_IN_DOUBT),
         ("claim: suppress", CLAIM_SUPPRESS),
+        ("claim: webhook report for a job", CLAIM_CALLBACK),
+        ("claim: settle by webhook", CLAIM_SETTLE_BY_CALLBACK),
         ("dispatch marker (separate)", MARK_DISPATCHED),
         ("record: sent (fenced)", RECORD_SENT),
         ("record: late confirmation", RECORD_LATE),

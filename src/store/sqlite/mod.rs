@@ -15,6 +15,7 @@ mod notify;
 mod ratelimit;
 mod segment;
 mod tokens;
+mod webhooks;
 
 pub use bench::{BareClaim, QueryPlan};
 pub use notify::notify_job_id;
@@ -50,6 +51,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0007_api_messages",
         include_str!("../../../schema/0007_api_messages.sql"),
+    ),
+    (
+        "0010_webhooks",
+        include_str!("../../../schema/0010_webhooks.sql"),
     ),
 ];
 
