@@ -16,3 +16,4 @@ pub mod run;
 pub mod subscribers;
 pub mod suppressions;
 pub mod tokens;
+pub mod webhooks;

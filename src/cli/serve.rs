@@ -27,6 +27,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         body_limit: limits::count_in("--body-limit", body_limit, limits::BODY_LIMIT)?,
         request_timeout: limits::REQUEST_TIMEOUT.parse("--request-timeout", &timeout)?,
         worker: None,
+        hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
     };
     let with_worker = a.worker || file.worker == Some(true);
     if !with_worker && a.provider.is_some() {

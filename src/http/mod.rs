@@ -7,6 +7,7 @@
 
 mod auth;
 mod error;
+mod hooks;
 mod messages;
 mod metrics;
 mod openapi;
@@ -40,6 +41,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Run the send loop in this process too.
     pub worker: Option<(Routes, worker::Config)>,
+    /// Provider webhooks accepted at `/hooks/...` (none by default).
+    pub hooks: crate::app::webhooks::Hooks,
 }
 
 /// What the handlers share.
@@ -48,6 +51,10 @@ pub struct AppState {
     pub store: Arc<dyn Storage>,
     /// True while the in-process worker runs (None: no worker here).
     pub worker_alive: Option<Arc<AtomicBool>>,
+    /// The configured provider webhooks, secrets included (never logged).
+    pub hooks: Arc<crate::app::webhooks::Hooks>,
+    /// Largest request body, in bytes (handlers that read the body themselves).
+    pub body_limit: usize,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -70,6 +77,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         openapi::ROUTES,
         messages::ROUTES,
         resources::ROUTES,
+        hooks::ROUTES,
     ]
     .concat()
 }
@@ -81,6 +89,7 @@ fn router(st: AppState, s: &Settings) -> Router {
         .merge(openapi::routes())
         .merge(messages::routes())
         .merge(resources::routes())
+        .merge(hooks::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -140,6 +149,8 @@ pub fn serve(
         let st = AppState {
             store,
             worker_alive: alive,
+            hooks: Arc::new(std::mem::take(&mut s.hooks)),
+            body_limit: s.body_limit,
         };
         let app = router(st, &s);
         bound(addr);
