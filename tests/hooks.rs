@@ -379,7 +379,8 @@ fn the_standardwebhooks_package_signs_what_we_accept_and_accepts_what_we_sign() 
             assert_eq!(r["action"], "suppressed", "{r}");
         }
     });
-    let sources: Vec<String> = suppressions(&env).into_iter().map(|s| s.2).collect();
+    let mut sources: Vec<String> = suppressions(&env).into_iter().map(|s| s.2).collect();
+    sources.sort();
     assert_eq!(sources, vec!["resend", "standard"]);
     // Our signer, checked by the package.
     let body = r#"{"type":"message.delivered","data":{"job_id":"j"}}"#;
