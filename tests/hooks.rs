@@ -162,7 +162,9 @@ fn dump(env: &Env) -> String {
     let c = env.sqlite();
     let mut out = String::new();
     for t in ["suppressions", "webhook_events", "sends"] {
-        let mut st = c.prepare(&format!("SELECT * FROM {t} ORDER BY 1, 2, 3")).unwrap();
+        let mut st = c
+            .prepare(&format!("SELECT * FROM {t} ORDER BY 1, 2, 3"))
+            .unwrap();
         let n = st.column_count();
         let rows = st
             .query_map([], |r| {
@@ -350,7 +352,12 @@ fn the_standardwebhooks_package_signs_what_we_accept_and_accepts_what_we_sign() 
     let ts = now();
     rt.block_on(async {
         for (path, prefix, id, to) in [
-            ("/hooks/standard/acme", "webhook", "msg_py_1", "py1@example.com"),
+            (
+                "/hooks/standard/acme",
+                "webhook",
+                "msg_py_1",
+                "py1@example.com",
+            ),
             ("/hooks/resend/acme", "svix", "msg_py_2", "py2@example.com"),
         ] {
             let body = match prefix {
@@ -455,9 +462,16 @@ fn forgeries(h: &Hook, i: usize, ts: i64) -> Vec<Hook> {
     if let Some((idh, id)) = h.headers.iter().find(|(n, _)| n.ends_with("-id")).cloned() {
         let prefix = idh.trim_end_matches("-id").to_string();
         let body: Value = serde_json::from_slice(&h.body).unwrap();
-        for skew in [-301 - (i as i64 % 1000), 301 + (i as i64 % 1000)] {
+        for skew in [-400 - (i as i64 % 1000), 400 + (i as i64 % 1000)] {
             let path = h.path.clone();
-            out.push(signed_hook(&path, &prefix, ACME_SECRET, &id, ts + skew, &body));
+            out.push(signed_hook(
+                &path,
+                &prefix,
+                ACME_SECRET,
+                &id,
+                ts + skew,
+                &body,
+            ));
         }
         // Another account's secret.
         out.push(signed_hook(&h.path, &prefix, OTHER_SECRET, &id, ts, &body));
@@ -535,7 +549,14 @@ fn a_replayed_event_is_applied_once_and_a_changed_body_is_refused() {
     let c = client();
     rt.block_on(async {
         let body = json!({"type": "message.complained", "data": {"to": "r@example.com"}});
-        let h = signed_hook("/hooks/standard/acme", "webhook", ACME_SECRET, "evt_1", now(), &body);
+        let h = signed_hook(
+            "/hooks/standard/acme",
+            "webhook",
+            ACME_SECRET,
+            "evt_1",
+            now(),
+            &body,
+        );
         let (s1, b1) = send(&c, &server, &h).await;
         let (s2, b2) = send(&c, &server, &h).await;
         assert_eq!((s1, s2), (200, 200), "{b1} {b2}");
@@ -545,11 +566,20 @@ fn a_replayed_event_is_applied_once_and_a_changed_body_is_refused() {
         assert_eq!(env.count("SELECT count(*) FROM webhook_events"), 1);
         assert_eq!(env.count("SELECT count(*) FROM suppressions"), 1);
         // Taken off the list by hand, a replay does not put it back: it changes nothing.
-        env.sqlite().execute("DELETE FROM suppressions", []).unwrap();
+        env.sqlite()
+            .execute("DELETE FROM suppressions", [])
+            .unwrap();
         assert_eq!(send(&c, &server, &h).await.0, 200);
         assert_eq!(env.count("SELECT count(*) FROM suppressions"), 0);
         // The same id at the other account is another event (its own secret).
-        let o = signed_hook("/hooks/standard/other", "webhook", OTHER_SECRET, "evt_1", now(), &body);
+        let o = signed_hook(
+            "/hooks/standard/other",
+            "webhook",
+            OTHER_SECRET,
+            "evt_1",
+            now(),
+            &body,
+        );
         assert_eq!(send(&c, &server, &o).await.0, 200);
         assert_eq!(env.count("SELECT count(*) FROM webhook_events"), 2);
     });
@@ -562,7 +592,9 @@ fn sent_campaign(env: &Env, n: usize) -> Vec<(i64, String)> {
     let spec = format!("outbox:{}", env.path("out.jsonl").display());
     env.ok(&["run", "--once", "--provider", &spec, "--tick", "50ms"]);
     let c = env.sqlite();
-    let mut st = c.prepare("SELECT id, job_id FROM sends ORDER BY id").unwrap();
+    let mut st = c
+        .prepare("SELECT id, job_id FROM sends ORDER BY id")
+        .unwrap();
     st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .collect::<Result<_, _>>()
@@ -597,7 +629,8 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
         rusqlite::params![jobs[3].0, lease_end - 3_600_000, lease_end],
     )
     .unwrap();
-    db.execute("UPDATE campaigns SET status = 'sending'", []).unwrap();
+    db.execute("UPDATE campaigns SET status = 'sending'", [])
+        .unwrap();
     let rt = rt();
     let c = client();
     rt.block_on(async {
@@ -611,7 +644,12 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
                 &json!({"type": typ, "data": {"job_id": job}}),
             )
         };
-        let (st, b) = send(&c, &server, &std_hook("d1", "message.delivered", &jobs[0].1)).await;
+        let (st, b) = send(
+            &c,
+            &server,
+            &std_hook("d1", "message.delivered", &jobs[0].1),
+        )
+        .await;
         assert_eq!(st, 200, "{b}");
         assert!(b.contains("settled_sent"), "{b}");
         let (_, b) = send(&c, &server, &std_hook("f1", "message.failed", &jobs[1].1)).await;
@@ -636,7 +674,10 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
                     "Metadata": {"sendonce_job": jobs[3].1}}),
         );
         let (_, b) = send(&c, &server, &p).await;
-        assert!(b.contains("\"recorded\""), "a leased row is only recorded: {b}");
+        assert!(
+            b.contains("\"recorded\""),
+            "a leased row is only recorded: {b}"
+        );
     });
     assert_eq!(status(&env, jobs[0].0), "sent");
     assert_eq!(status(&env, jobs[1].0), "failed");
@@ -644,16 +685,16 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
     assert_eq!(status(&env, jobs[3].0), "leased");
     // The lease expires; the next claim finds the report and settles the row as sent instead
     // of parking it in doubt, and the provider is not called again.
-    db.execute(
-        "UPDATE sends SET visible_at = 0 WHERE id = ?1",
-        [jobs[3].0],
-    )
-    .unwrap();
+    db.execute("UPDATE sends SET visible_at = 0 WHERE id = ?1", [jobs[3].0])
+        .unwrap();
     let before = std::fs::read_to_string(env.path("out.jsonl")).unwrap();
     let spec = format!("outbox:{}", env.path("out.jsonl").display());
     env.ok(&["run", "--once", "--provider", &spec, "--tick", "50ms"]);
     assert_eq!(status(&env, jobs[3].0), "sent");
-    assert_eq!(env.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'"), 0);
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'"),
+        0
+    );
     let after = std::fs::read_to_string(env.path("out.jsonl")).unwrap();
     assert_eq!(before, after, "the provider was called again");
 }
@@ -683,4 +724,102 @@ secret_file = "{}"
     );
     let cfg = env.write("sendonce.toml", cfg);
     Server::start(env, &["--config", cfg.to_str().unwrap()])
+}
+
+/// `sendonce fake-provider` with delivery callbacks to `server`, signed with ACME_SECRET.
+fn fake_with_callbacks(
+    env: &Env,
+    server: &Server,
+    extra: &[&str],
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(crate::common::BIN)
+        .args(["fake-provider", "--listen", "127.0.0.1:0", "--log"])
+        .arg(env.path("fake.jsonl"))
+        .args(["--callbacks", &server.base, "--callback-account", "acme"])
+        .args(extra)
+        .env("SENDONCE_FAKE_WEBHOOK_SECRET", ACME_SECRET)
+        .env("SENDONCE_FAKE_POSTMARK_AUTH", POSTMARK_AUTH)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn sendonce fake-provider");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    (child, format!("http://{addr}"))
+}
+
+/// Kill -9 right after the provider accepted, before the worker recorded it, with a provider
+/// that has no idempotency key: the provider's delivery callback reaches the server while the
+/// row is still leased, and the restarted worker settles the row as sent from it. Nothing in
+/// doubt, one delivery.
+#[test]
+fn a_worker_killed_after_the_call_leaves_nothing_in_doubt_when_the_provider_calls_back() {
+    let env = Env::new();
+    let (_acct, cid) = env.setup_campaign(3);
+    env.ok(&["campaign", "approve", &cid]);
+    let server = setup_existing(&env);
+    let (mut fake, fake_base) = fake_with_callbacks(&env, &server, &["--no-idempotent"]);
+    let spec = format!("webhook:{fake_base}/send");
+    let run = |crash: Option<&str>| {
+        let mut c = env.cmd();
+        c.args([
+            "run",
+            "--once",
+            "--provider",
+            &spec,
+            "--lease",
+            "2s",
+            "--tick",
+            "50ms",
+        ]);
+        c.args(["--concurrency", "1", "--batch", "1"]);
+        if let Some(at) = crash {
+            c.env("SENDONCE_CRASH_AT", at);
+        }
+        c.output().unwrap()
+    };
+    let killed = run(Some("after_provider_accept:2"));
+    assert!(!killed.status.success(), "the worker was not killed");
+    // The callback for the second message arrives while its row is leased: recorded only.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env.count("SELECT count(*) FROM webhook_events WHERE delivery = 'sent'") < 2 {
+        assert!(std::time::Instant::now() < deadline, "no callback arrived");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        env.count(
+            "SELECT count(*) FROM sends WHERE status = 'leased' AND dispatched_at IS NOT NULL"
+        ),
+        1
+    );
+    let again = run(None);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'"),
+        0
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'sent'"),
+        3
+    );
+    let log = std::fs::read_to_string(env.path("fake.jsonl")).unwrap();
+    assert_eq!(
+        log.lines().count(),
+        3,
+        "each message delivered once:\n{log}"
+    );
+    let _ = fake.kill();
+    let _ = fake.wait();
 }

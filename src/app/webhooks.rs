@@ -100,9 +100,8 @@ fn read_secret(env: Option<&str>, file: Option<&Path>) -> Result<String> {
                 "the environment variable {var} (secret_env) is not set"
             ))
         })?,
-        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
-            Error::io(&format!("cannot read secret_file {}", path.display()), e)
-        })?,
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| Error::io(&format!("cannot read secret_file {}", path.display()), e))?,
         (None, None) => return Err(Error::invalid("no secret_env or secret_file")),
     };
     let text = text.trim().to_string();
@@ -155,11 +154,17 @@ fn not_found() -> Error {
 }
 
 /// The configured hook of (account, source), with the account's id. Any miss is the same 404.
-fn hook_for<'h>(store: &dyn Storage, hooks: &'h Hooks, req: &Inbound<'_>) -> Result<(i64, &'h Hook)> {
-    let id = store.resolve_account(req.account).map_err(|e| match e.kind {
-        crate::error::ErrorKind::NotFound | crate::error::ErrorKind::Invalid => not_found(),
-        _ => e,
-    })?;
+fn hook_for<'h>(
+    store: &dyn Storage,
+    hooks: &'h Hooks,
+    req: &Inbound<'_>,
+) -> Result<(i64, &'h Hook)> {
+    let id = store
+        .resolve_account(req.account)
+        .map_err(|e| match e.kind {
+            crate::error::ErrorKind::NotFound | crate::error::ErrorKind::Invalid => not_found(),
+            _ => e,
+        })?;
     for h in hooks.hooks.iter().filter(|h| h.source == req.source) {
         let matches = match &h.account {
             AccountRef::Id(i) => *i == id,
@@ -183,8 +188,10 @@ fn verify_and_parse(hooks: &Hooks, hook: &Hook, req: &Inbound<'_>) -> Result<wh:
             let params: Vec<(String, String)> = form_urlencoded::parse(req.body)
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect();
-            let refs: Vec<(&str, &str)> =
-                params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let refs: Vec<(&str, &str)> = params
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
             let token = std::str::from_utf8(key).map_err(|_| not_found())?;
             if !twilio::validate_twilio_signature(token, &url, &refs, sig) {
                 return Err(Error::unauthorized("the X-Twilio-Signature does not match"));
@@ -206,7 +213,11 @@ fn verify_and_parse(hooks: &Hooks, hook: &Hook, req: &Inbound<'_>) -> Result<wh:
             inbound::postmark(req.body)
         }
         Source::Resend | Source::Standard => {
-            let prefix = if req.source == Source::Resend { "svix" } else { "webhook" };
+            let prefix = if req.source == Source::Resend {
+                "svix"
+            } else {
+                "webhook"
+            };
             let id = req.need(&format!("{prefix}-id"))?;
             let ts = req.need(&format!("{prefix}-timestamp"))?;
             let sig = req.need(&format!("{prefix}-signature"))?;

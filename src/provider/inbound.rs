@@ -82,10 +82,9 @@ pub fn twilio(params: &[(String, String)], job_id: Option<&str>) -> Result<Event
     }
     let body = field(params, "Body")
         .ok_or_else(|| Error::invalid("twilio webhook: neither Body nor MessageStatus"))?;
-    let from = field(params, "From")
-        .ok_or_else(|| Error::invalid("twilio webhook: From is missing"))?;
-    let from = normalize_for(Channel::Sms, from)
-        .map_err(|e| e.context("twilio webhook: From"))?;
+    let from =
+        field(params, "From").ok_or_else(|| Error::invalid("twilio webhook: From is missing"))?;
+    let from = normalize_for(Channel::Sms, from).map_err(|e| e.context("twilio webhook: From"))?;
     let effect = match sms_keyword(body) {
         Some(Keyword::Stop) => Effect::Suppress {
             channel: Channel::Sms,
@@ -111,7 +110,9 @@ fn parse_json(body: &[u8], what: &str) -> Result<Value> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| Error::invalid(format!("{what}: the body is not JSON: {e}")))?;
     if !v.is_object() {
-        return Err(Error::invalid(format!("{what}: the body is not a JSON object")));
+        return Err(Error::invalid(format!(
+            "{what}: the body is not a JSON object"
+        )));
     }
     Ok(v)
 }
@@ -131,7 +132,26 @@ pub fn postmark(body: &[u8]) -> Result<Event> {
         .and_then(|m| m.get(super::postmark::JOB_METADATA))
         .and_then(Value::as_str)
         .map(str::to_string);
-    let (kind, at, address, effect) = match record.as_str() {
+    let (kind, at, address, effect) = postmark_record(&v, &record, &job)?;
+    Ok(Event {
+        // Postmark sends no event id: the message, the record type (with its bounce type or
+        // subscription choice) and its time identify one event across its retries.
+        event_id: format!("{kind}:{message}:{at}"),
+        kind,
+        job_id: job,
+        address,
+        effect,
+    })
+}
+
+/// What one Postmark record is: (kind, its time, the address, the effect).
+fn postmark_record<'v>(
+    v: &'v Value,
+    record: &str,
+    job: &Option<String>,
+) -> Result<(String, &'v str, Option<String>, Effect)> {
+    const W: &str = "postmark webhook";
+    Ok(match record {
         "Bounce" => {
             let typ = need(&v, "Type", W)?;
             let addr = email(&v, "Email", W)?;
@@ -154,7 +174,7 @@ pub fn postmark(body: &[u8]) -> Result<Event> {
                 reason: "postmark spam complaint".into(),
             };
             let at = text(&v, "BouncedAt").unwrap_or("");
-            (record.clone(), at, Some(addr), effect)
+            (record.to_string(), at, Some(addr), effect)
         }
         "SubscriptionChange" => {
             let addr = email(&v, "Recipient", W)?;
@@ -182,7 +202,7 @@ pub fn postmark(body: &[u8]) -> Result<Event> {
         }
         "Delivery" => {
             let addr = email(&v, "Recipient", W)?;
-            let effect = match &job {
+            let effect = match job {
                 Some(j) => Effect::Delivery {
                     job_id: j.clone(),
                     sent: true,
@@ -190,18 +210,9 @@ pub fn postmark(body: &[u8]) -> Result<Event> {
                 None => Effect::Nothing,
             };
             let at = text(&v, "DeliveredAt").unwrap_or("");
-            (record.clone(), at, Some(addr), effect)
+            (record.to_string(), at, Some(addr), effect)
         }
-        _ => (record.clone(), "", None, Effect::Nothing),
-    };
-    Ok(Event {
-        // Postmark sends no event id: the message, the record type (with its bounce type or
-        // subscription choice) and its time identify one event across its retries.
-        event_id: format!("{kind}:{message}:{at}"),
-        kind,
-        job_id: job,
-        address,
-        effect,
+        _ => (record.to_string(), "", None, Effect::Nothing),
     })
 }
 
@@ -331,13 +342,27 @@ mod tests {
     #[test]
     fn twilio_inbound_and_status() {
         let e = twilio(
-            &form(&[("MessageSid", "SM1"), ("From", "+14155550100"), ("Body", " Stop ")]),
+            &form(&[
+                ("MessageSid", "SM1"),
+                ("From", "+14155550100"),
+                ("Body", " Stop "),
+            ]),
             None,
         )
         .unwrap();
-        assert!(matches!(e.effect, Effect::Suppress { channel: Channel::Sms, .. }));
+        assert!(matches!(
+            e.effect,
+            Effect::Suppress {
+                channel: Channel::Sms,
+                ..
+            }
+        ));
         let e = twilio(
-            &form(&[("MessageSid", "SM2"), ("From", "+14155550100"), ("Body", "start")]),
+            &form(&[
+                ("MessageSid", "SM2"),
+                ("From", "+14155550100"),
+                ("Body", "start"),
+            ]),
             None,
         )
         .unwrap();
@@ -364,12 +389,19 @@ mod tests {
         let e = postmark(b).unwrap();
         assert_eq!(e.event_id, "Bounce:HardBounce:m1:t");
         assert!(matches!(&e.effect, Effect::Suppress { address, .. } if address == "a@x.com"));
-        let b = br#"{"RecordType":"Bounce","Type":"SoftBounce","MessageID":"m1","Email":"a@x.com"}"#;
+        let b =
+            br#"{"RecordType":"Bounce","Type":"SoftBounce","MessageID":"m1","Email":"a@x.com"}"#;
         assert_eq!(postmark(b).unwrap().effect, Effect::Nothing);
         let b = br#"{"RecordType":"Delivery","MessageID":"m2","Recipient":"a@x.com","Metadata":{"sendonce_job":"j1"}}"#;
-        assert!(matches!(postmark(b).unwrap().effect, Effect::Delivery { sent: true, .. }));
+        assert!(matches!(
+            postmark(b).unwrap().effect,
+            Effect::Delivery { sent: true, .. }
+        ));
         let b = br#"{"RecordType":"SubscriptionChange","MessageID":"m3","Recipient":"a@x.com","SuppressSending":false}"#;
-        assert!(matches!(postmark(b).unwrap().effect, Effect::Unsuppress { .. }));
+        assert!(matches!(
+            postmark(b).unwrap().effect,
+            Effect::Unsuppress { .. }
+        ));
     }
 
     #[test]
@@ -383,7 +415,13 @@ mod tests {
         assert!(matches!(e.effect, Effect::Delivery { sent: true, .. }));
         let b = br#"{"type":"message.bounced","data":{"to":"+14155550100"}}"#;
         let e = standard(b, "id").unwrap();
-        assert!(matches!(e.effect, Effect::Suppress { channel: Channel::Sms, .. }));
+        assert!(matches!(
+            e.effect,
+            Effect::Suppress {
+                channel: Channel::Sms,
+                ..
+            }
+        ));
         assert!(standard(br#"{"type":"message.opened","data":{}}"#, "id").is_err());
     }
 }

@@ -2,9 +2,9 @@
 //! (idempotency window, lookup by job id), and how its answers are classified.
 
 pub mod deliverylog;
-pub mod inbound;
 pub(crate) mod email;
 mod httpapi;
+pub mod inbound;
 mod outbox;
 pub mod postmark;
 mod redact;
