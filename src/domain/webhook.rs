@@ -210,7 +210,7 @@ pub fn job_tag(job_id: &str) -> String {
 
 /// The job id of a [`job_tag`], if it is one.
 pub fn job_from_tag(tag: &str) -> Option<String> {
-    if tag.len() % 2 != 0 || tag.len() > 1024 {
+    if !tag.len().is_multiple_of(2) || tag.len() > 1024 {
         return None;
     }
     let bytes = (0..tag.len())

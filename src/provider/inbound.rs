@@ -153,8 +153,8 @@ fn postmark_record<'v>(
     const W: &str = "postmark webhook";
     Ok(match record {
         "Bounce" => {
-            let typ = need(&v, "Type", W)?;
-            let addr = email(&v, "Email", W)?;
+            let typ = need(v, "Type", W)?;
+            let addr = email(v, "Email", W)?;
             let effect = match POSTMARK_PERMANENT.contains(&typ) {
                 true => Effect::Suppress {
                     channel: Channel::Email,
@@ -163,21 +163,21 @@ fn postmark_record<'v>(
                 },
                 false => Effect::Nothing,
             };
-            let at = text(&v, "BouncedAt").unwrap_or("");
+            let at = text(v, "BouncedAt").unwrap_or("");
             (format!("Bounce:{typ}"), at, Some(addr), effect)
         }
         "SpamComplaint" => {
-            let addr = email(&v, "Email", W)?;
+            let addr = email(v, "Email", W)?;
             let effect = Effect::Suppress {
                 channel: Channel::Email,
                 address: addr.clone(),
                 reason: "postmark spam complaint".into(),
             };
-            let at = text(&v, "BouncedAt").unwrap_or("");
+            let at = text(v, "BouncedAt").unwrap_or("");
             (record.to_string(), at, Some(addr), effect)
         }
         "SubscriptionChange" => {
-            let addr = email(&v, "Recipient", W)?;
+            let addr = email(v, "Recipient", W)?;
             let suppress = v
                 .get("SuppressSending")
                 .and_then(Value::as_bool)
@@ -188,7 +188,7 @@ fn postmark_record<'v>(
                     address: addr.clone(),
                     reason: format!(
                         "postmark subscription change: {}",
-                        text(&v, "SuppressionReason").unwrap_or("suppressed")
+                        text(v, "SuppressionReason").unwrap_or("suppressed")
                     ),
                 },
                 false => Effect::Unsuppress {
@@ -196,12 +196,12 @@ fn postmark_record<'v>(
                     address: addr.clone(),
                 },
             };
-            let at = text(&v, "ChangedAt").unwrap_or("");
+            let at = text(v, "ChangedAt").unwrap_or("");
             let kind = format!("SubscriptionChange:{suppress}");
             (kind, at, Some(addr), effect)
         }
         "Delivery" => {
-            let addr = email(&v, "Recipient", W)?;
+            let addr = email(v, "Recipient", W)?;
             let effect = match job {
                 Some(j) => Effect::Delivery {
                     job_id: j.clone(),
@@ -209,7 +209,7 @@ fn postmark_record<'v>(
                 },
                 None => Effect::Nothing,
             };
-            let at = text(&v, "DeliveredAt").unwrap_or("");
+            let at = text(v, "DeliveredAt").unwrap_or("");
             (record.to_string(), at, Some(addr), effect)
         }
         _ => (record.to_string(), "", None, Effect::Nothing),
