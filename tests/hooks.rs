@@ -823,3 +823,118 @@ fn a_worker_killed_after_the_call_leaves_nothing_in_doubt_when_the_provider_call
     let _ = fake.kill();
     let _ = fake.wait();
 }
+
+/// The same with Twilio end to end: the worker asks for a status callback at this server
+/// (its public URL), the fake Twilio posts `MessageStatus=delivered` there signed with the
+/// auth token, and the row of a worker killed after the call is settled from it.
+#[test]
+fn twilio_status_callbacks_name_the_job_and_settle_a_killed_workers_row() {
+    let env = Env::new();
+    env.setup_account();
+    for phone in ["+14155550100", "+14155550101"] {
+        env.ok(&["subscriber", "add", "--account", "1", "--phone", phone]);
+    }
+    let body = env.write("sms.txt", "Sale today");
+    let cid = env.ok(&[
+        "campaign",
+        "create",
+        "--account",
+        "1",
+        "--name",
+        "s",
+        "--channel",
+        "sms",
+        "--body-file",
+        body.to_str().unwrap(),
+    ]);
+    env.ok(&["campaign", "approve", &cid]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let public = format!("http://127.0.0.1:{port}");
+    let token_file = env.write("twilio.secret", TWILIO_TOKEN);
+    let cfg = env.write(
+        "sendonce.toml",
+        format!(
+            "public_url = \"{public}\"\n[[webhook]]\naccount = \"acme\"\nsource = \"twilio\"\n\
+             secret_file = \"{}\"\n",
+            token_file.display()
+        ),
+    );
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start_with(
+        &env,
+        &["--listen", &listen, "--config", cfg.to_str().unwrap()],
+    );
+    let (mut fake, fake_base) = fake_with_callbacks(&env, &server, &[]);
+    let spec = format!("twilio:AC123?from=%2B15550100&base_url={fake_base}");
+    let run = |crash: Option<&str>| {
+        let mut c = env.cmd();
+        c.args([
+            "run",
+            "--once",
+            "--provider",
+            &spec,
+            "--lease",
+            "2s",
+            "--tick",
+            "50ms",
+        ]);
+        c.args([
+            "--concurrency",
+            "1",
+            "--batch",
+            "1",
+            "--public-url",
+            &public,
+        ]);
+        c.env("SENDONCE_TWILIO_AUTH_TOKEN", TWILIO_TOKEN);
+        c.env(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            "0123456789abcdef0123456789abcdef",
+        );
+        if let Some(at) = crash {
+            c.env("SENDONCE_CRASH_AT", at);
+        }
+        c.output().unwrap()
+    };
+    let killed = run(Some("after_provider_accept:1"));
+    assert!(!killed.status.success(), "the worker was not killed");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env.count("SELECT count(*) FROM webhook_events WHERE delivery = 'sent'") < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no status callback arrived"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let job: String = env
+        .sqlite()
+        .query_row("SELECT job_id FROM webhook_events", [], |r| r.get(0))
+        .unwrap();
+    assert!(job.starts_with("campaign:"), "{job}");
+    let again = run(None);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'"),
+        0
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE status = 'sent'"),
+        2
+    );
+    let log = std::fs::read_to_string(env.path("fake.jsonl")).unwrap();
+    assert_eq!(
+        log.lines().count(),
+        2,
+        "each message delivered once:\n{log}"
+    );
+    let _ = fake.kill();
+    let _ = fake.wait();
+}

@@ -44,6 +44,7 @@ fn client() -> reqwest::Client {
 
 fn email(job: &str, to: &str, body: &str) -> Message {
     Message {
+        status_callback: None,
         reply_to: None,
         job_id: job.into(),
         idempotency_key: sendonce::domain::model::idempotency_key(job),
@@ -58,6 +59,7 @@ fn email(job: &str, to: &str, body: &str) -> Message {
 
 fn sms(job: &str, to: &str, body: &str) -> Message {
     Message {
+        status_callback: None,
         reply_to: None,
         job_id: job.into(),
         idempotency_key: sendonce::domain::model::idempotency_key(job),

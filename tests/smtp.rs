@@ -120,6 +120,7 @@ fn with_secret(k: &str) -> Option<String> {
 fn message(n: u32, to: &str) -> Message {
     let job_id = format!("campaign:1:sub:{n}");
     Message {
+        status_callback: None,
         reply_to: None,
         idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
         job_id,
@@ -988,6 +989,7 @@ fn hostile_inputs_never_add_headers_or_recipients() {
             _ => Some(format!("{reply_name} <{reply_addr}>")),
         };
         let msg = Message {
+            status_callback: None,
             reply_to: reply_to.clone(),
             idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
             job_id: job_id.clone(),

@@ -47,6 +47,11 @@ pub struct Message {
     /// Optional HTML alternative (email only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
+    /// Where the provider should report this message's delivery (Twilio's `StatusCallback`:
+    /// `PUBLIC/hooks/twilio/{account id}`; the provider adds `job_id=`), when the worker knows
+    /// its public URL. A provider's own configured callback wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_callback: Option<String>,
 }
 
 /// How one call ended, as the provider classifies it.
