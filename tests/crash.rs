@@ -862,3 +862,66 @@ fn sigterm_drains_in_flight_calls_and_leaves_no_lease() {
     assert_pass(&doc, "after SIGTERM");
     assert_eq!(doc["delivered"], recipients);
 }
+
+// ---------------------------------------------------------------- delivery callbacks
+
+/// The crash points after a provider call, a provider without idempotency keys, and delivery
+/// callbacks (`fake-provider --callbacks` to a `sendonce serve` with a Standard Webhooks
+/// endpoint): every kill leaves nothing in doubt and nothing delivered twice. A report that
+/// arrives while its row is still leased is kept and settles the row at the next claim; one
+/// that arrives after the row was parked in doubt settles it then. (A kill between the dispatch
+/// marker and the call still parks rows that were never called: nothing calls back for them.)
+#[test]
+fn crash_points_with_delivery_callbacks_leave_nothing_in_doubt() {
+    let hits: u64 = if soak() { 10 } else { 3 };
+    let recipients = 200;
+    let base = Env::new();
+    let cid = template(&base, recipients);
+    let worker_args = [
+        "--lease",
+        "1s",
+        "--batch",
+        "20",
+        "--concurrency",
+        "8",
+        "--list-chunk",
+        "50",
+    ];
+    for point in [
+        "after_provider_accept",
+        "mid_confirm_group",
+        "after_confirm_commit",
+    ] {
+        for k in 1..=hits {
+            let what = format!("{point}:{k} with callbacks");
+            let env = Env::new();
+            copy_db(&base.db, &env.db);
+            let server = crate::hooks::setup_existing(&env);
+            let (mut fake, fake_base) =
+                crate::hooks::fake_with_callbacks(&env, &server, &["--no-idempotent"]);
+            let spec = format!("webhook:{fake_base}/send#timeout=5s");
+            let st = worker_cmd(&env.db, &spec, "victim", &worker_args)
+                .env("SENDONCE_CRASH_AT", format!("{point}:{k}"))
+                .status()
+                .unwrap();
+            assert!(killed(st), "{what}: not killed ({st:?})");
+            let code = run_to_completion(&env.db, &spec, &worker_args);
+            assert!(code == 0 || code == 3, "{what}: restart exited {code}");
+            // A report that came after its row was parked settles it on arrival.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while env.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'") > 0 {
+                assert!(Instant::now() < deadline, "{what}: rows stay in doubt");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let doc = check(&env.db, &[&cid], &env.path("fake.jsonl"));
+            assert_pass(&doc, &what);
+            assert_eq!(doc["in_doubt"], 0, "{what}: {doc:#}");
+            assert_eq!(doc["delivered"], recipients, "{what}: {doc:#}");
+            let settled = env.count("SELECT count(*) FROM webhook_events WHERE delivery = 'sent'");
+            assert!(settled >= 1, "{what}: no callback arrived");
+            let _ = fake.kill();
+            let _ = fake.wait();
+            drop(server);
+        }
+    }
+}

@@ -700,7 +700,7 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
 }
 
 /// `setup` for an Env whose database and account acme exist already.
-fn setup_existing(env: &Env) -> Server {
+pub(crate) fn setup_existing(env: &Env) -> Server {
     env.ok(&["account", "add", "other"]);
     let f = |name: &str, v: &str| env.write(name, v).display().to_string();
     let cfg = format!(
@@ -727,7 +727,7 @@ secret_file = "{}"
 }
 
 /// `sendonce fake-provider` with delivery callbacks to `server`, signed with ACME_SECRET.
-fn fake_with_callbacks(
+pub(crate) fn fake_with_callbacks(
     env: &Env,
     server: &Server,
     extra: &[&str],

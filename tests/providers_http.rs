@@ -704,7 +704,9 @@ async fn resend_error_mapping() {
     assert_eq!(
         body,
         json!({"from": "news@example.com", "to": ["a@example.com"], "subject": "Hello",
-               "text": "hi", "html": "<p>hi</p>", "headers": {"X-Sendonce-Job": "j1"}})
+               "text": "hi", "html": "<p>hi</p>", "headers": {"X-Sendonce-Job": "j1"},
+               // The job in hex, for Resend's webhooks (tags allow only [A-Za-z0-9_-]).
+               "tags": [{"name": "sendonce_job", "value": "6a31"}]})
     );
 
     let (res, _) = call_raw(
