@@ -649,11 +649,40 @@ fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<Recor
                 let n = st.doubt.execute(named_params! {
                     ":id": r.id, ":token": r.token, ":error": error, ":now": now,
                 })?;
-                count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out);
+                match (n, settle_parked_from_report(tx, r.id, now, n == 1)?) {
+                    (1, Some(true)) => stats.sent += 1,
+                    (1, Some(false)) => stats.failed += 1,
+                    _ => count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out),
+                }
             }
         }
     }
     Ok(stats)
+}
+
+/// A row just parked in doubt (`parked`) whose outcome a provider webhook reported while its
+/// call was still running (the report was kept, `Webhooks::apply_webhook`): settled as the
+/// report says. Returns the settled outcome (true: sent), None when no report came.
+fn settle_parked_from_report(
+    tx: &Transaction<'_>,
+    id: i64,
+    now: i64,
+    parked: bool,
+) -> Result<Option<bool>> {
+    if !parked {
+        return Ok(None);
+    }
+    let sent: Option<bool> = tx
+        .prepare_cached(RECORD_DOUBT_REPORT)?
+        .query_row([id], |r| r.get(0))?;
+    let Some(sent) = sent else {
+        return Ok(None);
+    };
+    let n = tx
+        .prepare_cached(RECORD_SETTLE_FROM_REPORT)?
+        .execute(params![id, sent, now])?;
+    expect_one(n, id, "settle by webhook")?;
+    Ok(Some(sent))
 }
 
 /// A fenced statement changed its row (`n == 1`: counted in `done`) or lost the fence.
@@ -897,6 +926,20 @@ const RECORD_IN_DOUBT: &str =
      dispatched_at = NULL
      WHERE id = :id AND lease_token = :token AND status = 'leased'";
 
+/// NULL: no delivery report for the row's job; 1: one says delivered; 0: only failures.
+const RECORD_DOUBT_REPORT: &str = "SELECT max(w.delivery = 'sent') FROM sends s
+     JOIN webhook_events w ON w.account_id = s.account_id AND w.job_id = s.job_id
+     AND w.delivery IS NOT NULL
+     WHERE s.id = ?1";
+
+const RECORD_SETTLE_FROM_REPORT: &str =
+    "UPDATE sends SET status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
+     sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     doubt_since = NULL, updated_at = ?3,
+     last_error = coalesce(last_error || '; ', '') || CASE WHEN ?2
+     THEN 'delivery reported by a provider webhook' ELSE 'failure reported by a provider webhook' END
+     WHERE id = ?1 AND status = 'in_doubt'";
+
 /// The list-building INSERT for a channel (the address column differs). An address already
 /// suppressed gets its row too, as `suppressed` with the reason, so that status and report
 /// account for everyone the campaign considered. The job id is built from the same constants
@@ -985,6 +1028,14 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
         ("record: add suppression", RECORD_ADD_SUPPRESSION),
         ("record: retry", RECORD_RETRY),
         ("record: in doubt", RECORD_IN_DOUBT),
+        (
+            "record: webhook report for a parked row",
+            RECORD_DOUBT_REPORT,
+        ),
+        (
+            "record: settle a parked row by webhook",
+            RECORD_SETTLE_FROM_REPORT,
+        ),
         ("release", RELEASE),
         ("next visible", NEXT_VISIBLE),
         ("reconcilable", RECONCILABLE),
