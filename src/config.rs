@@ -253,4 +253,26 @@ concurrency = 4
         let e = Config::parse("[[route]]\nprovider = \"null\"\nrate = \"lots\"").unwrap_err();
         assert!(e.message.contains("invalid rate"), "{}", e.message);
     }
+
+    #[test]
+    fn webhook_entries_are_checked() {
+        let ok = "[[webhook]]\naccount = \"acme\"\nsource = \"resend\"\nsecret_env = \"X\"";
+        assert_eq!(Config::parse(ok).unwrap().webhook.len(), 1);
+        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"mailgun\"\nsecret_env = \"X\"")
+            .unwrap_err();
+        assert!(
+            e.message.contains("webhook 1: unknown source"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"twilio\"").unwrap_err();
+        assert!(
+            e.message.contains("exactly one of secret_env"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"twilio\"\nsecret = \"s\"")
+            .unwrap_err();
+        assert!(e.message.contains("secret"), "{}", e.message);
+    }
 }
