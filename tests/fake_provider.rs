@@ -51,6 +51,7 @@ fn msg(job: &str, to: &str, body: &str) -> Message {
         subject: Some("Hi".into()),
         body: body.into(),
         html: None,
+        unsubscribe: None,
     }
 }
 

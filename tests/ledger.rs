@@ -308,6 +308,7 @@ fn outbox_replay_is_not_a_second_delivery_even_across_processes() {
         subject: Some("s".into()),
         body: "b".into(),
         html: None,
+        unsubscribe: None,
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Two handles on one file stand for two processes: the file lock serialises them.

@@ -54,6 +54,7 @@ fn email(job: &str, to: &str, body: &str) -> Message {
         subject: Some("Hello".into()),
         body: body.into(),
         html: Some(format!("<p>{body}</p>")),
+        unsubscribe: None,
     }
 }
 
@@ -69,6 +70,7 @@ fn sms(job: &str, to: &str, body: &str) -> Message {
         subject: None,
         body: body.into(),
         html: None,
+        unsubscribe: None,
     }
 }
 

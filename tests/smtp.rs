@@ -4,7 +4,7 @@
 
 use crate::common;
 use sendonce::domain::address::Channel;
-use sendonce::domain::unsubscribe::{self, Secret};
+use sendonce::domain::links::{Keys, Links, Purpose, Secret, Target};
 use sendonce::provider::{
     build_email, CallResult, EmailSettings, Message, Provider, Smtp, UnsubscribeSettings,
     EXPECTED_HEADERS,
@@ -113,8 +113,18 @@ fn no_env(_: &str) -> Option<String> {
     None
 }
 
-fn with_secret(k: &str) -> Option<String> {
-    (k == unsubscribe::SECRET_ENV).then(|| SECRET.to_string())
+/// The signed link the worker would put in `Message::unsubscribe` for recipient `to`.
+fn link_for(to: &str) -> String {
+    let keys = Keys::new(Secret::new(SECRET.as_bytes().to_vec()).unwrap());
+    Links::new("https://example.org", keys)
+        .unwrap()
+        .unsubscribe_url(&Target {
+            account_id: 1,
+            channel: Channel::Email,
+            address: to.to_string(),
+            lists: vec![5],
+            campaign_id: 1,
+        })
 }
 
 fn message(n: u32, to: &str) -> Message {
@@ -130,6 +140,7 @@ fn message(n: u32, to: &str) -> Message {
         subject: Some("Olá Zoë — your ünïcödé newsletter 🙂".into()),
         body: "Hello Zoë,\nthis is the text part.\n.\nA line with a dot above.\n".into(),
         html: Some("<p>Hello <b>Zoë</b></p>\n".into()),
+        unsubscribe: Some(link_for(to)),
     }
 }
 
@@ -156,10 +167,10 @@ async fn campaign_message_arrives_with_the_exact_headers() {
     let server = RealServer::start();
     let spec = format!(
         "smtp://127.0.0.1:{}?tls=none&timeout=10s&message_id_domain=mail.example.org\
-         &unsubscribe_url=https%3A%2F%2Fexample.org%2Fu&unsubscribe_mailto=unsub@example.org",
+         &unsubscribe_mailto=unsub@example.org",
         server.port
     );
-    let smtp = Smtp::from_spec_with_env(&spec, &with_secret).expect("spec");
+    let smtp = Smtp::from_spec_with_env(&spec, &no_env).expect("spec");
     let msg = message(7, "ana@example.com");
     let res = smtp.send(&msg).await;
     let expected_id = format!("<{}@mail.example.org>", msg.idempotency_key);
@@ -233,11 +244,8 @@ async fn campaign_message_arrives_with_the_exact_headers() {
         parsed.message_id(),
         Some(expected_id.trim_matches(['<', '>']))
     );
-    let token = unsubscribe::sign(
-        &Secret::new(SECRET.as_bytes().to_vec()).unwrap(),
-        "campaign:1:sub:7",
-        "ana@example.com",
-    );
+    let link = link_for("ana@example.com");
+    let token = link.rsplit('/').next().unwrap();
     let list = parsed
         .header_raw("List-Unsubscribe")
         .unwrap()
@@ -249,13 +257,14 @@ async fn campaign_message_arrives_with_the_exact_headers() {
         list,
         format!(
             "<mailto:unsub@example.org?subject=unsubscribe%20{token}>, \
-             <https://example.org/u?t={token}>"
+             <https://example.org/u/{token}>"
         )
     );
-    // The token in the link verifies and names this recipient.
-    let secret = Secret::new(SECRET.as_bytes().to_vec()).unwrap();
-    let u = unsubscribe::verify(&secret, &token).unwrap();
-    assert_eq!(u.recipient, "ana@example.com");
+    // The token in the link opens and names this recipient; the address is not readable in it.
+    let keys = Keys::new(Secret::new(SECRET.as_bytes().to_vec()).unwrap());
+    let u = keys.open(Purpose::Unsubscribe, token, 0).unwrap();
+    assert_eq!(u.address, "ana@example.com");
+    assert!(!list.contains("ana"), "{list}");
     // multipart/alternative with the text and the HTML part.
     assert!(
         text.contains("Content-Type: multipart/alternative;"),
@@ -376,7 +385,7 @@ async fn auth_with_the_password_from_the_environment() {
 }
 
 #[tokio::test]
-async fn missing_sender_and_unsubscribe_secret_are_clear_errors() {
+async fn missing_sender_and_the_old_unsubscribe_option_are_clear_errors() {
     let e = Smtp::from_spec_with_env(
         "smtp://127.0.0.1:25?tls=none&unsubscribe_url=https://example.org/u",
         &no_env,
@@ -384,7 +393,7 @@ async fn missing_sender_and_unsubscribe_secret_are_clear_errors() {
     .err()
     .unwrap();
     assert!(
-        e.message.contains("SENDONCE_UNSUBSCRIBE_SECRET"),
+        e.message.contains("public_url") && e.message.contains("SENDONCE_UNSUBSCRIBE_SECRET"),
         "{}",
         e.message
     );
@@ -931,15 +940,12 @@ fn norm(s: &str) -> String {
 fn hostile_inputs_never_add_headers_or_recipients() {
     const CASES: usize = 20_000;
     let mut rng = Rng(0x005E_ED0F_5E4D_00CE);
-    let secret = Secret::new(SECRET.as_bytes().to_vec()).unwrap();
     let settings = [
         EmailSettings::default(),
         EmailSettings {
             message_id_domain: Some("mail.example.net".into()),
             unsubscribe: Some(UnsubscribeSettings {
-                url: Some("https://example.org/u?list=1".parse().unwrap()),
                 mailto: Some("unsub@example.org".parse().unwrap()),
-                secret: Some(secret),
             }),
         },
     ];
@@ -999,6 +1005,7 @@ fn hostile_inputs_never_add_headers_or_recipients() {
             subject: subject.clone(),
             body: value(&mut rng, h4),
             html,
+            unsubscribe: (rng.below(2) == 0).then(|| link_for(&to)),
         };
         let s = &settings[rng.below(2)];
         let built = match build_email(&msg, s, SystemTime::now()) {

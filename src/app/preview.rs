@@ -4,9 +4,9 @@
 //! through the campaign's route, outside the ledger.
 
 use crate::domain::address;
+use crate::domain::links::Links;
 use crate::domain::model::{self, SendStatus};
 use crate::domain::template::{CampaignVars, Compiled, Sources};
-use crate::domain::unsubscribe::Links;
 use crate::error::{Error, Result};
 use crate::provider::{build_email, CallResult, EmailSettings, Message};
 use crate::store::{Campaign, RecipientRow, Storage};
@@ -53,7 +53,10 @@ pub fn preview(
         None => model::campaign_job_id(&store.installation_id()?, campaign_id, sub.id),
     };
     let tpl = compile(store, &c, links)?;
-    let link = links.map(|l| l.unsubscribe_url(&job_id, &to));
+    let link = match links {
+        Some(l) => Some(l.unsubscribe_url(&link_target(store, &c, &to)?)),
+        None => None,
+    };
     let message = render(&c, &tpl, &r.vars, job_id, to, link.as_deref())?;
     let why_not = why_not(&r);
     Ok(Preview {
@@ -62,6 +65,21 @@ pub fn preview(
         would_receive: why_not.is_none(),
         why_not,
         message,
+    })
+}
+
+/// Who an unsubscribe link of campaign `c` to `to` is for (as the worker seals it).
+fn link_target(
+    store: &dyn Storage,
+    c: &Campaign,
+    to: &str,
+) -> Result<crate::domain::links::Target> {
+    Ok(crate::domain::links::Target {
+        account_id: c.account_id,
+        channel: c.channel,
+        address: to.to_string(),
+        lists: store.campaign_lists(c.id)?,
+        campaign_id: c.id,
     })
 }
 
@@ -118,8 +136,8 @@ fn compile(store: &dyn Storage, c: &Campaign, links: Option<&Links>) -> Result<C
             "campaign {} prints {{{{ unsubscribe_url }}}}: pass --public-url URL (or set \
              public_url in the config file, or {}) and set {}",
             c.id,
-            crate::domain::unsubscribe::PUBLIC_URL_ENV,
-            crate::domain::unsubscribe::SECRET_ENV
+            crate::domain::links::PUBLIC_URL_ENV,
+            crate::domain::links::SECRET_ENV
         )));
     }
     Ok(tpl)
@@ -145,6 +163,9 @@ fn render(
         subject: r.subject,
         body: r.text,
         html: r.html,
+        unsubscribe: link
+            .filter(|_| c.channel == address::Channel::Email)
+            .map(str::to_string),
     })
 }
 
@@ -205,7 +226,10 @@ pub fn test_send(
     let r = store.recipient(c.id, subscriber)?;
     let job_id = format!("test:{}:{}", c.id, uuid::Uuid::new_v4());
     let tpl = compile(store, &c, target.links)?;
-    let link = target.links.map(|l| l.unsubscribe_url(&job_id, &to));
+    let link = match target.links {
+        Some(l) => Some(l.unsubscribe_url(&link_target(store, &c, &to)?)),
+        None => None,
+    };
     let mut msg = render(
         &c,
         &tpl,

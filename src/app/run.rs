@@ -34,13 +34,14 @@ pub fn routes(
 }
 
 /// Where `{{ unsubscribe_url }}` points: `public_url` (a flag or its environment variable), else
-/// the config file's `public_url`; signed with the secret from `SENDONCE_UNSUBSCRIBE_SECRET`.
+/// the config file's `public_url`; sealed with the key from `SENDONCE_UNSUBSCRIBE_SECRET` (older
+/// keys from `SENDONCE_UNSUBSCRIBE_OLD_SECRETS` still open links).
 /// None when neither gives a URL.
 pub fn links(
     config: Option<&Path>,
     public_url: Option<&str>,
-) -> Result<Option<crate::domain::unsubscribe::Links>> {
-    use crate::domain::unsubscribe::{Links, Secret};
+) -> Result<Option<crate::domain::links::Links>> {
+    use crate::domain::links::{Keys, Links};
     let from_file = match public_url {
         Some(_) => None,
         None => crate::config::Config::load(config)?.and_then(|c| c.public_url),
@@ -48,8 +49,8 @@ pub fn links(
     let Some(url) = public_url.map(str::to_string).or(from_file) else {
         return Ok(None);
     };
-    let secret = Secret::from_env().map_err(|e| Error::invalid(format!("--public-url: {e}")))?;
-    Links::new(&url, secret)
+    let keys = Keys::from_env().map_err(|e| Error::invalid(format!("--public-url: {e}")))?;
+    Links::new(&url, keys)
         .map(Some)
         .map_err(|e| Error::invalid(format!("--public-url: {e}")))
 }

@@ -659,9 +659,10 @@ pub struct RunArgs {
     /// Subscribers per list-building transaction.
     #[arg(long, default_value_t = 50_000)]
     pub list_chunk: usize,
-    /// Public base URL of this sender (https://news.example.org): `{{ unsubscribe_url }}` is
-    /// URL/u/TOKEN, signed with SENDONCE_UNSUBSCRIBE_SECRET. Default: public_url in the config
-    /// file. A campaign that prints the link is not sent without it.
+    /// Public base URL of this sender (https://news.example.org), served by `sendonce serve`:
+    /// `{{ unsubscribe_url }}` and every email's List-Unsubscribe are URL/u/TOKEN, sealed with
+    /// SENDONCE_UNSUBSCRIBE_SECRET. Default: public_url in the config file. A campaign that prints
+    /// the link is not sent without it.
     #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
     /// synchronous pragma (for `sendonce bench --sync normal`; FULL is the durable setting).

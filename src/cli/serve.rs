@@ -28,6 +28,8 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         request_timeout: limits::REQUEST_TIMEOUT.parse("--request-timeout", &timeout)?,
         worker: None,
         hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
+        keys: link_keys()?,
+        links: app::run::links(a.config.as_deref(), a.public_url.as_deref())?,
     };
     let with_worker = a.worker || file.worker == Some(true);
     if !with_worker && a.provider.is_some() {
@@ -42,7 +44,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         true => {
             let mut cfg = worker_settings(a, &drain_text).check()?;
             cfg.drain_deadline = drain;
-            cfg.links = app::run::links(a.config.as_deref(), a.public_url.as_deref())?;
+            cfg.links = settings.links.clone();
             let routes = app::run::routes(a.config.as_deref(), a.provider.as_deref(), &store)?;
             crate::http::Settings {
                 worker: Some((routes, cfg)),
@@ -68,6 +70,17 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         None => "stopped".to_string(),
     };
     Ok(Output::ok(to_json(&summary), text))
+}
+
+/// The keys that open link tokens, when `SENDONCE_UNSUBSCRIBE_SECRET` is set (a set but
+/// malformed secret, or old-key list, is an error: the pages would refuse every link).
+fn link_keys() -> Result<Option<crate::domain::links::Keys>> {
+    if std::env::var_os(crate::domain::links::SECRET_ENV).is_none() {
+        return Ok(None);
+    }
+    crate::domain::links::Keys::from_env()
+        .map(Some)
+        .map_err(Error::invalid)
 }
 
 /// The worker of `serve --worker`, with `run`'s defaults where `serve` has no flag.

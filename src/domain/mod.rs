@@ -1,16 +1,16 @@
 //! Pure rules with no I/O: addresses and channels, states, job ids and keys, templates, content
-//! checks, audience filters (segments), SMS segments, unsubscribe tokens, API tokens and their
+//! checks, audience filters (segments), SMS segments, signed links (unsubscribe, confirm), API tokens and their
 //! scopes, time, the retry policy.
 
 pub mod address;
 pub mod clock;
 pub mod content;
 pub mod headers;
+pub mod links;
 pub mod model;
 pub mod retry;
 pub mod segment;
 pub mod sms;
 pub mod template;
 pub mod token;
-pub mod unsubscribe;
 pub mod webhook;

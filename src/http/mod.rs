@@ -12,6 +12,7 @@ mod messages;
 mod metrics;
 mod openapi;
 mod ops;
+pub mod pages;
 mod resources;
 
 use crate::error::{Error, Result};
@@ -43,6 +44,10 @@ pub struct Settings {
     pub worker: Option<(Routes, worker::Config)>,
     /// Provider webhooks accepted at `/hooks/...` (none by default).
     pub hooks: crate::app::webhooks::Hooks,
+    /// The keys that open link tokens (from `SENDONCE_UNSUBSCRIBE_SECRET`), if set.
+    pub keys: Option<crate::domain::links::Keys>,
+    /// Public base URL and keys, if the public URL is configured.
+    pub links: Option<crate::domain::links::Links>,
 }
 
 /// What the handlers share.
@@ -55,6 +60,12 @@ pub struct AppState {
     pub hooks: Arc<crate::app::webhooks::Hooks>,
     /// Largest request body, in bytes (handlers that read the body themselves).
     pub body_limit: usize,
+    /// The keys that open link tokens (`/u/`, `/c/`): None when no secret is set, and then
+    /// those pages say the links are not set up.
+    pub keys: Option<Arc<crate::domain::links::Keys>>,
+    /// The public base URL and keys, when the public URL is configured (links this server
+    /// writes itself: confirmation messages, callback URLs).
+    pub links: Option<Arc<crate::domain::links::Links>>,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -78,6 +89,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         messages::ROUTES,
         resources::ROUTES,
         hooks::ROUTES,
+        pages::ROUTES,
     ]
     .concat()
 }
@@ -90,6 +102,7 @@ fn router(st: AppState, s: &Settings) -> Router {
         .merge(messages::routes())
         .merge(resources::routes())
         .merge(hooks::routes())
+        .merge(pages::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -151,6 +164,8 @@ pub fn serve(
             worker_alive: alive,
             hooks: Arc::new(std::mem::take(&mut s.hooks)),
             body_limit: s.body_limit,
+            keys: s.keys.take().map(Arc::new),
+            links: s.links.take().map(Arc::new),
         };
         let app = router(st, &s);
         bound(addr);

@@ -15,11 +15,10 @@ use super::Message;
 use crate::domain::headers::{
     check_domain, check_text, parse_address, parse_mailbox, squeeze_spaces, MAX_SUBJECT_BYTES,
 };
-use crate::domain::unsubscribe::{self, Secret};
 use lettre::message::header::{ContentTransferEncoding, ContentType, HeaderName, HeaderValue};
 use lettre::message::{Body, Mailbox, MessageBuilder, MultiPart, SinglePart};
 use lettre::Address;
-use reqwest::Url;
+
 use std::time::SystemTime;
 
 /// Longest job id accepted in `X-Sendonce-Job`, in bytes.
@@ -49,15 +48,11 @@ pub struct EmailSettings {
     pub unsubscribe: Option<UnsubscribeSettings>,
 }
 
-/// Where recipients unsubscribe. At least one of `url` and `mailto` is set.
+/// A mailbox that receives unsubscribe mails, written into `List-Unsubscribe` beside the
+/// recipient's https link (which the worker puts in `Message::unsubscribe`).
 #[derive(Debug, Clone)]
 pub struct UnsubscribeSettings {
-    /// https base URL; the signed token is added as the `t` query parameter.
-    pub url: Option<Url>,
-    /// Mailbox that receives unsubscribe mails.
     pub mailto: Option<Address>,
-    /// Signs the per-recipient token; required with `url`.
-    pub secret: Option<Secret>,
 }
 
 /// A message ready for the SMTP transaction.
@@ -107,8 +102,8 @@ pub fn build_email(
         check_text("subject", subject, MAX_SUBJECT_BYTES)?;
         b = b.subject(squeeze_spaces(subject));
     }
-    if let Some(u) = &settings.unsubscribe {
-        b = unsubscribe_headers(b, u, msg)?;
+    if settings.unsubscribe.is_some() || msg.unsubscribe.is_some() {
+        b = unsubscribe_headers(b, settings.unsubscribe.as_ref(), msg)?;
     }
 
     let text = qp_part(ContentType::TEXT_PLAIN, &msg.body)?;
@@ -162,10 +157,13 @@ fn message_id(msg: &Message, settings: &EmailSettings, from: &Mailbox) -> Result
 /// `List-Unsubscribe`, and `List-Unsubscribe-Post` when there is an https link (one click).
 fn unsubscribe_headers(
     b: MessageBuilder,
-    u: &UnsubscribeSettings,
+    u: Option<&UnsubscribeSettings>,
     msg: &Message,
 ) -> Result<MessageBuilder, String> {
-    let (list, one_click) = list_unsubscribe(u, &msg.job_id, &msg.to)?;
+    let (list, one_click) = list_unsubscribe(u, msg.unsubscribe.as_deref())?;
+    if list.is_empty() {
+        return Ok(b);
+    }
     let mut b = b.raw_header(HeaderValue::new(
         HeaderName::new_from_ascii_str("List-Unsubscribe"),
         list,
@@ -186,39 +184,30 @@ fn qp_part(ct: ContentType, text: &str) -> Result<SinglePart, String> {
     Ok(SinglePart::builder().header(ct).body(body))
 }
 
-/// The `List-Unsubscribe` value, and whether it has an https link (one-click POST).
+/// The `List-Unsubscribe` value (mailto first, then the recipient's link), and whether the link
+/// is https (RFC 8058 one-click `POST` is only promised for https).
 fn list_unsubscribe(
-    u: &UnsubscribeSettings,
-    job_id: &str,
-    recipient: &str,
+    u: Option<&UnsubscribeSettings>,
+    link: Option<&str>,
 ) -> Result<(String, bool), String> {
-    let token = u
-        .secret
-        .as_ref()
-        .map(|s| unsubscribe::sign(s, job_id, recipient));
+    // The link's token in the mailto subject tells who asked even through a forwarder.
+    let token = link.and_then(|l| l.rsplit('/').next());
     let mut items = Vec::new();
-    if let Some(m) = &u.mailto {
-        // The token in the subject tells who asked even when the mail comes via a forwarder.
-        items.push(match &token {
+    if let Some(m) = u.and_then(|u| u.mailto.as_ref()) {
+        items.push(match token {
             Some(t) => format!("<mailto:{m}?subject=unsubscribe%20{t}>"),
             None => format!("<mailto:{m}?subject=unsubscribe>"),
         });
     }
-    let mut one_click = false;
-    if let Some(base) = &u.url {
-        let t = token
-            .as_ref()
-            .ok_or("an unsubscribe URL needs the signing secret")?;
-        let mut url = base.clone();
-        url.query_pairs_mut().append_pair("t", t);
-        items.push(format!("<{url}>"));
-        one_click = true;
+    if let Some(l) = link {
+        items.push(format!("<{l}>"));
     }
     let value = items.join(", ");
-    if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+    let bad_link = link.is_some_and(|l| l.contains(['<', '>', ',', ' ']));
+    if bad_link || !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return Err("the List-Unsubscribe value is not printable ASCII".into());
     }
-    Ok((value, one_click))
+    Ok((value, link.is_some_and(|l| l.starts_with("https://"))))
 }
 
 /// Defence in depth: the header block is ASCII, has only CRLF line ends, lines of at most 998
@@ -282,6 +271,7 @@ mod tests {
             subject: Some("Hello".into()),
             body: "Hi Ana\n".into(),
             html: None,
+            unsubscribe: None,
         }
     }
 
@@ -367,28 +357,38 @@ mod tests {
     fn unsubscribe_headers() {
         let mut m = msg();
         m.html = Some("<p>Hi</p>".into());
-        let secret = Secret::new(b"0123456789abcdef0123".to_vec()).unwrap();
+        m.unsubscribe = Some("https://example.org/u/2TOKEN_x-y".into());
         let s = EmailSettings {
             message_id_domain: Some("mail.example.net".into()),
             unsubscribe: Some(UnsubscribeSettings {
-                url: Some(Url::parse("https://example.org/u?list=5").unwrap()),
                 mailto: Some("unsub@example.org".parse().unwrap()),
-                secret: Some(secret.clone()),
             }),
         };
         let built = build_email(&m, &s, SystemTime::now()).unwrap();
         let text = String::from_utf8(built.bytes).unwrap();
-        let token = unsubscribe::sign(&secret, "campaign:1:sub:2", "ana@example.com");
         let unfolded = text.replace("\r\n ", " ");
         assert!(
-            unfolded.contains(&format!(
-                "List-Unsubscribe: <mailto:unsub@example.org?subject=unsubscribe%20{token}>, \
-                 <https://example.org/u?list=5&t={token}>\r\n"
-            )),
+            unfolded.contains(
+                "List-Unsubscribe: <mailto:unsub@example.org?subject=unsubscribe%202TOKEN_x-y>, \
+                 <https://example.org/u/2TOKEN_x-y>\r\n"
+            ),
             "{text}"
         );
         assert!(text.contains("List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"));
         assert!(text.contains("@mail.example.net>"));
         assert!(text.contains("multipart/alternative"));
+        // An http link (a test server): listed, but no one-click promise.
+        m.unsubscribe = Some("http://127.0.0.1:8025/u/2abc".into());
+        let text = String::from_utf8(
+            build_email(&m, &EmailSettings::default(), SystemTime::now())
+                .unwrap()
+                .bytes,
+        )
+        .unwrap();
+        assert!(
+            text.contains("List-Unsubscribe: <http://127.0.0.1:8025/u/2abc>\r\n"),
+            "{text}"
+        );
+        assert!(!text.contains("List-Unsubscribe-Post"), "{text}");
     }
 }

@@ -52,6 +52,10 @@ pub struct Message {
     /// its public URL. A provider's own configured callback wins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_callback: Option<String>,
+    /// The recipient's signed unsubscribe link (email of a campaign that is not
+    /// transactional): written into `List-Unsubscribe` (+ one-click `List-Unsubscribe-Post`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsubscribe: Option<String>,
 }
 
 /// How one call ended, as the provider classifies it.

@@ -3,7 +3,7 @@
 //! the phase it happened in.
 //!
 //! Spec: `smtp://[user@]host[:port]?tls=starttls|tls|none[&timeout=30s&pool=4&hello_name=H
-//! &message_id_domain=D&unsubscribe_url=https://...&unsubscribe_mailto=ADDR&password_file=PATH
+//! &message_id_domain=D&unsubscribe_mailto=ADDR&password_file=PATH
 //! &ca_file=PEM]`. A password in the spec is refused (command lines show up in `ps`): it comes
 //! from `SENDONCE_SMTP_PASSWORD` or `password_file`, and it is never printed.
 //!
@@ -31,7 +31,6 @@ use super::email::{build_email, EmailSettings, UnsubscribeSettings};
 use super::redact::{self, Secret as Password};
 use super::{CallFuture, CallResult, Capabilities, Message, Provider};
 use crate::domain::headers::{check_domain, parse_address};
-use crate::domain::unsubscribe::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use lettre::transport::smtp::authentication::{Credentials, Mechanism};
 use lettre::transport::smtp::client::{AsyncSmtpConnection, Certificate, TlsParameters};
@@ -129,8 +128,8 @@ impl Smtp {
         Self::from_spec_with_env(spec, &|k| std::env::var(k).ok())
     }
 
-    /// Build from a spec with `env` standing in for the environment (`SENDONCE_SMTP_PASSWORD`,
-    /// `SENDONCE_UNSUBSCRIBE_SECRET`), so tests never have to change the real one.
+    /// Build from a spec with `env` standing in for the environment (`SENDONCE_SMTP_PASSWORD`),
+    /// so tests never have to change the real one.
     pub fn from_spec_with_env(spec: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
         let (url, host, user) = parse_spec_url(spec)?;
         let opts = Options::parse(&url)?;
@@ -151,7 +150,9 @@ impl Smtp {
                  not loopback: use tls=starttls or tls=tls",
             ));
         }
-        let unsubscribe = unsubscribe_settings(opts.unsubscribe_url, opts.unsubscribe_mailto, env)?;
+        let unsubscribe = opts
+            .unsubscribe_mailto
+            .map(|m| UnsubscribeSettings { mailto: Some(m) });
         let tls_params = match opts.tls {
             TlsMode::None => None,
             TlsMode::StartTls | TlsMode::Tls => {
@@ -606,7 +607,6 @@ struct Options {
     pool: usize,
     hello_name: Option<String>,
     message_id_domain: Option<String>,
-    unsubscribe_url: Option<Url>,
     unsubscribe_mailto: Option<lettre::Address>,
     password_file: Option<String>,
     ca_file: Option<String>,
@@ -644,7 +644,6 @@ impl Options {
             pool: DEFAULT_POOL,
             hello_name: None,
             message_id_domain: None,
-            unsubscribe_url: None,
             unsubscribe_mailto: None,
             password_file: None,
             ca_file: None,
@@ -706,22 +705,12 @@ impl Options {
         Ok(())
     }
 
-    fn set_unsubscribe_url(&mut self, v: &str) -> Result<()> {
-        let u = Url::parse(v)
-            .map_err(|e| Error::invalid(format!("smtp option unsubscribe_url: {e}")))?;
-        if u.scheme() != "https" || u.host_str().is_none() {
-            return Err(Error::invalid(
-                "smtp option unsubscribe_url must be an https:// URL (RFC 8058 \
-                 one-click unsubscribe requires HTTPS)",
-            ));
-        }
-        if u.fragment().is_some() || !u.username().is_empty() || u.password().is_some() {
-            return Err(Error::invalid(
-                "smtp option unsubscribe_url must not have a fragment or user info",
-            ));
-        }
-        self.unsubscribe_url = Some(u);
-        Ok(())
+    fn set_unsubscribe_url(&mut self, _v: &str) -> Result<()> {
+        Err(Error::invalid(
+            "smtp option unsubscribe_url is gone: every List-Unsubscribe link now points at \
+             `sendonce serve` (/u/TOKEN). Set public_url in the config file, --public-url or \
+             SENDONCE_PUBLIC_URL, and SENDONCE_UNSUBSCRIBE_SECRET",
+        ))
     }
 
     fn set_unsubscribe_mailto(&mut self, v: &str) -> Result<()> {
@@ -730,32 +719,6 @@ impl Options {
         self.unsubscribe_mailto = Some(a);
         Ok(())
     }
-}
-
-/// The `List-Unsubscribe` settings when the spec asks for them; the secret that signs the
-/// tokens is required with an https link and optional with a mailto alone.
-fn unsubscribe_settings(
-    url: Option<Url>,
-    mailto: Option<lettre::Address>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<UnsubscribeSettings>> {
-    if url.is_none() && mailto.is_none() {
-        return Ok(None);
-    }
-    let secret = match Secret::from_env_value(
-        env(crate::domain::unsubscribe::SECRET_ENV).map(String::into_bytes),
-    ) {
-        Ok(s) => Some(s),
-        Err(e) if url.is_some() => {
-            return Err(Error::invalid(format!("smtp option unsubscribe_url: {e}")))
-        }
-        Err(_) => None,
-    };
-    Ok(Some(UnsubscribeSettings {
-        url,
-        mailto,
-        secret,
-    }))
 }
 
 /// User and password (and the password again, to scrub from replies), or none. The password
@@ -878,7 +841,7 @@ mod tests {
             ("smtp://h?timeout=soon", "timeout"),
             ("smtp://h/path", "path"),
             ("smtp://?tls=none", "host"),
-            ("smtp://h?unsubscribe_url=http://x.org/u", "https"),
+            ("smtp://h?unsubscribe_url=https://x.org/u", "public_url"),
             (
                 "smtp://h?message_id_domain=bad%0d%0adomain",
                 "message_id_domain",

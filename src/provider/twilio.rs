@@ -332,6 +332,7 @@ mod tests {
             subject: None,
             body: "hi".into(),
             html: None,
+            unsubscribe: None,
         };
         let f = t.form(&msg);
         assert_eq!(f[0], ("To", "+14155550100".to_string()));

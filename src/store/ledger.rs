@@ -22,6 +22,8 @@ pub struct ActiveCampaign {
     /// The campaign's name and the names of the lists it targets (template variables).
     pub name: String,
     pub list_names: Vec<String>,
+    /// The ids of the lists it targets (empty: the whole account); sealed into unsubscribe links.
+    pub list_ids: Vec<i64>,
     /// False: subject and body are literal text, not templates (one-off notifications).
     pub templated: bool,
     /// False while the recipient list is still being built.

@@ -160,8 +160,8 @@ impl Worker {
                      URL to point it at: pass --public-url URL (or set public_url in the config \
                      file, or {}) and set {}",
                     c.id,
-                    crate::domain::unsubscribe::PUBLIC_URL_ENV,
-                    crate::domain::unsubscribe::SECRET_ENV
+                    crate::domain::links::PUBLIC_URL_ENV,
+                    crate::domain::links::SECRET_ENV
                 )));
             }
             t
@@ -202,12 +202,11 @@ impl Worker {
         // A call must end well inside its lease: the claim set it to a whole lease.
         let call_timeout = caps.call_timeout.min(self.cfg.lease / 2);
         let k = route_key(route);
-        // The link is signed here, and only for templates that print it (not per row otherwise).
-        let links = self
-            .cfg
-            .links
-            .as_ref()
-            .filter(|_| tpl.reads("unsubscribe_url"));
+        // The link is sealed here, once per row, for email (its List-Unsubscribe header) and
+        // for templates that print it.
+        let links = self.cfg.links.as_ref().filter(|_| {
+            c.channel == crate::domain::address::Channel::Email || tpl.reads("unsubscribe_url")
+        });
         // SMS delivery reports come back to this server's Twilio webhook, naming the job.
         let status_callback = match (c.channel, self.cfg.links.as_ref()) {
             (crate::domain::address::Channel::Sms, Some(l)) => Some(format!(
@@ -230,7 +229,15 @@ impl Worker {
                 channel: c.channel,
                 from: c.sender.clone(),
                 reply_to: c.reply_to.clone(),
-                link: links.map(|l| l.unsubscribe_url(&row.job_id, &row.address)),
+                link: links.map(|l| {
+                    l.unsubscribe_url(&crate::domain::links::Target {
+                        account_id: c.account_id,
+                        channel: c.channel,
+                        address: row.address.clone(),
+                        lists: c.list_ids.clone(),
+                        campaign_id: c.id,
+                    })
+                }),
                 status_callback: status_callback.clone(),
             };
             let call = timed(
@@ -286,6 +293,9 @@ async fn call(
             subject: r.subject,
             body: r.text,
             html: r.html,
+            unsubscribe: head
+                .link
+                .filter(|_| head.channel == crate::domain::address::Channel::Email),
         },
         // Variables are checked when the campaign is created; a row whose stored variables
         // cannot be rendered is never called.

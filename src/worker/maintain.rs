@@ -132,6 +132,7 @@ async fn reconcile(
             subject: None,
             body: String::new(),
             html: None,
+            unsubscribe: None,
         };
         let found = match route.provider.lookup(&msg).await {
             Lookup::Found { provider_id } => Some(provider_id),

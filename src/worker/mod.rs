@@ -62,7 +62,7 @@ pub struct Config {
     pub list_chunk: usize,
     /// Where `{{ unsubscribe_url }}` points; None: a campaign whose templates read it stops
     /// the worker before its first claim.
-    pub links: Option<crate::domain::unsubscribe::Links>,
+    pub links: Option<crate::domain::links::Links>,
 }
 
 impl Default for Config {

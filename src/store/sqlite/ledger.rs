@@ -44,6 +44,10 @@ impl Ledger for SqliteStore {
                         .map(|l| serde_json::from_str(&l).unwrap_or_default())
                         .unwrap_or_default();
                     list_names.sort();
+                    let ids: Option<String> = r.get(15)?;
+                    let list_ids: Vec<i64> = ids
+                        .map(|l| serde_json::from_str(&l).unwrap_or_default())
+                        .unwrap_or_default();
                     Ok(ActiveCampaign {
                         id: r.get(0)?,
                         account_id: r.get(1)?,
@@ -56,6 +60,7 @@ impl Ledger for SqliteStore {
                         sms_footer: r.get(12)?,
                         name: r.get(13)?,
                         list_names,
+                        list_ids,
                         templated: r.get::<_, i64>(7)? != 0,
                         account_name: r.get(8)?,
                         list_complete: r.get::<_, i64>(6)? != 0,
@@ -739,7 +744,8 @@ const START_DUE_CAMPAIGNS: &str =
 const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, c.subject, c.body,
      c.list_complete, c.templated, a.name, c.body_format, c.html, c.reply_to, c.sms_footer, c.name,
      (SELECT json_group_array(l.name) FROM campaign_lists cl JOIN lists l ON l.id = cl.list_id
-      WHERE cl.campaign_id = c.id)
+      WHERE cl.campaign_id = c.id),
+     (SELECT json_group_array(cl.list_id) FROM campaign_lists cl WHERE cl.campaign_id = c.id)
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id";
 
