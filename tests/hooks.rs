@@ -64,7 +64,40 @@ secret_file = "{}"
         f("other.secret", OTHER_SECRET),
     );
     let cfg = env.write("sendonce.toml", cfg);
-    Server::start(env, &["--config", cfg.to_str().unwrap()])
+    serve(
+        env,
+        &["--listen", "127.0.0.1:0", "--config", cfg.to_str().unwrap()],
+    )
+}
+
+/// The secret of the links the server writes (a configured public URL needs it).
+const LINK_SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+/// `sendonce serve ARGS` with the link secret set (the configured public URL needs it).
+pub(crate) fn serve(env: &Env, args: &[&str]) -> Server {
+    use std::io::BufRead;
+    let mut child = Command::new(crate::common::BIN)
+        .arg("--db")
+        .arg(&env.db)
+        .arg("serve")
+        .args(args)
+        .env_remove("SENDONCE_PROVIDER")
+        .env_remove("SENDONCE_LISTEN")
+        .env("SENDONCE_UNSUBSCRIBE_SECRET", LINK_SECRET)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn sendonce serve");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("read the address line");
+    let base = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    Server { child, base }
 }
 
 /// One request to send: path, headers, body.
@@ -723,7 +756,10 @@ secret_file = "{}"
         f("standard.secret", ACME_SECRET),
     );
     let cfg = env.write("sendonce.toml", cfg);
-    Server::start(env, &["--config", cfg.to_str().unwrap()])
+    serve(
+        env,
+        &["--listen", "127.0.0.1:0", "--config", cfg.to_str().unwrap()],
+    )
 }
 
 /// `sendonce fake-provider` with delivery callbacks to `server`, signed with ACME_SECRET.
@@ -864,7 +900,7 @@ fn twilio_status_callbacks_name_the_job_and_settle_a_killed_workers_row() {
         ),
     );
     let listen = format!("127.0.0.1:{port}");
-    let server = Server::start_with(
+    let server = serve(
         &env,
         &["--listen", &listen, "--config", cfg.to_str().unwrap()],
     );

@@ -95,12 +95,12 @@ where
             "injected failure (--fail-rate): not recorded",
         ));
     }
-    let accepted = super::callbacks::Accepted::of(&request, token);
-    match shared.journal.submit(request).await {
+    let after = super::callbacks::after_journal(
+        shared.config.callbacks.clone(),
+        super::callbacks::Accepted::of(&request, token),
+    );
+    match shared.journal.submit_then(request, after).await {
         Ok(Verdict::Delivered { message_id, .. }) => {
-            if let Some(cb) = &shared.config.callbacks {
-                super::callbacks::spawn(cb, accepted, &message_id);
-            }
             if f.drop {
                 // Recorded and fsynced; the client never hears about it.
                 return Err(DropReply);

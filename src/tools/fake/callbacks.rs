@@ -98,6 +98,26 @@ impl Accepted {
     }
 }
 
+/// What `Journal::submit_then` runs: the callback of a first delivery (a replayed key was
+/// reported the first time).
+pub(super) fn after_journal(
+    cb: Option<Callbacks>,
+    a: Accepted,
+) -> impl FnOnce(&std::result::Result<super::journal::Verdict, String>) + Send + 'static {
+    move |v| {
+        if let (
+            Some(cb),
+            Ok(super::journal::Verdict::Delivered {
+                message_id,
+                replay: false,
+            }),
+        ) = (cb, v)
+        {
+            spawn(&cb, a, message_id);
+        }
+    }
+}
+
 /// One request to make.
 struct Call {
     url: String,
