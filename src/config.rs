@@ -14,6 +14,11 @@
 //! burst = 40
 //! concurrency = 16                          # calls in flight for this route, per worker
 //!
+//! [[webhook]]                               # provider webhooks (sendonce serve)
+//! account = "acme"                          # name or id: POST /hooks/twilio/acme
+//! source = "twilio"                         # twilio | postmark | resend | standard
+//! secret_env = "ACME_TWILIO_AUTH_TOKEN"     # or secret_file = "/etc/sendonce/twilio-token"
+//!
 //! [serve]                                   # sendonce serve (flags and env win)
 //! listen = "127.0.0.1:8025"
 //! worker = true
@@ -40,6 +45,22 @@ pub struct Config {
     pub serve: Serve,
     #[serde(default)]
     pub route: Vec<Route>,
+    /// Provider webhooks `sendonce serve` accepts (`/hooks/{source}/{account}`).
+    #[serde(default)]
+    pub webhook: Vec<Webhook>,
+}
+
+/// `[[webhook]]`: one provider webhook of one account. The secret (Twilio auth token, Postmark
+/// `user:password`, Resend or Standard Webhooks `whsec_...` signing secret) is read from an
+/// environment variable or a file, never written here.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    pub account: AccountRef,
+    /// `twilio`, `postmark`, `resend` or `standard`.
+    pub source: String,
+    pub secret_env: Option<String>,
+    pub secret_file: Option<PathBuf>,
 }
 
 /// `[serve]`: settings of `sendonce serve`. A flag or its environment variable wins over the
@@ -142,6 +163,20 @@ impl Config {
                 )));
             }
         }
+        for (i, w) in cfg.webhook.iter().enumerate() {
+            let n = i + 1;
+            if crate::domain::webhook::Source::parse(&w.source).is_none() {
+                return Err(Error::invalid(format!(
+                    "webhook {n}: unknown source {:?} (twilio, postmark, resend, standard)",
+                    w.source
+                )));
+            }
+            if w.secret_env.is_some() == w.secret_file.is_some() {
+                return Err(Error::invalid(format!(
+                    "webhook {n}: give exactly one of secret_env and secret_file"
+                )));
+            }
+        }
         Ok(cfg)
     }
 
@@ -217,5 +252,27 @@ concurrency = 4
         );
         let e = Config::parse("[[route]]\nprovider = \"null\"\nrate = \"lots\"").unwrap_err();
         assert!(e.message.contains("invalid rate"), "{}", e.message);
+    }
+
+    #[test]
+    fn webhook_entries_are_checked() {
+        let ok = "[[webhook]]\naccount = \"acme\"\nsource = \"resend\"\nsecret_env = \"X\"";
+        assert_eq!(Config::parse(ok).unwrap().webhook.len(), 1);
+        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"mailgun\"\nsecret_env = \"X\"")
+            .unwrap_err();
+        assert!(
+            e.message.contains("webhook 1: unknown source"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"twilio\"").unwrap_err();
+        assert!(
+            e.message.contains("exactly one of secret_env"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"twilio\"\nsecret = \"s\"")
+            .unwrap_err();
+        assert!(e.message.contains("secret"), "{}", e.message);
     }
 }

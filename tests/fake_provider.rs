@@ -41,6 +41,7 @@ async fn id_of(r: reqwest::Response) -> String {
 
 fn msg(job: &str, to: &str, body: &str) -> Message {
     Message {
+        status_callback: None,
         reply_to: None,
         job_id: job.into(),
         idempotency_key: format!("key-{job}"),

@@ -298,6 +298,7 @@ fn outbox_replay_is_not_a_second_delivery_even_across_processes() {
     let env = Env::new();
     let path = env.path("o.jsonl");
     let msg = Message {
+        status_callback: None,
         reply_to: None,
         job_id: "campaign:1:sub:1".into(),
         idempotency_key: sendonce::domain::model::idempotency_key("campaign:1:sub:1"),

@@ -44,6 +44,7 @@ fn client() -> reqwest::Client {
 
 fn email(job: &str, to: &str, body: &str) -> Message {
     Message {
+        status_callback: None,
         reply_to: None,
         job_id: job.into(),
         idempotency_key: sendonce::domain::model::idempotency_key(job),
@@ -59,6 +60,7 @@ fn email(job: &str, to: &str, body: &str) -> Message {
 
 fn sms(job: &str, to: &str, body: &str) -> Message {
     Message {
+        status_callback: None,
         reply_to: None,
         job_id: job.into(),
         idempotency_key: sendonce::domain::model::idempotency_key(job),
@@ -704,7 +706,9 @@ async fn resend_error_mapping() {
     assert_eq!(
         body,
         json!({"from": "news@example.com", "to": ["a@example.com"], "subject": "Hello",
-               "text": "hi", "html": "<p>hi</p>", "headers": {"X-Sendonce-Job": "j1"}})
+               "text": "hi", "html": "<p>hi</p>", "headers": {"X-Sendonce-Job": "j1"},
+               // The job in hex, for Resend's webhooks (tags allow only [A-Za-z0-9_-]).
+               "tags": [{"name": "sendonce_job", "value": "6a31"}]})
     );
 
     let (res, _) = call_raw(

@@ -130,6 +130,7 @@ fn link_for(to: &str) -> String {
 fn message(n: u32, to: &str) -> Message {
     let job_id = format!("campaign:1:sub:{n}");
     Message {
+        status_callback: None,
         reply_to: None,
         idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
         job_id,
@@ -994,6 +995,7 @@ fn hostile_inputs_never_add_headers_or_recipients() {
             _ => Some(format!("{reply_name} <{reply_addr}>")),
         };
         let msg = Message {
+            status_callback: None,
             reply_to: reply_to.clone(),
             idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
             job_id: job_id.clone(),

@@ -18,6 +18,7 @@ mod crash;
 mod defects;
 mod fake_provider;
 mod first_contact;
+mod hooks;
 mod input_errors;
 mod layers;
 mod ledger;

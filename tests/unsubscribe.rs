@@ -792,6 +792,7 @@ async fn resend_and_postmark_carry_list_unsubscribe_in_their_custom_headers() {
                 body: "Hi".into(),
                 html: None,
                 unsubscribe,
+                status_callback: None,
             };
             let res = p.send(&m).await;
             assert!(

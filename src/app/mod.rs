@@ -18,3 +18,4 @@ pub mod subscribers;
 pub mod suppressions;
 pub mod tokens;
 pub mod unsubscribe;
+pub mod webhooks;

@@ -153,6 +153,7 @@ fn render(
 ) -> Result<Message> {
     let r = tpl.render_json(vars, link)?;
     Ok(Message {
+        status_callback: None,
         idempotency_key: model::idempotency_key(&job_id),
         job_id,
         channel: c.channel,

@@ -815,6 +815,18 @@ pub struct FakeProviderArgs {
     /// provider from calls that never left.
     #[arg(long, value_name = "FILE")]
     pub request_log: Option<PathBuf>,
+    /// After accepting a message, POST a signed delivery callback to the sender at URL (the
+    /// base of `sendonce serve`, e.g. http://127.0.0.1:8025), as the real provider would:
+    /// /send → URL/hooks/standard/ACCOUNT (Standard Webhooks) and Resend →
+    /// URL/hooks/resend/ACCOUNT (Svix), both signed with SENDONCE_FAKE_WEBHOOK_SECRET
+    /// (whsec_...); Postmark → URL/hooks/postmark/ACCOUNT with Basic auth from
+    /// SENDONCE_FAKE_POSTMARK_AUTH (user:password); Twilio → the message's own StatusCallback,
+    /// signed with the auth token it was sent with. Retried a few times; never delays the answer.
+    #[arg(long, value_name = "URL")]
+    pub callbacks: Option<String>,
+    /// The {account} of the callback URLs (name or id).
+    #[arg(long, value_name = "ACCOUNT", default_value = "1")]
+    pub callback_account: String,
 }
 
 #[derive(Args, Debug)]

@@ -27,6 +27,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         body_limit: limits::count_in("--body-limit", body_limit, limits::BODY_LIMIT)?,
         request_timeout: limits::REQUEST_TIMEOUT.parse("--request-timeout", &timeout)?,
         worker: None,
+        hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
         keys: link_keys()?,
         links: app::run::links(a.config.as_deref(), a.public_url.as_deref())?,
     };

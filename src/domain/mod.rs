@@ -14,3 +14,4 @@ pub mod segment;
 pub mod sms;
 pub mod template;
 pub mod token;
+pub mod webhook;

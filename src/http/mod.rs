@@ -7,6 +7,7 @@
 
 mod auth;
 mod error;
+mod hooks;
 mod messages;
 mod metrics;
 mod openapi;
@@ -41,6 +42,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// Run the send loop in this process too.
     pub worker: Option<(Routes, worker::Config)>,
+    /// Provider webhooks accepted at `/hooks/...` (none by default).
+    pub hooks: crate::app::webhooks::Hooks,
     /// The keys that open link tokens (from `SENDONCE_UNSUBSCRIBE_SECRET`), if set.
     pub keys: Option<crate::domain::links::Keys>,
     /// Public base URL and keys, if the public URL is configured.
@@ -53,6 +56,10 @@ pub struct AppState {
     pub store: Arc<dyn Storage>,
     /// True while the in-process worker runs (None: no worker here).
     pub worker_alive: Option<Arc<AtomicBool>>,
+    /// The configured provider webhooks, secrets included (never logged).
+    pub hooks: Arc<crate::app::webhooks::Hooks>,
+    /// Largest request body, in bytes (handlers that read the body themselves).
+    pub body_limit: usize,
     /// The keys that open link tokens (`/u/`, `/c/`): None when no secret is set, and then
     /// those pages say the links are not set up.
     pub keys: Option<Arc<crate::domain::links::Keys>>,
@@ -81,6 +88,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         openapi::ROUTES,
         messages::ROUTES,
         resources::ROUTES,
+        hooks::ROUTES,
         &pages::route_list(),
     ]
     .concat()
@@ -93,6 +101,7 @@ fn router(st: AppState, s: &Settings) -> Router {
         .merge(openapi::routes())
         .merge(messages::routes())
         .merge(resources::routes())
+        .merge(hooks::routes())
         .merge(pages::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
@@ -153,6 +162,8 @@ pub fn serve(
         let st = AppState {
             store,
             worker_alive: alive,
+            hooks: Arc::new(std::mem::take(&mut s.hooks)),
+            body_limit: s.body_limit,
             keys: s.keys.take().map(Arc::new),
             links: s.links.take().map(Arc::new),
         };

@@ -21,7 +21,13 @@ pub async fn serve() -> Response {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = ops_paths();
-    for more in [message_paths(), resource_paths(), optin_paths(), page_paths()] {
+    for more in [
+        message_paths(),
+        resource_paths(),
+        optin_paths(),
+        page_paths(),
+        hook_paths(),
+    ] {
         if let (Some(p), Value::Object(m)) = (paths.as_object_mut(), more) {
             p.extend(m);
         }
@@ -147,6 +153,51 @@ fn optin_paths() -> Value {
         "/c/{token}": {"get": get_c, "post": post_c},
         "/subscribe/{list}": {"get": get_s},
         "/subscribe": {"post": post_s},
+    })
+}
+
+/// `POST /hooks/{source}/{account}`: provider webhooks, verified by the provider's own
+/// signature (no bearer token).
+fn hook_paths() -> Value {
+    let account = json!([{"name": "account", "in": "path", "required": true,
+        "description": "The account's name or id, as in its [[webhook]] entry.",
+        "schema": {"type": "string"}}]);
+    let one = |summary: &str, media: &str, ok: Value| {
+        json!({"post": {
+            "summary": summary, "security": [], "parameters": account.clone(),
+            "requestBody": {"required": true, "content": {media: {"schema": {"type": "object"}}}},
+            "responses": {
+                "200": {"description": "Recorded (or a replay of a recorded event)",
+                        "content": ok},
+                "400": error_ref("Invalid"),
+                "401": error_ref("Unauthorized"),
+                "404": error_ref("NotFound"),
+                "409": {"description": "The same event id came before with another body",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                "413": error_ref("TooLarge"),
+            },
+        }})
+    };
+    let receipt = json!({"application/json": {"schema": {"type": "object", "properties": {
+        "source": {"type": "string"}, "event_id": {"type": "string"},
+        "action": {"type": "string", "enum": ["suppressed", "unsuppressed", "settled_sent",
+            "settled_failed", "recorded", "ignored"]},
+        "replay": {"type": "boolean"}}}}});
+    let twiml = json!({"text/xml": {"schema": {"type": "string"}}});
+    json!({
+        "/hooks/twilio/{account}": one(
+            "Twilio inbound messages (STOP/START) and status callbacks; X-Twilio-Signature.",
+            "application/x-www-form-urlencoded", twiml),
+        "/hooks/postmark/{account}": one(
+            "Postmark bounce, spam complaint, subscription change and delivery webhooks; \
+             Basic auth.", "application/json", receipt.clone()),
+        "/hooks/resend/{account}": one(
+            "Resend email events; Svix signature (svix-id, svix-timestamp, svix-signature).",
+            "application/json", receipt.clone()),
+        "/hooks/standard/{account}": one(
+            "Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) with \
+             {type: message.bounced|complained|delivered|failed, data: {job_id, to, channel}}.",
+            "application/json", receipt),
     })
 }
 

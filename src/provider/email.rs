@@ -281,6 +281,7 @@ mod tests {
 
     fn msg() -> Message {
         Message {
+            status_callback: None,
             reply_to: None,
             job_id: "campaign:1:sub:2".into(),
             idempotency_key: "6f1c1f2e-8d2a-5b7e-9c1d-0a1b2c3d4e5f".into(),

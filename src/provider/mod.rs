@@ -4,6 +4,7 @@
 pub mod deliverylog;
 pub(crate) mod email;
 mod httpapi;
+pub mod inbound;
 mod outbox;
 pub mod postmark;
 mod redact;
@@ -46,6 +47,11 @@ pub struct Message {
     /// Optional HTML alternative (email only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
+    /// Where the provider should report this message's delivery (Twilio's `StatusCallback`:
+    /// `PUBLIC/hooks/twilio/{account id}`; the provider adds `job_id=`), when the worker knows
+    /// its public URL. A provider's own configured callback wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_callback: Option<String>,
     /// The recipient's signed unsubscribe link (email of a campaign that is not
     /// transactional): written into `List-Unsubscribe` (+ one-click `List-Unsubscribe-Post`).
     #[serde(skip_serializing_if = "Option::is_none")]

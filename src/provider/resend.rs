@@ -1,5 +1,6 @@
 //! Resend: `POST {base}/emails` with a JSON body (`from`, `to` as an array, `subject`, `text`,
-//! `html`, `headers` carrying `X-Sendonce-Job`), bearer auth, and `Idempotency-Key` set to the
+//! `html`, `headers` carrying `X-Sendonce-Job`, `tags` with `sendonce_job` = the job id in hex, which
+//! Resend's webhooks carry back), bearer auth, and `Idempotency-Key` set to the
 //! message's key, which Resend remembers for 24 hours.
 //!
 //! Spec: `resend:?from=news@example.com[&base_url=http://127.0.0.1:PORT][&api_key_file=PATH]
@@ -85,6 +86,9 @@ impl Resend {
             "subject": msg.subject.as_deref().unwrap_or(""),
             "text": msg.body,
             "headers": {"X-Sendonce-Job": msg.job_id},
+            // Resend's webhooks carry the tags back: the job in the alphabet tags allow.
+            "tags": [{"name": super::inbound::RESEND_JOB_TAG,
+                      "value": crate::domain::webhook::job_tag(&msg.job_id)}],
         });
         if let Some(reply_to) = &msg.reply_to {
             p["reply_to"] = json!(reply_to);

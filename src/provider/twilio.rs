@@ -127,8 +127,13 @@ impl Twilio {
             f.push(("MessagingServiceSid", mg.clone()));
         }
         f.push(("Body", msg.body.clone()));
-        if let Some(cb) = &self.status_callback {
-            let mut cb = cb.clone();
+        let from_msg = || {
+            msg.status_callback
+                .as_deref()
+                .and_then(|u| Url::parse(u).ok())
+        };
+        if let Some(cb) = self.status_callback.clone().or_else(from_msg) {
+            let mut cb = cb;
             cb.query_pairs_mut().append_pair("job_id", &msg.job_id);
             f.push(("StatusCallback", cb.to_string()));
         }
@@ -317,6 +322,7 @@ mod tests {
         assert_eq!(t.caps.key_window, None);
         assert!(!format!("{t:?}").contains("tok-secret-1"));
         let msg = Message {
+            status_callback: None,
             reply_to: None,
             job_id: "campaign:1:sub:2".into(),
             idempotency_key: "k".into(),

@@ -76,6 +76,9 @@ pub struct Claimed {
     /// Rows moved to `in_doubt`: dispatched by a worker whose lease expired, provider not
     /// idempotent (or the key window has passed).
     pub in_doubt: u64,
+    /// Rows that may already have been delivered, settled (sent or failed) by a delivery
+    /// report a provider webhook had sent while they were still leased.
+    pub settled_by_webhook: u64,
 }
 
 /// How one provider call ended, as the ledger records it. The worker decides (backoff, key

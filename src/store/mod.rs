@@ -15,6 +15,7 @@ mod optin;
 mod ratelimit;
 mod suppressions;
 mod tokens;
+mod webhooks;
 
 pub mod sqlite;
 
@@ -39,6 +40,7 @@ pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, Suppressions};
 pub use tokens::{NewToken, TokenRow, Tokens};
+pub use webhooks::{Applied, WebhookAction, Webhooks};
 
 use crate::error::{Error, Result};
 use std::path::Path;
@@ -60,6 +62,7 @@ pub trait Storage:
     + RateLimits
     + Admin
     + Tokens
+    + Webhooks
     + Send
     + std::marker::Sync
 {
@@ -79,6 +82,7 @@ impl<T> Storage for T where
         + RateLimits
         + Admin
         + Tokens
+        + Webhooks
         + Send
         + std::marker::Sync
         + ?Sized

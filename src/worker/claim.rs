@@ -224,6 +224,15 @@ impl Worker {
             .links
             .as_ref()
             .filter(|_| header || tpl.reads("unsubscribe_url"));
+        // SMS delivery reports come back to this server's Twilio webhook, naming the job.
+        let status_callback = match (c.channel, self.cfg.links.as_ref()) {
+            (crate::domain::address::Channel::Sms, Some(l)) => Some(format!(
+                "{}/hooks/twilio/{}",
+                l.base().trim_end_matches('/'),
+                c.account_id
+            )),
+            _ => None,
+        };
         for row in rows {
             let flight = Flight {
                 token: row.token,
@@ -247,6 +256,7 @@ impl Worker {
                         campaign_id: c.id,
                     })
                 }),
+                status_callback: status_callback.clone(),
             };
             let call = timed(
                 route.name.clone(),
@@ -278,6 +288,8 @@ struct Head {
     header: bool,
     /// This recipient's `unsubscribe_url`, when the templates print it or the header needs it.
     link: Option<String>,
+    /// `Message::status_callback`.
+    status_callback: Option<String>,
 }
 
 /// One call task: render the row's message, call the provider within `timeout`.
@@ -291,6 +303,7 @@ async fn call(
     let id = row.id;
     let msg = match tpl.render_json(&row.vars, head.link.as_deref()) {
         Ok(r) => Message {
+            status_callback: head.status_callback,
             idempotency_key: idempotency_key(&row.job_id),
             job_id: row.job_id,
             channel: head.channel,

@@ -122,6 +122,7 @@ async fn reconcile(
     let rows = blocking(ledger, move |l| l.reconcilable(id, before, 100)).await?;
     for (send_id, job_id, address) in rows {
         let msg = Message {
+            status_callback: None,
             reply_to: None,
             idempotency_key: idempotency_key(&job_id),
             job_id,

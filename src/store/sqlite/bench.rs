@@ -54,7 +54,10 @@ impl SqliteStore {
     pub fn hot_query_plans(&self) -> Result<Vec<QueryPlan>> {
         self.read(|c| {
             let mut out = Vec::new();
-            for (name, sql) in super::ledger::hot_queries() {
+            let all = super::ledger::hot_queries()
+                .into_iter()
+                .chain(super::webhooks::hot_queries());
+            for (name, sql) in all {
                 let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
                 for i in 1..=st.parameter_count() {
                     st.raw_bind_parameter(i, rusqlite::types::Null)?;

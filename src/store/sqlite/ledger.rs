@@ -451,6 +451,12 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     let mut plain = Vec::with_capacity(cands.len());
     for c in cands {
         match decide(&c, req) {
+            Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
+                if settled_by_callback(tx, &c, req)? =>
+            {
+                out.settled_by_webhook += 1;
+                continue;
+            }
             Decision::InDoubt { since } => {
                 let n = tx
                     .prepare_cached(CLAIM_PARK_IN_DOUBT)?
@@ -483,6 +489,24 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
     lease_many(tx, &plain, req, &terms)?;
     crash::point("before_claim_commit");
     Ok(out)
+}
+
+/// A row that may already have been delivered, and a provider webhook reported its outcome
+/// (kept by `Webhooks::apply_webhook` while the row was still leased): settled as the report
+/// says (`sent` if any report says delivered, else `failed`) instead of being parked in doubt
+/// or retried. Returns false when no report came.
+fn settled_by_callback(tx: &Transaction<'_>, c: &Candidate, req: &ClaimRequest) -> Result<bool> {
+    let sent: Option<bool> = tx
+        .prepare_cached(CLAIM_CALLBACK)?
+        .query_row(params![req.account_id, c.job_id], |r| r.get(0))?;
+    let Some(sent) = sent else {
+        return Ok(false);
+    };
+    let n = tx
+        .prepare_cached(CLAIM_SETTLE_BY_CALLBACK)?
+        .execute(params![c.id, sent, req.now])?;
+    expect_one(n, c.id, "settle by webhook")?;
+    Ok(true)
 }
 
 /// A statement that moves one row by id, within the claim transaction that has just read that
@@ -631,11 +655,40 @@ fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<Recor
                 let n = st.doubt.execute(named_params! {
                     ":id": r.id, ":token": r.token, ":error": error, ":now": now,
                 })?;
-                count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out);
+                match (n, settle_parked_from_report(tx, r.id, now, n == 1)?) {
+                    (1, Some(true)) => stats.sent += 1,
+                    (1, Some(false)) => stats.failed += 1,
+                    _ => count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out),
+                }
             }
         }
     }
     Ok(stats)
+}
+
+/// A row just parked in doubt (`parked`) whose outcome a provider webhook reported while its
+/// call was still running (the report was kept, `Webhooks::apply_webhook`): settled as the
+/// report says. Returns the settled outcome (true: sent), None when no report came.
+fn settle_parked_from_report(
+    tx: &Transaction<'_>,
+    id: i64,
+    now: i64,
+    parked: bool,
+) -> Result<Option<bool>> {
+    if !parked {
+        return Ok(None);
+    }
+    let sent: Option<bool> = tx
+        .prepare_cached(RECORD_DOUBT_REPORT)?
+        .query_row([id], |r| r.get(0))?;
+    let Some(sent) = sent else {
+        return Ok(None);
+    };
+    let n = tx
+        .prepare_cached(RECORD_SETTLE_FROM_REPORT)?
+        .execute(params![id, sent, now])?;
+    expect_one(n, id, "settle by webhook")?;
+    Ok(Some(sent))
 }
 
 /// A fenced statement changed its row (`n == 1`: counted in `done`) or lost the fence.
@@ -811,6 +864,18 @@ const CLAIM_PARK_IN_DOUBT: &str =
      'lease expired after dispatch; provider has no usable idempotency key'
      WHERE id = ?1 AND status IN ('queued', 'leased')";
 
+/// NULL: no delivery report for the job; 1: one says delivered; 0: only failures.
+const CLAIM_CALLBACK: &str = "SELECT max(delivery = 'sent') FROM webhook_events
+     WHERE account_id = ?1 AND job_id = ?2 AND delivery IS NOT NULL";
+
+const CLAIM_SETTLE_BY_CALLBACK: &str =
+    "UPDATE sends SET status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
+     sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     lease_token = NULL, dispatched_at = NULL, doubt_since = NULL, updated_at = ?3,
+     last_error = CASE WHEN ?2 THEN 'delivery reported by a provider webhook'
+     ELSE 'failure reported by a provider webhook' END
+     WHERE id = ?1 AND status IN ('queued', 'leased')";
+
 const CLAIM_SUPPRESS: &str =
     "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = ?2,
      last_error = 'address suppressed before claim'
@@ -868,6 +933,20 @@ const RECORD_IN_DOUBT: &str =
      doubt_since = coalesce(doubt_since, dispatched_at, :now),
      dispatched_at = NULL
      WHERE id = :id AND lease_token = :token AND status = 'leased'";
+
+/// NULL: no delivery report for the row's job; 1: one says delivered; 0: only failures.
+const RECORD_DOUBT_REPORT: &str = "SELECT max(w.delivery = 'sent') FROM sends s
+     JOIN webhook_events w ON w.account_id = s.account_id AND w.job_id = s.job_id
+     AND w.delivery IS NOT NULL
+     WHERE s.id = ?1";
+
+const RECORD_SETTLE_FROM_REPORT: &str =
+    "UPDATE sends SET status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
+     sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     doubt_since = NULL, updated_at = ?3,
+     last_error = coalesce(last_error || '; ', '') || CASE WHEN ?2
+     THEN 'delivery reported by a provider webhook' ELSE 'failure reported by a provider webhook' END
+     WHERE id = ?1 AND status = 'in_doubt'";
 
 /// The list-building INSERT for a channel (the address column differs). An address already
 /// suppressed gets its row too, as `suppressed` with the reason, so that status and report
@@ -948,6 +1027,8 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
         ("claim: lease one (same-key retry)", CLAIM_LEASE_ONE),
         ("claim: park in doubt", CLAIM_PARK_IN_DOUBT),
         ("claim: suppress", CLAIM_SUPPRESS),
+        ("claim: webhook report for a job", CLAIM_CALLBACK),
+        ("claim: settle by webhook", CLAIM_SETTLE_BY_CALLBACK),
         ("dispatch marker (separate)", MARK_DISPATCHED),
         ("record: sent (fenced)", RECORD_SENT),
         ("record: late confirmation", RECORD_LATE),
@@ -957,6 +1038,14 @@ pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
         ("record: add suppression", RECORD_ADD_SUPPRESSION),
         ("record: retry", RECORD_RETRY),
         ("record: in doubt", RECORD_IN_DOUBT),
+        (
+            "record: webhook report for a parked row",
+            RECORD_DOUBT_REPORT,
+        ),
+        (
+            "record: settle a parked row by webhook",
+            RECORD_SETTLE_FROM_REPORT,
+        ),
         ("release", RELEASE),
         ("next visible", NEXT_VISIBLE),
         ("reconcilable", RECONCILABLE),

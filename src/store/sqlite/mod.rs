@@ -17,6 +17,7 @@ mod ratelimit;
 mod segment;
 mod tokens;
 mod unsubscribe;
+mod webhooks;
 
 pub use bench::{BareClaim, QueryPlan};
 pub use notify::notify_job_id;
@@ -58,6 +59,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../schema/0008_unsubscribe.sql"),
     ),
     ("0009_optin", include_str!("../../../schema/0009_optin.sql")),
+    (
+        "0010_webhooks",
+        include_str!("../../../schema/0010_webhooks.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.

@@ -81,6 +81,7 @@ async fn record<O, C, F>(
     shared: &Shared,
     f: &Faults,
     request: Request,
+    token: Option<String>,
     a: Answers<O, C, F>,
 ) -> Answer
 where
@@ -94,7 +95,11 @@ where
             "injected failure (--fail-rate): not recorded",
         ));
     }
-    match shared.journal.submit(request).await {
+    let after = super::callbacks::after_journal(
+        shared.config.callbacks.clone(),
+        super::callbacks::Accepted::of(&request, token),
+    );
+    match shared.journal.submit_then(request, after).await {
         Ok(Verdict::Delivered { message_id, .. }) => {
             if f.drop {
                 // Recorded and fsynced; the client never hears about it.
@@ -114,6 +119,11 @@ fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|s| !s.is_empty())
+}
+
+/// Now, in RFC 3339 UTC with milliseconds.
+pub(super) fn now_rfc3339() -> String {
+    rfc3339(crate::domain::clock::now_ms())
 }
 
 /// RFC 3339 UTC with milliseconds.
@@ -205,8 +215,8 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
         Ok(x) => x,
         Err(e) => return Ok(twilio_error(StatusCode::BAD_REQUEST, 20001, &e)),
     };
-    match basic_auth(&parts) {
-        Some((user, pass)) if user == sid && !pass.is_empty() => {}
+    let token = match basic_auth(&parts) {
+        Some((user, pass)) if user == sid && !pass.is_empty() => pass,
         _ => {
             return Ok(twilio_error(
                 StatusCode::UNAUTHORIZED,
@@ -214,7 +224,7 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
                 "Authenticate",
             ))
         }
-    }
+    };
     let TwilioSend {
         request,
         from,
@@ -238,7 +248,7 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
             twilio_error(status, code, message)
         },
     };
-    record(shared, &f, request, answers).await
+    record(shared, &f, request, Some(token), answers).await
 }
 
 /// A Twilio send that passed the checks: the journal request, and the sender fields the
@@ -424,7 +434,7 @@ pub(super) async fn resend(shared: &Shared, req: HttpRequest<Incoming>) -> Answe
             resend_error(status, "internal_server_error", message)
         },
     };
-    record(shared, &f, request, answers).await
+    record(shared, &f, request, None, answers).await
 }
 
 type Refusal = (StatusCode, &'static str, String);
@@ -579,7 +589,7 @@ pub(super) async fn postmark_send(shared: &Shared, req: HttpRequest<Incoming>) -
             postmark_error(status, code, message)
         },
     };
-    record(shared, &f, request, answers).await
+    record(shared, &f, request, None, answers).await
 }
 
 fn parse_postmark(body: &[u8]) -> Result<Request, (i64, String)> {

@@ -198,13 +198,27 @@ impl Journal {
     }
 
     /// Record a request; resolves once the line is durable (or was refused as a conflict).
-    pub(crate) async fn submit(&self, req: Request) -> std::result::Result<Verdict, String> {
+    /// `after` runs on the verdict even if the caller stops waiting: a client
+    /// that hung up after sending still has its message logged, and a real provider still
+    /// reports it (the delivery callbacks run here).
+    pub(crate) async fn submit_then(
+        &self,
+        req: Request,
+        after: impl FnOnce(&std::result::Result<Verdict, String>) + Send + 'static,
+    ) -> std::result::Result<Verdict, String> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Write(Box::new(req), reply))
             .map_err(|_| "the journal writer has stopped".to_string())?;
-        rx.await
-            .unwrap_or_else(|_| Err("the journal writer stopped during the request".into()))
+        let task = tokio::spawn(async move {
+            let verdict = rx
+                .await
+                .unwrap_or_else(|_| Err("the journal writer stopped during the request".into()));
+            after(&verdict);
+            verdict
+        });
+        task.await
+            .unwrap_or_else(|e| Err(format!("the journal task failed: {e}")))
     }
 
     /// Finish the queued groups and stop the writer thread.

@@ -5,8 +5,10 @@
 //! - `journal`: the single writer thread (delivery log + key table, one fsync per group).
 //! - `server`: the HTTP side (hyper), routes and fault injection.
 //! - `apis`: Twilio-, Resend- and Postmark-compatible endpoints on the same journal.
+//! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
 
 mod apis;
+pub mod callbacks;
 mod journal;
 mod server;
 
@@ -41,6 +43,8 @@ pub struct Config {
     /// arrives, before latency and faults (not fsynced): tells calls that reached the provider
     /// from calls that never left the sender.
     pub request_log: Option<PathBuf>,
+    /// Send a signed delivery callback for every accepted message (`--callbacks`).
+    pub callbacks: Option<callbacks::Callbacks>,
 }
 
 impl Config {
@@ -54,6 +58,7 @@ impl Config {
             seed: None,
             twilio_opted_out: Vec::new(),
             request_log: None,
+            callbacks: None,
         }
     }
 
@@ -75,6 +80,11 @@ impl Config {
                 })
                 .collect::<Result<_>>()?,
             request_log: a.request_log.clone(),
+            callbacks: a
+                .callbacks
+                .as_deref()
+                .map(|url| callbacks::Callbacks::from_env(url, &a.callback_account))
+                .transpose()?,
         })
     }
 }

@@ -240,7 +240,11 @@ async fn send(
             "injected failure (--fail-rate): not recorded",
         ));
     }
-    match shared.journal.submit(request).await {
+    let after = super::callbacks::after_journal(
+        cfg.callbacks.clone(),
+        super::callbacks::Accepted::of(&request, None),
+    );
+    match shared.journal.submit_then(request, after).await {
         Ok(Verdict::Delivered { message_id, replay }) => {
             if drop < cfg.drop_after_accept_rate {
                 // Recorded and fsynced; the client never hears about it.

@@ -1,0 +1,212 @@
+//! Provider webhook events on SQLite (`Webhooks`, table `webhook_events` of 0010): the event
+//! row and its effect (suppression, settled doubt, kept delivery report) in one `BEGIN
+//! IMMEDIATE` transaction; a replay changes nothing. The claim's use of the kept reports is
+//! in `ledger.rs` (`CLAIM_CALLBACK`).
+
+use super::SqliteStore;
+use crate::domain::model::{CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB};
+use crate::domain::webhook::{Effect, Event, Source};
+use crate::error::{Error, Result};
+use crate::store::{Applied, WebhookAction, Webhooks};
+use rusqlite::{params, OptionalExtension, Transaction};
+
+const FIND_EVENT: &str = "SELECT body_sha256, action FROM webhook_events
+     WHERE account_id = ?1 AND source = ?2 AND event_id = ?3";
+
+const INSERT_EVENT: &str = "INSERT INTO webhook_events (account_id, source, event_id,
+     body_sha256, kind, job_id, address, delivery, action, received_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
+const SUPPRESS: &str =
+    "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING";
+
+const UNSUPPRESS: &str =
+    "DELETE FROM suppressions WHERE account_id = ?1 AND channel = ?2 AND address = ?3";
+
+const CAMPAIGN_SEND: &str = "SELECT id, status, campaign_id FROM sends
+     WHERE campaign_id = ?1 AND subscriber_id = ?2 AND account_id = ?3 AND job_id = ?4";
+
+const API_SEND: &str = "SELECT s.id, s.status, s.campaign_id FROM api_messages m
+     JOIN sends s ON s.id = m.send_id
+     WHERE m.id = ?1 AND m.account_id = ?2 AND s.job_id = ?3";
+
+const SETTLE_IN_DOUBT: &str = "UPDATE sends SET
+     status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
+     sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     updated_at = ?3, doubt_since = NULL, lease_token = NULL,
+     last_error = 'settled by a ' || ?4 || ' webhook (' || ?5 || ')'
+     WHERE id = ?1 AND status = 'in_doubt'";
+
+/// The send row of one of our job ids in this account, as (id, status, campaign), found by its
+/// unique keys (campaign and subscriber, or the API message), never by a scan.
+fn send_for_job(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    job: &str,
+) -> Result<Option<(i64, String, i64)>> {
+    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?));
+    let (head, _) = job.split_once(CAMPAIGN_JOB_AT).unwrap_or((job, ""));
+    if let Some(rest) = head.strip_prefix(CAMPAIGN_JOB_PREFIX) {
+        let Some((c, s)) = rest.split_once(CAMPAIGN_JOB_SUB) else {
+            return Ok(None);
+        };
+        let (Ok(c), Ok(s)) = (c.parse::<i64>(), s.parse::<i64>()) else {
+            return Ok(None);
+        };
+        return Ok(tx
+            .prepare_cached(CAMPAIGN_SEND)?
+            .query_row(params![c, s, account_id, job], row)
+            .optional()?);
+    }
+    if let Some(rest) = head.strip_prefix("api:") {
+        let Some((a, m)) = rest.split_once(':') else {
+            return Ok(None);
+        };
+        let (Ok(a), Ok(m)) = (a.parse::<i64>(), m.parse::<i64>()) else {
+            return Ok(None);
+        };
+        if a != account_id {
+            return Ok(None);
+        }
+        return Ok(tx
+            .prepare_cached(API_SEND)?
+            .query_row(params![m, account_id, job], row)
+            .optional()?);
+    }
+    Ok(None)
+}
+
+/// A delivery report for `job`: settles the row if it is in doubt, else keeps it for the claim
+/// (`Recorded`); an unknown job changes nothing (`Ignored`, no delivery kept).
+fn deliver(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    source: Source,
+    event: &Event,
+    job: &str,
+    sent: bool,
+    now: i64,
+) -> Result<(WebhookAction, Option<&'static str>)> {
+    let delivery = Some(if sent { "sent" } else { "failed" });
+    let Some((id, status, campaign)) = send_for_job(tx, account_id, job)? else {
+        return Ok((WebhookAction::Ignored, None));
+    };
+    if status != "in_doubt" {
+        return Ok((WebhookAction::Recorded, delivery));
+    }
+    let n = tx.prepare_cached(SETTLE_IN_DOUBT)?.execute(params![
+        id,
+        sent,
+        now,
+        source.as_str(),
+        event.kind
+    ])?;
+    if n != 1 {
+        return Err(Error::damaged(format!(
+            "settling send {id} by a webhook changed {n} rows"
+        )));
+    }
+    super::campaigns::complete_if_done(tx, campaign, now)?;
+    let action = match sent {
+        true => WebhookAction::SettledSent,
+        false => WebhookAction::SettledFailed,
+    };
+    Ok((action, delivery))
+}
+
+fn apply_tx(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    source: Source,
+    event: &Event,
+    body_sha256: &str,
+    now: i64,
+) -> Result<Applied> {
+    let seen: Option<(String, String)> = tx
+        .prepare_cached(FIND_EVENT)?
+        .query_row(params![account_id, source.as_str(), event.event_id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    if let Some((hash, action)) = seen {
+        if hash != body_sha256 {
+            return Err(Error::conflict(format!(
+                "{} event {:?} was received before with another body; nothing changed",
+                source.as_str(),
+                event.event_id
+            )));
+        }
+        let action = WebhookAction::parse(&action).ok_or_else(|| {
+            Error::damaged(format!(
+                "webhook_events.action holds an unknown value {action:?}"
+            ))
+        })?;
+        return Ok(Applied::Replay(action));
+    }
+    let (action, delivery) = match &event.effect {
+        Effect::Suppress {
+            channel,
+            address,
+            reason,
+        } => {
+            tx.prepare_cached(SUPPRESS)?.execute(params![
+                account_id,
+                channel,
+                address,
+                reason,
+                source.as_str(),
+                now
+            ])?;
+            (WebhookAction::Suppressed, None)
+        }
+        Effect::Unsuppress { channel, address } => {
+            tx.prepare_cached(UNSUPPRESS)?
+                .execute(params![account_id, channel, address])?;
+            (WebhookAction::Unsuppressed, None)
+        }
+        Effect::Delivery { job_id, sent } => {
+            deliver(tx, account_id, source, event, job_id, *sent, now)?
+        }
+        Effect::Nothing => (WebhookAction::Ignored, None),
+    };
+    tx.prepare_cached(INSERT_EVENT)?.execute(params![
+        account_id,
+        source.as_str(),
+        event.event_id,
+        body_sha256,
+        event.kind,
+        event.job_id,
+        event.address,
+        delivery,
+        action.as_str(),
+        now
+    ])?;
+    Ok(Applied::New(action))
+}
+
+impl Webhooks for SqliteStore {
+    fn apply_webhook(
+        &self,
+        account_id: i64,
+        source: Source,
+        event: &Event,
+        body_sha256: &str,
+        now: i64,
+    ) -> Result<Applied> {
+        self.write(|tx| apply_tx(tx, account_id, source, event, body_sha256, now))
+    }
+}
+
+/// Statements of this module whose plans `hot_query_plans` reports (tests/ledger.rs).
+pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
+    [
+        ("webhook: find event", FIND_EVENT),
+        ("webhook: campaign send of a job", CAMPAIGN_SEND),
+        ("webhook: api send of a job", API_SEND),
+        ("webhook: settle in doubt", SETTLE_IN_DOUBT),
+    ]
+    .into_iter()
+    .map(|(n, q)| (n, q.to_string()))
+    .collect()
+}
