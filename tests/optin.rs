@@ -5,7 +5,7 @@
 //! members left out of list and account-wide campaigns, and the signup form (honeypot, the
 //! same answer for a known address, 404 for a private or unknown list, the per-address limit).
 
-use crate::common::{client, rt, serve_with_env, Env, Server};
+use crate::common::{assert_png, browser, client, output_dir, rt, serve_with_env, Env, Server};
 use sendonce::provider::deliverylog::{read_lines, DeliveryLine};
 use std::path::Path;
 
@@ -586,4 +586,85 @@ fn api_subscriber_create_queues_one_confirmation() {
         env.count("SELECT count(*) FROM sends WHERE job_id LIKE 'confirm:%' AND status = 'queued'"),
         1
     );
+}
+
+/// A person in a real browser (Debian's chromium, driven by Playwright): the signup form of a
+/// public double opt-in list at phone width, the address typed in and the button pressed with
+/// the keyboard; the confirmation arrives once; its link's page, its button; then the member is
+/// subscribed and the next campaign on the list reaches it. Screenshots of each page are kept
+/// under `test-output/optin/`.
+#[test]
+fn a_browser_signs_up_and_confirms() {
+    let env = Env::new();
+    let (news, _, _) = setup(&env);
+    let srv = server(&env);
+    let dir = output_dir("optin");
+    let shot = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    let (form, thanks) = (shot("signup-form.png"), shot("signup-done.png"));
+    let signup = browser(&[
+        &srv.url(&format!("/subscribe/{news}")),
+        "--width",
+        "360",
+        "--screenshot",
+        &form,
+        "--fill",
+        "Email address=Kim@Example.org",
+        "--fill",
+        "Name (optional)=Kim",
+        "--click",
+        "Subscribe",
+        "--keyboard",
+        "--screenshot-after",
+        &thanks,
+    ]);
+    assert_eq!(signup["status"], 200, "{signup}");
+    assert_eq!(signup["scripts"], 0, "{signup}");
+    assert_eq!(signup["overflow_x"], false, "wider than a phone: {signup}");
+    let after = signup["after"]["text"].as_str().unwrap_or_default();
+    assert_eq!(signup["after"]["status"], 200, "{signup}");
+    assert!(after.to_lowercase().contains("inbox"), "{after}");
+    assert_png(Path::new(&form), 2_000, Some(360));
+    assert_png(Path::new(&thanks), 2_000, Some(360));
+    assert_eq!(membership(&env, "kim@example.org", "news"), "pending");
+
+    let outbox = env.path("outbox.jsonl");
+    let lines = send(&env, &outbox);
+    let sent: Vec<_> = lines.iter().filter(|l| l.to == "kim@example.org").collect();
+    assert_eq!(sent.len(), 1, "one confirmation: {lines:?}");
+    let path = confirm_path(&lines, "kim@example.org");
+    let (page, done) = (shot("confirm-page.png"), shot("confirm-done.png"));
+    let confirm = browser(&[
+        &srv.url(&path),
+        "--width",
+        "360",
+        "--screenshot",
+        &page,
+        "--click",
+        "Confirm subscription",
+        "--screenshot-after",
+        &done,
+    ]);
+    assert_eq!(confirm["status"], 200, "{confirm}");
+    assert_eq!(confirm["scripts"], 0, "{confirm}");
+    assert!(
+        confirm["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("k**@example.org"),
+        "the masked address: {confirm}"
+    );
+    assert_eq!(confirm["after"]["status"], 200, "{confirm}");
+    assert_png(Path::new(&page), 2_000, Some(360));
+    assert_png(Path::new(&done), 2_000, Some(360));
+    assert_eq!(membership(&env, "kim@example.org", "news"), "subscribed");
+
+    // The next campaign on the list reaches Kim, once.
+    let id = email_campaign(&env, &["news"]);
+    assert!(!id.is_empty());
+    let lines = send(&env, &outbox);
+    let to_kim = lines
+        .iter()
+        .filter(|l| l.to == "kim@example.org" && !l.job_id.starts_with("confirm:"))
+        .count();
+    assert_eq!(to_kim, 1, "{lines:?}");
 }

@@ -6,27 +6,21 @@
 //! retired key, another account's list), the approval guard for email that is not
 //! transactional, and List-Unsubscribe through the HTTP providers' custom headers.
 
-use crate::common::{self, client, rt, Env, Fake, Server, TEST_UNSUBSCRIBE_SECRET};
+use crate::common::{
+    self, assert_png, browser, client, rt, Env, Fake, Server, TEST_UNSUBSCRIBE_SECRET,
+};
 use crate::smtp::RealServer;
 use sendonce::domain::address::Channel;
 use sendonce::domain::links::{Keys, Purpose, Secret, Target};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 const SECRET_ENV: (&str, &str) = ("SENDONCE_UNSUBSCRIBE_SECRET", TEST_UNSUBSCRIBE_SECRET);
 const NOT_VALID: &str = "This link is not valid";
 
 /// Where screenshots are kept: `$CARGO_TARGET_DIR/test-output/unsubscribe/`.
 fn output_dir() -> PathBuf {
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let dir = tmp
-        .parent()
-        .unwrap_or(tmp)
-        .join("test-output")
-        .join("unsubscribe");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::output_dir("unsubscribe")
 }
 
 fn keys() -> Keys {
@@ -161,43 +155,6 @@ fn received(smtp: &RealServer) -> Vec<(String, Vec<u8>)> {
         .into_iter()
         .map(|(raw, meta)| (meta["rcpt_tos"][0].as_str().unwrap().to_string(), raw))
         .collect()
-}
-
-/// Run tests/support/browser.py with `args`; its JSON output.
-fn browser(args: &[&str]) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/browser.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .args(args)
-        .output()
-        .expect("run python3 tests/support/browser.py (run the tests with tests/run.sh)");
-    assert!(
-        out.status.success(),
-        "browser.py {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("browser.py prints JSON")
-}
-
-/// A PNG of real content: the signature, at least `min_bytes`, and (when given) the width.
-fn assert_png(path: &Path, min_bytes: usize, width: Option<u32>) {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(
-        bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
-        "{} is no PNG",
-        path.display()
-    );
-    assert!(
-        bytes.len() >= min_bytes,
-        "{} is only {} bytes",
-        path.display(),
-        bytes.len()
-    );
-    if let Some(w) = width {
-        // IHDR follows the signature and the chunk's length and type: width, big-endian.
-        let got = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
-        assert_eq!(got, w, "{} width", path.display());
-    }
 }
 
 #[test]

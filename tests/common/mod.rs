@@ -521,3 +521,49 @@ pub fn test_links() -> sendonce::domain::links::Links {
     let secret = Secret::new(TEST_UNSUBSCRIBE_SECRET.as_bytes().to_vec()).unwrap();
     Links::new(TEST_PUBLIC_URL, Keys::new(secret)).unwrap()
 }
+
+/// Run tests/support/browser.py with `args`; its JSON output.
+pub fn browser(args: &[&str]) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/browser.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .args(args)
+        .output()
+        .expect("run python3 tests/support/browser.py (run the tests with tests/run.sh)");
+    assert!(
+        out.status.success(),
+        "browser.py {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("browser.py prints JSON")
+}
+
+/// A PNG of real content: the signature, at least `min_bytes`, and (when given) the width.
+pub fn assert_png(path: &Path, min_bytes: usize, width: Option<u32>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "{} is no PNG",
+        path.display()
+    );
+    assert!(
+        bytes.len() >= min_bytes,
+        "{} is only {} bytes",
+        path.display(),
+        bytes.len()
+    );
+    if let Some(w) = width {
+        // IHDR follows the signature and the chunk's length and type: width, big-endian.
+        let got = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+        assert_eq!(got, w, "{} width", path.display());
+    }
+}
+
+/// Where a test module keeps what it shows people (screenshots):
+/// `$CARGO_TARGET_DIR/test-output/NAME/`, created.
+pub fn output_dir(name: &str) -> PathBuf {
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = tmp.parent().unwrap_or(tmp).join("test-output").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -3,10 +3,11 @@
 
 Usage:
   browser.py URL [--width 360] [--height 800] [--screenshot BEFORE.png]
-             [--check "label text"] [--click "button text"] [--keyboard]
+             [--fill "label=value" ...] [--check "label text"] [--click "button text"] [--keyboard]
              [--screenshot-after AFTER.png] [--chromium /usr/bin/chromium]
 
-Loads URL, optionally saves a full-page screenshot, checks the radio button or checkbox whose
+Loads URL, optionally saves a full-page screenshot, types each --fill value into the field
+with that label (typed key by key, as a person would), checks the radio button or checkbox whose
 label contains the given text, then presses the button with that text: with the mouse, or
 with --keyboard by moving the focus there with Tab and pressing Enter (the page must work
 without a mouse). Waits for the page the button leads to, optionally screenshots it, and
@@ -69,6 +70,7 @@ def main():
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--height", type=int, default=800)
     ap.add_argument("--screenshot")
+    ap.add_argument("--fill", action="append", default=[])
     ap.add_argument("--check")
     ap.add_argument("--click")
     ap.add_argument("--keyboard", action="store_true")
@@ -90,6 +92,9 @@ def main():
             out = page_state(page, resp.status if resp else None)
             if a.screenshot:
                 page.screenshot(path=a.screenshot, full_page=True)
+            for f in a.fill:
+                label, _, value = f.partition("=")
+                page.get_by_label(label, exact=True).press_sequentially(value)
             if a.check:
                 page.get_by_label(a.check).check()
             if a.click:
