@@ -291,6 +291,33 @@ fn twilio_documented_example_and_signed_stop_and_start() {
             TWILIO_TOKEN,
         );
         assert_eq!(send(&c, &server, &quit).await.0, 200);
+        // START lifts only what Twilio put there: an operator's suppression of a number stays.
+        env.ok(&[
+            "suppress",
+            "add",
+            "--account",
+            acct,
+            "--channel",
+            "sms",
+            "+14155550102",
+        ]);
+        let start_other = twilio_hook(
+            path,
+            &[
+                ("MessageSid", "SM0005"),
+                ("From", "+14155550102"),
+                ("Body", "START"),
+            ],
+            TWILIO_TOKEN,
+        );
+        assert_eq!(send(&c, &server, &start_other).await.0, 200);
+        assert!(
+            suppressions(&env)
+                .iter()
+                .any(|(_, a, src)| a == "+14155550102" && src != "twilio"),
+            "{:?}",
+            suppressions(&env)
+        );
         // A wrong token, or the URL of another account, is refused.
         let forged = twilio_hook(
             path,
@@ -973,4 +1000,60 @@ fn twilio_status_callbacks_name_the_job_and_settle_a_killed_workers_row() {
     );
     let _ = fake.kill();
     let _ = fake.wait();
+}
+
+/// A double opt-in confirmation is a ledger row like any other: a delivery report naming its
+/// `confirm:` job settles it when it is in doubt.
+#[test]
+fn a_delivery_report_settles_a_confirmation_in_doubt() {
+    let env = Env::new();
+    let server = setup(&env);
+    env.ok(&[
+        "list",
+        "create",
+        "--account",
+        "acme",
+        "news",
+        "--double-opt-in",
+        "--confirm-from",
+        "news@example.org",
+    ]);
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        "acme",
+        "--email",
+        "kim@example.org",
+        "--list",
+        "news",
+    ]);
+    let db = env.sqlite();
+    let (id, job): (i64, String) = db
+        .query_row(
+            "SELECT id, job_id FROM sends WHERE job_id LIKE 'confirm:%'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("one confirmation queued");
+    db.execute(
+        "UPDATE sends SET status = 'in_doubt', doubt_since = ?2, attempts = 1 WHERE id = ?1",
+        rusqlite::params![id, sendonce::domain::clock::now_ms()],
+    )
+    .unwrap();
+    let hook = signed_hook(
+        "/hooks/standard/acme",
+        "webhook",
+        ACME_SECRET,
+        "confirm-d1",
+        now(),
+        &json!({"type": "message.delivered", "data": {"job_id": job}}),
+    );
+    let (st, body) = rt().block_on(send(&client(), &server, &hook));
+    assert_eq!(st, 200, "{body}");
+    assert!(body.contains("settled_sent"), "{body}");
+    let status: String = db
+        .query_row("SELECT status FROM sends WHERE id = ?1", [id], |r| r.get(0))
+        .unwrap();
+    assert_eq!(status, "sent");
 }

@@ -668,3 +668,57 @@ fn a_browser_signs_up_and_confirms() {
         .count();
     assert_eq!(to_kim, 1, "{lines:?}");
 }
+
+/// An anonymous signup never brings back an address the operator removed or that opted out
+/// of everything: same answer, nothing written, the old memberships stay dead.
+#[test]
+fn a_signup_does_not_revive_a_removed_or_suppressed_address() {
+    let env = Env::new();
+    let (_, open, _) = setup(&env);
+    let srv = server(&env);
+    ok(
+        &env,
+        &[
+            "subscriber",
+            "add",
+            "--account",
+            "acme",
+            "--email",
+            "ana@example.org",
+            "--list",
+            "open",
+        ],
+    );
+    assert_eq!(membership(&env, "ana@example.org", "open"), "subscribed");
+    ok(
+        &env,
+        &[
+            "subscriber",
+            "remove",
+            "--account",
+            "acme",
+            "ana@example.org",
+        ],
+    );
+    let before = env.count("SELECT count(*) FROM subscribers WHERE removed_at IS NULL");
+    let form = format!("list={open}&email=ana%40example.org");
+    let (status, page) = http(&srv.url("/subscribe"), Some(&form));
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        env.count("SELECT count(*) FROM subscribers WHERE removed_at IS NULL"),
+        before,
+        "the removed subscriber stays removed"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM suppressions WHERE address = 'ana@example.org'"),
+        1,
+        "the removal's suppression stays"
+    );
+    // Someone new on the same form is subscribed.
+    let (status, _) = http(
+        &srv.url("/subscribe"),
+        Some(&format!("list={open}&email=bo%40example.org")),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(membership(&env, "bo@example.org", "open"), "subscribed");
+}

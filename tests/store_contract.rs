@@ -890,5 +890,49 @@ fn a_list_unsubscribe_withdraws_rows_still_queued() {
         let report = s.report_page(cid, 0, 100).unwrap();
         let u0 = report.iter().find(|r| r.address == "u0@x.com").unwrap();
         assert_eq!(u0.status.as_str(), "suppressed", "{n}");
+
+        // u2 signs up to a double opt-in list; its confirmation (a hidden campaign that targets
+        // that list, where u2 is only pending) is not withdrawn by leaving list b.
+        use sendonce::domain::links::{Keys, Links, Secret};
+        use sendonce::store::{ConfirmContent, NewList, OptIn};
+        let d = s
+            .create_list(&NewList {
+                account_id: acct,
+                name: "d",
+                description: None,
+                optin: OptIn::Double,
+                public: false,
+                confirm: ConfirmContent {
+                    from: Some("news@example.org"),
+                    ..Default::default()
+                },
+            })
+            .unwrap();
+        let links = Links::new(
+            "https://x.example.org",
+            Keys::new(Secret::new(b"contract-secret-0123456789".to_vec()).unwrap()),
+        )
+        .unwrap();
+        let u2 =
+            sendonce::app::import::subscriber(Some("u2@x.com"), None, None, None, &[]).unwrap();
+        s.add_subscriber_with(acct, &u2, &[d], Some(&links))
+            .unwrap();
+        let confirmations = || {
+            env.sqlite()
+                .query_row(
+                    "SELECT count(*) FROM sends WHERE job_id LIKE 'confirm:%' AND status = 'queued'",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .unwrap()
+        };
+        assert_eq!(confirmations(), 1, "{n}");
+        unsub("u2@x.com", &[lb]);
+        assert_eq!(queued(&s), 0, "{n}: u2's campaign row withdrawn");
+        assert_eq!(
+            confirmations(),
+            1,
+            "{n}: the confirmation for d stays queued"
+        );
     }
 }

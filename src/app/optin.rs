@@ -160,7 +160,18 @@ pub fn signup(store: &dyn Storage, links: Option<&Links>, s: &Signup<'_>) -> Res
         &[],
     )
     .map_err(|_| Error::invalid("this does not look like an email address"))?;
-    store.add_subscriber_with(list.account_id, &sub, &[list.id], links)?;
+    // A suppressed address (unsubscribed from everything, bounced, complained, removed by the
+    // operator) is not brought back by an anonymous form: same answer, nothing written. The
+    // address itself can still ask the operator.
+    let norm = sub.email.as_ref().map(|e| e.1.as_str()).unwrap_or_default();
+    if store.is_suppressed(list.account_id, Channel::Email, norm)? {
+        tracing::info!(
+            list = list.id,
+            "a signup for a suppressed address was dropped"
+        );
+    } else {
+        store.add_subscriber_with(list.account_id, &sub, &[list.id], links)?;
+    }
     Ok(if double {
         Signed::Accepted
     } else {

@@ -79,7 +79,7 @@ impl Hooks {
                 secret: Secret(secret),
             });
         }
-        let public_url = public_url.map(|u| u.trim_end_matches('/').to_string());
+        let public_url = public_url.map(|u| u.trim().trim_end_matches('/').to_string());
         Ok(Hooks { hooks, public_url })
     }
 

@@ -152,7 +152,7 @@ pub fn verify(
         .trim()
         .parse()
         .map_err(|_| "the webhook timestamp is not a number of seconds".to_string())?;
-    if (now_secs - ts).abs() > TOLERANCE_SECS {
+    if now_secs.abs_diff(ts) > TOLERANCE_SECS.unsigned_abs() {
         return Err(format!(
             "the webhook timestamp is more than {TOLERANCE_SECS} s away from this server's clock"
         ));
@@ -225,6 +225,23 @@ mod tests {
     use super::*;
 
     const KEY_B64: &str = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    #[test]
+    fn extreme_timestamps_are_refused_without_overflow() {
+        let key = decode_secret(&format!("whsec_{KEY_B64}")).unwrap();
+        for ts in [i64::MIN, i64::MAX, i64::MIN + 1, -1] {
+            let sig = sign(&key, "msg_1", ts, b"{}");
+            for now in [0, 1_700_000_000, i64::MAX, i64::MIN] {
+                if now.abs_diff(ts) <= TOLERANCE_SECS.unsigned_abs() {
+                    continue;
+                }
+                assert!(
+                    verify(&key, "msg_1", &ts.to_string(), &sig, b"{}", now).is_err(),
+                    "ts {ts} at {now}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn webhook_signatures_round_trip_and_refuse_changes() {

@@ -127,15 +127,20 @@ impl Twilio {
             f.push(("MessagingServiceSid", mg.clone()));
         }
         f.push(("Body", msg.body.clone()));
-        let from_msg = || {
-            msg.status_callback
-                .as_deref()
-                .and_then(|u| Url::parse(u).ok())
-        };
-        if let Some(cb) = self.status_callback.clone().or_else(from_msg) {
-            let mut cb = cb;
-            cb.query_pairs_mut().append_pair("job_id", &msg.job_id);
-            f.push(("StatusCallback", cb.to_string()));
+        let job: String = form_urlencoded::byte_serialize(msg.job_id.as_bytes()).collect();
+        match (&self.status_callback, msg.status_callback.as_deref()) {
+            (Some(spec), _) => {
+                let mut cb = spec.clone();
+                cb.query_pairs_mut().append_pair("job_id", &msg.job_id);
+                f.push(("StatusCallback", cb.to_string()));
+            }
+            // The worker's URL exactly as given (not re-serialised by a URL parser): the server
+            // checks Twilio's signature over the same text.
+            (None, Some(base)) => {
+                let sep = if base.contains('?') { '&' } else { '?' };
+                f.push(("StatusCallback", format!("{base}{sep}job_id={job}")));
+            }
+            (None, None) => {}
         }
         f
     }

@@ -27,4 +27,6 @@ pub trait Suppressions: Send + Sync {
     ) -> Result<bool>;
     fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()>;
     fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>>;
+    /// Whether `address` is on the account's suppression list for `channel`.
+    fn is_suppressed(&self, account_id: i64, channel: Channel, address: &str) -> Result<bool>;
 }

@@ -310,6 +310,16 @@ impl Suppressions for SqliteStore {
         })
     }
 
+    fn is_suppressed(&self, account_id: i64, channel: Channel, address: &str) -> Result<bool> {
+        self.read(|c| {
+            Ok(c.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM suppressions
+                 WHERE account_id = ?1 AND channel = ?2 AND address = ?3)",
+            )?
+            .query_row(params![account_id, channel, address], |r| r.get(0))?)
+        })
+    }
+
     fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
         self.account_exists(account_id)?;
         self.read(|c| {

@@ -126,7 +126,7 @@ pub(super) fn apply(tx: &Transaction<'_>, r: &UnsubscribeRequest<'_>) -> Result<
 /// Rows of subscriber `sub` still queued in the account's list campaigns (approved, sending or
 /// paused) that no longer reach it through any of their lists become `suppressed`, in the
 /// unsubscribe's transaction: a list unsubscribe stops mail that was about to go, not only the
-/// next campaign. A row already leased is in flight and goes; a queued row that may already
+/// next campaign. Hidden campaigns (a double opt-in confirmation for another list) are left. A row already leased is in flight and goes; a queued row that may already
 /// have been delivered (`doubt_since`, retried under the same key) keeps its path.
 fn withdraw_queued(tx: &Transaction<'_>, account_id: i64, sub: i64, now: i64) -> Result<u64> {
     Ok(tx.execute(
@@ -136,6 +136,7 @@ fn withdraw_queued(tx: &Transaction<'_>, account_id: i64, sub: i64, now: i64) ->
            AND campaign_id IN (
                SELECT c.id FROM campaigns c
                WHERE c.account_id = :account AND c.status IN ('approved', 'sending', 'paused')
+                 AND c.kind = 'campaign'
                  AND EXISTS (SELECT 1 FROM campaign_lists cl WHERE cl.campaign_id = c.id))
            AND NOT EXISTS (
                SELECT 1 FROM campaign_lists cl JOIN list_members m ON m.list_id = cl.list_id

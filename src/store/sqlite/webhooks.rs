@@ -21,8 +21,11 @@ const SUPPRESS: &str =
     "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING";
 
-const UNSUPPRESS: &str =
-    "DELETE FROM suppressions WHERE account_id = ?1 AND channel = ?2 AND address = ?3";
+/// A provider's opt-in lifts only what that provider put there (its webhook's source, and
+/// `provider`, the worker's record of the provider refusing an opted-out address): never an
+/// unsubscribe link, an operator's `suppress add` or a removal.
+const UNSUPPRESS: &str = "DELETE FROM suppressions
+     WHERE account_id = ?1 AND channel = ?2 AND address = ?3 AND source IN (?4, 'provider')";
 
 const CAMPAIGN_SEND: &str = "SELECT id, status, campaign_id FROM sends
      WHERE campaign_id = ?1 AND subscriber_id = ?2 AND account_id = ?3 AND job_id = ?4";
@@ -30,6 +33,11 @@ const CAMPAIGN_SEND: &str = "SELECT id, status, campaign_id FROM sends
 const API_SEND: &str = "SELECT s.id, s.status, s.campaign_id FROM api_messages m
      JOIN sends s ON s.id = m.send_id
      WHERE m.id = ?1 AND m.account_id = ?2 AND s.job_id = ?3";
+
+/// A double opt-in confirmation's row, by its (list, subscriber) record.
+const CONFIRM_SEND: &str = "SELECT s.id, s.status, s.campaign_id FROM list_confirmations lc
+     JOIN sends s ON s.campaign_id = lc.campaign_id AND s.subscriber_id = lc.subscriber_id
+     WHERE lc.list_id = ?1 AND lc.subscriber_id = ?2 AND s.account_id = ?3 AND s.job_id = ?4";
 
 const SETTLE_IN_DOUBT: &str = "UPDATE sends SET
      status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
@@ -57,6 +65,18 @@ fn send_for_job(
         return Ok(tx
             .prepare_cached(CAMPAIGN_SEND)?
             .query_row(params![c, s, account_id, job], row)
+            .optional()?);
+    }
+    if let Some(rest) = head.strip_prefix("confirm:") {
+        let Some((l, sub)) = rest.split_once(':') else {
+            return Ok(None);
+        };
+        let (Ok(l), Ok(sub)) = (l.parse::<i64>(), sub.parse::<i64>()) else {
+            return Ok(None);
+        };
+        return Ok(tx
+            .prepare_cached(CONFIRM_SEND)?
+            .query_row(params![l, sub, account_id, job], row)
             .optional()?);
     }
     if let Some(rest) = head.strip_prefix("api:") {
@@ -161,8 +181,12 @@ fn apply_tx(
             (WebhookAction::Suppressed, None)
         }
         Effect::Unsuppress { channel, address } => {
-            tx.prepare_cached(UNSUPPRESS)?
-                .execute(params![account_id, channel, address])?;
+            tx.prepare_cached(UNSUPPRESS)?.execute(params![
+                account_id,
+                channel,
+                address,
+                source.as_str()
+            ])?;
             (WebhookAction::Unsuppressed, None)
         }
         Effect::Delivery { job_id, sent } => {
