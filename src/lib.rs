@@ -27,6 +27,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod exit;
+pub mod files;
 pub mod http;
 pub mod metrics;
 pub mod provider;

@@ -17,6 +17,7 @@ mod content;
 mod crash;
 mod defects;
 mod fake_provider;
+mod file_modes;
 mod first_contact;
 mod hooks;
 mod input_errors;

@@ -433,7 +433,7 @@ fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<
 /// The state ledger at `state`, its directory and file created if missing.
 fn open_state(state: &Path) -> Result<std::sync::Arc<dyn Storage>> {
     if let Some(dir) = state.parent() {
-        std::fs::create_dir_all(dir)
+        crate::files::create_dir_all_private(dir)
             .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), e))?;
     }
     crate::store::open(

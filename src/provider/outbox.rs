@@ -7,7 +7,7 @@ use super::{CallFuture, CallResult, Capabilities, Message, Provider};
 use crate::error::{Error, Result};
 use crate::provider::deliverylog::DeliveryLine;
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -37,7 +37,7 @@ struct Writer {
 
 impl Outbox {
     pub fn open(path: &Path, idempotent: bool) -> Result<Self> {
-        let file = OpenOptions::new()
+        let file = crate::files::options()
             .create(true)
             .read(true)
             .append(true)

@@ -218,7 +218,14 @@ impl SqliteStore {
     /// date. A file that is not ours is refused before anything is written to it; a read-only
     /// open writes nothing at all.
     pub fn open(path: &Path, opts: &OpenOptions) -> Result<SqliteStore> {
-        refuse_missing(path, check_header(path)?, opts)?;
+        let state = check_header(path)?;
+        refuse_missing(path, state, opts)?;
+        if opts.create && !opts.read_only && matches!(state, FileState::Missing) {
+            // Owner-only from the first byte; SQLite gives -wal and -shm the same mode.
+            crate::files::create_private(path).map_err(|e| {
+                Error::io(&format!("cannot create the database {}", path.display()), e)
+            })?;
+        }
         let flags = if opts.read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
         } else if opts.create {

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::provider::deliverylog::DeliveryLine;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -126,7 +126,7 @@ pub(crate) fn keys_path(log: &Path) -> PathBuf {
 /// Open for appending; end a torn last line (a writer killed mid-append) so ours parse.
 fn open_append(path: &Path) -> Result<File> {
     let ctx = |what: &str| format!("{what} {}", path.display());
-    let mut f = OpenOptions::new()
+    let mut f = crate::files::options()
         .create(true)
         .read(true)
         .append(true)

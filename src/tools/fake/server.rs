@@ -70,7 +70,7 @@ impl Server {
         let rng = Rng::new(config.seed);
         let requests = match &config.request_log {
             Some(p) => Some(std::sync::Mutex::new(
-                std::fs::OpenOptions::new()
+                crate::files::options()
                     .create(true)
                     .append(true)
                     .open(p)

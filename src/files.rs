@@ -1,0 +1,45 @@
+//! Files and directories the program creates are its owner's alone: 0600 files and 0700
+//! directories, whatever the umask (the database holds addresses and the ledger; an outbox holds
+//! whole messages). Only creation sets the mode; an existing file keeps the one it has.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::path::Path;
+
+/// Mode of a file the program creates.
+pub const FILE_MODE: u32 = 0o600;
+/// Mode of a directory the program creates.
+pub const DIR_MODE: u32 = 0o700;
+
+/// `OpenOptions` whose `create` makes the file with [`FILE_MODE`].
+pub fn options() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(FILE_MODE);
+    }
+    o
+}
+
+/// Create `path` (empty, [`FILE_MODE`]) if it does not exist; an existing file is left as it
+/// is. SQLite then opens it, and gives its `-wal` and `-shm` the database file's mode.
+pub fn create_private(path: &Path) -> io::Result<()> {
+    match options().write(true).create_new(true).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `create_dir_all` with [`DIR_MODE`] for every directory it creates.
+pub fn create_dir_all_private(path: &Path) -> io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(DIR_MODE);
+    }
+    b.create(path)
+}
