@@ -73,31 +73,17 @@ secret_file = "{}"
 /// The secret of the links the server writes (a configured public URL needs it).
 const LINK_SECRET: &str = "0123456789abcdef0123456789abcdef";
 
-/// `sendonce serve ARGS` with the link secret set (the configured public URL needs it).
+/// `sendonce serve ARGS` with the link secret set (the configured public URL needs it) and no
+/// public URL from the environment (the config file's `public_url` is the one Twilio signs).
 pub(crate) fn serve(env: &Env, args: &[&str]) -> Server {
-    use std::io::BufRead;
-    let mut child = Command::new(crate::common::BIN)
-        .arg("--db")
-        .arg(&env.db)
-        .arg("serve")
-        .args(args)
-        .env_remove("SENDONCE_PROVIDER")
-        .env_remove("SENDONCE_LISTEN")
-        .env("SENDONCE_UNSUBSCRIBE_SECRET", LINK_SECRET)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn sendonce serve");
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("read the address line");
-    let base = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_string();
-    Server { child, base }
+    Server::start_with_env(
+        env,
+        args,
+        &[
+            ("SENDONCE_UNSUBSCRIBE_SECRET", LINK_SECRET),
+            ("SENDONCE_PUBLIC_URL", ""),
+        ],
+    )
 }
 
 /// One request to send: path, headers, body.

@@ -5,7 +5,7 @@
 //! members left out of list and account-wide campaigns, and the signup form (honeypot, the
 //! same answer for a known address, 404 for a private or unknown list, the per-address limit).
 
-use crate::common::{assert_png, browser, client, output_dir, rt, serve_with_env, Env, Server};
+use crate::common::{assert_png, browser, client, output_dir, rt, Env, Server};
 use sendonce::provider::deliverylog::{read_lines, DeliveryLine};
 use std::path::Path;
 
@@ -137,7 +137,7 @@ fn membership(env: &Env, email: &str, list: &str) -> String {
 }
 
 fn server(env: &Env) -> Server {
-    serve_with_env(
+    Server::start_with_env(
         env,
         &["--listen", "127.0.0.1:0", "--public-url", PUBLIC],
         &[("SENDONCE_UNSUBSCRIBE_SECRET", SECRET)],
@@ -547,10 +547,13 @@ fn api_subscriber_create_queues_one_confirmation() {
         })
     };
     // A server without a public URL refuses, and writes nothing.
-    let bare = serve_with_env(
+    let bare = Server::start_with_env(
         &env,
         &["--listen", "127.0.0.1:0"],
-        &[("SENDONCE_UNSUBSCRIBE_SECRET", SECRET)],
+        &[
+            ("SENDONCE_UNSUBSCRIBE_SECRET", SECRET),
+            ("SENDONCE_PUBLIC_URL", ""),
+        ],
     );
     let (status, body) = post(&bare);
     assert_eq!(status, 400, "{body}");

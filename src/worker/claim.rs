@@ -233,6 +233,14 @@ impl Worker {
             )),
             _ => None,
         };
+        // One target per batch; each row only puts its address in (no list copy per message).
+        let mut target = crate::domain::links::Target {
+            account_id: c.account_id,
+            channel: c.channel,
+            address: String::new(),
+            lists: c.list_ids.clone(),
+            campaign_id: c.id,
+        };
         for row in rows {
             let flight = Flight {
                 token: row.token,
@@ -248,13 +256,8 @@ impl Worker {
                 reply_to: c.reply_to.clone(),
                 header,
                 link: links.map(|l| {
-                    l.unsubscribe_url(&crate::domain::links::Target {
-                        account_id: c.account_id,
-                        channel: c.channel,
-                        address: row.address.clone(),
-                        lists: c.list_ids.clone(),
-                        campaign_id: c.id,
-                    })
+                    target.address.clone_from(&row.address);
+                    l.unsubscribe_url(&target)
                 }),
                 status_callback: status_callback.clone(),
             };

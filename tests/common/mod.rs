@@ -486,34 +486,6 @@ pub fn token(env: &Env, account: &str, scope: &str) -> String {
     doc["token"].as_str().unwrap().to_string()
 }
 
-/// `sendonce serve ARGS` (no --listen added) with extra environment variables, e.g. the link
-/// secret (tests/optin.rs).
-pub fn serve_with_env(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> Server {
-    let mut child = Command::new(BIN)
-        .arg("--db")
-        .arg(&env.db)
-        .arg("serve")
-        .args(args)
-        .env_remove("SENDONCE_PROVIDER")
-        .env_remove("SENDONCE_LISTEN")
-        .env_remove("SENDONCE_PUBLIC_URL")
-        .envs(vars.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn sendonce serve");
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("read the address line");
-    let base = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_string();
-    Server { child, base }
-}
-
 /// The links `Env::cmd`'s commands make (`TEST_PUBLIC_URL`, `TEST_UNSUBSCRIBE_SECRET`), for a
 /// worker run in the test's own process.
 pub fn test_links() -> sendonce::domain::links::Links {
