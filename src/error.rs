@@ -33,6 +33,10 @@ pub enum ErrorKind {
     /// A ledger invariant is broken: the file is damaged (a flipped byte, an index that no
     /// longer matches its table). The worker stops rather than let damage turn into sending.
     Damaged,
+    /// The clone guard, the time-travel watermark or the check at start refused to send: the
+    /// file is a copy, went back in time, or is damaged. Restarting does not help; an operator
+    /// must look (`sendonce doctor`, `sendonce adopt`, `sendonce restore`).
+    Guarded,
     /// A bug or a failed internal task (a panicked thread), not the user's input nor the
     /// environment.
     Internal,
@@ -110,6 +114,10 @@ impl Error {
     }
     pub fn io(context: &str, err: std::io::Error) -> Self {
         Self::new(ErrorKind::Io, format!("{context}: {err}"))
+    }
+    /// Damage or a guard refusal: the worker stops claiming (and records its calls in flight).
+    pub fn stops_worker(&self) -> bool {
+        matches!(self.kind, ErrorKind::Damaged | ErrorKind::Guarded)
     }
     /// Prefix the message with what was being done.
     pub fn context(mut self, what: &str) -> Self {

@@ -12,6 +12,9 @@ pub const USAGE: i32 = 2;
 pub const IN_DOUBT: i32 = 3;
 /// The command finished, but some sends failed permanently.
 pub const PERMANENT_FAILURE: i32 = 4;
+/// Sending refused until an operator acts: the database is a copy, went back in time, or is
+/// damaged (the systemd unit does not restart on it).
+pub const GUARDED: i32 = 5;
 
 /// The exit code for an error that stopped a command.
 pub fn for_error(err: &Error) -> i32 {
@@ -30,6 +33,7 @@ pub fn for_error(err: &Error) -> i32 {
         | ErrorKind::Provider
         | ErrorKind::Damaged
         | ErrorKind::Internal => FAILURE,
+        ErrorKind::Guarded => GUARDED,
     }
 }
 

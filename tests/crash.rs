@@ -116,6 +116,7 @@ fn template(env: &Env, n: usize) -> String {
     cid
 }
 
+/// A copy of a template database, adopted by its new place (the clone guard refuses a copy).
 fn copy_db(from: &Path, to: &Path) {
     std::fs::copy(from, to).unwrap();
     for ext in ["-wal", "-shm"] {
@@ -124,6 +125,14 @@ fn copy_db(from: &Path, to: &Path) {
             std::fs::copy(&src, format!("{}{ext}", to.display())).unwrap();
         }
     }
+    let st = Command::new(BIN)
+        .arg("--db")
+        .arg(to)
+        .args(["-q", "adopt"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "adopt of the copied template failed");
 }
 
 /// Run workers until one exits normally (the campaign is done); returns its exit code.

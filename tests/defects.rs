@@ -637,6 +637,17 @@ fn same_key_with_other_content_is_recorded_as_sent_and_reported() {
     c.execute("UPDATE subscribers SET name = 'Renamed'", [])
         .unwrap();
     drop(c);
+    // A worker refuses a copy until it is adopted (the clone guard).
+    let refused = run(&backup);
+    assert_eq!(refused.code, 5, "{}", refused.stderr);
+    assert!(refused.stderr.contains("is a copy"), "{}", refused.stderr);
+    let adopted = Command::new(common::BIN)
+        .arg("--db")
+        .arg(&backup)
+        .arg("adopt")
+        .status()
+        .unwrap();
+    assert!(adopted.success());
     let r = run(&backup);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();

@@ -116,6 +116,7 @@ pub fn run(
     cfg: worker::Config,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Finished> {
+    super::guard::before_sending(&**store)?;
     let ledger: Arc<dyn crate::store::Ledger> = store.clone();
     let summary = rt.block_on(async move {
         let stop = stop_signal()?;

@@ -93,6 +93,28 @@ pub enum Command {
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
     Doubts(DoubtsCmd),
+    /// Make this place the owner of the database file, after moving it to another path or
+    /// host, or after it went back in time (a lost -wal, a snapshot put back).
+    ///
+    /// A worker refuses to claim from a copy of the file (exit 5) and from a file that is
+    /// behind its watermark (the `-watermark` file beside it). Run this only when the original
+    /// will never run again. If the file went back in time, every unfinished row is marked as
+    /// possibly delivered: retried with the same key inside an idempotent provider's window,
+    /// otherwise parked in doubt.
+    Adopt,
+    /// Copy the database to PATH while workers keep running (SQLite's VACUUM INTO), sync it,
+    /// check the copy with quick_check, and print its size and ledger counts.
+    Backup {
+        /// Where to write the backup (must not exist).
+        path: PathBuf,
+    },
+    /// Put a backup in place of the database (refused while any process has it open for
+    /// writing), then adopt it. Rows the backup does not know as finished are treated as
+    /// possibly delivered when the replaced file had gone further.
+    Restore {
+        /// The backup file (made by `sendonce backup`).
+        backup: PathBuf,
+    },
     /// Send a one-off message (a CI job's result) exactly once per job, even when the job is
     /// retried or re-run.
     ///

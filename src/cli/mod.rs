@@ -4,6 +4,7 @@
 
 pub mod args;
 mod campaigns;
+mod guard;
 mod lists;
 mod preview;
 mod report;
@@ -90,6 +91,9 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Run(a) => run::run(cli, a, rt),
         Command::Serve(a) => serve::serve(cli, a, rt),
         Command::Doubts(cmd) => doubts(cli, cmd),
+        Command::Adopt => guard::adopt(cli),
+        Command::Backup { path } => guard::backup(cli, path),
+        Command::Restore { backup } => guard::restore(cli, backup),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::Notify(a) => notify(a, rt),
         Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),

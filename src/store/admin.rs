@@ -27,6 +27,9 @@ pub struct OpenOptions {
     pub busy_timeout: Duration,
     /// Connections in the pool.
     pub pool_size: u32,
+    /// Enforce the clone guard and keep the time-travel watermark (see `schema/0011_guard.sql`).
+    /// Off only for `notify`'s state file, which CI caches move between machines on purpose.
+    pub guard: bool,
 }
 
 impl Default for OpenOptions {
@@ -37,6 +40,7 @@ impl Default for OpenOptions {
             sync: Sync::Full,
             busy_timeout: Duration::from_secs(10),
             pool_size: 4,
+            guard: true,
         }
     }
 }
@@ -63,4 +67,101 @@ pub trait Admin: Send + std::marker::Sync {
     fn in_doubt_count(&self) -> Result<u64>;
     /// Bytes of the write-ahead log (0 when there is none), for `/metrics`.
     fn wal_bytes(&self) -> Result<u64>;
+    /// The clone guard and the watermark, read now.
+    fn guard_state(&self) -> Result<GuardState>;
+    /// Record this process's place as the owner when none is recorded yet (a file from before
+    /// the guard); a file owned by another place is left as it is.
+    fn claim_ownership(&self) -> Result<()>;
+    /// Make this place the owner deliberately (a moved file, a restored backup). When the
+    /// database is behind `behind_of` or its watermark, rows the lost timeline may have sent
+    /// are marked as possibly delivered (see `schema/0011_guard.sql`).
+    fn adopt(&self, behind_of: Option<i64>) -> Result<Adopted>;
+    /// The backend's quick consistency check (`full`: the complete one); empty when sound,
+    /// else the problems it found.
+    fn quick_check(&self, full: bool) -> Result<Vec<String>>;
+    /// The database's ledger counts.
+    fn ledger_counts(&self) -> Result<LedgerCounts>;
+    /// A consistent copy of the database at `to` (which must not exist), made while other
+    /// processes keep writing, synced to disk.
+    fn backup_to(&self, to: &Path) -> Result<()>;
+}
+
+/// Where a process works on a database: the machine and the file's absolute path.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Place {
+    pub host: String,
+    pub path: String,
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} on host {}", self.path, self.host)
+    }
+}
+
+/// The watermark kept outside the database file, as read from disk.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Watermark {
+    /// No watermark file: nothing was ever claimed here, or the file is new in this place.
+    Missing,
+    /// The highest claim generation written beside the database, by which installation, when.
+    At {
+        installation: String,
+        generation: i64,
+        at: i64,
+    },
+    /// A watermark file that does not read back (edited or torn): treated as a warning that
+    /// something happened to the files, never as "nothing happened".
+    Unreadable { reason: String },
+}
+
+/// What the clone guard and the time-travel watermark know about an open database.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GuardState {
+    pub installation: String,
+    /// The place recorded as the owner (None: a file from before the guard, not claimed yet).
+    pub owner: Option<Place>,
+    /// This process's place.
+    pub here: Place,
+    /// Claim transactions that leased rows, as the database counts them.
+    pub generation: i64,
+    /// Time of the last such claim.
+    pub heartbeat_at: Option<i64>,
+    pub adopted_at: Option<i64>,
+    pub watermark: Watermark,
+    /// Where the watermark lives.
+    pub watermark_path: String,
+    /// False for a store opened without the guard (`notify`'s state file).
+    pub enforced: bool,
+}
+
+/// What `adopt` changed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Adopted {
+    pub previous_owner: Option<Place>,
+    pub owner: Place,
+    /// The database was behind its watermark (or behind the file it replaced): it went back in
+    /// time, and rows that the lost timeline may have sent are now treated as possibly
+    /// delivered.
+    pub went_back: bool,
+    /// From when a lost call may have gone out (the last claim the database remembers).
+    pub replay_since: Option<i64>,
+    /// Unfinished rows marked as possibly delivered.
+    pub rows_marked: u64,
+    /// Campaigns (id <= this) whose rows, present or built later, are treated so.
+    pub replay_through: Option<i64>,
+    pub generation: i64,
+}
+
+/// Counts of a database, for `backup` and `restore` to print.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LedgerCounts {
+    pub campaigns: u64,
+    pub subscribers: u64,
+    pub sends: u64,
+    pub sent: u64,
+    pub in_doubt: u64,
+    pub unfinished: u64,
+    pub suppressions: u64,
 }

@@ -19,7 +19,7 @@ mod webhooks;
 
 pub mod sqlite;
 
-pub use admin::{Admin, OpenOptions, Sync};
+pub use admin::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Sync, Watermark};
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
 pub use campaigns::{

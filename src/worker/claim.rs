@@ -7,7 +7,7 @@ use super::engine::{blocking, Worker};
 use super::TARGET;
 use crate::domain::model::idempotency_key;
 use crate::domain::template::{CampaignVars, Compiled, Sources};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::provider::{CallResult, Capabilities, Message, Provider};
 use crate::store::{ClaimRequest, ClaimedRow};
 use crate::worker::routes::Route;
@@ -85,7 +85,7 @@ impl Worker {
         let cycle = blocking(&self.ledger, move |l| l.cycle(&group, Some(&req), now)).await;
         let (stats, got) = match cycle {
             Ok(x) => x,
-            Err(e) if e.kind == ErrorKind::Damaged => {
+            Err(e) if e.stops_worker() => {
                 self.stop_on_damage(e);
                 return Ok(Claim::Damaged);
             }

@@ -125,7 +125,8 @@ impl Ledger for SqliteStore {
     }
 
     fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
-        let out = self.write(|tx| claim_tx(tx, req, false))?;
+        let (out, generation) = self.write(|tx| claim_tx(tx, req, false, self.guard()))?;
+        self.claimed(generation, req.now)?;
         if !out.rows.is_empty() {
             crash::point("after_claim_commit");
         }
@@ -144,21 +145,23 @@ impl Ledger for SqliteStore {
         let both = self.write(|tx| {
             let stats = record_tx(tx, records, now)?;
             let got = match claim {
-                Some(req) => claim_tx(tx, req, true)?,
-                None => Claimed::default(),
+                Some(req) => claim_tx(tx, req, true, self.guard())?,
+                None => (Claimed::default(), None),
             };
             Ok((stats, got))
         });
-        let (stats, got) = match both {
+        let (stats, (got, generation)) = match both {
             Ok(x) => x,
-            // The claim found damage and rolled everything back: the outcomes of calls that
-            // did finish are still the truth, so they are committed on their own first.
-            Err(e) if e.kind == crate::error::ErrorKind::Damaged && !records.is_empty() => {
+            // The claim found damage (or the guard refused it) and rolled everything back: the
+            // outcomes of calls that did finish are still the truth, so they are committed on
+            // their own first.
+            Err(e) if e.stops_worker() && !records.is_empty() => {
                 self.write(|tx| record_tx(tx, records, now))?;
                 return Err(e);
             }
             Err(e) => return Err(e),
         };
+        self.claimed(generation, now)?;
         if !records.is_empty() {
             crash::point("after_confirm_commit");
         }
@@ -441,10 +444,15 @@ fn lease_many(
 
 /// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
 /// marker (attempts + 1, dispatched now) in the same UPDATE.
-fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<Claimed> {
+fn claim_tx(
+    tx: &Transaction<'_>,
+    req: &ClaimRequest,
+    dispatch: bool,
+    guard: Option<&super::guard::Guard>,
+) -> Result<(Claimed, Option<i64>)> {
     let mut out = Claimed::default();
     if !campaign_is_sending(tx, req)? {
-        return Ok(out);
+        return Ok((out, None));
     }
     let cands = claim_candidates(tx, req)?;
     let terms = LeaseTerms::now(req, dispatch);
@@ -487,8 +495,13 @@ fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> Result<
         });
     }
     lease_many(tx, &plain, req, &terms)?;
+    // Leased rows: the clone guard is checked and the claim counted (the watermark follows).
+    let generation = match out.rows.is_empty() {
+        true => None,
+        false => Some(super::guard::claim_generation(tx, guard, terms.claimed_at)?),
+    };
     crash::point("before_claim_commit");
-    Ok(out)
+    Ok((out, generation))
 }
 
 /// A row that may already have been delivered, and a provider webhook reported its outcome
@@ -987,11 +1000,13 @@ fn list_insert_sql(channel: Channel, targeted: bool, filter: Option<&str>) -> St
     );
     format!(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
-                            vars, status, last_error, visible_at, created_at, updated_at)
+                            vars, status, last_error, doubt_since, visible_at, created_at,
+                            updated_at)
          SELECT s.account_id, :campaign, s.id, {job_id}, {addr}, {CAPTURED_VARS},
                 CASE WHEN su.address IS NULL THEN 'queued' ELSE 'suppressed' END,
                 CASE WHEN su.address IS NULL THEN NULL
                      ELSE 'address suppressed before the list was built' END,
+                CASE WHEN su.address IS NULL THEN {REPLAY_SINCE} END,
                 :now, :now, :now
          FROM subscribers s NOT INDEXED
          LEFT JOIN suppressions su ON su.account_id = s.account_id
@@ -1002,6 +1017,12 @@ fn list_insert_sql(channel: Channel, targeted: bool, filter: Option<&str>) -> St
          ON CONFLICT DO NOTHING"
     )
 }
+
+/// A row that list building adds to a campaign that existed when `adopt` found the file gone
+/// back in time may have been sent by the lost timeline: it starts as possibly delivered
+/// (`schema/0011_guard.sql`). NULL for every other campaign.
+const REPLAY_SINCE: &str = "(SELECT g.replay_since FROM guard g
+     WHERE g.singleton = 1 AND :campaign <= g.replay_through)";
 
 /// The template variables a send captures from its subscriber (`s`): the attributes, with the
 /// built-ins on top. Campaign preview reads the same expression.

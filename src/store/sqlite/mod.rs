@@ -8,6 +8,7 @@ mod campaigns;
 mod codec;
 mod directory;
 mod error;
+mod guard;
 mod ledger;
 mod lists;
 mod messages;
@@ -20,6 +21,7 @@ mod unsubscribe;
 mod webhooks;
 
 pub use bench::{BareClaim, QueryPlan};
+pub use guard::{restore, watermark_path, Restored, HOST_ENV};
 pub use notify::notify_job_id;
 pub use ratelimit::refill;
 
@@ -63,6 +65,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0010_webhooks",
         include_str!("../../../schema/0010_webhooks.sql"),
     ),
+    ("0011_guard", include_str!("../../../schema/0011_guard.sql")),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
@@ -83,6 +86,8 @@ pub struct SqliteStore {
     /// Opened as an immutable snapshot (read-only, no `-shm` could be made): it does not see
     /// later writes by other processes.
     snapshot: bool,
+    /// The clone guard and watermark of a writable open (None when read-only).
+    guard: Option<std::sync::Arc<guard::Guard>>,
 }
 
 type Conn = r2d2::PooledConnection<SqliteConnectionManager>;
@@ -246,11 +251,24 @@ impl SqliteStore {
             .min_idle(Some(1))
             .connection_timeout(Duration::from_secs(30))
             .build(manager)?;
-        Ok(SqliteStore {
+        let guard = match opts.read_only {
+            true => None,
+            false => Some(std::sync::Arc::new(guard::Guard::open(
+                path,
+                &*pool.get()?,
+                opts,
+            )?)),
+        };
+        let store = SqliteStore {
             pool,
             path: path.to_path_buf(),
             snapshot: flags.contains(OpenFlags::SQLITE_OPEN_URI),
-        })
+            guard,
+        };
+        if opts.create && matches!(state, FileState::Missing) {
+            store.own_new_file()?;
+        }
+        Ok(store)
     }
 
     fn conn(&self) -> Result<Conn> {
@@ -327,6 +345,30 @@ impl Admin for SqliteStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
             Err(e) => Err(Error::io("cannot read the WAL file's size", e)),
         }
+    }
+
+    fn guard_state(&self) -> Result<crate::store::GuardState> {
+        self.guard_state_impl()
+    }
+
+    fn claim_ownership(&self) -> Result<()> {
+        self.claim_ownership_impl()
+    }
+
+    fn adopt(&self, behind_of: Option<i64>) -> Result<crate::store::Adopted> {
+        self.adopt_impl(behind_of)
+    }
+
+    fn quick_check(&self, full: bool) -> Result<Vec<String>> {
+        self.quick_check_impl(full)
+    }
+
+    fn ledger_counts(&self) -> Result<crate::store::LedgerCounts> {
+        self.ledger_counts_impl()
+    }
+
+    fn backup_to(&self, to: &Path) -> Result<()> {
+        self.backup_to_impl(to)
     }
 }
 

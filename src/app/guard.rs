@@ -1,0 +1,183 @@
+//! Guarding the file before sending, and the operator's tools around it: the check a worker
+//! runs before its first claim (clone guard, time-travel watermark, `quick_check`), `adopt`,
+//! `backup` and `restore`.
+
+use crate::domain::clock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::{Adopted, GuardState, LedgerCounts, OpenOptions, Storage, Watermark};
+use serde::Serialize;
+use std::path::Path;
+
+/// Files up to this size get `quick_check` before a worker's first claim (about a second per
+/// 100 MB here); a larger one is left to `sendonce doctor`, and the worker says so.
+pub const START_CHECK_MAX_BYTES: u64 = 1 << 30;
+
+/// Why the guard refuses to send from this file, if it does.
+pub fn refusal(st: &GuardState) -> Option<String> {
+    if !st.enforced {
+        return None;
+    }
+    let adopt = format!("`sendonce adopt --db {}`", st.here.path);
+    if let Some(owner) = st.owner.as_ref().filter(|o| **o != st.here) {
+        let seen = st.heartbeat_at.map_or(String::new(), |t| {
+            format!(" (its last claim: {})", clock::format_ms(t))
+        });
+        return Some(format!(
+            "this database is a copy: it belongs to {owner}{seen}, and this process works on \
+             {}. A worker on a copy sends again what the original sends. If the file was moved \
+             or restored on purpose and the original will never run again, run {adopt}",
+            st.here
+        ));
+    }
+    let behind = |what: String| {
+        format!(
+            "this database went back in time: {what}. A lost -wal, a snapshot or backup put in \
+             place of the live file, or a disk that lost writes; rows claimed in the lost part \
+             may have been sent. Run {adopt} to go on: every unfinished row is then treated as \
+             possibly delivered (retried with the same key inside an idempotent provider's \
+             window, otherwise parked in doubt for `sendonce doubts`)"
+        )
+    };
+    match &st.watermark {
+        Watermark::At {
+            installation,
+            generation,
+            at,
+        } => {
+            if *installation != st.installation {
+                Some(format!(
+                    "the watermark {} belongs to installation {installation}, but this database \
+                     is installation {}: the file was replaced by another database. If that \
+                     was deliberate, run {adopt}",
+                    st.watermark_path, st.installation
+                ))
+            } else if *generation > st.generation {
+                Some(behind(format!(
+                    "it remembers {} claims, its watermark {} says {generation} (written {})",
+                    st.generation,
+                    st.watermark_path,
+                    clock::format_ms(*at)
+                )))
+            } else {
+                None
+            }
+        }
+        Watermark::Missing if st.generation > 0 => Some(behind(format!(
+            "it has made {} claims here, but its watermark {} is gone (deleted, or the \
+             database was copied without it)",
+            st.generation, st.watermark_path
+        ))),
+        Watermark::Missing => None,
+        Watermark::Unreadable { reason } => Some(behind(format!(
+            "its watermark {} does not read back ({reason})",
+            st.watermark_path
+        ))),
+    }
+}
+
+/// Before a worker's first claim: refuse a copy, a file gone back in time, or a damaged file
+/// (`quick_check`, for files up to [`START_CHECK_MAX_BYTES`]); record this place as the owner
+/// of a file that has none yet.
+pub fn before_sending(store: &dyn Storage) -> Result<()> {
+    let st = store.guard_state()?;
+    if let Some(why) = refusal(&st) {
+        return Err(Error::new(ErrorKind::Guarded, why));
+    }
+    let size = std::fs::metadata(store.path())
+        .map(|m| m.len())
+        .unwrap_or(0);
+    if size <= START_CHECK_MAX_BYTES {
+        let problems = store.quick_check(false)?;
+        if !problems.is_empty() {
+            return Err(damaged_at_start(store.path(), &problems));
+        }
+    } else {
+        tracing::warn!(
+            bytes = size,
+            "the database is larger than {} MiB: no quick_check before sending; run `sendonce \
+             doctor` to check it",
+            START_CHECK_MAX_BYTES >> 20
+        );
+    }
+    if st.enforced && st.owner.is_none() {
+        store.claim_ownership()?;
+    }
+    Ok(())
+}
+
+fn damaged_at_start(path: &Path, problems: &[String]) -> Error {
+    let shown: Vec<&str> = problems.iter().take(3).map(String::as_str).collect();
+    Error::new(
+        ErrorKind::Guarded,
+        format!(
+            "{} is damaged (quick_check: {}{}); nothing was sent. Restore the latest backup \
+             with `sendonce restore BACKUP --db {}` (rows the backup does not know as finished \
+             are then treated as possibly delivered), or inspect it with `sendonce doctor`",
+            path.display(),
+            shown.join("; "),
+            if problems.len() > 3 { "; …" } else { "" },
+            path.display()
+        ),
+    )
+}
+
+/// `sendonce adopt`: this place becomes the owner of the file.
+pub fn adopt(store: &dyn Storage) -> Result<Adopted> {
+    store.adopt(None)
+}
+
+/// What `backup` made.
+#[derive(Debug, Clone, Serialize)]
+pub struct Backup {
+    pub path: String,
+    pub bytes: u64,
+    pub counts: LedgerCounts,
+}
+
+/// `sendonce backup PATH`: a consistent copy made while workers run, synced, then opened on its
+/// own and checked with `quick_check`.
+pub fn backup(store: &dyn Storage, to: &Path, opts: &OpenOptions) -> Result<Backup> {
+    store.backup_to(to)?;
+    let copy = crate::store::open(
+        to,
+        &OpenOptions {
+            read_only: true,
+            ..opts.clone()
+        },
+    )
+    .map_err(|e| e.context(&format!("the backup {} does not open", to.display())))?;
+    let problems = copy.quick_check(false)?;
+    if !problems.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Damaged,
+            format!(
+                "the backup {} fails quick_check: {}",
+                to.display(),
+                problems.join("; ")
+            ),
+        ));
+    }
+    let bytes = std::fs::metadata(to)
+        .map_err(|e| Error::io(&format!("cannot read {}", to.display()), e))?
+        .len();
+    Ok(Backup {
+        path: to.display().to_string(),
+        bytes,
+        counts: copy.ledger_counts()?,
+    })
+}
+
+/// `sendonce restore BACKUP`: put a backup in place of the database and adopt it.
+pub fn restore(
+    from: &Path,
+    db: &Path,
+    opts: &OpenOptions,
+) -> Result<crate::store::sqlite::Restored> {
+    if !from.is_file() {
+        return Err(Error::invalid(format!(
+            "no backup file at {}",
+            from.display()
+        )));
+    }
+    crate::store::sqlite::restore(from, db, opts)
+}

@@ -1,0 +1,65 @@
+//! `sendonce adopt`, `backup` and `restore`: printing what `app::guard` did.
+
+use super::args::Cli;
+use super::{open, open_opts, to_json, Output};
+use crate::app::guard;
+use crate::domain::clock;
+use crate::error::Result;
+use crate::store::LedgerCounts;
+use std::path::Path;
+
+fn counts_text(c: &LedgerCounts) -> String {
+    format!(
+        "{} campaigns, {} subscribers, {} sends ({} sent, {} in doubt, {} unfinished), {} \
+         suppressions",
+        c.campaigns, c.subscribers, c.sends, c.sent, c.in_doubt, c.unfinished, c.suppressions
+    )
+}
+
+pub(super) fn adopt(cli: &Cli) -> Result<Output> {
+    let a = guard::adopt(&*open(cli)?)?;
+    Ok(Output::ok(to_json(&a), adopted_text(&a)))
+}
+
+fn adopted_text(a: &crate::store::Adopted) -> String {
+    let mut text = match &a.previous_owner {
+        Some(p) if *p != a.owner => format!("adopted: was {p}, now {}", a.owner),
+        _ => format!("adopted: {}", a.owner),
+    };
+    if a.went_back {
+        text.push_str(&format!(
+            "\nthe file had gone back in time: {} unfinished rows (and the rows list building \
+             adds to campaigns up to {}) are treated as possibly delivered since {}: retried \
+             with the same key inside an idempotent provider's window, otherwise parked in \
+             doubt (`sendonce doubts list`)",
+            a.rows_marked,
+            a.replay_through.unwrap_or(0),
+            a.replay_since
+                .map_or("its creation".into(), clock::format_ms)
+        ));
+    }
+    text
+}
+
+pub(super) fn backup(cli: &Cli, path: &Path) -> Result<Output> {
+    let b = guard::backup(&*open(cli)?, path, &open_opts(cli)?)?;
+    let text = format!(
+        "backup {} ({} bytes), quick_check ok: {}",
+        b.path,
+        b.bytes,
+        counts_text(&b.counts)
+    );
+    Ok(Output::ok(to_json(&b), text))
+}
+
+pub(super) fn restore(cli: &Cli, backup: &Path) -> Result<Output> {
+    let r = guard::restore(backup, &cli.db, &open_opts(cli)?)?;
+    let text = format!(
+        "restored {} to {}: {}\n{}",
+        r.from,
+        r.db,
+        counts_text(&r.counts),
+        adopted_text(&r.adopted)
+    );
+    Ok(Output::ok(to_json(&r), text))
+}

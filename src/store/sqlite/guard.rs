@@ -1,0 +1,710 @@
+//! The clone guard and the time-travel watermark of a SQLite file (`schema/0011_guard.sql`):
+//! this process's place, the fsynced watermark file beside the database, the claim generation
+//! counted in every claim that leases rows, `adopt`, checks, online backup and restore.
+
+use super::SqliteStore;
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Watermark};
+use rusqlite::{named_params, OptionalExtension, Transaction};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+
+/// Overrides the machine id (a container whose `/etc/machine-id` changes with every image, or is
+/// shared by clones).
+pub const HOST_ENV: &str = "SENDONCE_HOST_ID";
+
+/// The file beside the database that keeps the watermark.
+pub fn watermark_path(db: &Path) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push("-watermark");
+    PathBuf::from(p)
+}
+
+/// This machine's id: `SENDONCE_HOST_ID`, else systemd's machine id, else the host name.
+fn host_id() -> String {
+    if let Some(v) = std::env::var(HOST_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        return v.trim().to_string();
+    }
+    for f in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
+        if let Ok(text) = std::fs::read_to_string(f) {
+            let id = text.trim();
+            if !id.is_empty() {
+                return id.to_string();
+            }
+        }
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer we own.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    format!("hostname:{name}")
+}
+
+/// Where this process works on `db`.
+pub(super) fn here(db: &Path) -> Place {
+    let path = std::fs::canonicalize(db)
+        .or_else(|_| std::path::absolute(db))
+        .unwrap_or_else(|_| db.to_path_buf());
+    Place {
+        host: host_id(),
+        path: path.to_string_lossy().into_owned(),
+    }
+}
+
+/// What a writable store keeps for the guard.
+pub(super) struct Guard {
+    pub(super) here: Place,
+    pub(super) enforced: bool,
+    mark: Mutex<()>,
+    mark_path: PathBuf,
+    installation: String,
+    /// The highest generation this process saw committed: a claim that gets one not above it
+    /// found the database gone back in time under the running process.
+    last_committed: AtomicI64,
+    /// A shared `flock` on the database file for as long as the store is open: `restore`
+    /// takes it exclusively, so it refuses while any writer has the file open.
+    _holder: File,
+}
+
+impl Guard {
+    pub(super) fn open(db: &Path, conn: &rusqlite::Connection, opts: &OpenOptions) -> Result<Self> {
+        let holder =
+            File::open(db).map_err(|e| Error::io(&format!("cannot open {}", db.display()), e))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&holder), libc::LOCK_SH) } != 0 {
+            return Err(Error::io(
+                &format!("cannot lock {}", db.display()),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        let installation: String =
+            conn.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
+                r.get(0)
+            })?;
+        Ok(Guard {
+            here: here(db),
+            enforced: opts.guard,
+            mark: Mutex::new(()),
+            mark_path: watermark_path(db),
+            installation,
+            last_committed: AtomicI64::new(0),
+            _holder: holder,
+        })
+    }
+
+    /// After a claim committed `generation`: remember it and raise the watermark to it (fsynced)
+    /// before any call of that claim goes out.
+    pub(super) fn committed(&self, generation: i64, at: i64) -> Result<()> {
+        self.last_committed.fetch_max(generation, Ordering::SeqCst);
+        if !self.enforced {
+            return Ok(());
+        }
+        let _one = self.mark.lock().unwrap_or_else(|p| p.into_inner());
+        write_mark(&self.mark_path, &self.installation, generation, at, false)
+    }
+}
+
+/// The record: `sendonce-watermark 1 INSTALLATION GENERATION AT CHECK\n`, fixed width, where
+/// CHECK is the first 16 hex digits of the SHA-256 of what precedes it.
+fn encode(installation: &str, generation: i64, at: i64) -> String {
+    let body = format!("sendonce-watermark 1 {installation} {generation:020} {at:020}");
+    format!("{body} {}\n", check_of(&body))
+}
+
+fn check_of(body: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(body.as_bytes());
+    d[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode(text: &str) -> std::result::Result<(String, i64, i64), String> {
+    let line = text.strip_suffix('\n').unwrap_or(text);
+    let (body, check) = line.rsplit_once(' ').ok_or("no checksum")?;
+    if check_of(body) != check {
+        return Err("its checksum does not match (torn or edited)".into());
+    }
+    let f: Vec<&str> = body.split(' ').collect();
+    match f.as_slice() {
+        ["sendonce-watermark", "1", inst, generation, at] => Ok((
+            inst.to_string(),
+            generation.parse().map_err(|_| "bad generation")?,
+            at.parse().map_err(|_| "bad time")?,
+        )),
+        _ => Err("not a sendonce watermark".into()),
+    }
+}
+
+/// Read the watermark file at `path`.
+pub(super) fn read_mark(path: &Path) -> Watermark {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Watermark::Missing,
+        Err(e) => Watermark::Unreadable {
+            reason: e.to_string(),
+        },
+        Ok(bytes) => match std::str::from_utf8(&bytes)
+            .map_err(|_| "not text".to_string())
+            .and_then(decode)
+        {
+            Ok((installation, generation, at)) => Watermark::At {
+                installation,
+                generation,
+                at,
+            },
+            Err(reason) => Watermark::Unreadable { reason },
+        },
+    }
+}
+
+/// Raise the watermark at `path` to `generation` under an exclusive `flock` (several processes
+/// may claim from one file): a higher value already there is kept unless `force`. The record is
+/// written in place and fsynced; its directory is fsynced when the file is new.
+fn write_mark(
+    path: &Path,
+    installation: &str,
+    generation: i64,
+    at: i64,
+    force: bool,
+) -> Result<()> {
+    let io = |what: &str, e: std::io::Error| Error::io(&format!("{what} {}", path.display()), e);
+    let new = !path.exists();
+    let mut f = crate::files::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io("cannot open the watermark", e))?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    // SAFETY: flock on a descriptor we own; released when `f` is closed.
+    if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+        return Err(io(
+            "cannot lock the watermark",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    if !force {
+        let mut text = String::new();
+        let _ = f.read_to_string(&mut text);
+        if let Ok((inst, on_disk, _)) = decode(&text) {
+            if inst == installation && on_disk >= generation {
+                return Ok(());
+            }
+        }
+    }
+    let record = encode(installation, generation, at);
+    f.seek(SeekFrom::Start(0))
+        .and_then(|_| f.write_all(record.as_bytes()))
+        .and_then(|()| f.set_len(record.len() as u64))
+        .and_then(|()| f.sync_data())
+        .map_err(|e| io("cannot write the watermark", e))?;
+    if new {
+        sync_dir(path)?;
+    }
+    Ok(())
+}
+
+/// fsync the directory holding `path` (a created or renamed file's name is durable then).
+pub(super) fn sync_dir(path: &Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(&format!("cannot sync the directory {}", dir.display()), e))
+}
+
+const CLAIM_GENERATION: &str = "UPDATE guard SET generation = generation + 1, heartbeat_at = :now,
+     host = coalesce(host, :host), path = coalesce(path, :path)
+     WHERE singleton = 1
+       AND (:host IS NULL OR host IS NULL OR (host = :host AND path = :path))
+     RETURNING generation";
+
+/// Inside a claim that leased rows: count it, and check that this process may claim from this
+/// file (its owner, or no owner yet) and that the file did not go back in time under it.
+pub(super) fn claim_generation(
+    tx: &Transaction<'_>,
+    guard: Option<&Guard>,
+    now: i64,
+) -> Result<i64> {
+    let place = guard.filter(|g| g.enforced).map(|g| &g.here);
+    let generation: Option<i64> = tx
+        .prepare_cached(CLAIM_GENERATION)?
+        .query_row(
+            named_params! {
+                ":now": now,
+                ":host": place.map(|p| &p.host),
+                ":path": place.map(|p| &p.path),
+            },
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(generation) = generation else {
+        let owner = owner(tx)?;
+        return Err(copy_error(owner.as_ref(), place));
+    };
+    if let Some(g) = guard {
+        let last = g.last_committed.load(Ordering::SeqCst);
+        if generation <= last {
+            return Err(Error::new(
+                ErrorKind::Guarded,
+                format!(
+                    "the database went back in time under this running process: its claim \
+                     counter is at {generation}, but this process already committed claim \
+                     {last}. A snapshot or backup was put in place of the live file, or its \
+                     -wal was lost. Nothing of this claim was committed and the worker \
+                     stopped; stop every process on the file and run `sendonce adopt` (see \
+                     README, \"Operating it\")"
+                ),
+            ));
+        }
+    }
+    Ok(generation)
+}
+
+fn copy_error(owner: Option<&Place>, here: Option<&Place>) -> Error {
+    let owner = owner.map_or("another place".to_string(), |o| o.to_string());
+    let db = here.map_or("FILE", |h| h.path.as_str());
+    let here = here.map_or("here".to_string(), |h| h.to_string());
+    Error::new(
+        ErrorKind::Guarded,
+        format!(
+            "this database is a copy: it belongs to {owner}, and this process works on {here}. \
+             A worker on a copy would send again what the original sends, so nothing was \
+             claimed. If the file was moved or restored on purpose and the original will never \
+             run again, run `sendonce adopt --db {db}`"
+        ),
+    )
+}
+
+fn owner(c: &rusqlite::Connection) -> Result<Option<Place>> {
+    let row: (Option<String>, Option<String>) = c.query_row(
+        "SELECT host, path FROM guard WHERE singleton = 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(match row {
+        (Some(host), Some(path)) => Some(Place { host, path }),
+        _ => None,
+    })
+}
+
+impl SqliteStore {
+    /// The guard of a writable open.
+    pub(super) fn guard(&self) -> Option<&Guard> {
+        self.guard.as_deref()
+    }
+
+    /// After a claim transaction committed: the watermark follows its generation.
+    pub(super) fn claimed(&self, generation: Option<i64>, at: i64) -> Result<()> {
+        match (generation, self.guard()) {
+            (Some(n), Some(g)) => g.committed(n, at),
+            _ => Ok(()),
+        }
+    }
+
+    fn guard_ctx(&self) -> Result<&Guard> {
+        self.guard.as_deref().ok_or_else(|| {
+            Error::invalid(format!(
+                "{} was opened read-only: the guard needs a writable open",
+                self.path().display()
+            ))
+        })
+    }
+
+    /// Record this place as the owner of a new file (`init`) and drop a watermark left by a
+    /// database that was at this path before.
+    pub(super) fn own_new_file(&self) -> Result<()> {
+        let g = self.guard_ctx()?;
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE guard SET host = ?1, path = ?2, adopted_at = ?3 WHERE singleton = 1",
+                rusqlite::params![g.here.host, g.here.path, crate::domain::clock::now_ms()],
+            )?;
+            Ok(())
+        })?;
+        match std::fs::remove_file(&g.mark_path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(
+                &format!("cannot remove the old watermark {}", g.mark_path.display()),
+                e,
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn read_guard_row(c: &rusqlite::Connection) -> Result<(i64, Option<i64>, Option<i64>)> {
+    Ok(c.query_row(
+        "SELECT generation, heartbeat_at, adopted_at FROM guard WHERE singleton = 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?)
+}
+
+/// Mark what the lost timeline may have sent: every unfinished row, and the rows list building
+/// adds later to the campaigns that exist now.
+fn mark_replay(tx: &Transaction<'_>, since: i64) -> Result<(u64, Option<i64>)> {
+    let rows = tx.execute(
+        "UPDATE sends SET doubt_since = coalesce(min(doubt_since, ?1), ?1)
+         WHERE status IN ('queued', 'leased')",
+        [since],
+    )? as u64;
+    let through: Option<i64> = tx.query_row("SELECT max(id) FROM campaigns", [], |r| r.get(0))?;
+    tx.execute(
+        "UPDATE guard SET replay_since = coalesce(min(replay_since, ?1), ?1),
+                          replay_through = max(coalesce(replay_through, 0), coalesce(?2, 0))
+         WHERE singleton = 1",
+        rusqlite::params![since, through],
+    )?;
+    Ok((rows, through))
+}
+
+impl SqliteStore {
+    pub(super) fn guard_state_impl(&self) -> Result<GuardState> {
+        let here = self
+            .guard
+            .as_ref()
+            .map_or_else(|| here(self.path()), |g| g.here.clone());
+        let mark_path = watermark_path(self.path());
+        self.read(|c| {
+            let (generation, heartbeat_at, adopted_at) = read_guard_row(c)?;
+            Ok(GuardState {
+                installation: c.query_row("SELECT id FROM installation", [], |r| r.get(0))?,
+                owner: owner(c)?,
+                here,
+                generation,
+                heartbeat_at,
+                adopted_at,
+                watermark: read_mark(&mark_path),
+                watermark_path: mark_path.display().to_string(),
+                enforced: self.guard.as_ref().is_none_or(|g| g.enforced),
+            })
+        })
+    }
+
+    pub(super) fn claim_ownership_impl(&self) -> Result<()> {
+        let g = self.guard_ctx()?;
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE guard SET host = ?1, path = ?2 WHERE singleton = 1 AND host IS NULL",
+                rusqlite::params![g.here.host, g.here.path],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub(super) fn adopt_impl(&self, behind_of: Option<i64>) -> Result<Adopted> {
+        let g = self.guard_ctx()?;
+        let mark = read_mark(&g.mark_path);
+        let marked = match &mark {
+            Watermark::At {
+                installation,
+                generation,
+                ..
+            } if *installation == g.installation => *generation,
+            _ => 0,
+        };
+        let now = crate::domain::clock::now_ms();
+        let adopted = self.write(|tx| {
+            let previous_owner = owner(tx)?;
+            let (generation, heartbeat_at, adopted_at) = read_guard_row(tx)?;
+            let ahead = marked.max(behind_of.unwrap_or(0));
+            let went_back = generation < ahead;
+            let (mut rows_marked, mut replay_through, mut replay_since) = (0, None, None);
+            if went_back {
+                // The lost timeline claimed after the last claim this file remembers.
+                let since = heartbeat_at.or(adopted_at).unwrap_or(0);
+                (rows_marked, replay_through) = mark_replay(tx, since)?;
+                replay_since = Some(since);
+            }
+            let generation = generation.max(ahead);
+            tx.execute(
+                "UPDATE guard SET host = ?1, path = ?2, adopted_at = ?3, generation = ?4
+                 WHERE singleton = 1",
+                rusqlite::params![g.here.host, g.here.path, now, generation],
+            )?;
+            Ok(Adopted {
+                previous_owner,
+                owner: g.here.clone(),
+                went_back,
+                replay_since,
+                rows_marked,
+                replay_through,
+                generation,
+            })
+        })?;
+        write_mark(&g.mark_path, &g.installation, adopted.generation, now, true)?;
+        Ok(adopted)
+    }
+
+    pub(super) fn quick_check_impl(&self, full: bool) -> Result<Vec<String>> {
+        let sql = if full {
+            "PRAGMA integrity_check"
+        } else {
+            "PRAGMA quick_check"
+        };
+        self.read(|c| {
+            let mut st = c.prepare(sql)?;
+            let found = st
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(found.into_iter().filter(|l| l != "ok").collect())
+        })
+    }
+
+    pub(super) fn ledger_counts_impl(&self) -> Result<LedgerCounts> {
+        self.read(|c| {
+            let n = |sql: &str| -> Result<u64> {
+                Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))?.max(0) as u64)
+            };
+            Ok(LedgerCounts {
+                campaigns: n("SELECT count(*) FROM campaigns")?,
+                subscribers: n("SELECT count(*) FROM subscribers")?,
+                sends: n("SELECT count(*) FROM sends")?,
+                sent: n("SELECT count(*) FROM sends WHERE status = 'sent'")?,
+                in_doubt: n("SELECT count(*) FROM sends WHERE status = 'in_doubt'")?,
+                unfinished: n("SELECT count(*) FROM sends WHERE status IN ('queued', 'leased')")?,
+                suppressions: n("SELECT count(*) FROM suppressions")?,
+            })
+        })
+    }
+
+    pub(super) fn backup_to_impl(&self, to: &Path) -> Result<()> {
+        let io = |what: &str, e: std::io::Error| Error::io(&format!("{what} {}", to.display()), e);
+        match std::fs::symlink_metadata(to) {
+            Ok(_) => {
+                return Err(Error::invalid(format!(
+                    "{} already exists; a backup never overwrites a file (choose a new name)",
+                    to.display()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot look at", e)),
+        }
+        // Owner-only from the first byte: VACUUM INTO accepts an empty file.
+        crate::files::options()
+            .write(true)
+            .create_new(true)
+            .open(to)
+            .map_err(|e| io("cannot create the backup", e))?;
+        let target = to
+            .to_str()
+            .ok_or_else(|| Error::invalid(format!("{} is not a UTF-8 path", to.display())))?;
+        let made = self.read(|c| {
+            c.execute("VACUUM INTO ?1", [target])?;
+            Ok(())
+        });
+        if let Err(e) = made {
+            let _ = std::fs::remove_file(to);
+            return Err(e.context("the backup failed (the partial file was removed)"));
+        }
+        File::open(to)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io("cannot sync the backup", e))?;
+        sync_dir(to)
+    }
+}
+
+/// Take an exclusive `flock` on `db` without waiting: held while the returned file is open.
+/// Fails when any process has the database open for writing (each writable store holds a shared
+/// one).
+pub(super) fn lock_exclusive(db: &Path) -> Result<Option<File>> {
+    let f = match File::open(db) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&format!("cannot open {}", db.display()), e)),
+    };
+    // SAFETY: flock on a descriptor we own.
+    let rc = unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::new(
+            ErrorKind::Busy,
+            format!(
+                "{} is open for writing by another process (a worker, `serve`, or another \
+                 command): stop it first; nothing was changed",
+                db.display()
+            ),
+        ));
+    }
+    Ok(Some(f))
+}
+
+/// What `restore` did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Restored {
+    pub from: String,
+    pub db: String,
+    pub counts: LedgerCounts,
+    pub adopted: Adopted,
+    /// The claim counter of the file that was replaced (or its watermark), if it could be read.
+    pub replaced_generation: Option<i64>,
+}
+
+/// Put the backup `from` in place of the database `db` (refused while any process has `db`
+/// open for writing), then adopt it. The backup is copied beside `db`, opened (and upgraded),
+/// checked with `quick_check` and synced before it replaces anything; the replaced file's
+/// `-wal` and `-shm` are removed so they cannot be replayed onto it.
+pub fn restore(from: &Path, db: &Path, opts: &OpenOptions) -> Result<Restored> {
+    let _lock = lock_exclusive(db)?;
+    let replaced_generation = replaced_generation(db, opts);
+    let tmp = PathBuf::from(format!("{}.restoring", db.display()));
+    let _ = std::fs::remove_file(&tmp);
+    let copied = copy_private(from, &tmp).and_then(|()| check_copy(&tmp, opts));
+    if let Err(e) = copied {
+        remove_with_sides(&tmp);
+        return Err(e);
+    }
+    for side in ["-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{side}", db.display()));
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io(&format!("cannot remove {}", p.display()), e))
+            }
+            _ => {}
+        }
+    }
+    std::fs::rename(&tmp, db)
+        .map_err(|e| Error::io(&format!("cannot move the backup to {}", db.display()), e))?;
+    sync_dir(db)?;
+    drop(_lock);
+    let store = SqliteStore::open(db, opts)?;
+    let adopted = store.adopt(replaced_generation)?;
+    Ok(Restored {
+        from: from.display().to_string(),
+        db: db.display().to_string(),
+        counts: store.ledger_counts()?,
+        adopted,
+        replaced_generation,
+    })
+}
+
+/// How far the file being replaced (or its watermark) had gone, when it can be read at all:
+/// the restored file is behind it if its own counter is lower.
+fn replaced_generation(db: &Path, opts: &OpenOptions) -> Option<i64> {
+    let from_mark = match read_mark(&watermark_path(db)) {
+        Watermark::At { generation, .. } => Some(generation),
+        _ => None,
+    };
+    let ro = OpenOptions {
+        read_only: true,
+        ..opts.clone()
+    };
+    let from_db = SqliteStore::open(db, &ro)
+        .ok()
+        .and_then(|s| s.read(|c| Ok(read_guard_row(c)?.0)).ok());
+    from_mark.max(from_db)
+}
+
+fn copy_private(from: &Path, to: &Path) -> Result<()> {
+    let mut src =
+        File::open(from).map_err(|e| Error::io(&format!("cannot open {}", from.display()), e))?;
+    let mut dst = crate::files::options()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .map_err(|e| Error::io(&format!("cannot create {}", to.display()), e))?;
+    std::io::copy(&mut src, &mut dst)
+        .and_then(|_| dst.sync_all())
+        .map_err(|e| {
+            Error::io(
+                &format!("cannot copy {} to {}", from.display(), to.display()),
+                e,
+            )
+        })?;
+    Ok(())
+}
+
+/// Open the copy as a sendonce database (upgrading an older schema), check it, and leave it
+/// checkpointed into one file.
+fn check_copy(tmp: &Path, opts: &OpenOptions) -> Result<()> {
+    let store = SqliteStore::open(
+        tmp,
+        &OpenOptions {
+            guard: false,
+            ..opts.clone()
+        },
+    )
+    .map_err(|e| e.context("the backup does not open as a sendonce database"))?;
+    let problems = store.quick_check(false)?;
+    if !problems.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Damaged,
+            format!(
+                "the backup fails quick_check ({}); nothing was replaced",
+                problems.into_iter().take(3).collect::<Vec<_>>().join("; ")
+            ),
+        ));
+    }
+    store.checkpoint_truncate()?;
+    drop(store);
+    let wal = PathBuf::from(format!("{}-wal", tmp.display()));
+    if std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0) > 0 {
+        return Err(Error::db(format!(
+            "{} still has a write-ahead log after its check; nothing was replaced",
+            tmp.display()
+        )));
+    }
+    for side in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{side}", tmp.display()));
+    }
+    File::open(tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(&format!("cannot sync {}", tmp.display()), e))
+}
+
+fn remove_with_sides(p: &Path) {
+    for side in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{side}", p.display()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermark_record_round_trips_and_refuses_edits() {
+        let r = encode("0123456789abcdef0123456789abcdef", 42, 1_700_000_000_000);
+        assert_eq!(
+            decode(&r).unwrap(),
+            (
+                "0123456789abcdef0123456789abcdef".to_string(),
+                42,
+                1_700_000_000_000
+            )
+        );
+        let edited = r.replace(" 00000000000000000042 ", " 00000000000000000041 ");
+        assert!(decode(&edited).is_err());
+        assert!(decode(&r[..r.len() / 2]).is_err());
+        assert!(decode("").is_err());
+    }
+
+    #[test]
+    fn write_mark_keeps_the_highest_unless_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("db-watermark");
+        write_mark(&p, "a", 5, 1, false).unwrap();
+        write_mark(&p, "a", 3, 2, false).unwrap();
+        assert!(matches!(read_mark(&p), Watermark::At { generation: 5, .. }));
+        write_mark(&p, "a", 3, 2, true).unwrap();
+        assert!(matches!(read_mark(&p), Watermark::At { generation: 3, .. }));
+        write_mark(&p, "b", 1, 2, false).unwrap();
+        assert!(matches!(read_mark(&p), Watermark::At { generation: 1, .. }));
+    }
+}
