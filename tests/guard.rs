@@ -1,0 +1,296 @@
+//! The clone guard, the time-travel watermark, backups and restores, with real worker processes
+//! (killed with SIGKILL) against a real fake-provider process: a copy of a live file, a `-wal`
+//! deleted after a kill, an old backup restored over a file with later sends, backups taken
+//! while workers die. In every case nobody gets a message twice.
+
+use crate::common::{self, Env, Fake, BIN};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const N: usize = 300;
+
+fn fake(env: &Env, idempotent: bool) -> Fake {
+    let flag = if idempotent {
+        "--idempotent"
+    } else {
+        "--no-idempotent"
+    };
+    Fake::start(&env.path("fake.jsonl"), &[flag, "--latency", "4ms..9ms"])
+}
+
+fn spec(fake: &Fake, idempotent: bool) -> String {
+    let window = if idempotent { "&key_window=24h" } else { "" };
+    format!("webhook:{}/send#timeout=5s{window}", fake.base())
+}
+
+/// `sendonce run --once` on `db` (other flags after), as a command to spawn or run.
+fn worker(db: &Path, spec: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("--db").arg(db).env_remove("SENDONCE_DB");
+    c.env_remove("SENDONCE_CRASH_AT")
+        .env_remove(sendonce::store::sqlite::HOST_ENV)
+        .env("SENDONCE_PUBLIC_URL", common::TEST_PUBLIC_URL)
+        .env(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            common::TEST_UNSUBSCRIBE_SECRET,
+        );
+    c.args([
+        "run",
+        "--once",
+        "--provider",
+        spec,
+        "--tick",
+        "20ms",
+        "--concurrency",
+        "8",
+        "--retry-base",
+        "20ms",
+        "--lease",
+        "1s",
+    ]);
+    c.stdout(Stdio::null()).stderr(Stdio::piped());
+    c
+}
+
+fn sendonce(db: &Path, args: &[&str]) -> common::Run {
+    common::Run::from(
+        Command::new(BIN)
+            .arg("--db")
+            .arg(db)
+            .env_remove("SENDONCE_DB")
+            .env_remove(sendonce::store::sqlite::HOST_ENV)
+            .args(args)
+            .output()
+            .unwrap(),
+    )
+}
+
+/// Deliveries per job (replays of an idempotent provider excluded).
+fn delivered(env: &Env) -> HashMap<String, usize> {
+    common::deliveries(&env.path("fake.jsonl"))
+}
+
+fn assert_nobody_twice(env: &Env, what: &str) -> usize {
+    let d = delivered(env);
+    let twice: Vec<_> = d.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "{what}: delivered twice: {twice:?}");
+    d.len()
+}
+
+fn wait_for_deliveries(env: &Env, at_least: usize, child: &mut Child) {
+    let start = Instant::now();
+    while delivered(env).len() < at_least {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the worker exited ({st}) before {at_least} deliveries");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no {at_least} deliveries in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn finish(child: Child) -> common::Run {
+    common::Run::from(child.wait_with_output().unwrap())
+}
+
+fn json(r: &common::Run) -> serde_json::Value {
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr))
+}
+
+/// The ledger's counts by status of one campaign.
+fn statuses(env: &Env, cid: &str) -> HashMap<String, i64> {
+    let c = env.sqlite();
+    let mut st = c
+        .prepare("SELECT status, count(*) FROM sends WHERE campaign_id = ?1 GROUP BY status")
+        .unwrap();
+    st.query_map([cid], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+fn side(db: &Path, suffix: &str) -> PathBuf {
+    PathBuf::from(format!("{}{suffix}", db.display()))
+}
+
+/// An operator copies the live files (`cp sendonce.db* elsewhere/`) while a worker sends and
+/// starts a worker on the copy; later the copy is put on another host at the same path. The
+/// copy claims nothing either time; the original finishes; nobody gets two messages.
+#[test]
+fn a_copy_of_a_live_file_claims_nothing() {
+    let env = Env::new();
+    let (_a, cid) = env.setup_campaign(N);
+    env.ok(&["campaign", "approve", &cid]);
+    let fake = fake(&env, false);
+    let spec = spec(&fake, false);
+    let mut a = worker(&env.db, &spec).spawn().unwrap();
+    wait_for_deliveries(&env, 40, &mut a);
+    let dir = env.path("elsewhere");
+    std::fs::create_dir(&dir).unwrap();
+    let copy = dir.join("t.db");
+    for suffix in ["", "-wal", "-shm", "-watermark"] {
+        let from = side(&env.db, suffix);
+        if from.exists() {
+            std::fs::copy(&from, side(&copy, suffix)).unwrap();
+        }
+    }
+    let b = finish(worker(&copy, &spec).spawn().unwrap());
+    assert_eq!(b.code, 5, "a worker on a copy is refused: {}", b.stderr);
+    assert!(b.stderr.contains("is a copy"), "{}", b.stderr);
+    assert!(
+        b.stderr.contains(env.db.file_name().unwrap().to_str().unwrap())
+            && b.stderr.contains("sendonce adopt"),
+        "names both places and the way out: {}",
+        b.stderr
+    );
+    let a = finish(a);
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    assert_eq!(assert_nobody_twice(&env, "copy beside the original"), N);
+    // The same path on another machine (a disk image cloned to a second VPS).
+    let mut other = worker(&env.db, &spec);
+    other.env(sendonce::store::sqlite::HOST_ENV, "another-vps");
+    let r = finish(other.spawn().unwrap());
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(r.stderr.contains("another-vps"), "{}", r.stderr);
+    assert_eq!(assert_nobody_twice(&env, "clone on another host"), N);
+}
+
+/// A worker killed with SIGKILL mid-run, its `-wal` deleted (the file goes back to its last
+/// checkpoint, which a test connection forces halfway through): the next worker refuses; after
+/// `adopt`, the rows the lost part may have sent are retried with the same key by an idempotent
+/// provider (nobody twice, everyone once) or parked in doubt by one without (nobody twice).
+#[test]
+fn a_deleted_wal_after_a_kill_is_refused_and_adopt_sends_nobody_twice() {
+    for idempotent in [false, true] {
+        let env = Env::new();
+        let (_a, cid) = env.setup_campaign(N);
+        env.ok(&["campaign", "approve", &cid]);
+        let fake = fake(&env, idempotent);
+        let spec = spec(&fake, idempotent);
+        let mut a = worker(&env.db, &spec).spawn().unwrap();
+        wait_for_deliveries(&env, 60, &mut a);
+        env.sqlite()
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .unwrap();
+        wait_for_deliveries(&env, 150, &mut a);
+        kill(&mut a);
+        let before = delivered(&env).len();
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(side(&env.db, suffix));
+        }
+        let r = finish(worker(&env.db, &spec).spawn().unwrap());
+        assert_eq!(r.code, 5, "refused after the lost WAL: {}", r.stderr);
+        assert!(r.stderr.contains("went back in time"), "{}", r.stderr);
+        assert_eq!(delivered(&env).len(), before, "the refusal sent nothing");
+        let adopted = json(&sendonce(&env.db, &["--json", "adopt"]));
+        assert_eq!(adopted["went_back"], true, "{adopted}");
+        let r = finish(worker(&env.db, &spec).spawn().unwrap());
+        let what = format!("deleted WAL, idempotent={idempotent}");
+        let total = assert_nobody_twice(&env, &what);
+        let counts = statuses(&env, &cid);
+        if idempotent {
+            assert_eq!(r.code, 0, "{what}: {}", r.stderr);
+            assert_eq!(total, N, "{what}: everyone once");
+            assert_eq!(counts.get("sent"), Some(&(N as i64)), "{what}: {counts:?}");
+        } else {
+            assert_eq!(r.code, 3, "{what}: ends with rows in doubt: {}", r.stderr);
+            assert!(counts.get("in_doubt").copied().unwrap_or(0) > 0, "{counts:?}");
+            assert_eq!(
+                counts.values().sum::<i64>(),
+                counts.get("sent").copied().unwrap_or(0)
+                    + counts.get("in_doubt").copied().unwrap_or(0),
+                "{what}: every row sent or in doubt: {counts:?}"
+            );
+        }
+    }
+}
+
+/// Backups taken while workers are killed at random all open and pass `integrity_check`; an
+/// old one restored over the file with later sends (refused while a worker holds the file)
+/// sends nobody twice: everyone once with an idempotent provider, the rest in doubt without.
+#[test]
+fn backups_under_kills_open_and_a_restore_sends_nobody_twice() {
+    for idempotent in [true, false] {
+        let env = Env::new();
+        let (_a, cid) = env.setup_campaign(N);
+        env.ok(&["campaign", "approve", &cid]);
+        let fake = fake(&env, idempotent);
+        let spec = spec(&fake, idempotent);
+        let mut backups = Vec::new();
+        let mut seed = 0x5eed_u64 + idempotent as u64;
+        for i in 0..4 {
+            let mut w = worker(&env.db, &spec).spawn().unwrap();
+            wait_for_deliveries(&env, 30 * (i + 1), &mut w);
+            let b = env.path(&format!("backup-{i}.db"));
+            let r = sendonce(&env.db, &["--json", "backup", b.to_str().unwrap()]);
+            assert_eq!(r.code, 0, "backup {i}: {}", r.stderr);
+            assert!(json(&r)["bytes"].as_u64().unwrap() > 0);
+            if i == 1 {
+                let refused = sendonce(&env.db, &["restore", b.to_str().unwrap()]);
+                assert_ne!(refused.code, 0, "restore while a worker runs");
+                assert!(refused.stderr.contains("open for writing"), "{}", refused.stderr);
+            }
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            std::thread::sleep(Duration::from_millis(seed >> 58));
+            kill(&mut w);
+            backups.push(b);
+        }
+        for b in &backups {
+            let c = rusqlite::Connection::open(b).unwrap();
+            let ok: String = c
+                .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(ok, "ok", "{}", b.display());
+        }
+        // Later sends on the live file, then the oldest backup put back.
+        let r = finish(worker(&env.db, &spec).spawn().unwrap());
+        assert!(r.code == 0 || r.code == 3, "{}", r.stderr);
+        let restored = sendonce(&env.db, &["--json", "restore", backups[0].to_str().unwrap()]);
+        assert_eq!(restored.code, 0, "{}", restored.stderr);
+        let doc = json(&restored);
+        assert_eq!(doc["adopted"]["went_back"], true, "{doc}");
+        let r = finish(worker(&env.db, &spec).spawn().unwrap());
+        let what = format!("restore, idempotent={idempotent}");
+        let total = assert_nobody_twice(&env, &what);
+        let counts = statuses(&env, &cid);
+        if idempotent {
+            assert_eq!(r.code, 0, "{what}: {}", r.stderr);
+            assert_eq!(total, N, "{what}");
+            assert_eq!(counts.get("sent"), Some(&(N as i64)), "{what}: {counts:?}");
+        } else {
+            assert_eq!(r.code, 3, "{what}: {}", r.stderr);
+            assert!(counts.get("in_doubt").copied().unwrap_or(0) > 0, "{counts:?}");
+        }
+    }
+}
+
+/// `init` of a new file where another database's watermark was left behind is not blocked,
+/// and its first worker sends.
+#[test]
+fn init_on_a_new_file_is_never_blocked_by_an_old_watermark() {
+    let env = Env::new();
+    let (_a, cid) = env.setup_campaign(3);
+    env.ok(&["campaign", "approve", &cid]);
+    let out = env.path("out.jsonl");
+    let spec = format!("outbox:{}", out.display());
+    env.ok(&["run", "--once", "--provider", &spec]);
+    assert!(side(&env.db, "-watermark").exists());
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(side(&env.db, suffix));
+    }
+    let (_a, cid) = env.setup_campaign(2);
+    env.ok(&["campaign", "approve", &cid]);
+    let out2 = env.path("out2.jsonl");
+    env.ok(&["run", "--once", "--provider", &format!("outbox:{}", out2.display())]);
+    assert_eq!(std::fs::read_to_string(&out2).unwrap().lines().count(), 2);
+}
