@@ -85,7 +85,20 @@ fn a_damaged_status_stops_the_worker_and_sends_nothing_twice() {
     assert_eq!(damaged, 1, "the probe damaged exactly one row");
 
     let outbox = env.path("out.jsonl");
+    // The check before the first claim finds it: nothing is sent, exit 5.
     let mut cmd = env.cmd();
+    cmd.args(["run", "--once", "--tick", "20ms", "--provider"])
+        .arg(format!("outbox:{}", outbox.display()));
+    let (code, stderr) = run_with_deadline(cmd, Duration::from_secs(20));
+    assert_eq!(code, Some(5), "{stderr}");
+    assert!(
+        stderr.contains("damaged") && stderr.contains("quick_check"),
+        "{stderr}"
+    );
+    assert!(common::deliveries(&outbox).is_empty());
+    // Without that check (a file above its size limit), the claim finds it.
+    let mut cmd = env.cmd();
+    cmd.env(sendonce::app::guard::START_CHECK_ENV, "0");
     cmd.args(["run", "--once", "--tick", "20ms", "--provider"])
         .arg(format!("outbox:{}", outbox.display()));
     let (code, stderr) = run_with_deadline(cmd, Duration::from_secs(20));
@@ -116,9 +129,11 @@ fn damage_status(env: &Env, cid: i64, sub: usize) {
     std::fs::write(&env.db, &bytes).unwrap();
 }
 
-/// `run --once` with four calls at a time, so that damage meets calls in flight.
+/// `run --once` with four calls at a time, so that damage meets calls in flight (the check
+/// before the first claim is off, so that the claim meets it).
 fn small_batches(env: &Env, provider: &str) -> Command {
     let mut cmd = env.cmd();
+    cmd.env(sendonce::app::guard::START_CHECK_ENV, "0");
     cmd.args(["run", "--once", "--tick", "20ms", "--batch", "4"])
         .args(["--concurrency", "4", "--provider", provider]);
     cmd
@@ -700,7 +715,7 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TABLE webhook_events; DROP TABLE list_confirmations;
+            "DROP TABLE guard; DROP TABLE webhook_events; DROP TABLE list_confirmations;
              DROP TRIGGER campaigns_content_frozen_0008;
              ALTER TABLE campaigns DROP COLUMN transactional;
              DROP TABLE api_messages; ALTER TABLE campaigns DROP COLUMN kind;

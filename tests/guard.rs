@@ -103,8 +103,7 @@ fn finish(child: Child) -> common::Run {
 }
 
 fn json(r: &common::Run) -> serde_json::Value {
-    serde_json::from_str(&r.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr))
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr))
 }
 
 /// The ledger's counts by status of one campaign.
@@ -148,7 +147,8 @@ fn a_copy_of_a_live_file_claims_nothing() {
     assert_eq!(b.code, 5, "a worker on a copy is refused: {}", b.stderr);
     assert!(b.stderr.contains("is a copy"), "{}", b.stderr);
     assert!(
-        b.stderr.contains(env.db.file_name().unwrap().to_str().unwrap())
+        b.stderr
+            .contains(env.db.file_name().unwrap().to_str().unwrap())
             && b.stderr.contains("sendonce adopt"),
         "names both places and the way out: {}",
         b.stderr
@@ -204,7 +204,10 @@ fn a_deleted_wal_after_a_kill_is_refused_and_adopt_sends_nobody_twice() {
             assert_eq!(counts.get("sent"), Some(&(N as i64)), "{what}: {counts:?}");
         } else {
             assert_eq!(r.code, 3, "{what}: ends with rows in doubt: {}", r.stderr);
-            assert!(counts.get("in_doubt").copied().unwrap_or(0) > 0, "{counts:?}");
+            assert!(
+                counts.get("in_doubt").copied().unwrap_or(0) > 0,
+                "{counts:?}"
+            );
             assert_eq!(
                 counts.values().sum::<i64>(),
                 counts.get("sent").copied().unwrap_or(0)
@@ -238,7 +241,11 @@ fn backups_under_kills_open_and_a_restore_sends_nobody_twice() {
             if i == 1 {
                 let refused = sendonce(&env.db, &["restore", b.to_str().unwrap()]);
                 assert_ne!(refused.code, 0, "restore while a worker runs");
-                assert!(refused.stderr.contains("open for writing"), "{}", refused.stderr);
+                assert!(
+                    refused.stderr.contains("open for writing"),
+                    "{}",
+                    refused.stderr
+                );
             }
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
             std::thread::sleep(Duration::from_millis(seed >> 58));
@@ -255,7 +262,10 @@ fn backups_under_kills_open_and_a_restore_sends_nobody_twice() {
         // Later sends on the live file, then the oldest backup put back.
         let r = finish(worker(&env.db, &spec).spawn().unwrap());
         assert!(r.code == 0 || r.code == 3, "{}", r.stderr);
-        let restored = sendonce(&env.db, &["--json", "restore", backups[0].to_str().unwrap()]);
+        let restored = sendonce(
+            &env.db,
+            &["--json", "restore", backups[0].to_str().unwrap()],
+        );
         assert_eq!(restored.code, 0, "{}", restored.stderr);
         let doc = json(&restored);
         assert_eq!(doc["adopted"]["went_back"], true, "{doc}");
@@ -269,7 +279,10 @@ fn backups_under_kills_open_and_a_restore_sends_nobody_twice() {
             assert_eq!(counts.get("sent"), Some(&(N as i64)), "{what}: {counts:?}");
         } else {
             assert_eq!(r.code, 3, "{what}: {}", r.stderr);
-            assert!(counts.get("in_doubt").copied().unwrap_or(0) > 0, "{counts:?}");
+            assert!(
+                counts.get("in_doubt").copied().unwrap_or(0) > 0,
+                "{counts:?}"
+            );
         }
     }
 }
@@ -291,6 +304,76 @@ fn init_on_a_new_file_is_never_blocked_by_an_old_watermark() {
     let (_a, cid) = env.setup_campaign(2);
     env.ok(&["campaign", "approve", &cid]);
     let out2 = env.path("out2.jsonl");
-    env.ok(&["run", "--once", "--provider", &format!("outbox:{}", out2.display())]);
+    env.ok(&[
+        "run",
+        "--once",
+        "--provider",
+        &format!("outbox:{}", out2.display()),
+    ]);
     assert_eq!(std::fs::read_to_string(&out2).unwrap().lines().count(), 2);
+}
+
+/// Inside the claim's transaction: a file whose claim counter went back under a running
+/// process, or whose recorded owner is another place, gets no claim at all (nothing of it is
+/// committed), and the error is the guard's (exit 5).
+#[test]
+fn a_claim_refuses_a_counter_gone_back_or_another_owner() {
+    use sendonce::store::{ClaimRequest, OpenOptions, Watermark};
+    let env = Env::new();
+    let opts = OpenOptions {
+        create: true,
+        ..Default::default()
+    };
+    let s = sendonce::store::open(&env.db, &opts).unwrap();
+    let (acct, cid) = common::started_campaign(&*s, 20);
+    while !s.build_list_chunk(cid, 7).unwrap() {}
+    let req = |token: i64| ClaimRequest {
+        campaign_id: cid,
+        account_id: acct,
+        channel: sendonce::domain::address::Channel::Email,
+        batch: 2,
+        lease_ms: 60_000,
+        token,
+        owner: format!("w{token}"),
+        key_window_ms: None,
+        now: sendonce::domain::clock::now_ms(),
+    };
+    assert_eq!(s.claim(&req(1)).unwrap().rows.len(), 2);
+    let st = s.guard_state().unwrap();
+    assert_eq!(st.generation, 1);
+    assert!(
+        matches!(st.watermark, Watermark::At { generation: 1, .. }),
+        "{st:?}"
+    );
+    let leased = |s: &dyn sendonce::store::Storage| {
+        s.status_counts(cid).unwrap().counts.get("leased").copied()
+    };
+    // Another connection puts the counter back, as a file swapped under the process would.
+    env.sqlite()
+        .execute("UPDATE guard SET generation = 0", [])
+        .unwrap();
+    let e = s.claim(&req(2)).unwrap_err();
+    assert_eq!(e.kind, sendonce::error::ErrorKind::Guarded, "{}", e.message);
+    assert!(e.message.contains("went back in time"), "{}", e.message);
+    assert_eq!(
+        leased(&*s),
+        Some(2),
+        "nothing of the refused claim committed"
+    );
+    // Another place recorded as the owner.
+    env.sqlite()
+        .execute(
+            "UPDATE guard SET generation = 9, host = 'elsewhere', path = '/srv/x.db'",
+            [],
+        )
+        .unwrap();
+    let e = s.claim(&req(3)).unwrap_err();
+    assert_eq!(e.kind, sendonce::error::ErrorKind::Guarded);
+    assert!(
+        e.message.contains("is a copy") && e.message.contains("/srv/x.db on host elsewhere"),
+        "{}",
+        e.message
+    );
+    assert_eq!(leased(&*s), Some(2));
+    assert_eq!(sendonce::exit::for_error(&e), 5);
 }

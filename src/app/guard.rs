@@ -12,6 +12,21 @@ use std::path::Path;
 /// 100 MB here); a larger one is left to `sendonce doctor`, and the worker says so.
 pub const START_CHECK_MAX_BYTES: u64 = 1 << 30;
 
+/// Overrides [`START_CHECK_MAX_BYTES`] (bytes; 0 turns the check off).
+pub const START_CHECK_ENV: &str = "SENDONCE_START_CHECK_MAX_BYTES";
+
+/// The size limit of the check before the first claim.
+fn start_check_limit() -> Result<u64> {
+    match std::env::var(START_CHECK_ENV) {
+        Err(_) => Ok(START_CHECK_MAX_BYTES),
+        Ok(v) => v.trim().parse().map_err(|_| {
+            Error::invalid(format!(
+                "{START_CHECK_ENV} must be a number of bytes (0 turns the check off), not {v:?}"
+            ))
+        }),
+    }
+}
+
 /// Why the guard refuses to send from this file, if it does.
 pub fn refusal(st: &GuardState) -> Option<String> {
     if !st.enforced {
@@ -76,7 +91,7 @@ pub fn refusal(st: &GuardState) -> Option<String> {
 }
 
 /// Before a worker's first claim: refuse a copy, a file gone back in time, or a damaged file
-/// (`quick_check`, for files up to [`START_CHECK_MAX_BYTES`]); record this place as the owner
+/// (`quick_check`, for files up to [`START_CHECK_MAX_BYTES`] or `SENDONCE_START_CHECK_MAX_BYTES`); record this place as the owner
 /// of a file that has none yet.
 pub fn before_sending(store: &dyn Storage) -> Result<()> {
     let st = store.guard_state()?;
@@ -86,7 +101,8 @@ pub fn before_sending(store: &dyn Storage) -> Result<()> {
     let size = std::fs::metadata(store.path())
         .map(|m| m.len())
         .unwrap_or(0);
-    if size <= START_CHECK_MAX_BYTES {
+    let limit = start_check_limit()?;
+    if limit > 0 && size <= limit {
         let problems = store.quick_check(false)?;
         if !problems.is_empty() {
             return Err(damaged_at_start(store.path(), &problems));
@@ -94,12 +110,12 @@ pub fn before_sending(store: &dyn Storage) -> Result<()> {
     } else {
         tracing::warn!(
             bytes = size,
-            "the database is larger than {} MiB: no quick_check before sending; run `sendonce \
-             doctor` to check it",
-            START_CHECK_MAX_BYTES >> 20
+            limit,
+            "no quick_check before sending ({START_CHECK_ENV} is 0, or below the file's size); \
+             run `sendonce doctor` to check it"
         );
     }
-    if st.enforced && st.owner.is_none() {
+    if st.enforced {
         store.claim_ownership()?;
     }
     Ok(())

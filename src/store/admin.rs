@@ -70,7 +70,8 @@ pub trait Admin: Send + std::marker::Sync {
     /// The clone guard and the watermark, read now.
     fn guard_state(&self) -> Result<GuardState>;
     /// Record this process's place as the owner when none is recorded yet (a file from before
-    /// the guard); a file owned by another place is left as it is.
+    /// the guard; a file owned by another place is left as it is), and write the watermark if
+    /// there is none yet.
     fn claim_ownership(&self) -> Result<()>;
     /// Make this place the owner deliberately (a moved file, a restored backup). When the
     /// database is behind `behind_of` or its watermark, rows the lost timeline may have sent

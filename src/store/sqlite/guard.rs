@@ -3,6 +3,7 @@
 //! counted in every claim that leases rows, `adopt`, checks, online backup and restore.
 
 use super::SqliteStore;
+use crate::domain::clock::now_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Watermark};
 use rusqlite::{named_params, OptionalExtension, Transaction};
@@ -323,24 +324,18 @@ impl SqliteStore {
         })
     }
 
-    /// Record this place as the owner of a new file (`init`) and drop a watermark left by a
-    /// database that was at this path before.
+    /// Record this place as the owner of a new file (`init`), with its watermark at 0.
     pub(super) fn own_new_file(&self) -> Result<()> {
         let g = self.guard_ctx()?;
         self.write(|tx| {
             tx.execute(
                 "UPDATE guard SET host = ?1, path = ?2, adopted_at = ?3 WHERE singleton = 1",
-                rusqlite::params![g.here.host, g.here.path, crate::domain::clock::now_ms()],
+                rusqlite::params![g.here.host, g.here.path, now_ms()],
             )?;
             Ok(())
         })?;
-        match std::fs::remove_file(&g.mark_path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(
-                &format!("cannot remove the old watermark {}", g.mark_path.display()),
-                e,
-            )),
-            _ => Ok(()),
-        }
+        // A watermark left by a database that was at this path before is replaced.
+        write_mark(&g.mark_path, &g.installation, 0, now_ms(), true)
     }
 }
 
@@ -377,6 +372,9 @@ impl SqliteStore {
             .as_ref()
             .map_or_else(|| here(self.path()), |g| g.here.clone());
         let mark_path = watermark_path(self.path());
+        // The watermark first: it never passes a committed claim, so a counter read after it
+        // is at least as far, even while other workers keep claiming.
+        let watermark = read_mark(&mark_path);
         self.read(|c| {
             let (generation, heartbeat_at, adopted_at) = read_guard_row(c)?;
             Ok(GuardState {
@@ -386,7 +384,7 @@ impl SqliteStore {
                 generation,
                 heartbeat_at,
                 adopted_at,
-                watermark: read_mark(&mark_path),
+                watermark,
                 watermark_path: mark_path.display().to_string(),
                 enforced: self.guard.as_ref().is_none_or(|g| g.enforced),
             })
@@ -395,13 +393,21 @@ impl SqliteStore {
 
     pub(super) fn claim_ownership_impl(&self) -> Result<()> {
         let g = self.guard_ctx()?;
-        self.write(|tx| {
+        let generation = self.write(|tx| {
             tx.execute(
                 "UPDATE guard SET host = ?1, path = ?2 WHERE singleton = 1 AND host IS NULL",
                 rusqlite::params![g.here.host, g.here.path],
             )?;
-            Ok(())
-        })
+            Ok(read_guard_row(tx)?.0)
+        })?;
+        // A watermark exists before the first claim (a file from before the guard has none
+        // yet): a kill right after that claim's commit must not leave a counter above 0 with no
+        // watermark, which reads as a deleted one.
+        if g.enforced {
+            let _one = g.mark.lock().unwrap_or_else(|p| p.into_inner());
+            write_mark(&g.mark_path, &g.installation, generation, now_ms(), false)?;
+        }
+        Ok(())
     }
 
     pub(super) fn adopt_impl(&self, behind_of: Option<i64>) -> Result<Adopted> {
@@ -415,7 +421,7 @@ impl SqliteStore {
             } if *installation == g.installation => *generation,
             _ => 0,
         };
-        let now = crate::domain::clock::now_ms();
+        let now = now_ms();
         let adopted = self.write(|tx| {
             let previous_owner = owner(tx)?;
             let (generation, heartbeat_at, adopted_at) = read_guard_row(tx)?;
