@@ -4,6 +4,7 @@
 
 pub mod args;
 mod campaigns;
+mod generate;
 mod lists;
 mod preview;
 mod report;
@@ -94,6 +95,8 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Notify(a) => notify(a, rt),
         Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
         Command::Bench(a) => bench(a, rt),
+        Command::Completions { shell } => generate::completions(*shell),
+        Command::Manpage { dir } => generate::manpages(dir),
     }
 }
 
