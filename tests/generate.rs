@@ -82,7 +82,10 @@ fn manpage_writes_a_page_per_subcommand() {
         std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
     };
     let main = read("sendonce.1");
-    assert!(main.lines().any(|l| l.starts_with(".TH sendonce 1")), "{main}");
+    assert!(
+        main.lines().any(|l| l.starts_with(".TH sendonce 1")),
+        "{main}"
+    );
     assert!(main.contains("campaign"), "sendonce.1 lists no subcommands");
     for page in [
         "sendonce-campaign.1",
@@ -98,7 +101,10 @@ fn manpage_writes_a_page_per_subcommand() {
     // Flags of the subcommand and, propagated, the global ones with their variables.
     let serve = read("sendonce-serve.1");
     assert!(serve.contains("worker"), "sendonce-serve.1 lacks --worker");
-    assert!(serve.contains("SENDONCE_DB"), "sendonce-serve.1 lacks the global --db");
+    assert!(
+        serve.contains("SENDONCE_DB"),
+        "sendonce-serve.1 lacks the global --db"
+    );
     for hidden in ["sendonce-manpage.1", "sendonce-help.1"] {
         assert!(!on_disk.iter().any(|p| p == hidden), "{hidden} written");
     }

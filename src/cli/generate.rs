@@ -58,7 +58,8 @@ fn write_pages(cmd: clap::Command, dir: &Path, pages: &mut Vec<String>) -> Resul
     let mut roff = Vec::new();
     man.render(&mut roff)
         .map_err(|e| Error::io(&format!("rendering {name}"), e))?;
-    std::fs::write(&path, roff).map_err(|e| Error::io(&format!("writing {}", path.display()), e))?;
+    std::fs::write(&path, roff)
+        .map_err(|e| Error::io(&format!("writing {}", path.display()), e))?;
     pages.push(name);
     Ok(())
 }
