@@ -35,6 +35,13 @@ fn completions_for_every_shell() {
         assert!(r.stderr.is_empty(), "completions {shell}: {}", r.stderr);
     }
     assert!(!env.db.exists(), "completions created a database");
+
+    // --json keeps its promise of one JSON document: the script is inside it.
+    let plain = env.ok(&["completions", "zsh"]);
+    let doc: serde_json::Value = serde_json::from_str(&env.ok(&["--json", "completions", "zsh"]))
+        .expect("one JSON document");
+    assert_eq!(doc["shell"], "zsh");
+    assert_eq!(doc["script"].as_str().map(str::trim), Some(plain.as_str()));
 }
 
 #[test]

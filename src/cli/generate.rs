@@ -9,11 +9,19 @@ use clap::CommandFactory;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Print the completion script for `shell` on standard output.
-pub fn completions(shell: clap_complete::Shell) -> Result<Output> {
+/// Print the completion script for `shell` on standard output (with `--json`, inside one JSON
+/// document: `{"shell", "script"}`).
+pub fn completions(shell: clap_complete::Shell, json: bool) -> Result<Output> {
     let mut cmd = Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "sendonce", &mut script);
+    if json {
+        let doc = serde_json::json!({
+            "shell": shell.to_string(),
+            "script": String::from_utf8_lossy(&script),
+        });
+        return Ok(Output::ok(doc, String::new()));
+    }
     let mut out = std::io::stdout().lock();
     out.write_all(&script)
         .and_then(|()| out.flush())

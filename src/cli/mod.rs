@@ -95,7 +95,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Notify(a) => notify(a, rt),
         Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
         Command::Bench(a) => bench(a, rt),
-        Command::Completions { shell } => generate::completions(*shell),
+        Command::Completions { shell } => generate::completions(*shell, cli.json),
         Command::Manpage { dir } => generate::manpages(dir),
     }
 }
