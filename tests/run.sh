@@ -12,6 +12,8 @@
 #   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root;
 #   - Debian's chromium at /usr/bin/chromium (tests/unsubscribe.rs drives it with Playwright
 #     for Python, tests/support/browser.py), with apt-get when run as root.
+# Without arguments it ends with tests/package.sh (the Debian package installed and purged;
+# root only, SKIPPED otherwise).
 # The venv's bin goes first on PATH, so the tests' `python3` is the venv's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -120,4 +122,12 @@ elapsed=$(($(now_ms) - started))
 echo "test dependencies ready in $((elapsed / 1000)).$(printf '%03d' $((elapsed % 1000))) s ($(command -v python3))"
 
 echo "== tests: cargo test --release --features crash-points $*"
-exec cargo test --release --features crash-points "$@"
+cargo test --release --features crash-points "$@"
+
+# The Debian package test (tests/package.sh) installs and purges the .deb built from the
+# release binary above: the whole run only (CI), as root; it says SKIPPED otherwise.
+if [ $# -eq 0 ]; then
+  tests/package.sh
+else
+  echo "package test not run (tests/run.sh was given arguments): run tests/package.sh alone"
+fi

@@ -19,6 +19,7 @@ mod defects;
 mod fake_provider;
 mod file_modes;
 mod first_contact;
+mod generate;
 mod guard;
 mod hooks;
 mod input_errors;

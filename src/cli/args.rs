@@ -142,6 +142,19 @@ pub enum Command {
     /// the send path on temporary databases, side by side with the raw SQLite limit of this
     /// machine.
     Bench(BenchArgs),
+    /// Print a shell completion script on stdout (bash, zsh, fish, elvish, powershell), e.g.
+    /// `sendonce completions bash > ~/.local/share/bash-completion/completions/sendonce`.
+    Completions {
+        /// Shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (sendonce.1 and one per subcommand) into DIR (packaging).
+    #[command(hide = true)]
+    Manpage {
+        /// Directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
 }
 
 /// The `synchronous` pragma. FULL is the only setting under which a committed marker survives

@@ -4,6 +4,7 @@
 
 pub mod args;
 mod campaigns;
+mod generate;
 mod guard;
 mod lists;
 mod preview;
@@ -98,6 +99,8 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Notify(a) => notify(a, rt),
         Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
         Command::Bench(a) => bench(a, rt),
+        Command::Completions { shell } => generate::completions(*shell, cli.json),
+        Command::Manpage { dir } => generate::manpages(dir),
     }
 }
 
