@@ -30,6 +30,23 @@ CREATE TABLE guard (
 
 INSERT INTO guard (singleton) VALUES (1);
 
+-- One row per `adopt` that found the file gone back in time: the highest ids it had then. The
+-- lost timeline may have used the ids above them for other campaigns, subscribers, lists and
+-- API messages, so a job made from any of them gets the scope `INSTALLATION~N` (N: the
+-- number of epochs whose ids it is above) instead of `INSTALLATION`: a new recipient never
+-- shares a provider key with a message the lost timeline sent to someone else.
+CREATE TABLE guard_epochs (
+    epoch               INTEGER PRIMARY KEY,
+    adopted_at          INTEGER NOT NULL,
+    campaigns_through   INTEGER NOT NULL,
+    subscribers_through INTEGER NOT NULL,
+    lists_through       INTEGER NOT NULL,
+    messages_through    INTEGER NOT NULL
+);
+-- List building reads it for every row it inserts: by index, never a scan.
+CREATE INDEX guard_epochs_campaigns ON guard_epochs(campaigns_through);
+CREATE INDEX guard_epochs_subscribers ON guard_epochs(subscribers_through);
+
 CREATE TRIGGER guard_kept
 BEFORE DELETE ON guard
 BEGIN

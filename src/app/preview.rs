@@ -50,7 +50,7 @@ pub fn preview(
     })?;
     let job_id = match &r.send {
         Some((job, _)) => job.clone(),
-        None => model::campaign_job_id(&store.installation_id()?, campaign_id, sub.id),
+        None => model::campaign_job_id(&store.key_scope(campaign_id, sub.id)?, campaign_id, sub.id),
     };
     let tpl = compile(store, &c, links)?;
     let link = match links {

@@ -103,14 +103,28 @@ pub const CAMPAIGN_JOB_AT: &str = "@";
 /// How many leading characters of the installation id scope a job id.
 pub const INSTALLATION_SCOPE_LEN: usize = 16;
 
-/// The deterministic job id of a campaign send: the same recipient of the same campaign always
-/// gets the same id, so every retry carries the same provider key. The installation id (the
-/// first 16 hex digits of the database's own id) keeps two databases, which both start at
-/// campaign 1 and subscriber 1, from ever sharing a key; a copy of a file keeps it.
-pub fn campaign_job_id(installation: &str, campaign_id: i64, subscriber_id: i64) -> String {
-    let scope = installation
+/// Separates the installation from the key epoch in a job id's scope.
+pub const EPOCH_MARK: &str = "~";
+
+/// The scope of a job id: the first 16 hex digits of the installation id, then `~N` when the
+/// job's campaign, subscriber, list or message was made after the N-th `adopt` that found the
+/// file gone back in time (`schema/0011_guard.sql`): ids the lost timeline may have used for
+/// other people never share a key with new ones.
+pub fn key_scope(installation: &str, epoch: i64) -> String {
+    let prefix = installation
         .get(..INSTALLATION_SCOPE_LEN)
         .unwrap_or(installation);
+    match epoch {
+        0 => prefix.to_string(),
+        n => format!("{prefix}{EPOCH_MARK}{n}"),
+    }
+}
+
+/// The deterministic job id of a campaign send: the same recipient of the same campaign always
+/// gets the same id, so every retry carries the same provider key. The scope ([`key_scope`])
+/// keeps two databases, which both start at campaign 1 and subscriber 1, from ever sharing a
+/// key; a copy of a file keeps it.
+pub fn campaign_job_id(scope: &str, campaign_id: i64, subscriber_id: i64) -> String {
     format!(
         "{CAMPAIGN_JOB_PREFIX}{campaign_id}{CAMPAIGN_JOB_SUB}{subscriber_id}{CAMPAIGN_JOB_AT}{scope}"
     )
@@ -118,20 +132,14 @@ pub fn campaign_job_id(installation: &str, campaign_id: i64, subscriber_id: i64)
 
 /// The job id of a transactional message of the HTTP API, `api:<account>:<message>@<scope>`:
 /// its own id, never the client's Idempotency-Key (free text that could not go in a header).
-pub fn api_job_id(installation: &str, account_id: i64, message_id: i64) -> String {
-    let scope = installation
-        .get(..INSTALLATION_SCOPE_LEN)
-        .unwrap_or(installation);
+pub fn api_job_id(scope: &str, account_id: i64, message_id: i64) -> String {
     format!("api:{account_id}:{message_id}{CAMPAIGN_JOB_AT}{scope}")
 }
 
 /// The job id of a double opt-in confirmation, `confirm:<list>:<subscriber>@<scope>`: one per
 /// (list, subscriber), whatever adds the subscriber or how often, so a confirmation is never
 /// queued twice for the same membership.
-pub fn confirm_job_id(installation: &str, list_id: i64, subscriber_id: i64) -> String {
-    let scope = installation
-        .get(..INSTALLATION_SCOPE_LEN)
-        .unwrap_or(installation);
+pub fn confirm_job_id(scope: &str, list_id: i64, subscriber_id: i64) -> String {
     format!("confirm:{list_id}:{subscriber_id}{CAMPAIGN_JOB_AT}{scope}")
 }
 
@@ -150,12 +158,18 @@ mod tests {
 
     #[test]
     fn keys_are_deterministic_uuids() {
-        let inst = "0123456789abcdef0123456789abcdef";
-        let a = idempotency_key(&campaign_job_id(inst, 1, 2));
+        let inst = key_scope("0123456789abcdef0123456789abcdef", 0);
+        let a = idempotency_key(&campaign_job_id(&inst, 1, 2));
         assert_eq!(a, idempotency_key("campaign:1:sub:2@0123456789abcdef"));
-        assert_ne!(a, idempotency_key(&campaign_job_id(inst, 1, 3)));
-        let other = "fedcba9876543210fedcba9876543210";
-        assert_ne!(a, idempotency_key(&campaign_job_id(other, 1, 2)));
+        assert_ne!(a, idempotency_key(&campaign_job_id(&inst, 1, 3)));
+        let other = key_scope("fedcba9876543210fedcba9876543210", 0);
+        assert_ne!(a, idempotency_key(&campaign_job_id(&other, 1, 2)));
+        // After an adopt that found the file gone back, new ids get a new scope.
+        let later = key_scope("0123456789abcdef0123456789abcdef", 2);
+        assert_eq!(
+            campaign_job_id(&later, 1, 2),
+            "campaign:1:sub:2@0123456789abcdef~2"
+        );
         assert_eq!(uuid::Uuid::parse_str(&a).unwrap().get_version_num(), 5);
     }
 

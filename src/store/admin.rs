@@ -80,6 +80,9 @@ pub trait Admin: Send + std::marker::Sync {
     /// The backend's quick consistency check (`full`: the complete one); empty when sound,
     /// else the problems it found.
     fn quick_check(&self, full: bool) -> Result<Vec<String>>;
+    /// The scope of the job id of this campaign's send to this subscriber
+    /// (`model::key_scope`).
+    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String>;
     /// The database's ledger counts.
     fn ledger_counts(&self) -> Result<LedgerCounts>;
     /// A consistent copy of the database at `to` (which must not exist), made while other

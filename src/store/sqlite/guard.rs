@@ -347,8 +347,34 @@ fn read_guard_row(c: &rusqlite::Connection) -> Result<(i64, Option<i64>, Option<
     )?)
 }
 
+/// The scope of a job made from these ids (column of `guard_epochs`, id): the installation,
+/// with the number of epochs any of the ids is above (`model::key_scope`).
+pub(super) fn key_scope(c: &rusqlite::Connection, ids: &[(&str, i64)]) -> Result<String> {
+    let installation: String =
+        c.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
+            r.get(0)
+        })?;
+    let above: Vec<String> = ids
+        .iter()
+        .map(|(col, id)| format!("{id} > {col}"))
+        .collect();
+    let epoch: i64 = match above.is_empty() {
+        true => 0,
+        false => c.query_row(
+            &format!(
+                "SELECT count(*) FROM guard_epochs WHERE {}",
+                above.join(" OR ")
+            ),
+            [],
+            |r| r.get(0),
+        )?,
+    };
+    Ok(crate::domain::model::key_scope(&installation, epoch))
+}
+
 /// Mark what the lost timeline may have sent: every unfinished row, and the rows list building
-/// adds later to the campaigns that exist now.
+/// adds later to the campaigns that exist now; and start a key epoch for the ids made from now
+/// on.
 fn mark_replay(tx: &Transaction<'_>, since: i64) -> Result<(u64, Option<i64>)> {
     let rows = tx.execute(
         "UPDATE sends SET doubt_since = coalesce(min(doubt_since, ?1), ?1)
@@ -361,6 +387,15 @@ fn mark_replay(tx: &Transaction<'_>, since: i64) -> Result<(u64, Option<i64>)> {
                           replay_through = max(coalesce(replay_through, 0), coalesce(?2, 0))
          WHERE singleton = 1",
         rusqlite::params![since, through],
+    )?;
+    tx.execute(
+        "INSERT INTO guard_epochs (adopted_at, campaigns_through, subscribers_through,
+                                   lists_through, messages_through)
+         VALUES (?1, (SELECT coalesce(max(id), 0) FROM campaigns),
+                 (SELECT coalesce(max(id), 0) FROM subscribers),
+                 (SELECT coalesce(max(id), 0) FROM lists),
+                 (SELECT coalesce(max(id), 0) FROM api_messages))",
+        [now_ms()],
     )?;
     Ok((rows, through))
 }
@@ -452,6 +487,18 @@ impl SqliteStore {
         })?;
         write_mark(&g.mark_path, &g.installation, adopted.generation, now, true)?;
         Ok(adopted)
+    }
+
+    pub(super) fn key_scope_impl(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
+        self.read(|c| {
+            key_scope(
+                c,
+                &[
+                    ("campaigns_through", campaign_id),
+                    ("subscribers_through", subscriber_id),
+                ],
+            )
+        })
     }
 
     pub(super) fn quick_check_impl(&self, full: bool) -> Result<Vec<String>> {

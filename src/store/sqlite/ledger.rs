@@ -7,7 +7,7 @@ use super::segment;
 use super::SqliteStore;
 use crate::domain::address::Channel;
 use crate::domain::model::{
-    CampaignStatus, SendStatus, CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB,
+    CampaignStatus, SendStatus, CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB, EPOCH_MARK,
     INSTALLATION_SCOPE_LEN,
 };
 use crate::domain::segment::Filter;
@@ -990,13 +990,19 @@ fn list_insert_sql(channel: Channel, targeted: bool, filter: Option<&str>) -> St
     };
     // The audience filter: a condition on `s` whose values are all bound (`segment.rs`).
     let filter = filter.map_or(String::new(), |f| format!("AND {f}"));
+    // The scope: the installation, then `~N` for a campaign or subscriber made after the N-th
+    // adopt that found the file gone back (`model::key_scope`).
     let job_id = format!(
         "{} || :campaign || {} || s.id || {}
                 || (SELECT substr(id, 1, {INSTALLATION_SCOPE_LEN}) FROM installation
-                    WHERE singleton = 1)",
+                    WHERE singleton = 1)
+                || coalesce({} || nullif((SELECT count(*) FROM guard_epochs e
+                    WHERE e.campaigns_through < :campaign
+                       OR e.subscribers_through < s.id), 0), '')",
         sql_text(CAMPAIGN_JOB_PREFIX),
         sql_text(CAMPAIGN_JOB_SUB),
-        sql_text(CAMPAIGN_JOB_AT)
+        sql_text(CAMPAIGN_JOB_AT),
+        sql_text(EPOCH_MARK)
     );
     format!(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,

@@ -94,10 +94,7 @@ fn create(tx: &Transaction<'_>, m: &NewMessage<'_>) -> Result<i64> {
         params![m.account_id, m.idempotency_key, m.request_hash, m.now],
     )?;
     let id = tx.last_insert_rowid();
-    let installation: String =
-        tx.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
-            r.get(0)
-        })?;
+    let scope = super::guard::key_scope(tx, &[("messages_through", id)])?;
     let sub = subscriber_for(tx, m)?;
     let cid = campaign_for(tx, m, id)?;
     tx.execute(
@@ -108,7 +105,7 @@ fn create(tx: &Transaction<'_>, m: &NewMessage<'_>) -> Result<i64> {
             ":account": m.account_id,
             ":campaign": cid,
             ":subscriber": sub,
-            ":job": model::api_job_id(&installation, m.account_id, id),
+            ":job": model::api_job_id(&scope, m.account_id, id),
             ":to": m.to,
             ":now": m.now,
         },

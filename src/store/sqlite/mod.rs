@@ -363,6 +363,10 @@ impl Admin for SqliteStore {
         self.quick_check_impl(full)
     }
 
+    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
+        self.key_scope_impl(campaign_id, subscriber_id)
+    }
+
     fn ledger_counts(&self) -> Result<crate::store::LedgerCounts> {
         self.ledger_counts_impl()
     }

@@ -175,10 +175,13 @@ fn queue_one(tx: &Transaction<'_>, subscriber_id: i64, p: &Pending, links: &Link
          WHERE id = ?1 AND status = 'draft'",
         params![cid, now],
     )?;
-    let installation: String =
-        tx.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
-            r.get(0)
-        })?;
+    let scope = super::guard::key_scope(
+        tx,
+        &[
+            ("lists_through", p.list_id),
+            ("subscribers_through", subscriber_id),
+        ],
+    )?;
     tx.execute(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
                             status, visible_at, created_at, updated_at)
@@ -187,7 +190,7 @@ fn queue_one(tx: &Transaction<'_>, subscriber_id: i64, p: &Pending, links: &Link
             ":account": p.account_id,
             ":campaign": cid,
             ":sub": subscriber_id,
-            ":job": model::confirm_job_id(&installation, p.list_id, subscriber_id),
+            ":job": model::confirm_job_id(&scope, p.list_id, subscriber_id),
             ":to": p.email,
             ":vars": optin::vars(&url, &p.list_name, &p.email, p.name.as_deref()),
             ":now": now,
