@@ -4,6 +4,7 @@
 
 pub mod args;
 mod campaigns;
+mod doctor;
 mod guard;
 mod lists;
 mod preview;
@@ -98,6 +99,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Notify(a) => notify(a, rt),
         Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
         Command::Bench(a) => bench(a, rt),
+        Command::Doctor(a) => doctor::doctor(cli, a),
     }
 }
 
