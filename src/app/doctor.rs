@@ -279,6 +279,12 @@ fn guard_detail(st: &GuardState) -> String {
 
 fn guard(ins: &Inspection, db: &str) -> Finding {
     match &ins.guard {
+        None if matches!(ins.schema_version, Ok(v) if v > SCHEMA_VERSION) => finding(
+            "clone_guard",
+            Level::Warn,
+            "not read: the schema is newer than this binary".into(),
+            Some("install the newer sendonce that wrote it".into()),
+        ),
         None => finding(
             "clone_guard",
             Level::Warn,
