@@ -46,7 +46,10 @@ fn checkpoint(env: &Env) {
     c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .unwrap();
     drop(c);
-    assert!(!env.path("t.db-wal").exists(), "-wal left after the checkpoint");
+    assert!(
+        !env.path("t.db-wal").exists(),
+        "-wal left after the checkpoint"
+    );
 }
 
 /// `run --once` on the damaged file: refused, nothing new in the outbox.
@@ -60,7 +63,12 @@ fn refused(env: &Env, outbox: &PathBuf, spec: &str) -> Run {
         "a panic, not a message: {}",
         r.stderr
     );
-    assert_eq!(lines(outbox), before, "the provider got calls: {}", r.stderr);
+    assert_eq!(
+        lines(outbox),
+        before,
+        "the provider got calls: {}",
+        r.stderr
+    );
     r
 }
 
@@ -96,7 +104,9 @@ fn a_deleted_wal_after_a_kill_is_refused_then_adopt_sends_nobody_twice() {
     assert!(r.stderr.contains("went back in time"), "{}", r.stderr);
     let failed = doctor_fails(&env);
     assert!(
-        failed.iter().any(|(n, d)| n == "clone_guard" && d.contains("went back in time")),
+        failed
+            .iter()
+            .any(|(n, d)| n == "clone_guard" && d.contains("went back in time")),
         "{failed:?}"
     );
     // The operator adopts the file: the campaign goes on, and nothing already delivered is
@@ -144,13 +154,14 @@ fn flipped_bytes_in_the_ledgers_pages_stop_the_worker_at_start() {
     f.sync_all().unwrap();
     drop(f);
     let r = refused(&env, &outbox, &spec);
-    assert_eq!(r.code, 5, "the start check (quick_check) must catch it: {}", r.stderr);
+    assert_eq!(
+        r.code, 5,
+        "the start check (quick_check) must catch it: {}",
+        r.stderr
+    );
     assert!(r.stderr.contains("is damaged"), "{}", r.stderr);
     let failed = doctor_fails(&env);
-    assert!(
-        failed.iter().any(|(n, _)| n == "quick_check"),
-        "{failed:?}"
-    );
+    assert!(failed.iter().any(|(n, _)| n == "quick_check"), "{failed:?}");
     // --full runs integrity_check and finds it too.
     let r = env.run(&["doctor", "--full"]);
     assert_eq!(r.code, 1);
@@ -162,7 +173,10 @@ fn a_truncated_file_is_refused_and_reported() {
     let (env, outbox, spec) = interrupted();
     checkpoint(&env);
     let len = std::fs::metadata(&env.db).unwrap().len();
-    let f = std::fs::OpenOptions::new().write(true).open(&env.db).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&env.db)
+        .unwrap();
     f.set_len(len / 2 / 4096 * 4096).unwrap();
     drop(f);
     // SQLite itself notices the missing pages when the store opens (reading the schema or the
@@ -205,7 +219,10 @@ fn doctor_is_healthy_on_a_sound_file_and_never_writes_it() {
         .unwrap()
         .clone();
     assert_eq!(modes["level"], "warn", "{modes}");
-    assert!(modes["hint"].as_str().unwrap().contains("chmod 600"), "{modes}");
+    assert!(
+        modes["hint"].as_str().unwrap().contains("chmod 600"),
+        "{modes}"
+    );
     // A provider whose secret is missing is a failed route.
     std::fs::set_permissions(&env.db, std::fs::Permissions::from_mode(0o600)).unwrap();
     let r = env
@@ -217,15 +234,53 @@ fn doctor_is_healthy_on_a_sound_file_and_never_writes_it() {
     let out = String::from_utf8_lossy(&r.stdout);
     assert_eq!(r.status.code(), Some(1), "{out}");
     assert!(
-        out.lines().any(|l| l.starts_with("FAIL") && l.contains("SENDONCE_RESEND_API_KEY")),
+        out.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("SENDONCE_RESEND_API_KEY")),
         "{out}"
+    );
+    // The config file's routes, each built: a missing secret, an unknown account, a good one.
+    let cfg = env.write(
+        "sendonce.toml",
+        format!(
+            "provider = \"outbox:{}\"\n\
+             [[route]]\nchannel = \"email\"\nprovider = \"resend:?from=news@example.org\"\n\
+             [[route]]\naccount = \"nobody\"\nprovider = \"null\"\n",
+            env.path("never-created.jsonl").display()
+        ),
+    );
+    let r = env
+        .cmd()
+        .env_remove("SENDONCE_RESEND_API_KEY")
+        .env_remove("SENDONCE_PROVIDER")
+        .args(["doctor", "--json", "--config", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&r.stdout).expect("JSON");
+    let level = |name: &str| {
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {doc}"))["level"]
+            .clone()
+    };
+    assert_eq!(level("provider"), "ok", "{doc}");
+    assert_eq!(level("route 1"), "fail", "{doc}");
+    assert_eq!(level("route 2"), "fail", "{doc}");
+    assert!(
+        !env.path("never-created.jsonl").exists(),
+        "doctor created the outbox"
     );
 }
 
 #[test]
 fn doctor_on_files_that_are_not_databases_gives_findings_not_crashes() {
     let env = Env::new();
-    for content in [&b"not a database at all"[..], &b"SQLite format 3\0garbage"[..]] {
+    for content in [
+        &b"not a database at all"[..],
+        &b"SQLite format 3\0garbage"[..],
+    ] {
         std::fs::write(&env.db, content).unwrap();
         let r = env.run(&["doctor", "--json"]);
         assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);

@@ -48,7 +48,11 @@ fn every_fixture_exists_and_the_newest_is_this_binarys_schema() {
         "a schema-{:02}.db exists: bump RELEASED",
         RELEASED + 1
     );
-    assert_eq!(sendonce::store::SCHEMA_VERSION, RELEASED, "a new migration needs its fixture (python3 tests/fixtures/make.py) and RELEASED bumped");
+    assert_eq!(
+        sendonce::store::SCHEMA_VERSION,
+        RELEASED,
+        "a new migration needs its fixture (python3 tests/fixtures/make.py) and RELEASED bumped"
+    );
 }
 
 #[test]
@@ -67,7 +71,11 @@ fn doctor_on_an_old_fixture_says_upgrade_and_writes_nothing() {
         .clone();
     assert_eq!(schema["level"], "warn", "{schema}");
     assert!(schema["hint"].as_str().unwrap().contains("sendonce init"));
-    assert_eq!(std::fs::read(&env.db).unwrap(), before, "doctor changed the file");
+    assert_eq!(
+        std::fs::read(&env.db).unwrap(),
+        before,
+        "doctor changed the file"
+    );
 }
 
 #[test]
@@ -83,6 +91,23 @@ fn each_released_schema_upgrades_reads_back_and_finishes_without_resending() {
             );
         }
 
+        // doctor reads the upgraded file: the dead worker's lease and the row in doubt.
+        let r = env.run(&["doctor", "--json"]);
+        assert_eq!(r.code, 1, "schema-{n:02}: {}", r.stdout);
+        let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
+        for name in ["expired_leases", "in_doubt"] {
+            let f = doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == name)
+                .unwrap();
+            assert_eq!(f["level"], "warn", "schema-{n:02}: {f}");
+            assert!(
+                f["detail"].as_str().unwrap().contains("campaign 2: 1"),
+                "schema-{n:02}: {f}"
+            );
+        }
         let st = json(&env, &["campaign", "status", "2"]);
         for (k, want) in [
             ("sent", 2),
@@ -95,20 +120,38 @@ fn each_released_schema_upgrades_reads_back_and_finishes_without_resending() {
         }
         assert_eq!(st["status"], "sending", "schema-{n:02}");
         let done = json(&env, &["campaign", "status", "1"]);
-        assert_eq!((done["status"].as_str(), done["sent"].as_i64()), (Some("sent"), Some(3)), "schema-{n:02}: {done}");
+        assert_eq!(
+            (done["status"].as_str(), done["sent"].as_i64()),
+            (Some("sent"), Some(3)),
+            "schema-{n:02}: {done}"
+        );
 
         let report = env.ok(&["campaign", "report", "1"]);
-        assert_eq!(report.matches(",sent,").count(), 3, "schema-{n:02}: {report}");
-        assert!(report.contains("old-1-3"), "schema-{n:02}: provider ids kept: {report}");
+        assert_eq!(
+            report.matches(",sent,").count(),
+            3,
+            "schema-{n:02}: {report}"
+        );
+        assert!(
+            report.contains("old-1-3"),
+            "schema-{n:02}: provider ids kept: {report}"
+        );
 
         let subs = env.ok(&["subscriber", "list", "--account", "acme"]);
         for s in 1..=8 {
-            assert!(subs.contains(&format!("s{s}@example.org")), "schema-{n:02}: {subs}");
+            assert!(
+                subs.contains(&format!("s{s}@example.org")),
+                "schema-{n:02}: {subs}"
+            );
         }
         assert!(subs.contains("Sub 8"), "schema-{n:02}: {subs}");
 
         let doubts = json(&env, &["doubts", "list", "--campaign", "2"]);
-        assert_eq!(addresses(&doubts, "in_doubt"), ["s6@example.org"], "schema-{n:02}");
+        assert_eq!(
+            addresses(&doubts, "in_doubt"),
+            ["s6@example.org"],
+            "schema-{n:02}"
+        );
 
         let sup = json(&env, &["suppress", "list", "--account", "acme"]);
         assert_eq!(
@@ -134,11 +177,20 @@ fn each_released_schema_upgrades_reads_back_and_finishes_without_resending() {
         let outbox = env.path("outbox.jsonl");
         let spec = format!("outbox:{}", outbox.display());
         let r = env.run(&["run", "--once", "--provider", &spec]);
-        assert_eq!(r.code, 3, "schema-{n:02}: run (3: one row in doubt): {}{}", r.stdout, r.stderr);
+        assert_eq!(
+            r.code, 3,
+            "schema-{n:02}: run (3: one row in doubt): {}{}",
+            r.stdout, r.stderr
+        );
         let mut sent: Vec<String> = std::fs::read_to_string(&outbox)
             .unwrap_or_default()
             .lines()
-            .map(|l| serde_json::from_str::<Value>(l).expect("outbox line")["to"].as_str().unwrap().to_string())
+            .map(|l| {
+                serde_json::from_str::<Value>(l).expect("outbox line")["to"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
             .collect();
         sent.sort();
         assert_eq!(
@@ -146,13 +198,53 @@ fn each_released_schema_upgrades_reads_back_and_finishes_without_resending() {
             ["s3@example.org", "s4@example.org", "s5@example.org"],
             "schema-{n:02}: only the rows not yet sent go out"
         );
-        assert!(deliveries(&outbox).values().all(|&k| k == 1), "schema-{n:02}: a job id twice");
+        assert!(
+            deliveries(&outbox).values().all(|&k| k == 1),
+            "schema-{n:02}: a job id twice"
+        );
         let st = json(&env, &["campaign", "status", "2"]);
-        assert_eq!((st["sent"].as_i64(), st["in_doubt"].as_i64(), st["queued"].as_i64()), (Some(5), Some(1), Some(0)), "schema-{n:02}: {st}");
+        assert_eq!(
+            (
+                st["sent"].as_i64(),
+                st["in_doubt"].as_i64(),
+                st["queued"].as_i64()
+            ),
+            (Some(5), Some(1), Some(0)),
+            "schema-{n:02}: {st}"
+        );
+        // Only the row in doubt keeps it in sending now: doctor says so, and says what to run.
+        let r = env.run(&["doctor", "--json"]);
+        let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
+        let f = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "campaigns_sending")
+            .unwrap()
+            .clone();
+        assert_eq!(f["level"], "warn", "schema-{n:02}: {f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("campaign 2: nothing left to send but 1 row(s) in doubt"),
+            "schema-{n:02}: {f}"
+        );
+        assert!(
+            f["hint"]
+                .as_str()
+                .unwrap()
+                .contains("doubts list --campaign 2"),
+            "{f}"
+        );
         // A second run sends nothing more.
         let r = env.run(&["run", "--once", "--provider", &spec]);
         assert_eq!(r.code, 3, "schema-{n:02}: {}{}", r.stdout, r.stderr);
-        assert_eq!(std::fs::read_to_string(&outbox).unwrap().lines().count(), 3, "schema-{n:02}");
+        assert_eq!(
+            std::fs::read_to_string(&outbox).unwrap().lines().count(),
+            3,
+            "schema-{n:02}"
+        );
     }
 }
 
@@ -173,12 +265,24 @@ fn a_database_from_a_newer_binary_is_refused_unchanged() {
     ] {
         let r = env.run(&args);
         assert_ne!(r.code, 0, "{args:?} accepted a newer schema");
-        assert!(r.stderr.contains("newer than this binary"), "{args:?}: {}", r.stderr);
-        assert_eq!(std::fs::read(&env.db).unwrap(), before, "{args:?} changed the file");
+        assert!(
+            r.stderr.contains("newer than this binary"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert_eq!(
+            std::fs::read(&env.db).unwrap(),
+            before,
+            "{args:?} changed the file"
+        );
     }
     let r = env.run(&["doctor"]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert!(r.stdout.contains("newer than this binary"), "{}", r.stdout);
-    assert_eq!(std::fs::read(&env.db).unwrap(), before, "doctor changed the file");
+    assert_eq!(
+        std::fs::read(&env.db).unwrap(),
+        before,
+        "doctor changed the file"
+    );
     assert_eq!(std::fs::read_to_string(&outbox).unwrap_or_default(), "");
 }

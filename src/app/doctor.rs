@@ -154,7 +154,11 @@ fn opened(ins: &Inspection, db: &str) -> Finding {
 }
 
 fn integrity(ins: &Inspection, full: bool, db: &str) -> Finding {
-    let name = if full { "integrity_check" } else { "quick_check" };
+    let name = if full {
+        "integrity_check"
+    } else {
+        "quick_check"
+    };
     let mut hint = restore_hint(db);
     if !full {
         hint.push_str(&format!(
@@ -583,29 +587,12 @@ fn routes(req: &Request, schema_current: bool) -> Vec<Finding> {
             )]
         }
     };
-    let mut specs: Vec<(String, String, Option<crate::config::AccountRef>)> = Vec::new();
-    let default = req
-        .provider
-        .clone()
-        .or_else(|| cfg.as_ref().and_then(|c| c.provider.clone()));
-    if let Some(spec) = default {
-        specs.push(("provider".into(), spec, None));
-    }
-    if let Some(c) = &cfg {
-        for (i, r) in c.route.iter().enumerate() {
-            specs.push((
-                format!("route {}", i + 1),
-                r.provider.clone(),
-                r.account.clone(),
-            ));
-        }
-    }
+    let specs = route_specs(req, cfg.as_ref());
     if specs.is_empty() {
         return vec![finding(
             "provider",
             Level::Ok,
-            "no config file and no --provider: nothing to build (`sendonce run` needs one)"
-                .into(),
+            "no config file and no --provider: nothing to build (`sendonce run` needs one)".into(),
             None,
         )];
     }
@@ -648,6 +635,29 @@ fn routes(req: &Request, schema_current: bool) -> Vec<Finding> {
             }
         })
         .collect()
+}
+
+/// The default provider (flag, else the file's) and each route: (name, spec, account).
+fn route_specs(
+    req: &Request,
+    cfg: Option<&crate::config::Config>,
+) -> Vec<(String, String, Option<crate::config::AccountRef>)> {
+    let mut specs = Vec::new();
+    let default = req
+        .provider
+        .clone()
+        .or_else(|| cfg.and_then(|c| c.provider.clone()));
+    if let Some(spec) = default {
+        specs.push(("provider".into(), spec, None));
+    }
+    for (i, r) in cfg.map_or(&[][..], |c| &c.route[..]).iter().enumerate() {
+        specs.push((
+            format!("route {}", i + 1),
+            r.provider.clone(),
+            r.account.clone(),
+        ));
+    }
+    specs
 }
 
 /// The provider's name without the rest of the spec (which may hold a user name).

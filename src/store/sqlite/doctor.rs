@@ -156,21 +156,8 @@ pub fn inspect(path: &Path, opts: &InspectOptions) -> Inspection {
     out.snapshot = snapshot;
     out.application_id = one(&c, "PRAGMA application_id");
     out.schema_version = one(&c, "PRAGMA user_version");
-    let tables = one(
-        &c,
-        "SELECT count(*) FROM sqlite_schema WHERE type = 'table'
-         AND name IN ('accounts', 'subscribers', 'campaigns', 'sends', 'suppressions')",
-    );
-    if !matches!(out.application_id, Ok(APPLICATION_ID | 0)) || !matches!(tables, Ok(5)) {
-        out.opened = Err(format!(
-            "{} is a SQLite file but not a sendonce database (application_id {}, {} of the \
-             ledger's tables)",
-            path.display(),
-            out.application_id
-                .as_ref()
-                .map_or_else(|e| e.clone(), |id| format!("{id:#x}")),
-            tables.as_ref().map_or_else(|e| e.clone(), |n| n.to_string())
-        ));
+    if let Err(e) = ours(&c, path, &out.application_id) {
+        out.opened = Err(e);
         return out;
     }
     out.check = lines(
@@ -197,16 +184,42 @@ pub fn inspect(path: &Path, opts: &InspectOptions) -> Inspection {
     out.stuck = stuck(&c, opts.now, opts.far_ms);
     drop(c);
     if out.schema_version == Ok(SCHEMA_VERSION) {
-        let ro = OpenOptions {
-            read_only: true,
-            pool_size: 1,
-            ..Default::default()
-        };
-        out.guard = Some(
-            SqliteStore::open(path, &ro)
-                .and_then(|s| s.guard_state())
-                .map_err(|e| e.message),
-        );
+        out.guard = Some(guard_state(path));
     }
     out
+}
+
+/// The clone guard as a read-only store reads it (the schema is current).
+fn guard_state(path: &Path) -> Part<crate::store::GuardState> {
+    let ro = OpenOptions {
+        read_only: true,
+        pool_size: 1,
+        ..Default::default()
+    };
+    SqliteStore::open(path, &ro)
+        .and_then(|s| s.guard_state())
+        .map_err(|e| e.message)
+}
+
+/// A SQLite file with our mark (or none, from before it) and the ledger's tables.
+fn ours(c: &Connection, path: &Path, application_id: &Part<i64>) -> Part<()> {
+    let tables = one(
+        c,
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table'
+         AND name IN ('accounts', 'subscribers', 'campaigns', 'sends', 'suppressions')",
+    );
+    if matches!(application_id, Ok(APPLICATION_ID | 0)) && matches!(tables, Ok(5)) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is a SQLite file but not a sendonce database (application_id {}, {} of the \
+         ledger's tables)",
+        path.display(),
+        application_id
+            .as_ref()
+            .map_or_else(|e| e.clone(), |id| format!("{id:#x}")),
+        tables
+            .as_ref()
+            .map_or_else(|e| e.clone(), |n| n.to_string())
+    ))
 }
