@@ -16,6 +16,9 @@ pub const WAL_WARN_BYTES: u64 = 4 * crate::store::sqlite::WAL_CHECKPOINT_BYTES;
 /// A campaign whose next row is due further away than this is reported as stuck.
 pub const FAR_MS: i64 = 6 * 3600 * 1000;
 
+/// The hint of a ledger question the file could not answer.
+const SEE_CHECK: &str = "the file did not answer: see the quick_check line";
+
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -333,7 +336,12 @@ fn leases(ins: &Inspection) -> Finding {
                     .into(),
             ),
         ),
-        Err(e) => finding("expired_leases", Level::Fail, e.clone(), None),
+        Err(e) => finding(
+            "expired_leases",
+            Level::Fail,
+            e.clone(),
+            Some(SEE_CHECK.into()),
+        ),
     }
 }
 
@@ -356,7 +364,7 @@ fn doubts(ins: &Inspection) -> Finding {
                 v[0].campaign_id
             )),
         ),
-        Err(e) => finding("in_doubt", Level::Fail, e.clone(), None),
+        Err(e) => finding("in_doubt", Level::Fail, e.clone(), Some(SEE_CHECK.into())),
     }
 }
 
@@ -371,7 +379,14 @@ fn stuck(ins: &Inspection, db: &str) -> Finding {
             )
         }
         Ok(v) => v,
-        Err(e) => return finding("campaigns_sending", Level::Fail, e.clone(), None),
+        Err(e) => {
+            return finding(
+                "campaigns_sending",
+                Level::Fail,
+                e.clone(),
+                Some(SEE_CHECK.into()),
+            )
+        }
     };
     let mut parts = Vec::new();
     let mut hints = Vec::new();
