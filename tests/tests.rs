@@ -12,6 +12,9 @@ mod audience;
 mod bench;
 mod cli;
 mod content;
+// Damaged files (truncated, flipped bytes, a lost -wal): needs the `crash-points` feature.
+#[cfg(feature = "crash-points")]
+mod damage;
 // Real processes killed at named crash points: only with the `crash-points` feature.
 #[cfg(feature = "crash-points")]
 mod crash;
@@ -42,3 +45,4 @@ mod sql_edge;
 mod store_contract;
 mod tokens;
 mod unsubscribe;
+mod upgrades;

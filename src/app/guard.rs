@@ -103,7 +103,13 @@ pub fn before_sending(store: &dyn Storage) -> Result<()> {
         .unwrap_or(0);
     let limit = start_check_limit()?;
     if limit > 0 && size <= limit {
-        let problems = store.quick_check(false)?;
+        // A page SQLite cannot read makes quick_check itself fail ("database disk image is
+        // malformed") instead of listing problems: that is damage too.
+        let problems = match store.quick_check(false) {
+            Ok(p) => p,
+            Err(e) if matches!(e.kind, ErrorKind::Database | ErrorKind::Damaged) => vec![e.message],
+            Err(e) => return Err(e),
+        };
         if !problems.is_empty() {
             return Err(damaged_at_start(store.path(), &problems));
         }

@@ -155,6 +155,25 @@ pub enum Command {
         /// Directory to write the pages into (created if missing).
         dir: PathBuf,
     },
+    /// Look at the database and its files without writing anything: quick_check (integrity_check
+    /// with --full), foreign keys, schema, file modes, WAL, expired leases, rows in doubt,
+    /// campaigns stuck in sending, the clone guard, the providers of the config file, free disk.
+    /// Exit 0 healthy, 1 when something needs attention (each finding says what to run).
+    Doctor(DoctorArgs),
+}
+
+/// `sendonce doctor`.
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Run the complete `integrity_check` instead of `quick_check` (slower on large files).
+    #[arg(long)]
+    pub full: bool,
+    /// Config file whose provider routes are built (default: ./sendonce.toml if it exists).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Default provider spec, as `run --provider`.
+    #[arg(long, env = "SENDONCE_PROVIDER")]
+    pub provider: Option<String>,
 }
 
 /// The `synchronous` pragma. FULL is the only setting under which a committed marker survives

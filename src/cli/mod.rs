@@ -4,6 +4,7 @@
 
 pub mod args;
 mod campaigns;
+mod doctor;
 mod generate;
 mod guard;
 mod lists;
@@ -101,6 +102,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Bench(a) => bench(a, rt),
         Command::Completions { shell } => generate::completions(*shell, cli.json),
         Command::Manpage { dir } => generate::manpages(dir),
+        Command::Doctor(a) => doctor::doctor(cli, a),
     }
 }
 

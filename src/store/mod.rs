@@ -7,6 +7,7 @@ mod audience;
 mod audit;
 mod campaigns;
 mod directory;
+pub mod doctor;
 mod ledger;
 mod lists;
 mod messages;

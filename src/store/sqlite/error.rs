@@ -28,6 +28,14 @@ impl From<rusqlite::Error> for Error {
                 ErrorCode::NotADatabase => {
                     return Error::db("the file is not a SQLite database (left untouched)");
                 }
+                ErrorCode::DatabaseCorrupt => {
+                    return Error::new(
+                        ErrorKind::Damaged,
+                        "the database file is damaged (SQLite: database disk image is \
+                         malformed); nothing was sent from it. `sendonce doctor` shows what is \
+                         wrong; put the latest backup back with `sendonce restore BACKUP`",
+                    );
+                }
                 ErrorCode::ReadOnly => {
                     return Error::db(
                         "the database cannot be written (a read-only file, or a directory where \

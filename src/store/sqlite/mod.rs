@@ -7,6 +7,7 @@ mod bench;
 mod campaigns;
 mod codec;
 mod directory;
+mod doctor;
 mod error;
 mod guard;
 mod ledger;
@@ -21,6 +22,7 @@ mod unsubscribe;
 mod webhooks;
 
 pub use bench::{BareClaim, QueryPlan};
+pub use doctor::inspect;
 pub use guard::{restore, watermark_path, Restored, HOST_ENV};
 pub use notify::notify_job_id;
 pub use ratelimit::refill;

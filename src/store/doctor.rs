@@ -1,0 +1,79 @@
+//! What `sendonce doctor` reads from a database, backend-neutral: each part read on its own, so a
+//! damaged file still answers what it can, and an error is a finding, never a crash.
+
+use super::GuardState;
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// One part of an inspection: what was read, or why it could not be (the backend's words).
+pub type Part<T> = std::result::Result<T, String>;
+
+/// A count per campaign.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PerCampaign {
+    pub campaign_id: i64,
+    pub rows: u64,
+}
+
+/// A campaign in `sending` that no row will move on soon.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Stuck {
+    pub campaign_id: i64,
+    /// Rows queued or leased (0: nothing left to claim).
+    pub due_rows: u64,
+    /// Rows in doubt (they keep the campaign in `sending` until resolved).
+    pub in_doubt: u64,
+    /// When the earliest queued or leased row becomes visible (None: none is left).
+    pub next_visible_at: Option<i64>,
+    pub list_complete: bool,
+}
+
+/// What the database says about itself, read without writing anything.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    /// Whether the file opened read-only and reads as a sendonce database; when not, why (and
+    /// nothing below was read).
+    pub opened: Part<()>,
+    /// Opened as an immutable snapshot (a read-only file in a directory we cannot write).
+    pub snapshot: bool,
+    pub application_id: Part<i64>,
+    pub schema_version: Part<i64>,
+    /// `quick_check` (or `integrity_check`): the problems found, empty when sound.
+    pub check: Part<Vec<String>>,
+    /// `foreign_key_check`: one line per violation (at most [`MAX_LINES`]), and their count.
+    pub foreign_keys: Part<(Vec<String>, u64)>,
+    /// Rows still `leased` whose lease expired before `now`, per campaign.
+    pub expired_leases: Part<Vec<PerCampaign>>,
+    /// Rows `in_doubt`, per campaign.
+    pub in_doubt: Part<Vec<PerCampaign>>,
+    /// Campaigns in `sending` with nothing due before `now + far`.
+    pub stuck: Part<Vec<Stuck>>,
+    /// The clone guard, when the schema has it (None: older schema).
+    pub guard: Option<Part<GuardState>>,
+}
+
+/// Lines of a check's output kept in an inspection.
+pub const MAX_LINES: usize = 20;
+
+/// What to read and against which clock.
+#[derive(Debug, Clone, Copy)]
+pub struct InspectOptions {
+    /// `integrity_check` instead of `quick_check`.
+    pub full: bool,
+    /// Now, in Unix milliseconds.
+    pub now: i64,
+    /// A campaign whose next row is due later than `now + far` counts as stuck.
+    pub far_ms: i64,
+}
+
+/// Inspect the store at `target` without writing to it. An `Err` only for a target that is
+/// not a backend at all; every problem with the file itself is inside the [`Inspection`].
+pub fn inspect(target: &Path, opts: &InspectOptions) -> Result<Inspection> {
+    let text = target.to_string_lossy();
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        return Err(Error::invalid(
+            "PostgreSQL storage is not built yet: --db takes a SQLite database file",
+        ));
+    }
+    Ok(super::sqlite::inspect(target, opts))
+}

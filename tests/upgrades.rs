@@ -1,0 +1,288 @@
+//! Frozen copies of every released schema (`tests/fixtures/schema-NN.db`, made by
+//! `tests/fixtures/make.py`): each one copied, upgraded by `init`, read back through the normal
+//! commands, and finished by `run --once` without re-sending what was sent; a database from a
+//! newer binary is refused with its bytes unchanged.
+
+use crate::common::{deliveries, Env};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const RELEASED: i64 = 11;
+
+fn fixture(n: i64) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/schema-{n:02}.db"))
+}
+
+fn json(env: &Env, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    serde_json::from_str(&env.ok(&all)).expect("one JSON document")
+}
+
+/// `schema-NN.db` copied to a new temp dir (a new path: no owner recorded before schema 11, and
+/// the schema-11 fixture has none either).
+fn copied(n: i64) -> Env {
+    let env = Env::new();
+    std::fs::copy(fixture(n), &env.db).expect("copy the fixture");
+    env
+}
+
+fn addresses(v: &Value, list: &str) -> Vec<String> {
+    let mut out: Vec<String> = v[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {v}"))
+        .iter()
+        .map(|r| r["address"].as_str().expect("address").to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_fixture_exists_and_the_newest_is_this_binarys_schema() {
+    for n in 1..=RELEASED {
+        assert!(fixture(n).is_file(), "missing {}", fixture(n).display());
+    }
+    assert!(
+        !fixture(RELEASED + 1).exists(),
+        "a schema-{:02}.db exists: bump RELEASED",
+        RELEASED + 1
+    );
+    assert_eq!(
+        sendonce::store::SCHEMA_VERSION,
+        RELEASED,
+        "a new migration needs its fixture (python3 tests/fixtures/make.py) and RELEASED bumped"
+    );
+}
+
+#[test]
+fn doctor_on_an_old_fixture_says_upgrade_and_writes_nothing() {
+    let env = copied(4);
+    let before = std::fs::read(&env.db).unwrap();
+    let r = env.run(&["doctor", "--json"]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("json");
+    let schema = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "schema")
+        .expect("schema finding")
+        .clone();
+    assert_eq!(schema["level"], "warn", "{schema}");
+    assert!(schema["hint"].as_str().unwrap().contains("sendonce init"));
+    assert_eq!(
+        std::fs::read(&env.db).unwrap(),
+        before,
+        "doctor changed the file"
+    );
+}
+
+#[test]
+fn each_released_schema_upgrades_reads_back_and_finishes_without_resending() {
+    for n in 1..=RELEASED {
+        let env = copied(n);
+        let init = json(&env, &["init"]);
+        assert_eq!(init["schema_version"], RELEASED, "schema-{n:02}: {init}");
+        if n >= 2 {
+            assert_eq!(
+                init["installation_id"], "0123456789abcdef0123456789abcdef",
+                "schema-{n:02}: the installation id must survive the upgrade"
+            );
+        }
+
+        // doctor reads the upgraded file: the dead worker's lease and the row in doubt.
+        let r = env.run(&["doctor", "--json"]);
+        assert_eq!(r.code, 1, "schema-{n:02}: {}", r.stdout);
+        let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
+        for name in ["expired_leases", "in_doubt"] {
+            let f = doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == name)
+                .unwrap();
+            assert_eq!(f["level"], "warn", "schema-{n:02}: {f}");
+            assert!(
+                f["detail"].as_str().unwrap().contains("campaign 2: 1"),
+                "schema-{n:02}: {f}"
+            );
+        }
+        let st = json(&env, &["campaign", "status", "2"]);
+        for (k, want) in [
+            ("sent", 2),
+            ("queued", 2),
+            ("leased", 1),
+            ("in_doubt", 1),
+            ("suppressed", 1),
+        ] {
+            assert_eq!(st[k], want, "schema-{n:02}: campaign 2 {k}: {st}");
+        }
+        assert_eq!(st["status"], "sending", "schema-{n:02}");
+        let done = json(&env, &["campaign", "status", "1"]);
+        assert_eq!(
+            (done["status"].as_str(), done["sent"].as_i64()),
+            (Some("sent"), Some(3)),
+            "schema-{n:02}: {done}"
+        );
+
+        let report = env.ok(&["campaign", "report", "1"]);
+        assert_eq!(
+            report.matches(",sent,").count(),
+            3,
+            "schema-{n:02}: {report}"
+        );
+        assert!(
+            report.contains("old-1-3"),
+            "schema-{n:02}: provider ids kept: {report}"
+        );
+
+        let subs = env.ok(&["subscriber", "list", "--account", "acme"]);
+        for s in 1..=8 {
+            assert!(
+                subs.contains(&format!("s{s}@example.org")),
+                "schema-{n:02}: {subs}"
+            );
+        }
+        assert!(subs.contains("Sub 8"), "schema-{n:02}: {subs}");
+
+        let doubts = json(&env, &["doubts", "list", "--campaign", "2"]);
+        assert_eq!(
+            addresses(&doubts, "in_doubt"),
+            ["s6@example.org"],
+            "schema-{n:02}"
+        );
+
+        let sup = json(&env, &["suppress", "list", "--account", "acme"]);
+        assert_eq!(
+            addresses(&sup, "suppressions"),
+            ["gone@example.org", "s7@example.org"],
+            "schema-{n:02}"
+        );
+        if n >= 4 {
+            let lists = env.ok(&["list", "list", "--account", "acme"]);
+            assert!(lists.contains("news"), "schema-{n:02}: {lists}");
+        }
+        if n >= 6 {
+            let tokens = env.ok(&["token", "list", "--account", "acme"]);
+            assert!(tokens.contains("so_abcd"), "schema-{n:02}: {tokens}");
+        }
+        if n >= 9 {
+            let lists = env.ok(&["list", "list", "--account", "acme"]);
+            assert!(lists.contains("weekly"), "schema-{n:02}: {lists}");
+        }
+
+        // The in-progress campaign goes on: the queued rows and the never-called lease are
+        // sent, the rows already sent are not, the row in doubt stays parked.
+        let outbox = env.path("outbox.jsonl");
+        let spec = format!("outbox:{}", outbox.display());
+        let r = env.run(&["run", "--once", "--provider", &spec]);
+        assert_eq!(
+            r.code, 3,
+            "schema-{n:02}: run (3: one row in doubt): {}{}",
+            r.stdout, r.stderr
+        );
+        let mut sent: Vec<String> = std::fs::read_to_string(&outbox)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).expect("outbox line")["to"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        sent.sort();
+        assert_eq!(
+            sent,
+            ["s3@example.org", "s4@example.org", "s5@example.org"],
+            "schema-{n:02}: only the rows not yet sent go out"
+        );
+        assert!(
+            deliveries(&outbox).values().all(|&k| k == 1),
+            "schema-{n:02}: a job id twice"
+        );
+        let st = json(&env, &["campaign", "status", "2"]);
+        assert_eq!(
+            (
+                st["sent"].as_i64(),
+                st["in_doubt"].as_i64(),
+                st["queued"].as_i64()
+            ),
+            (Some(5), Some(1), Some(0)),
+            "schema-{n:02}: {st}"
+        );
+        // Only the row in doubt keeps it in sending now: doctor says so, and says what to run.
+        let r = env.run(&["doctor", "--json"]);
+        let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
+        let f = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "campaigns_sending")
+            .unwrap()
+            .clone();
+        assert_eq!(f["level"], "warn", "schema-{n:02}: {f}");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .contains("campaign 2: nothing left to send but 1 row(s) in doubt"),
+            "schema-{n:02}: {f}"
+        );
+        assert!(
+            f["hint"]
+                .as_str()
+                .unwrap()
+                .contains("doubts list --campaign 2"),
+            "{f}"
+        );
+        // A second run sends nothing more.
+        let r = env.run(&["run", "--once", "--provider", &spec]);
+        assert_eq!(r.code, 3, "schema-{n:02}: {}{}", r.stdout, r.stderr);
+        assert_eq!(
+            std::fs::read_to_string(&outbox).unwrap().lines().count(),
+            3,
+            "schema-{n:02}"
+        );
+    }
+}
+
+#[test]
+fn a_database_from_a_newer_binary_is_refused_unchanged() {
+    let env = copied(RELEASED);
+    {
+        let c = rusqlite::Connection::open(&env.db).unwrap();
+        c.pragma_update(None, "user_version", RELEASED + 1).unwrap();
+    }
+    let before = std::fs::read(&env.db).unwrap();
+    let outbox = env.path("o.jsonl");
+    let spec = format!("outbox:{}", outbox.display());
+    for args in [
+        vec!["init"],
+        vec!["campaign", "status", "2"],
+        vec!["run", "--once", "--provider", spec.as_str()],
+    ] {
+        let r = env.run(&args);
+        assert_ne!(r.code, 0, "{args:?} accepted a newer schema");
+        assert!(
+            r.stderr.contains("newer than this binary"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert_eq!(
+            std::fs::read(&env.db).unwrap(),
+            before,
+            "{args:?} changed the file"
+        );
+    }
+    let r = env.run(&["doctor"]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stdout.contains("newer than this binary"), "{}", r.stdout);
+    assert_eq!(
+        std::fs::read(&env.db).unwrap(),
+        before,
+        "doctor changed the file"
+    );
+    assert_eq!(std::fs::read_to_string(&outbox).unwrap_or_default(), "");
+}
