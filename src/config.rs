@@ -1,10 +1,15 @@
-//! The TOML configuration file (`--config`, default `./sendonce.toml` when present): which
-//! provider serves which account and channel, with optional rate limits and concurrency caps.
-//! Secrets never live here: each provider reads them from environment variables or files.
+//! The TOML configuration file: which provider serves which account and channel, with optional
+//! rate limits and concurrency caps, the public URL, the database and `[serve]`. Found by
+//! [`discover`] (`--config`, `SENDONCE_CONFIG`, `./sendonce.toml`,
+//! `$XDG_CONFIG_HOME/sendonce/sendonce.toml`, `/etc/sendonce/sendonce.toml`: the first that exists);
+//! each scalar setting also has an environment variable ([`SETTINGS`]). Secrets never live here:
+//! each provider reads them from environment variables or files. `sendonce config example` prints
+//! a commented example (`config.example.toml`).
 //!
 //! ```toml
 //! provider = "outbox:./outbox.jsonl"        # default for everything else
 //! public_url = "https://news.example.org"   # {{ unsubscribe_url }} is public_url/u/TOKEN
+//! db = "/var/lib/sendonce/sendonce.db"      # default of --db
 //!
 //! [[route]]
 //! account = "acme"                          # name or id; omit for every account
@@ -36,6 +41,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Database file: the default of `--db` when neither the flag nor `SENDONCE_DB` is given.
+    pub db: Option<PathBuf>,
     /// Provider for anything no route matches.
     pub provider: Option<String>,
     /// Public base URL of this sender: where `{{ unsubscribe_url }}` points.
@@ -121,27 +128,39 @@ impl Route {
 }
 
 impl Config {
-    /// Load `path`, or `./sendonce.toml` if `path` is None and that file exists.
+    /// The config file [`discover`] finds (`path` is `--config`, which wins), parsed; None when
+    /// no candidate exists. A named file that does not exist is an error naming it.
     pub fn load(path: Option<&Path>) -> Result<Option<Config>> {
-        let path: PathBuf = match path {
-            Some(p) => p.to_path_buf(),
-            None => {
-                let p = PathBuf::from("sendonce.toml");
-                if !p.exists() {
-                    return Ok(None);
-                }
-                p
-            }
-        };
-        let text = std::fs::read_to_string(&path)
+        let found = discover(path, &process_env)?;
+        found.chosen.as_deref().map(Config::read).transpose()
+    }
+
+    /// Read and parse one file; an error names the file (and, for syntax and type errors, the
+    /// line and column).
+    pub fn read(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(&format!("cannot read config {}", path.display()), e))?;
-        let cfg =
-            Config::parse(&text).map_err(|e| e.context(&format!("config {}", path.display())))?;
-        Ok(Some(cfg))
+        Config::parse(&text).map_err(|e| e.context(&format!("config {}", path.display())))
+    }
+
+    /// The value of a scalar setting of [`SETTINGS`] (`serve.listen`...), as text.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let s = &self.serve;
+        match key {
+            "db" => self.db.as_ref().map(|p| p.display().to_string()),
+            "provider" => self.provider.clone(),
+            "public_url" => self.public_url.clone(),
+            "serve.listen" => s.listen.clone(),
+            "serve.worker" => s.worker.map(|w| w.to_string()),
+            "serve.drain" => s.drain.clone(),
+            "serve.body_limit" => s.body_limit.map(|n| n.to_string()),
+            "serve.request_timeout" => s.request_timeout.clone(),
+            _ => None,
+        }
     }
 
     pub fn parse(text: &str) -> Result<Config> {
-        let cfg: Config = toml::from_str(text).map_err(|e| Error::invalid(e.to_string()))?;
+        let cfg: Config = toml::from_str(text).map_err(|e| Error::invalid(toml_error(text, &e)))?;
         for (i, r) in cfg.route.iter().enumerate() {
             let n = i + 1;
             r.channel().map_err(|e| e.context(&format!("route {n}")))?;
@@ -193,6 +212,157 @@ impl Config {
             .filter_map(|(i, r)| r.score(account_id, account_name, channel).map(|s| (s, i)))
             .max_by_key(|&(s, i)| (s, std::cmp::Reverse(i)))
             .map(|(_, i)| i)
+    }
+}
+
+/// The environment variable naming the config file (as `--config` does).
+pub const CONFIG_ENV: &str = "SENDONCE_CONFIG";
+
+/// The system-wide config file, the last candidate.
+pub const SYSTEM_FILE: &str = "/etc/sendonce/sendonce.toml";
+
+/// One scalar setting of the file, with the environment variable that sets it too (a flag of
+/// the same meaning wins over both; the file wins over the built-in default).
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// Its key in the file (`serve.listen` is `listen` under `[serve]`).
+    pub key: &'static str,
+    pub env: &'static str,
+    /// The command-line flag of the commands that take it.
+    pub flag: &'static str,
+    /// Built-in default, if any.
+    pub default: Option<&'static str>,
+}
+
+/// Every scalar setting. `[[route]]` and `[[webhook]]` are tables: they are set in the file only.
+pub const SETTINGS: &[Setting] = &[
+    Setting { key: "db", env: "SENDONCE_DB", flag: "--db", default: Some("./sendonce.db") },
+    Setting { key: "provider", env: "SENDONCE_PROVIDER", flag: "--provider", default: None },
+    Setting { key: "public_url", env: "SENDONCE_PUBLIC_URL", flag: "--public-url", default: None },
+    Setting { key: "serve.listen", env: "SENDONCE_LISTEN", flag: "--listen", default: Some("127.0.0.1:8025") },
+    Setting { key: "serve.worker", env: "SENDONCE_WORKER", flag: "--worker", default: Some("false") },
+    Setting { key: "serve.drain", env: "SENDONCE_DRAIN", flag: "--drain", default: Some("30s") },
+    Setting { key: "serve.body_limit", env: "SENDONCE_BODY_LIMIT", flag: "--body-limit", default: Some("1048576") },
+    Setting { key: "serve.request_timeout", env: "SENDONCE_REQUEST_TIMEOUT", flag: "--request-timeout", default: Some("60s") },
+];
+
+/// Where one effective setting came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "name", rename_all = "snake_case")]
+pub enum Origin {
+    /// A command-line flag (its name).
+    Flag(String),
+    /// An environment variable (its name).
+    Env(String),
+    /// The config file (its path).
+    File(PathBuf),
+    /// The built-in default.
+    Default,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Flag(n) => write!(f, "flag {n}"),
+            Origin::Env(n) => write!(f, "env {n}"),
+            Origin::File(p) => write!(f, "file {}", p.display()),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// How the config file was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Chosen {
+    /// `--config` (or `SENDONCE_CONFIG` through a command's flag).
+    Flag,
+    /// `SENDONCE_CONFIG`.
+    Env,
+    /// The first of the search path that exists.
+    Search,
+    /// No file.
+    None,
+}
+
+/// What [`discover`] looked at and what it chose.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    pub chosen: Option<PathBuf>,
+    pub how: Chosen,
+    /// The search path, in order (empty when a file was named).
+    pub candidates: Vec<PathBuf>,
+}
+
+/// The process's environment, for [`discover`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The search path: `./sendonce.toml`, `$XDG_CONFIG_HOME/sendonce/sendonce.toml` (default
+/// `~/.config`; skipped without either variable), then [`SYSTEM_FILE`].
+pub fn search_path(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from("./sendonce.toml")];
+    let xdg = env("XDG_CONFIG_HOME")
+        .filter(|v| Path::new(v).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(&h).join(".config"))
+        });
+    if let Some(dir) = xdg {
+        out.push(dir.join("sendonce").join("sendonce.toml"));
+    }
+    out.push(PathBuf::from(SYSTEM_FILE));
+    out
+}
+
+/// Which config file applies: `explicit` (`--config`), then `SENDONCE_CONFIG`, then the first
+/// of [`search_path`] that exists. A named file (flag or variable) that does not exist is an
+/// error naming it; no file at all is not an error.
+pub fn discover(explicit: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<Discovery> {
+    let named = match explicit {
+        Some(p) => Some((p.to_path_buf(), Chosen::Flag, "--config")),
+        None => env(CONFIG_ENV)
+            .filter(|v| !v.is_empty())
+            .map(|v| (PathBuf::from(v), Chosen::Env, CONFIG_ENV)),
+    };
+    if let Some((path, how, what)) = named {
+        if !path.exists() {
+            return Err(Error::invalid(format!(
+                "config file {} (from {what}) does not exist",
+                path.display()
+            )));
+        }
+        return Ok(Discovery {
+            chosen: Some(path),
+            how,
+            candidates: Vec::new(),
+        });
+    }
+    let candidates = search_path(env);
+    let chosen = candidates.iter().find(|p| p.exists()).cloned();
+    let how = if chosen.is_some() { Chosen::Search } else { Chosen::None };
+    Ok(Discovery {
+        chosen,
+        how,
+        candidates,
+    })
+}
+
+/// A TOML error in one line: `line L, column C: what` (the toml crate's own text spans several
+/// lines with a snippet of the file, which may hold anything).
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().trim();
+    match e.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {what}")
+        }
+        None => what.to_string(),
     }
 }
 

@@ -29,6 +29,7 @@ pub mod error;
 pub mod exit;
 pub mod files;
 pub mod http;
+pub mod logs;
 pub mod metrics;
 pub mod provider;
 pub mod shutdown;

@@ -1,7 +1,7 @@
 //! The `sendonce` binary: parse arguments, set up logging, dispatch, print, exit.
 
-use clap::Parser;
 use sendonce::cli::{self, args::Cli, args::LogFormat};
+use sendonce::config::Origin;
 use sendonce::error::ErrorKind;
 use sendonce::exit;
 
@@ -26,16 +26,39 @@ fn init_logging(cli: &Cli) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SENDONCE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("sendonce={level}")));
-    // Colour codes only for a terminal: a log file or a pipe gets plain text.
+    // No --log-format: the journal's own format when systemd connected stderr to it.
+    let format = cli.log_format.unwrap_or_else(|| {
+        let stream = std::env::var("JOURNAL_STREAM").ok();
+        match sendonce::logs::stderr_is_journal(stream.as_deref()) {
+            true => LogFormat::Journald,
+            false => LogFormat::Human,
+        }
+    });
+    // Colour codes only for a terminal: a log file, a pipe or the journal gets plain text.
     use std::io::IsTerminal;
+    let ansi = format == LogFormat::Human && std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    match cli.log_format {
+    match format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),
+        LogFormat::Journald => builder.event_format(sendonce::logs::Journald).init(),
     }
+}
+
+/// Parse the command line, and where `--db` came from (None: clap's default).
+fn parse() -> Result<(Cli, Option<Origin>), clap::Error> {
+    use clap::parser::ValueSource;
+    use clap::{CommandFactory, FromArgMatches};
+    let mut matches = Cli::command().try_get_matches()?;
+    let db = match matches.value_source("db") {
+        Some(ValueSource::CommandLine) => Some(Origin::Flag("--db".into())),
+        Some(ValueSource::EnvVariable) => Some(Origin::Env("SENDONCE_DB".into())),
+        _ => None,
+    };
+    Ok((Cli::from_arg_matches_mut(&mut matches)?, db))
 }
 
 /// Print one document on stdout. A reader that went away (`| head`) is not an error.
@@ -48,7 +71,7 @@ fn print_out(text: &str) -> Result<(), sendonce::error::Error> {
 }
 
 fn main() {
-    let parsed = match Cli::try_parse() {
+    let (mut parsed, db_given) = match parse() {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -70,8 +93,12 @@ fn main() {
         }
     };
     init_logging(&parsed);
+    // The database path: --db, SENDONCE_DB, the config file's db, ./sendonce.db.
+    let settled = cli::config::settle_db(&mut parsed, db_given);
+    let parsed = parsed;
     // The one async runtime of the process; commands that need it borrow it.
-    let result = sendonce::shutdown::runtime()
+    let result = settled
+        .and_then(|()| sendonce::shutdown::runtime())
         .and_then(|rt| cli::dispatch(&parsed, &rt))
         .and_then(|out| {
             if parsed.json && !out.json.is_null() {

@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod campaigns;
 pub mod check;
 pub mod doctor;
+pub mod config;
 pub mod doubts;
 pub mod guard;
 pub mod import;

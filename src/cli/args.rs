@@ -28,9 +28,10 @@ pub struct Cli {
     /// Machine-readable output: one JSON document per command on stdout.
     #[arg(long, global = true)]
     pub json: bool,
-    /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
-    pub log_format: LogFormat,
+    /// Log format on stderr (default: human, or journald when stderr is the systemd journal's
+    /// stream, i.e. JOURNAL_STREAM names it).
+    #[arg(long, global = true, value_enum, env = "SENDONCE_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
     /// More logging (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -42,12 +43,37 @@ pub struct Cli {
     pub busy_timeout: String,
     #[command(subcommand)]
     pub command: Command,
+    /// Where `db` came from (flag, SENDONCE_DB, the config file's `db`, the default): set by
+    /// the binary after parsing (`cli::config::settle_db`).
+    #[arg(skip)]
+    pub db_from: Option<crate::config::Origin>,
 }
 
-#[derive(Copy, Clone, Debug, ValueEnum)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Human,
     Json,
+    /// sd-daemon priority prefixes (`<3>` error ... `<7>` debug), one line per event,
+    /// key=value fields, no colours, no timestamp (the journal adds one).
+    Journald,
+}
+
+/// `sendonce config`.
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// The effective settings and where each came from (flag, environment variable, config
+    /// file, default), the config file chosen and the candidates looked at. Secrets are never
+    /// shown: only whether they are set and their length.
+    Show {
+        /// Config file (default: SENDONCE_CONFIG, ./sendonce.toml,
+        /// $XDG_CONFIG_HOME/sendonce/sendonce.toml, /etc/sendonce/sendonce.toml: the first that
+        /// exists).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Print a commented example sendonce.toml (the Debian package installs it as
+    /// /etc/sendonce/sendonce.toml).
+    Example,
 }
 
 #[derive(Subcommand, Debug)]
@@ -138,6 +164,10 @@ pub enum Command {
     /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL,
     /// or a twilio:, resend: or postmark: provider whose base_url points here).
     FakeProvider(FakeProviderArgs),
+    /// The config file and settings: `config show` (effective settings and their sources,
+    /// secrets masked), `config example` (a commented sendonce.toml).
+    #[command(subcommand)]
+    Config(ConfigCmd),
     /// Measure throughput, memory, WAL size, restart and notify times and the query plans of
     /// the send path on temporary databases, side by side with the raw SQLite limit of this
     /// machine.
@@ -521,8 +551,8 @@ pub struct PublicUrlArgs {
     /// SENDONCE_UNSUBSCRIBE_SECRET. Default: public_url in the config file.
     #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
     pub public_url: Option<String>,
-    /// The config file that may hold public_url.
-    #[arg(long, value_name = "FILE")]
+    /// The config file that may hold public_url (default: as `sendonce config show` finds it).
+    #[arg(long, value_name = "FILE", env = "SENDONCE_CONFIG")]
     pub config: Option<PathBuf>,
 }
 
@@ -591,8 +621,8 @@ pub enum CampaignCmd {
         /// SENDONCE_UNSUBSCRIBE_SECRET set. Default: public_url in the config file.
         #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
         public_url: Option<String>,
-        /// Config file (default: ./sendonce.toml if it exists), for its public_url.
-        #[arg(long)]
+        /// Config file, for its public_url (default: as `sendonce config show` finds it).
+        #[arg(long, env = "SENDONCE_CONFIG")]
         config: Option<PathBuf>,
     },
     /// Stop claiming for a campaign; in-flight calls finish. A running `sendonce run` goes on
@@ -684,8 +714,8 @@ pub struct SendTarget {
     /// Provider spec (as for `run`); default: the config file's route for the campaign.
     #[arg(long, env = "SENDONCE_PROVIDER")]
     pub provider: Option<String>,
-    /// Config file (default: ./sendonce.toml if it exists).
-    #[arg(long)]
+    /// Config file (default: as `sendonce config show` finds it).
+    #[arg(long, env = "SENDONCE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Public base URL for {{ unsubscribe_url }} (as for `run`).
     #[arg(long, env = "SENDONCE_PUBLIC_URL", value_name = "URL")]
@@ -714,13 +744,13 @@ pub struct ServeArgs {
     pub listen: Option<String>,
     /// Run the send loop in this process too (or worker = true in [serve]); without it,
     /// `sendonce run` processes on the same file send what the API queues.
-    #[arg(long)]
+    #[arg(long, env = "SENDONCE_WORKER", value_parser = clap::builder::BoolishValueParser::new())]
     pub worker: bool,
     /// Provider for the worker (as for `run`; needs --worker).
     #[arg(long, env = "SENDONCE_PROVIDER")]
     pub provider: Option<String>,
-    /// Config file with routes (as for `run`; default ./sendonce.toml if it exists).
-    #[arg(long)]
+    /// Config file with routes (as for `run`).
+    #[arg(long, env = "SENDONCE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Public base URL of this sender, for {{ unsubscribe_url }} (as for `run`) and the
     /// confirmation links of double opt-in lists (`POST /v1/subscribers`, the signup form).
@@ -757,9 +787,10 @@ pub struct RunArgs {
     /// *_file= option, never from the command line.
     #[arg(long, env = "SENDONCE_PROVIDER")]
     pub provider: Option<String>,
-    /// Config file routing accounts and channels to providers, with rate limits
-    /// (default: ./sendonce.toml if it exists).
-    #[arg(long)]
+    /// Config file routing accounts and channels to providers, with rate limits (default:
+    /// SENDONCE_CONFIG, ./sendonce.toml, $XDG_CONFIG_HOME/sendonce/sendonce.toml,
+    /// /etc/sendonce/sendonce.toml: the first that exists; see `sendonce config show`).
+    #[arg(long, env = "SENDONCE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Rows per claim.
     #[arg(long, default_value_t = 100)]

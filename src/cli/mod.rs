@@ -7,6 +7,7 @@ mod campaigns;
 mod doctor;
 mod generate;
 mod guard;
+pub mod config;
 mod lists;
 mod preview;
 mod report;
@@ -103,6 +104,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Completions { shell } => generate::completions(*shell, cli.json),
         Command::Manpage { dir } => generate::manpages(dir),
         Command::Doctor(a) => doctor::doctor(cli, a),
+        Command::Config(cmd) => config::command(cli, cmd),
     }
 }
 

@@ -53,7 +53,8 @@ pub(super) fn show(
 
 /// The routes `--provider` or a config file give, if any (a preview needs none).
 fn routes_if_any(store: &Arc<dyn Storage>, t: &SendTarget) -> Result<Option<run::Routes>> {
-    let has_config = t.config.is_some() || std::path::Path::new("sendonce.toml").exists();
+    let found = crate::config::discover(t.config.as_deref(), &crate::config::process_env)?;
+    let has_config = found.chosen.is_some();
     if t.provider.is_none() && !has_config {
         return Ok(None);
     }
