@@ -323,6 +323,10 @@ pub fn search_path(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
 /// error naming it; no file at all is not an error.
 pub fn discover(explicit: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<Discovery> {
     let named = match explicit {
+        // A command's --config takes SENDONCE_CONFIG too (clap's `env`): say which it was.
+        Some(p) if env(CONFIG_ENV).is_some_and(|v| Path::new(&v) == p) => {
+            Some((p.to_path_buf(), Chosen::Env, CONFIG_ENV))
+        }
         Some(p) => Some((p.to_path_buf(), Chosen::Flag, "--config")),
         None => env(CONFIG_ENV)
             .filter(|v| !v.is_empty())

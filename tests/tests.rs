@@ -11,6 +11,7 @@ mod api;
 mod audience;
 mod bench;
 mod cli;
+mod config;
 mod content;
 // Damaged files (truncated, flipped bytes, a lost -wal): needs the `crash-points` feature.
 #[cfg(feature = "crash-points")]
