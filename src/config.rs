@@ -236,14 +236,54 @@ pub struct Setting {
 
 /// Every scalar setting. `[[route]]` and `[[webhook]]` are tables: they are set in the file only.
 pub const SETTINGS: &[Setting] = &[
-    Setting { key: "db", env: "SENDONCE_DB", flag: "--db", default: Some("./sendonce.db") },
-    Setting { key: "provider", env: "SENDONCE_PROVIDER", flag: "--provider", default: None },
-    Setting { key: "public_url", env: "SENDONCE_PUBLIC_URL", flag: "--public-url", default: None },
-    Setting { key: "serve.listen", env: "SENDONCE_LISTEN", flag: "--listen", default: Some("127.0.0.1:8025") },
-    Setting { key: "serve.worker", env: "SENDONCE_WORKER", flag: "--worker", default: Some("false") },
-    Setting { key: "serve.drain", env: "SENDONCE_DRAIN", flag: "--drain", default: Some("30s") },
-    Setting { key: "serve.body_limit", env: "SENDONCE_BODY_LIMIT", flag: "--body-limit", default: Some("1048576") },
-    Setting { key: "serve.request_timeout", env: "SENDONCE_REQUEST_TIMEOUT", flag: "--request-timeout", default: Some("60s") },
+    Setting {
+        key: "db",
+        env: "SENDONCE_DB",
+        flag: "--db",
+        default: Some("./sendonce.db"),
+    },
+    Setting {
+        key: "provider",
+        env: "SENDONCE_PROVIDER",
+        flag: "--provider",
+        default: None,
+    },
+    Setting {
+        key: "public_url",
+        env: "SENDONCE_PUBLIC_URL",
+        flag: "--public-url",
+        default: None,
+    },
+    Setting {
+        key: "serve.listen",
+        env: "SENDONCE_LISTEN",
+        flag: "--listen",
+        default: Some("127.0.0.1:8025"),
+    },
+    Setting {
+        key: "serve.worker",
+        env: "SENDONCE_WORKER",
+        flag: "--worker",
+        default: Some("false"),
+    },
+    Setting {
+        key: "serve.drain",
+        env: "SENDONCE_DRAIN",
+        flag: "--drain",
+        default: Some("30s"),
+    },
+    Setting {
+        key: "serve.body_limit",
+        env: "SENDONCE_BODY_LIMIT",
+        flag: "--body-limit",
+        default: Some("1048576"),
+    },
+    Setting {
+        key: "serve.request_timeout",
+        env: "SENDONCE_REQUEST_TIMEOUT",
+        flag: "--request-timeout",
+        default: Some("60s"),
+    },
 ];
 
 /// Where one effective setting came from.
@@ -321,7 +361,10 @@ pub fn search_path(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
 /// Which config file applies: `explicit` (`--config`), then `SENDONCE_CONFIG`, then the first
 /// of [`search_path`] that exists. A named file (flag or variable) that does not exist is an
 /// error naming it; no file at all is not an error.
-pub fn discover(explicit: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<Discovery> {
+pub fn discover(
+    explicit: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Discovery> {
     let named = match explicit {
         // A command's --config takes SENDONCE_CONFIG too (clap's `env`): say which it was.
         Some(p) if env(CONFIG_ENV).is_some_and(|v| Path::new(&v) == p) => {
@@ -347,7 +390,11 @@ pub fn discover(explicit: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -
     }
     let candidates = search_path(env);
     let chosen = candidates.iter().find(|p| p.exists()).cloned();
-    let how = if chosen.is_some() { Chosen::Search } else { Chosen::None };
+    let how = if chosen.is_some() {
+        Chosen::Search
+    } else {
+        Chosen::None
+    };
     Ok(Discovery {
         chosen,
         how,

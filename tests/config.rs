@@ -105,7 +105,13 @@ fn the_first_file_that_exists_wins_in_the_documented_order() {
     assert_eq!(setting(&d, "serve.listen")["value"], "127.0.0.1:2222");
     let r = run(
         cmd_in(&env, &cwd).env("SENDONCE_CONFIG", &by_env),
-        &["config", "show", "--json", "--config", named.to_str().unwrap()],
+        &[
+            "config",
+            "show",
+            "--json",
+            "--config",
+            named.to_str().unwrap(),
+        ],
     );
     let d: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(d["chosen_by"], "flag");
@@ -213,11 +219,17 @@ fn environment_variables_win_over_the_file_and_the_file_over_defaults() {
         setting(&d, "serve.listen")["from"],
         serde_json::json!({"kind": "env", "name": "SENDONCE_LISTEN"})
     );
-    assert_eq!(setting(&d, "serve.worker")["from"]["name"], "SENDONCE_WORKER");
+    assert_eq!(
+        setting(&d, "serve.worker")["from"]["name"],
+        "SENDONCE_WORKER"
+    );
     assert_eq!(setting(&d, "serve.drain")["value"], "5s");
     assert_eq!(setting(&d, "serve.drain")["from"]["kind"], "file");
     assert_eq!(setting(&d, "serve.request_timeout")["value"], "60s");
-    assert_eq!(setting(&d, "serve.request_timeout")["from"]["kind"], "default");
+    assert_eq!(
+        setting(&d, "serve.request_timeout")["from"]["kind"],
+        "default"
+    );
     // SENDONCE_DB beats the file; --db beats SENDONCE_DB.
     let other = env.path("env.db");
     let d = show(&mut bare(Some(&other)));
@@ -298,10 +310,22 @@ fn show_masks_every_secret() {
         text.stdout
     );
     assert!(text.stdout.contains("SENDONCE_POSTMARK_TOKEN\tnot set"));
-    assert!(text.stdout.contains(&format!("ACME_HOOK\tset ({n} chars)\twebhook 1 (resend)")));
-    assert!(text.stdout.contains("/nonexistent/t\tfile missing\twebhook 2 (twilio)"));
-    assert!(text.stdout.contains("https://***@h.example/send"), "{}", text.stdout);
-    assert!(text.stdout.contains("https://***@news.example"), "{}", text.stdout);
+    assert!(text
+        .stdout
+        .contains(&format!("ACME_HOOK\tset ({n} chars)\twebhook 1 (resend)")));
+    assert!(text
+        .stdout
+        .contains("/nonexistent/t\tfile missing\twebhook 2 (twilio)"));
+    assert!(
+        text.stdout.contains("https://***@h.example/send"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("https://***@news.example"),
+        "{}",
+        text.stdout
+    );
     assert!(text.stdout.contains("routes: 0, webhooks: 2"));
 }
 
@@ -345,7 +369,15 @@ fn journald_format_is_prefixed_lines_without_colour_or_time() {
     approved(&env);
     let r = run(
         &mut worker_cmd(&env),
-        &["run", "--once", "--provider", "null", "-vv", "--log-format", "journald"],
+        &[
+            "run",
+            "--once",
+            "--provider",
+            "null",
+            "-vv",
+            "--log-format",
+            "journald",
+        ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let lines: Vec<&str> = r.stderr.lines().collect();
@@ -395,7 +427,10 @@ fn journal_stream_naming_stderr_turns_journald_on_and_nothing_else_does() {
         "JOURNAL_STREAM names stderr: journald lines expected:\n{matched}"
     );
     // Another file's dev:inode (stderr redirected away from the journal): human lines.
-    let other = std::fs::File::create(env.path("other")).unwrap().metadata().unwrap();
+    let other = std::fs::File::create(env.path("other"))
+        .unwrap()
+        .metadata()
+        .unwrap();
     let f = std::fs::File::create(&log).unwrap();
     let st = worker_cmd(&env)
         .env("JOURNAL_STREAM", format!("{}:{}", other.dev(), other.ino()))
@@ -421,7 +456,14 @@ fn journal_stream_naming_stderr_turns_journald_on_and_nothing_else_does() {
         .env("SENDONCE_LOG", "debug")
         .stderr(f)
         .stdout(Stdio::null())
-        .args(["run", "--once", "--provider", "null", "--log-format", "json"])
+        .args([
+            "run",
+            "--once",
+            "--provider",
+            "null",
+            "--log-format",
+            "json",
+        ])
         .status()
         .unwrap();
     assert!(st.success());
@@ -436,10 +478,21 @@ fn no_colours_in_a_pipe_in_any_format() {
     for format in ["human", "json", "journald"] {
         let r = run(
             worker_cmd(&env).env("SENDONCE_LOG", "debug"),
-            &["run", "--once", "--provider", "null", "--log-format", format],
+            &[
+                "run",
+                "--once",
+                "--provider",
+                "null",
+                "--log-format",
+                format,
+            ],
         );
         assert_eq!(r.code, 0, "{format}: {}", r.stderr);
         assert!(!r.stderr.is_empty(), "{format}: nothing logged");
-        assert!(!has_ansi(&r.stderr), "{format}: ANSI in a pipe:\n{}", r.stderr);
+        assert!(
+            !has_ansi(&r.stderr),
+            "{format}: ANSI in a pipe:\n{}",
+            r.stderr
+        );
     }
 }

@@ -10,6 +10,7 @@ mod common;
 mod api;
 mod audience;
 mod bench;
+mod canary;
 mod cli;
 mod config;
 mod content;

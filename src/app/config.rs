@@ -58,10 +58,22 @@ pub const SECRET_VARS: &[(&str, &str)] = &[
     (crate::provider::twilio::AUTH_TOKEN_ENV, "twilio provider"),
     (crate::provider::resend::API_KEY_ENV, "resend provider"),
     (crate::provider::postmark::TOKEN_ENV, "postmark provider"),
-    (crate::domain::links::SECRET_ENV, "unsubscribe and confirm links"),
-    (crate::domain::links::OLD_SECRETS_ENV, "links sealed with older keys"),
-    (crate::tools::fake::callbacks::SECRET_ENV, "fake-provider callbacks"),
-    (crate::tools::fake::callbacks::POSTMARK_AUTH_ENV, "fake-provider callbacks"),
+    (
+        crate::domain::links::SECRET_ENV,
+        "unsubscribe and confirm links",
+    ),
+    (
+        crate::domain::links::OLD_SECRETS_ENV,
+        "links sealed with older keys",
+    ),
+    (
+        crate::tools::fake::callbacks::SECRET_ENV,
+        "fake-provider callbacks",
+    ),
+    (
+        crate::tools::fake::callbacks::POSTMARK_AUTH_ENV,
+        "fake-provider callbacks",
+    ),
 ];
 
 /// The effective settings. `explicit` is `config show --config`; `db` is the database path the
@@ -215,7 +227,10 @@ mod tests {
             mask_userinfo("smtp://mailer@smtp.example:587?tls=tls"),
             "smtp://***@smtp.example:587?tls=tls"
         );
-        assert_eq!(mask_userinfo("https://news.example"), "https://news.example");
+        assert_eq!(
+            mask_userinfo("https://news.example"),
+            "https://news.example"
+        );
         assert_eq!(mask_value("a-secret-b", &["secret".into()]), "a-***-b");
     }
 
@@ -238,8 +253,7 @@ mod tests {
                 Some(r)
                     if r.starts_with('[')
                         || r.split_once(" = ").is_some_and(|(k, _)| {
-                            !k.is_empty()
-                                && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                            !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                         }) =>
                 {
                     r.to_string()

@@ -1,7 +1,7 @@
 //! `sendonce config show|example`, and the database path settled before dispatch: `--db`, then
 //! `SENDONCE_DB`, then the config file's `db`, then `./sendonce.db`.
 
-use super::args::{Cli, CampaignCmd, Command, ConfigCmd, SubscriberCmd};
+use super::args::{CampaignCmd, Cli, Command, ConfigCmd, SubscriberCmd};
 use super::{to_json, Output};
 use crate::app::config as show;
 use crate::config::{self, Config, Origin};

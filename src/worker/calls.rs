@@ -104,10 +104,24 @@ impl Calls {
             *n = n.saturating_sub(1);
         }
         let now = crate::domain::clock::now_ms();
+        let outcome = outcome(res, &f, policy, now);
+        // At -vv, every call that did not go through, with the provider's (secret-free) error.
+        match &outcome {
+            Outcome::Accepted { .. } => {}
+            Outcome::Retry { error, .. } => {
+                tracing::debug!(target: TARGET, send_id = id, %error, "call not sent; retrying")
+            }
+            Outcome::Failed { error, .. } => {
+                tracing::debug!(target: TARGET, send_id = id, %error, "call failed")
+            }
+            Outcome::InDoubt { error } => {
+                tracing::debug!(target: TARGET, send_id = id, %error, "call outcome unknown: in doubt")
+            }
+        }
         Some(Record {
             id,
             token: f.token,
-            outcome: outcome(res, &f, policy, now),
+            outcome,
         })
     }
 
