@@ -28,7 +28,7 @@ pub fn routes(
         None => Err(Error::invalid(
             "no provider chosen: pass --provider SPEC (e.g. --provider outbox:./outbox.jsonl \
              to write messages to a file, or smtp://HOST:PORT), set SENDONCE_PROVIDER, or \
-             write a config file (--config FILE; `sendonce config show` lists where it is looked for); see `sendonce run --help`",
+             write a sendonce.toml (--config FILE; `sendonce config show` lists where it is looked for); see `sendonce run --help`",
         )),
     }
 }
