@@ -108,6 +108,27 @@ pub fn show(
             from,
         });
     }
+    let secrets = secret_states(file.as_ref(), env);
+    Ok(Shown {
+        config_file: found.chosen.clone(),
+        chosen_by: found.how,
+        candidates: found
+            .candidates
+            .iter()
+            .map(|p| Candidate {
+                path: p.clone(),
+                exists: p.exists(),
+            })
+            .collect(),
+        settings,
+        routes: file.as_ref().map_or(0, |f| f.route.len()),
+        webhooks: file.as_ref().map_or(0, |f| f.webhook.len()),
+        secrets,
+    })
+}
+
+/// Each secret variable (and each webhook's secret) as set or not, never its value.
+fn secret_states(file: Option<&Config>, env: &dyn Fn(&str) -> Option<String>) -> Vec<SecretState> {
     let mut secrets: Vec<SecretState> = SECRET_VARS
         .iter()
         .map(|(name, used_by)| SecretState {
@@ -116,7 +137,7 @@ pub fn show(
             state: told(env(name)),
         })
         .collect();
-    for (i, w) in file.iter().flat_map(|f| f.webhook.iter()).enumerate() {
+    for (i, w) in file.into_iter().flat_map(|f| f.webhook.iter()).enumerate() {
         let used_by = format!("webhook {} ({})", i + 1, w.source);
         if let Some(var) = &w.secret_env {
             secrets.push(SecretState {
@@ -137,22 +158,7 @@ pub fn show(
             });
         }
     }
-    Ok(Shown {
-        config_file: found.chosen.clone(),
-        chosen_by: found.how,
-        candidates: found
-            .candidates
-            .iter()
-            .map(|p| Candidate {
-                path: p.clone(),
-                exists: p.exists(),
-            })
-            .collect(),
-        settings,
-        routes: file.as_ref().map_or(0, |f| f.route.len()),
-        webhooks: file.as_ref().map_or(0, |f| f.webhook.len()),
-        secrets,
-    })
+    secrets
 }
 
 /// "set (N chars)" or "not set".
