@@ -439,6 +439,61 @@ concurrency = 4
 "#;
 
     #[test]
+    fn discovery_follows_the_documented_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let xdg = dir.path().join("xdg");
+        let home = dir.path().join("home");
+        let vars = |xdg_value: Option<&str>, config: Option<&str>| {
+            let xdg_value = xdg_value.map(str::to_string);
+            let config = config.map(str::to_string);
+            let home = home.display().to_string();
+            move |k: &str| match k {
+                "XDG_CONFIG_HOME" => xdg_value.clone(),
+                "HOME" => Some(home.clone()),
+                CONFIG_ENV => config.clone(),
+                _ => None,
+            }
+        };
+        let x = xdg.display().to_string();
+        let path = search_path(&vars(Some(&x), None));
+        assert_eq!(path[1], xdg.join("sendonce/sendonce.toml"));
+        assert_eq!(path[2], Path::new(SYSTEM_FILE));
+        // A relative XDG_CONFIG_HOME is ignored (XDG base directory spec): ~/.config.
+        let path = search_path(&vars(Some("rel"), None));
+        assert_eq!(path[1], home.join(".config/sendonce/sendonce.toml"));
+        // A named file that does not exist is an error naming it and where it came from.
+        let missing = dir.path().join("missing.toml");
+        let m = missing.display().to_string();
+        let e = discover(None, &vars(None, Some(&m))).unwrap_err();
+        assert!(
+            e.message.contains(&m) && e.message.contains(CONFIG_ENV),
+            "{}",
+            e.message
+        );
+        let e = discover(Some(&missing), &vars(None, None)).unwrap_err();
+        assert!(e.message.contains("--config"), "{}", e.message);
+        // The flag wins over the variable.
+        let named = dir.path().join("named.toml");
+        std::fs::write(&named, "").unwrap();
+        let d = discover(Some(&named), &vars(None, Some(&m))).unwrap();
+        assert_eq!(
+            (d.chosen.as_deref(), d.how),
+            (Some(named.as_path()), Chosen::Flag)
+        );
+    }
+
+    #[test]
+    fn parse_errors_give_line_and_column_on_one_line() {
+        let e = Config::parse("provider = \"x\"\n\n[serve]\nlisten = 1\n").unwrap_err();
+        assert!(
+            e.message.starts_with("line 4, column 10: "),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains('\n'), "{}", e.message);
+    }
+
+    #[test]
     fn most_specific_route_wins() {
         let c = Config::parse(EXAMPLE).unwrap();
         assert_eq!(c.route_for(1, "acme", Channel::Email), Some(1));
