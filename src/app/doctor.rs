@@ -64,7 +64,7 @@ pub struct Request {
     pub db: PathBuf,
     /// `integrity_check` instead of `quick_check`.
     pub full: bool,
-    /// The config file whose routes are built (None: `./sendonce.toml` if it exists).
+    /// The config file whose routes are built (None: the one `config::discover` finds).
     pub config: Option<PathBuf>,
     /// The default provider spec (`--provider`, `SENDONCE_PROVIDER`).
     pub provider: Option<String>,

@@ -5,8 +5,8 @@
 pub mod accounts;
 pub mod campaigns;
 pub mod check;
-pub mod doctor;
 pub mod config;
+pub mod doctor;
 pub mod doubts;
 pub mod guard;
 pub mod import;

@@ -13,7 +13,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The config file's routes (`config`, or ./sendonce.toml if it exists) with `provider` as
+/// The config file's routes (`config`, or the file `config::discover` finds) with `provider` as
 /// their default, or the one `provider` for everything; with neither, sending refuses to start.
 pub fn routes(
     config: Option<&Path>,

@@ -41,8 +41,8 @@ pub struct Hooks {
 }
 
 impl Hooks {
-    /// The `[[webhook]]` entries of the config file (`config`, or ./sendonce.toml if it
-    /// exists), secrets read now; `public_url` (a flag or its environment variable) wins over
+    /// The `[[webhook]]` entries of the config file (`config`, or the file `config::discover`
+    /// finds), secrets read now; `public_url` (a flag or its environment variable) wins over
     /// the file's. A Twilio webhook without a public URL is refused (Twilio signs the URL).
     pub fn load(config: Option<&Path>, public_url: Option<&str>) -> Result<Hooks> {
         let Some(file) = Config::load(config)? else {

@@ -198,8 +198,8 @@ pub struct DoctorArgs {
     /// Run the complete `integrity_check` instead of `quick_check` (slower on large files).
     #[arg(long)]
     pub full: bool,
-    /// Config file whose provider routes are built (default: ./sendonce.toml if it exists).
-    #[arg(long)]
+    /// Config file whose provider routes are built (default: as `sendonce config show` finds it).
+    #[arg(long, env = "SENDONCE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Default provider spec, as `run --provider`.
     #[arg(long, env = "SENDONCE_PROVIDER")]

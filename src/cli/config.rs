@@ -19,6 +19,7 @@ pub fn config_flag(cli: &Cli) -> Option<&Path> {
         Command::Subscriber(SubscriberCmd::Add { links, .. })
         | Command::Subscriber(SubscriberCmd::Import { links, .. }) => &links.config,
         Command::Config(ConfigCmd::Show { config }) => config,
+        Command::Doctor(a) => &a.config,
         _ => return None,
     };
     p.as_deref()
@@ -36,6 +37,8 @@ pub fn settle_db(cli: &mut Cli, given: Option<Origin>) -> Result<()> {
             | Command::Notify(_)
             | Command::FakeProvider(_)
             | Command::Config(ConfigCmd::Example)
+            | Command::Completions { .. }
+            | Command::Manpage { .. }
     );
     let from = match given {
         Some(o) => o,

@@ -4,10 +4,10 @@
 
 pub mod args;
 mod campaigns;
+pub mod config;
 mod doctor;
 mod generate;
 mod guard;
-pub mod config;
 mod lists;
 mod preview;
 mod report;
