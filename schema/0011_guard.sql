@@ -7,7 +7,7 @@
 -- before this migration: the first worker (or `init`, `adopt`) records its own place.
 --
 -- `generation` counts the claim transactions that leased rows. After each one the store writes
--- it, fsynced, to a sidecar file beside the database (`<db>-watermark`); a database whose
+-- it to a sidecar file beside the database (`<db>-watermark`); a database whose
 -- generation is behind its sidecar has gone back in time (a lost WAL, a snapshot restored under
 -- the installation) and refuses to send. `heartbeat_at` is the time of the last such claim.
 --

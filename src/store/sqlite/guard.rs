@@ -1,5 +1,5 @@
 //! The clone guard and the time-travel watermark of a SQLite file (`schema/0011_guard.sql`):
-//! this process's place, the fsynced watermark file beside the database, the claim generation
+//! this process's place, the watermark file beside the database, the claim generation
 //! counted in every claim that leases rows, `adopt`, checks, online backup and restore.
 
 use super::SqliteStore;
@@ -67,7 +67,8 @@ pub(super) fn here(db: &Path) -> Place {
 pub(super) struct Guard {
     pub(super) here: Place,
     pub(super) enforced: bool,
-    mark: Mutex<()>,
+    /// The watermark file, kept open, and when it was last fsynced.
+    mark: Mutex<Option<(File, std::time::Instant)>>,
     mark_path: PathBuf,
     installation: String,
     /// The highest generation this process saw committed: a claim that gets one not above it
@@ -96,7 +97,7 @@ impl Guard {
         Ok(Guard {
             here: here(db),
             enforced: opts.guard,
-            mark: Mutex::new(()),
+            mark: Mutex::new(None),
             mark_path: watermark_path(db),
             installation,
             last_committed: AtomicI64::new(0),
@@ -104,16 +105,103 @@ impl Guard {
         })
     }
 
-    /// After a claim committed `generation`: remember it and raise the watermark to it (fsynced)
-    /// before any call of that claim goes out.
+    /// After a claim committed `generation`: remember it and raise the watermark to it before
+    /// any call of that claim goes out. The write reaches the page cache at once (a kill -9,
+    /// a deleted -wal or a swapped file never loses it); it is fsynced at most once per
+    /// [`MARK_SYNC_EVERY`], so a power cut can set it back by that much, never ahead of the
+    /// database, whose commit was fsynced before this write was issued.
     pub(super) fn committed(&self, generation: i64, at: i64) -> Result<()> {
         self.last_committed.fetch_max(generation, Ordering::SeqCst);
         if !self.enforced {
             return Ok(());
         }
-        let _one = self.mark.lock().unwrap_or_else(|p| p.into_inner());
-        write_mark(&self.mark_path, &self.installation, generation, at, false)
+        let io = |e| {
+            Error::io(
+                &format!("cannot write the watermark {}", self.mark_path.display()),
+                e,
+            )
+        };
+        let mut slot = self.mark.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let new = !self.mark_path.exists();
+            let f = open_mark(&self.mark_path).map_err(io)?;
+            if new {
+                f.sync_all().map_err(io)?;
+                sync_dir(&self.mark_path)?;
+            }
+            *slot = Some((f, std::time::Instant::now()));
+        }
+        let Some((f, synced_at)) = slot.as_mut() else {
+            return Ok(());
+        };
+        raise_mark(f, &self.installation, generation, at, false).map_err(io)?;
+        if synced_at.elapsed() >= MARK_SYNC_EVERY {
+            f.sync_data().map_err(io)?;
+            *synced_at = std::time::Instant::now();
+        }
+        Ok(())
     }
+}
+
+impl Drop for Guard {
+    /// A store closing syncs the watermark it was raising.
+    fn drop(&mut self) {
+        let slot = self.mark.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some((f, _)) = slot.as_ref() {
+            let _ = f.sync_data();
+        }
+    }
+}
+
+/// How often a running worker fsyncs its watermark.
+pub const MARK_SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn open_mark(path: &Path) -> std::io::Result<File> {
+    crate::files::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+/// Under an exclusive `flock` of the open watermark file (several processes may claim from one
+/// database): write `generation` in place unless a higher one of the same installation is
+/// already there (`force`: write it anyway). Not synced here.
+fn raise_mark(
+    f: &mut File,
+    installation: &str,
+    generation: i64,
+    at: i64,
+    force: bool,
+) -> std::io::Result<()> {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&*f);
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let done = (|| {
+        if !force {
+            let mut text = String::new();
+            f.seek(SeekFrom::Start(0))?;
+            let _ = f.read_to_string(&mut text);
+            if let Ok((inst, on_disk, _)) = decode(&text) {
+                if inst == installation && on_disk >= generation {
+                    return Ok(());
+                }
+            }
+        }
+        let record = encode(installation, generation, at);
+        f.seek(SeekFrom::Start(0))?;
+        f.write_all(record.as_bytes())?;
+        if f.metadata()?.len() != record.len() as u64 {
+            f.set_len(record.len() as u64)?;
+        }
+        Ok(())
+    })();
+    // SAFETY: as above.
+    unsafe { libc::flock(fd, libc::LOCK_UN) };
+    done
 }
 
 /// The record: `sendonce-watermark 1 INSTALLATION GENERATION AT CHECK\n`, fixed width, where
@@ -167,9 +255,8 @@ pub(super) fn read_mark(path: &Path) -> Watermark {
     }
 }
 
-/// Raise the watermark at `path` to `generation` under an exclusive `flock` (several processes
-/// may claim from one file): a higher value already there is kept unless `force`. The record is
-/// written in place and fsynced; its directory is fsynced when the file is new.
+/// Raise the watermark at `path` to `generation` (see [`raise_mark`]), fsynced; its directory
+/// too when the file is new. For `init`, `adopt` and a worker's start.
 fn write_mark(
     path: &Path,
     installation: &str,
@@ -177,38 +264,11 @@ fn write_mark(
     at: i64,
     force: bool,
 ) -> Result<()> {
-    let io = |what: &str, e: std::io::Error| Error::io(&format!("{what} {}", path.display()), e);
+    let io = |e| Error::io(&format!("cannot write the watermark {}", path.display()), e);
     let new = !path.exists();
-    let mut f = crate::files::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| io("cannot open the watermark", e))?;
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
-    // SAFETY: flock on a descriptor we own; released when `f` is closed.
-    if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
-        return Err(io(
-            "cannot lock the watermark",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    if !force {
-        let mut text = String::new();
-        let _ = f.read_to_string(&mut text);
-        if let Ok((inst, on_disk, _)) = decode(&text) {
-            if inst == installation && on_disk >= generation {
-                return Ok(());
-            }
-        }
-    }
-    let record = encode(installation, generation, at);
-    f.seek(SeekFrom::Start(0))
-        .and_then(|_| f.write_all(record.as_bytes()))
-        .and_then(|()| f.set_len(record.len() as u64))
-        .and_then(|()| f.sync_data())
-        .map_err(|e| io("cannot write the watermark", e))?;
+    let mut f = open_mark(path).map_err(io)?;
+    raise_mark(&mut f, installation, generation, at, force).map_err(io)?;
+    f.sync_data().map_err(io)?;
     if new {
         sync_dir(path)?;
     }
