@@ -32,11 +32,15 @@ INSERT INTO guard (singleton) VALUES (1);
 
 -- One row per `adopt` that found the file gone back in time: the highest ids it had then. The
 -- lost timeline may have used the ids above them for other campaigns, subscribers, lists and
--- API messages, so a job made from any of them gets the scope `INSTALLATION~N` (N: the
--- number of epochs whose ids it is above) instead of `INSTALLATION`: a new recipient never
--- shares a provider key with a message the lost timeline sent to someone else.
+-- API messages, so a job made from any of them gets the scope `INSTALLATION~L` instead of
+-- `INSTALLATION`, where L is the highest `label` among the epochs whose ids it is above: a
+-- new recipient never shares a provider key with a message the lost timeline sent to someone
+-- else. The label is the claim counter the adopt set (from the watermark, outside the file),
+-- so restoring the same backup twice never reuses a label: the second lost timeline had
+-- claimed further.
 CREATE TABLE guard_epochs (
     epoch               INTEGER PRIMARY KEY,
+    label               INTEGER NOT NULL,
     adopted_at          INTEGER NOT NULL,
     campaigns_through   INTEGER NOT NULL,
     subscribers_through INTEGER NOT NULL,

@@ -442,7 +442,12 @@ fn ids_reused_after_a_restore_never_share_a_key_with_the_lost_timeline() {
         .map(|r| r.unwrap())
         .collect();
     assert_eq!(jobs.len(), 6);
-    assert!(jobs.iter().all(|j| j.ends_with("~1")), "{jobs:?}");
+    let scope = |j: &str| j.split_once('~').map(|(_, l)| l.to_string());
+    let label = scope(&jobs[0]).expect("a new key scope");
+    assert!(
+        jobs.iter().all(|j| scope(j).as_ref() == Some(&label)),
+        "{jobs:?}"
+    );
     let d = delivered(&env);
     assert!(
         jobs.iter().all(|j| d.get(j) == Some(&1)),
@@ -460,7 +465,9 @@ fn ids_reused_after_a_restore_never_share_a_key_with_the_lost_timeline() {
     assert_eq!(c1_jobs.len(), 6, "{c1_jobs:?}");
     assert!(c1_jobs[..3].iter().all(|j| !j.contains('~')), "{c1_jobs:?}");
     assert!(
-        c1_jobs[3..].iter().all(|j| j.ends_with("~1")),
+        c1_jobs[3..]
+            .iter()
+            .all(|j| scope(j).as_ref() == Some(&label)),
         "{c1_jobs:?}"
     );
     let sent: i64 = c
@@ -472,4 +479,68 @@ fn ids_reused_after_a_restore_never_share_a_key_with_the_lost_timeline() {
         .unwrap();
     assert_eq!(sent, 12, "campaign 1 (6) and campaign 2 (6)");
     assert_eq!(d.len(), 18, "9 of the lost timeline + 9 new; none twice");
+    drop(c);
+    // The same backup restored again: the second lost timeline's new ids get another scope.
+    let r = sendonce(&env.db, &["--json", "restore", backup.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c2 = new_campaign(
+        "email,name\nthird4@example.com,T4\nthird5@example.com,T5\nthird6@example.com,T6\n",
+    );
+    assert_eq!(c2, lost_c2);
+    let r = finish(worker(&env.db, &spec).spawn().unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_nobody_twice(&env, "after the second restore");
+    let jobs: Vec<String> = env
+        .sqlite()
+        .prepare("SELECT job_id FROM sends WHERE campaign_id = ?1")
+        .unwrap()
+        .query_map([&c2], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let second = scope(&jobs[0]).expect("a new key scope");
+    assert_ne!(
+        second, label,
+        "restoring the same backup twice never reuses a scope"
+    );
+    assert_eq!(
+        delivered(&env).len(),
+        27,
+        "9 more new deliveries, none twice"
+    );
+}
+
+/// Opt-outs recorded after a backup survive its restore: the replaced file is kept (with its
+/// -wal) and its suppressions are carried into the restored one, so the address is not sent.
+#[test]
+fn a_restore_keeps_the_opt_outs_recorded_after_the_backup() {
+    let env = Env::new();
+    let (acct, cid) = env.setup_campaign(3);
+    let backup = env.path("before.db");
+    env.ok(&["backup", backup.to_str().unwrap()]);
+    env.ok(&[
+        "suppress",
+        "add",
+        "--account",
+        &acct,
+        "--channel",
+        "email",
+        "user1@example.com",
+    ]);
+    let r = sendonce(&env.db, &["--json", "restore", backup.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = json(&r);
+    assert_eq!(doc["opt_outs"]["suppressions"], 1, "{doc}");
+    let kept = doc["kept"].as_str().unwrap();
+    assert!(Path::new(kept).exists(), "{doc}");
+    env.ok(&["campaign", "approve", &cid]);
+    let fake = fake(&env, true);
+    let r = finish(worker(&env.db, &spec(&fake, true)).spawn().unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d = delivered(&env);
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert!(
+        d.keys().all(|j| !j.contains(":sub:2@")),
+        "user1 was suppressed: {d:?}"
+    );
 }

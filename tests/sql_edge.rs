@@ -147,7 +147,6 @@ fn a_corrupt_suppression_channel_is_an_error() {
 fn the_job_id_built_in_sql_is_the_rust_one() {
     let env = Env::new();
     let (s, _acct, cid) = sending_campaign(&env, 3);
-    let installation = s.installation_id().unwrap();
     let rows: Vec<(i64, String)> = env
         .sqlite()
         .prepare("SELECT subscriber_id, job_id FROM sends WHERE campaign_id = ?1")
@@ -158,7 +157,8 @@ fn the_job_id_built_in_sql_is_the_rust_one() {
         .unwrap();
     assert_eq!(rows.len(), 3);
     for (sub, job) in rows {
-        assert_eq!(job, campaign_job_id(&installation, cid, sub));
+        let scope = s.key_scope(cid, sub).unwrap();
+        assert_eq!(job, campaign_job_id(&scope, cid, sub));
     }
 }
 

@@ -54,12 +54,33 @@ pub(super) fn backup(cli: &Cli, path: &Path) -> Result<Output> {
 
 pub(super) fn restore(cli: &Cli, backup: &Path) -> Result<Output> {
     let r = guard::restore(backup, &cli.db, &open_opts(cli)?)?;
-    let text = format!(
+    let mut text = format!(
         "restored {} to {}: {}\n{}",
         r.from,
         r.db,
         counts_text(&r.counts),
         adopted_text(&r.adopted)
     );
+    if let Some(k) = &r.kept {
+        text.push_str(&format!(
+            "\nthe replaced database is kept as {k} (with its -wal); delete it when you no \
+             longer need it"
+        ));
+    }
+    if let Some(o) = &r.opt_outs {
+        text.push_str(&format!(
+            "\nopt-outs carried from the replaced file: {} suppressions, {} subscribers \
+             unsubscribed or bounced, {} list unsubscribes",
+            o.suppressions, o.subscribers, o.memberships
+        ));
+    }
+    if let Some(e) = &r.opt_outs_error {
+        text.push_str(&format!(
+            "\nWARNING: the opt-outs of the replaced file could not be carried ({e}); opt-outs \
+             recorded after the backup are missing: add them again (`sendonce suppress add`) \
+             before sending"
+        ));
+        tracing::warn!(error = %e, "opt-outs of the replaced file not carried");
+    }
     Ok(Output::ok(to_json(&r), text))
 }

@@ -106,10 +106,10 @@ pub const INSTALLATION_SCOPE_LEN: usize = 16;
 /// Separates the installation from the key epoch in a job id's scope.
 pub const EPOCH_MARK: &str = "~";
 
-/// The scope of a job id: the first 16 hex digits of the installation id, then `~N` when the
-/// job's campaign, subscriber, list or message was made after the N-th `adopt` that found the
-/// file gone back in time (`schema/0011_guard.sql`): ids the lost timeline may have used for
-/// other people never share a key with new ones.
+/// The scope of a job id: the first 16 hex digits of the installation id, then `~L` when the
+/// job's campaign, subscriber, list or message was made after an `adopt` that found the file
+/// gone back in time, L being that adopt's label (`schema/0011_guard.sql`): ids the lost
+/// timeline may have used for other people never share a key with new ones.
 pub fn key_scope(installation: &str, epoch: i64) -> String {
     let prefix = installation
         .get(..INSTALLATION_SCOPE_LEN)

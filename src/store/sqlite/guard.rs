@@ -80,16 +80,12 @@ pub(super) struct Guard {
 }
 
 impl Guard {
-    pub(super) fn open(db: &Path, conn: &rusqlite::Connection, opts: &OpenOptions) -> Result<Self> {
-        let holder =
-            File::open(db).map_err(|e| Error::io(&format!("cannot open {}", db.display()), e))?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&holder), libc::LOCK_SH) } != 0 {
-            return Err(Error::io(
-                &format!("cannot lock {}", db.display()),
-                std::io::Error::last_os_error(),
-            ));
-        }
+    pub(super) fn open(
+        db: &Path,
+        holder: File,
+        conn: &rusqlite::Connection,
+        opts: &OpenOptions,
+    ) -> Result<Self> {
         let installation: String =
             conn.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
                 r.get(0)
@@ -234,9 +230,22 @@ fn decode(text: &str) -> std::result::Result<(String, i64, i64), String> {
     }
 }
 
+/// The watermark file's bytes, read under a shared `flock` (a worker rewrites it in place
+/// under an exclusive one: no torn read).
+fn read_locked(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut f = File::open(path)?;
+    // SAFETY: flock on a descriptor we own; released when `f` is closed.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_SH) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// Read the watermark file at `path`.
 pub(super) fn read_mark(path: &Path) -> Watermark {
-    match std::fs::read(path) {
+    match read_locked(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Watermark::Missing,
         Err(e) => Watermark::Unreadable {
             reason: e.to_string(),
@@ -422,7 +431,7 @@ pub(super) fn key_scope(c: &rusqlite::Connection, ids: &[(&str, i64)]) -> Result
         true => 0,
         false => c.query_row(
             &format!(
-                "SELECT count(*) FROM guard_epochs WHERE {}",
+                "SELECT coalesce(max(label), 0) FROM guard_epochs WHERE {}",
                 above.join(" OR ")
             ),
             [],
@@ -435,7 +444,7 @@ pub(super) fn key_scope(c: &rusqlite::Connection, ids: &[(&str, i64)]) -> Result
 /// Mark what the lost timeline may have sent: every unfinished row, and the rows list building
 /// adds later to the campaigns that exist now; and start a key epoch for the ids made from now
 /// on.
-fn mark_replay(tx: &Transaction<'_>, since: i64) -> Result<(u64, Option<i64>)> {
+fn mark_replay(tx: &Transaction<'_>, since: i64, label: i64) -> Result<(u64, Option<i64>)> {
     let rows = tx.execute(
         "UPDATE sends SET doubt_since = coalesce(min(doubt_since, ?1), ?1)
          WHERE status IN ('queued', 'leased')",
@@ -449,13 +458,13 @@ fn mark_replay(tx: &Transaction<'_>, since: i64) -> Result<(u64, Option<i64>)> {
         rusqlite::params![since, through],
     )?;
     tx.execute(
-        "INSERT INTO guard_epochs (adopted_at, campaigns_through, subscribers_through,
+        "INSERT INTO guard_epochs (label, adopted_at, campaigns_through, subscribers_through,
                                    lists_through, messages_through)
-         VALUES (?1, (SELECT coalesce(max(id), 0) FROM campaigns),
+         VALUES (?2, ?1, (SELECT coalesce(max(id), 0) FROM campaigns),
                  (SELECT coalesce(max(id), 0) FROM subscribers),
                  (SELECT coalesce(max(id), 0) FROM lists),
                  (SELECT coalesce(max(id), 0) FROM api_messages))",
-        [now_ms()],
+        [now_ms(), label],
     )?;
     Ok((rows, through))
 }
@@ -522,14 +531,14 @@ impl SqliteStore {
             let (generation, heartbeat_at, adopted_at) = read_guard_row(tx)?;
             let ahead = marked.max(behind_of.unwrap_or(0));
             let went_back = generation < ahead;
+            let generation = generation.max(ahead);
             let (mut rows_marked, mut replay_through, mut replay_since) = (0, None, None);
             if went_back {
                 // The lost timeline claimed after the last claim this file remembers.
                 let since = heartbeat_at.or(adopted_at).unwrap_or(0);
-                (rows_marked, replay_through) = mark_replay(tx, since)?;
+                (rows_marked, replay_through) = mark_replay(tx, since, generation)?;
                 replay_since = Some(since);
             }
-            let generation = generation.max(ahead);
             tx.execute(
                 "UPDATE guard SET host = ?1, path = ?2, adopted_at = ?3, generation = ?4
                  WHERE singleton = 1",
@@ -629,6 +638,31 @@ impl SqliteStore {
     }
 }
 
+/// A shared `flock` on the database file, taken before SQLite opens it and held while the
+/// store is open. It waits for a `restore` in progress (which holds it exclusively); if the
+/// file was replaced meanwhile, the lock is taken again on the new one, so a store never works
+/// on a file that is no longer at its path.
+pub(super) fn hold_shared(db: &Path) -> Result<File> {
+    use std::os::unix::fs::MetadataExt;
+    let err = |what: &str, e| Error::io(&format!("{what} {}", db.display()), e);
+    for _ in 0..5 {
+        let f = File::open(db).map_err(|e| err("cannot open", e))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_SH) } != 0 {
+            return Err(err("cannot lock", std::io::Error::last_os_error()));
+        }
+        let held = f.metadata().map_err(|e| err("cannot stat", e))?;
+        let now = std::fs::metadata(db).map_err(|e| err("cannot stat", e))?;
+        if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
+            return Ok(f);
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Busy,
+        format!("{} keeps being replaced while it is opened", db.display()),
+    ))
+}
+
 /// Take an exclusive `flock` on `db` without waiting: held while the returned file is open.
 /// Fails when any process has the database open for writing (each writable store holds a shared
 /// one).
@@ -667,22 +701,42 @@ pub struct Restored {
     pub adopted: Adopted,
     /// The claim counter of the file that was replaced (or its watermark), if it could be read.
     pub replaced_generation: Option<i64>,
+    /// Where the replaced database was kept (with its `-wal`), if there was one.
+    pub kept: Option<String>,
+    /// Opt-outs the replaced file had and the backup did not, carried into the restored file.
+    pub opt_outs: Option<OptOuts>,
+    /// Why the replaced file's opt-outs could not be carried (check them by hand).
+    pub opt_outs_error: Option<String>,
+}
+
+/// Opt-outs carried from a replaced file into a restored one.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct OptOuts {
+    pub suppressions: u64,
+    pub subscribers: u64,
+    pub memberships: u64,
 }
 
 /// Put the backup `from` in place of the database `db` (refused while any process has `db`
-/// open for writing), then adopt it. The backup is copied beside `db`, opened (and upgraded),
-/// checked with `quick_check` and synced before it replaces anything; the replaced file's
-/// `-wal` and `-shm` are removed so they cannot be replayed onto it.
+/// open for writing), carry over the opt-outs the replaced file recorded after the backup, then
+/// adopt it. The backup is copied beside `db`, opened (and upgraded), checked with
+/// `quick_check` and synced before anything is replaced. The replaced database stays under
+/// `DB.replaced-MS` (hard links, with its `-wal`); `db`'s own `-wal` and `-shm` are unlinked
+/// before the rename, so they cannot be replayed onto the restored file.
 pub fn restore(from: &Path, db: &Path, opts: &OpenOptions) -> Result<Restored> {
-    let _lock = lock_exclusive(db)?;
+    let lock = lock_exclusive(db)?;
     let replaced_generation = replaced_generation(db, opts);
     let tmp = PathBuf::from(format!("{}.restoring", db.display()));
-    let _ = std::fs::remove_file(&tmp);
+    remove_with_sides(&tmp);
     let copied = copy_private(from, &tmp).and_then(|()| check_copy(&tmp, opts));
     if let Err(e) = copied {
         remove_with_sides(&tmp);
         return Err(e);
     }
+    let kept = match lock {
+        Some(_) => Some(keep_replaced(db)?),
+        None => None,
+    };
     for side in ["-wal", "-shm"] {
         let p = PathBuf::from(format!("{}{side}", db.display()));
         match std::fs::remove_file(&p) {
@@ -695,8 +749,15 @@ pub fn restore(from: &Path, db: &Path, opts: &OpenOptions) -> Result<Restored> {
     std::fs::rename(&tmp, db)
         .map_err(|e| Error::io(&format!("cannot move the backup to {}", db.display()), e))?;
     sync_dir(db)?;
-    drop(_lock);
+    drop(lock);
     let store = SqliteStore::open(db, opts)?;
+    let (opt_outs, opt_outs_error) = match &kept {
+        None => (None, None),
+        Some(k) => match store.carry_opt_outs(k) {
+            Ok(o) => (Some(o), None),
+            Err(e) => (None, Some(e.message)),
+        },
+    };
     let adopted = store.adopt(replaced_generation)?;
     Ok(Restored {
         from: from.display().to_string(),
@@ -704,8 +765,98 @@ pub fn restore(from: &Path, db: &Path, opts: &OpenOptions) -> Result<Restored> {
         counts: store.ledger_counts()?,
         adopted,
         replaced_generation,
+        kept: kept.map(|k| k.display().to_string()),
+        opt_outs,
+        opt_outs_error,
     })
 }
+
+/// Keep the database being replaced as `DB.replaced-MS` (and its `-wal`): hard links, so the
+/// live names are untouched until the switch and nothing is copied.
+fn keep_replaced(db: &Path) -> Result<PathBuf> {
+    let kept = PathBuf::from(format!("{}.replaced-{}", db.display(), now_ms()));
+    let link = |from: &Path, to: &Path| {
+        std::fs::hard_link(from, to).map_err(|e| {
+            Error::io(
+                &format!("cannot keep {} as {}", from.display(), to.display()),
+                e,
+            )
+        })
+    };
+    link(db, &kept)?;
+    let wal = PathBuf::from(format!("{}-wal", db.display()));
+    if wal.exists() {
+        link(&wal, &PathBuf::from(format!("{}-wal", kept.display())))?;
+    }
+    sync_dir(db)?;
+    Ok(kept)
+}
+
+impl SqliteStore {
+    /// Carry into this (restored) database the opt-outs `kept` (the file it replaced, same
+    /// installation) recorded: suppressions, unsubscribed or bounced subscribers (the same id
+    /// and address) and list unsubscribes. A restore must never bring an opt-out back.
+    fn carry_opt_outs(&self, kept: &Path) -> Result<OptOuts> {
+        let path = kept
+            .to_str()
+            .ok_or_else(|| Error::invalid(format!("{} is not a UTF-8 path", kept.display())))?;
+        let c = self.conn()?;
+        c.execute("ATTACH DATABASE ?1 AS replaced", [path])?;
+        let carried = carry_attached(&c, kept);
+        let _ = c.execute("DETACH DATABASE replaced", []);
+        carried
+    }
+}
+
+/// The copy of [`SqliteStore::carry_opt_outs`], with the replaced file attached.
+fn carry_attached(c: &rusqlite::Connection, kept: &Path) -> Result<OptOuts> {
+    let same: bool = c.query_row(
+        "SELECT (SELECT id FROM main.installation) = (SELECT id FROM replaced.installation)",
+        [],
+        |r| r.get(0),
+    )?;
+    if !same {
+        return Err(Error::invalid(format!(
+            "{} is another installation's database: its opt-outs were not carried",
+            kept.display()
+        )));
+    }
+    c.execute_batch("BEGIN IMMEDIATE")?;
+    let run = || -> Result<OptOuts> {
+        Ok(OptOuts {
+            suppressions: c.execute(CARRY_SUPPRESSIONS, [])? as u64,
+            subscribers: c.execute(CARRY_SUBSCRIBERS, [])? as u64,
+            memberships: c.execute(CARRY_MEMBERSHIPS, [])? as u64,
+        })
+    };
+    match run() {
+        Ok(o) => {
+            c.execute_batch("COMMIT")?;
+            Ok(o)
+        }
+        Err(e) => {
+            let _ = c.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+const CARRY_SUPPRESSIONS: &str = "INSERT OR IGNORE INTO main.suppressions
+     (account_id, channel, address, reason, source, created_at)
+     SELECT r.account_id, r.channel, r.address, r.reason, r.source, r.created_at
+     FROM replaced.suppressions r WHERE r.account_id IN (SELECT id FROM main.accounts)";
+
+const CARRY_SUBSCRIBERS: &str = "UPDATE main.subscribers SET status = r.status
+     FROM replaced.subscribers r
+     WHERE r.id = subscribers.id AND r.status IN ('unsubscribed', 'bounced')
+       AND subscribers.status NOT IN ('unsubscribed', 'bounced')
+       AND r.email_norm IS subscribers.email_norm AND r.phone IS subscribers.phone";
+
+const CARRY_MEMBERSHIPS: &str = "UPDATE main.list_members SET status = 'unsubscribed',
+     updated_at = r.updated_at
+     FROM replaced.list_members r
+     WHERE r.list_id = list_members.list_id AND r.subscriber_id = list_members.subscriber_id
+       AND r.status = 'unsubscribed' AND list_members.status <> 'unsubscribed'";
 
 /// How far the file being replaced (or its watermark) had gone, when it can be read at all:
 /// the restored file is behind it if its own counter is lower.

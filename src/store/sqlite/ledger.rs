@@ -990,15 +990,15 @@ fn list_insert_sql(channel: Channel, targeted: bool, filter: Option<&str>) -> St
     };
     // The audience filter: a condition on `s` whose values are all bound (`segment.rs`).
     let filter = filter.map_or(String::new(), |f| format!("AND {f}"));
-    // The scope: the installation, then `~N` for a campaign or subscriber made after the N-th
-    // adopt that found the file gone back (`model::key_scope`).
+    // The scope: the installation, then `~L` for a campaign or subscriber made after an adopt
+    // that found the file gone back (L: that adopt's label; `model::key_scope`).
     let job_id = format!(
         "{} || :campaign || {} || s.id || {}
                 || (SELECT substr(id, 1, {INSTALLATION_SCOPE_LEN}) FROM installation
                     WHERE singleton = 1)
-                || coalesce({} || nullif((SELECT count(*) FROM guard_epochs e
+                || coalesce({} || (SELECT max(e.label) FROM guard_epochs e
                     WHERE e.campaigns_through < :campaign
-                       OR e.subscribers_through < s.id), 0), '')",
+                       OR e.subscribers_through < s.id), '')",
         sql_text(CAMPAIGN_JOB_PREFIX),
         sql_text(CAMPAIGN_JOB_SUB),
         sql_text(CAMPAIGN_JOB_AT),

@@ -243,6 +243,11 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
         let sync = (!opts.read_only).then_some(opts.sync);
+        // A writer holds a shared lock on the file before SQLite opens it (see `restore`).
+        let holder = match opts.read_only {
+            true => None,
+            false => Some(guard::hold_shared(path)?),
+        };
         let (target, flags) = first_connection(path, flags, sync, opts)?;
         let busy = opts.busy_timeout;
         let manager = SqliteConnectionManager::file(&target)
@@ -253,10 +258,11 @@ impl SqliteStore {
             .min_idle(Some(1))
             .connection_timeout(Duration::from_secs(30))
             .build(manager)?;
-        let guard = match opts.read_only {
-            true => None,
-            false => Some(std::sync::Arc::new(guard::Guard::open(
+        let guard = match holder {
+            None => None,
+            Some(h) => Some(std::sync::Arc::new(guard::Guard::open(
                 path,
+                h,
                 &*pool.get()?,
                 opts,
             )?)),
