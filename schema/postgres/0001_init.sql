@@ -286,3 +286,8 @@ CREATE TABLE guard_epochs (
 );
 CREATE INDEX guard_epochs_campaigns ON guard_epochs(campaigns_through);
 CREATE INDEX guard_epochs_subscribers ON guard_epochs(subscribers_through);
+
+-- Counts the claim transactions that leased rows (`GuardState::generation` on PostgreSQL): a
+-- sequence, because an UPDATE of one guard row per claim would serialize every worker of every
+-- host on that row's lock.
+CREATE SEQUENCE claim_generation;

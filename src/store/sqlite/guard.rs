@@ -25,7 +25,7 @@ pub fn watermark_path(db: &Path) -> PathBuf {
 }
 
 /// This machine's id: `SENDONCE_HOST_ID`, else systemd's machine id, else the host name.
-fn host_id() -> String {
+pub(crate) fn host_id() -> String {
     if let Some(v) = std::env::var(HOST_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty())

@@ -9,7 +9,7 @@ mod codec;
 mod directory;
 mod doctor;
 mod error;
-mod guard;
+pub(crate) mod guard;
 mod ledger;
 mod lists;
 mod messages;

@@ -1,0 +1,260 @@
+//! `Admin` on PostgreSQL. The SQLite-only parts and what they are here:
+//! - `journal_mode`: `wal` with the server's `synchronous_commit` (PostgreSQL always logs
+//!   ahead); `wal_bytes`: 0 (the server's WAL is the server's to bound, not ours).
+//! - `integrity_check` / `quick_check`: no `PRAGMA integrity_check` here; the equivalent is the
+//!   schema version, the installation and guard rows, and the ledger invariants the claim relies
+//!   on (checked by query), `ok` / empty when sound.
+//! - The clone guard: a server database is not a file that can be copied beside a live one,
+//!   so there is no owner place and no watermark file: `guard_state` reports the claim
+//!   generation with `enforced: false`, `claim_ownership` records nothing, `adopt` and
+//!   `backup_to` refuse with an error that names PostgreSQL's own tools.
+
+use super::{migrate::SCHEMA_VERSION, PgStore};
+use crate::error::{Error, Result};
+use crate::store::{Admin, Adopted, GuardState, LedgerCounts, Place, Watermark};
+use std::path::Path;
+
+impl PgStore {
+    /// The problems the consistency check finds (empty: sound).
+    fn problems(&self) -> Result<Vec<String>> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            let mut found = Vec::new();
+            let version: i32 = c
+                .query_one("SELECT coalesce(max(version), 0) FROM sendonce_schema", &[])
+                .await?
+                .get(0);
+            if version != SCHEMA_VERSION {
+                found.push(format!(
+                    "schema version {version}, this sendonce expects {SCHEMA_VERSION}"
+                ));
+            }
+            let checks: &[(&str, &str)] = &[
+                (
+                    "SELECT count(*) FROM installation WHERE singleton = 1",
+                    "the installation row is missing",
+                ),
+                (
+                    "SELECT count(*) FROM guard WHERE singleton = 1",
+                    "the guard row is missing",
+                ),
+            ];
+            for (sql, problem) in checks {
+                let n: i64 = c.query_one(*sql, &[]).await?.get(0);
+                if n != 1 {
+                    found.push(problem.to_string());
+                }
+            }
+            let bad: &[(&str, &str)] = &[
+                (
+                    "SELECT count(*) FROM sends WHERE status = 'sent' AND sent_at IS NULL",
+                    "rows sent without a sent_at",
+                ),
+                (
+                    "SELECT count(*) FROM sends s JOIN campaigns c ON c.id = s.campaign_id
+                     WHERE s.account_id <> c.account_id",
+                    "rows whose account is not their campaign's",
+                ),
+                (
+                    "SELECT count(*) FROM sends WHERE status = 'in_doubt' AND doubt_since IS NULL",
+                    "rows in doubt without doubt_since",
+                ),
+            ];
+            for (sql, problem) in bad {
+                let n: i64 = c.query_one(*sql, &[]).await?.get(0);
+                if n != 0 {
+                    found.push(format!("{n} {problem}"));
+                }
+            }
+            Ok(found)
+        })
+    }
+
+    fn count(&self, sql: &'static str) -> Result<u64> {
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let n: i64 = c.query_one(sql, &[]).await?.get(0);
+            Ok(n.max(0) as u64)
+        })
+    }
+}
+
+impl Admin for PgStore {
+    fn is_snapshot(&self) -> bool {
+        false
+    }
+
+    fn installation_id(&self) -> Result<String> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            Ok(c.query_one("SELECT id FROM installation WHERE singleton = 1", &[])
+                .await?
+                .get(0))
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.shown()
+    }
+
+    fn integrity_check(&self) -> Result<String> {
+        let found = self.problems()?;
+        Ok(match found.is_empty() {
+            true => "ok".to_string(),
+            false => found.join("; "),
+        })
+    }
+
+    fn journal_mode(&self) -> Result<String> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            let sync: String = c
+                .query_one("SELECT current_setting('synchronous_commit')", &[])
+                .await?
+                .get(0);
+            Ok(format!("wal (PostgreSQL, synchronous_commit={sync})"))
+        })
+    }
+
+    /// A transaction id can be assigned (it cannot on a read-only standby or a read-only
+    /// session), then an empty commit.
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::invalid(format!(
+                "{} was opened read-only",
+                self.shown().display()
+            )));
+        }
+        self.run(|pool| async move {
+            let mut c = pool.get().await?;
+            let tx = c.transaction().await?;
+            tx.execute("SELECT pg_current_xact_id()", &[]).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Through the partial index `sends_doubt`.
+    fn in_doubt_count(&self) -> Result<u64> {
+        self.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'")
+    }
+
+    fn wal_bytes(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    fn guard_state(&self) -> Result<GuardState> {
+        let here = Place {
+            host: crate::store::sqlite::guard::host_id(),
+            path: self.shown().display().to_string(),
+        };
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let installation: String = c
+                .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
+                .await?
+                .get(0);
+            let g = c
+                .query_one(
+                    "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+                             FROM claim_generation),
+                            heartbeat_at, adopted_at FROM guard WHERE singleton = 1",
+                    &[],
+                )
+                .await?;
+            Ok(GuardState {
+                installation,
+                owner: None,
+                here,
+                generation: g.get(0),
+                heartbeat_at: g.get(1),
+                adopted_at: g.get(2),
+                watermark: Watermark::Missing,
+                watermark_path: String::new(),
+                enforced: false,
+            })
+        })
+    }
+
+    /// Nothing to record: several hosts work on one server database by design.
+    fn claim_ownership(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn adopt(&self, _behind_of: Option<i64>) -> Result<Adopted> {
+        Err(Error::invalid(
+            "adopt is for a SQLite file that was moved or restored; a PostgreSQL database is \
+             shared by every host and has no owner to change (restore it with PostgreSQL's own \
+             tools, with every worker stopped)",
+        ))
+    }
+
+    fn quick_check(&self, _full: bool) -> Result<Vec<String>> {
+        self.problems()
+    }
+
+    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            key_scope(&**c, campaign_id, subscriber_id).await
+        })
+    }
+
+    fn ledger_counts(&self) -> Result<LedgerCounts> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            let r = c
+                .query_one(
+                    "SELECT (SELECT count(*) FROM campaigns),
+                            (SELECT count(*) FROM subscribers),
+                            (SELECT count(*) FROM sends),
+                            (SELECT count(*) FROM sends WHERE status = 'sent'),
+                            (SELECT count(*) FROM sends WHERE status = 'in_doubt'),
+                            (SELECT count(*) FROM sends WHERE status IN ('queued', 'leased')),
+                            (SELECT count(*) FROM suppressions)",
+                    &[],
+                )
+                .await?;
+            let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
+            Ok(LedgerCounts {
+                campaigns: n(0),
+                subscribers: n(1),
+                sends: n(2),
+                sent: n(3),
+                in_doubt: n(4),
+                unfinished: n(5),
+                suppressions: n(6),
+            })
+        })
+    }
+
+    fn backup_to(&self, _to: &Path) -> Result<()> {
+        Err(Error::invalid(
+            "backup writes a SQLite file; back up a PostgreSQL database with pg_dump or the \
+             server's own backups (pg_basebackup, WAL archiving)",
+        ))
+    }
+}
+
+/// The job-id scope of this campaign's send to this subscriber: as on SQLite
+/// (`guard_epochs`, filled only by a database moved from a SQLite file that had adopted a
+/// lost timeline).
+pub(super) async fn key_scope(
+    c: &impl tokio_postgres::GenericClient,
+    campaign_id: i64,
+    subscriber_id: i64,
+) -> Result<String> {
+    let installation: String = c
+        .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
+        .await?
+        .get(0);
+    let epoch: i64 = c
+        .query_one(
+            "SELECT coalesce(max(label), 0)::bigint FROM guard_epochs
+             WHERE $1 > campaigns_through OR $2 > subscribers_through",
+            &[&campaign_id, &subscriber_id],
+        )
+        .await?
+        .get(0);
+    Ok(crate::domain::model::key_scope(&installation, epoch))
+}

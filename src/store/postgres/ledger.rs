@@ -1,0 +1,719 @@
+//! `Ledger` on PostgreSQL: the same rules as `sqlite/ledger.rs`, statement for statement, with
+//! the claim's row reads taken `FOR UPDATE OF s SKIP LOCKED` so workers on several hosts never
+//! wait on each other's rows and never lease the same row twice. `SKIP LOCKED` alone would
+//! forget a claim whose host dies between the call and the commit; the lease (expiry in
+//! `visible_at`, fence token in `lease_token`, dispatch marker in `dispatched_at`) is what
+//! survives, exactly as on SQLite: an expired dispatched row is retried with the same key inside
+//! the provider's key window or parked in doubt, and a late confirmation is fenced on its token.
+//!
+//! Transactions run at READ COMMITTED: each statement sees what was committed before it
+//! started, so a suppression committed before the claim's candidate read wins. A deadlock or
+//! serialization failure (possible between a late confirmation and another worker's record)
+//! rolls back and reruns the whole transaction, at most three times.
+//!
+//! The claim counter (`GuardState::generation`) is the sequence `claim_generation`, not an
+//! UPDATE of the guard row: one row every claim updates would serialize every worker of every
+//! host on its lock.
+//!
+//! Not yet: `build_list_chunk` (the list insert needs the segment filter compiled for
+//! PostgreSQL and the captured-variables JSON) and `settle_doubt`.
+
+use super::{not_yet, PgStore};
+use crate::domain::retry::same_key_retry_safe;
+use crate::error::{Error, Result};
+use crate::store::{
+    ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
+};
+use deadpool_postgres::Transaction;
+
+/// An error inside a transaction: the driver's (kept whole, so a deadlock can be retried) or
+/// ours.
+pub(super) enum TxError {
+    Pg(tokio_postgres::Error),
+    Other(Error),
+}
+
+impl From<tokio_postgres::Error> for TxError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        TxError::Pg(e)
+    }
+}
+
+impl From<Error> for TxError {
+    fn from(e: Error) -> Self {
+        TxError::Other(e)
+    }
+}
+
+impl From<TxError> for Error {
+    fn from(e: TxError) -> Self {
+        match e {
+            TxError::Pg(e) => e.into(),
+            TxError::Other(e) => e,
+        }
+    }
+}
+
+pub(super) type TxResult<T> = std::result::Result<T, TxError>;
+
+/// A deadlock or serialization failure: the whole transaction can run again.
+pub(super) fn retryable(e: &TxError) -> bool {
+    use tokio_postgres::error::SqlState;
+    match e {
+        TxError::Pg(e) => matches!(
+            e.code(),
+            Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::T_R_SERIALIZATION_FAILURE
+        ),
+        TxError::Other(_) => false,
+    }
+}
+
+/// Run `$body` (which uses `$tx` and returns `TxResult<T>`) in a transaction on `$client` and
+/// commit it; a deadlock or serialization failure reruns it (three more times at most).
+macro_rules! transaction {
+    ($client:expr, $tx:ident => $body:expr) => {{
+        let mut tries = 0u32;
+        loop {
+            let $tx = $client.transaction().await?;
+            let out: $crate::store::postgres::ledger::TxResult<_> = async { $body }.await;
+            let out = match out {
+                Ok(v) => $tx.commit().await.map(|_| v).map_err(Into::into),
+                Err(e) => Err(e),
+            };
+            match out {
+                Ok(v) => break Ok(v),
+                Err(e) if $crate::store::postgres::ledger::retryable(&e) && tries < 3 => {
+                    tries += 1;
+                    continue;
+                }
+                Err(e) => break Err($crate::error::Error::from(e)),
+            }
+        }
+    }};
+}
+
+impl Ledger for PgStore {
+    fn start_due_campaigns(&self, now: i64) -> Result<Vec<i64>> {
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => {
+                let rows = tx.query(START_DUE_CAMPAIGNS, &[&now]).await?;
+                Ok(rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<i64>>())
+            })
+        })
+    }
+
+    fn active_campaigns(&self) -> Result<Vec<ActiveCampaign>> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            let rows = c.query(ACTIVE_CAMPAIGNS, &[]).await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in rows {
+                let channel: String = r.get(2);
+                let channel = channel
+                    .parse()
+                    .map_err(|_| Error::damaged(format!("campaign channel {channel:?}")))?;
+                let format: String = r.get(9);
+                let (body, html): (String, Option<String>) = match format.as_str() {
+                    // body_format 'html': `body` holds the HTML (see schema 0005).
+                    "html" => (String::new(), Some(r.get(5))),
+                    _ => (r.get(5), r.get(10)),
+                };
+                let mut list_names: Vec<String> = r.get(14);
+                list_names.sort();
+                out.push(ActiveCampaign {
+                    id: r.get(0),
+                    account_id: r.get(1),
+                    channel,
+                    sender: r.get(3),
+                    subject: r.get(4),
+                    body,
+                    html,
+                    reply_to: r.get(11),
+                    sms_footer: r.get(12),
+                    name: r.get(13),
+                    list_names,
+                    list_ids: r.get(15),
+                    templated: r.get(7),
+                    transactional: r.get(16),
+                    account_name: r.get(8),
+                    list_complete: r.get(6),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn build_list_chunk(&self, _campaign_id: i64, _chunk: usize) -> Result<bool> {
+        Err(not_yet("Ledger::build_list_chunk"))
+    }
+
+    fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
+        let req = req.clone();
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => claim_tx(&tx, &req, false).await)
+        })
+    }
+
+    fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>> {
+        let (ids, tokens): (Vec<i64>, Vec<i64>) = rows.iter().copied().unzip();
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => {
+                let held = tx
+                    .query(MARK_DISPATCHED, &[&ids, &tokens, &now, &(now + lease_ms)])
+                    .await?;
+                Ok(held.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<i64>>())
+            })
+        })
+    }
+
+    fn record(&self, records: &[Record], now: i64) -> Result<RecordStats> {
+        let records = records.to_vec();
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => record_tx(&tx, &records, now).await)
+        })
+    }
+
+    /// One transaction: the outcomes, then (with `claim`) a claim whose rows get their
+    /// dispatch marker in the lease statement itself.
+    fn cycle(
+        &self,
+        records: &[Record],
+        claim: Option<&ClaimRequest>,
+        now: i64,
+    ) -> Result<(RecordStats, Claimed)> {
+        if records.is_empty() && claim.is_none() {
+            return Ok((RecordStats::default(), Claimed::default()));
+        }
+        let records = records.to_vec();
+        let claim = claim.cloned();
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            let both = transaction!(c, tx => {
+                let stats = record_tx(&tx, &records, now).await?;
+                let got = match &claim {
+                    Some(req) => claim_tx(&tx, req, true).await?,
+                    None => Claimed::default(),
+                };
+                Ok((stats, got))
+            });
+            match both {
+                // The claim found damage and rolled everything back: the outcomes of calls
+                // that did finish are still the truth, so they are committed on their own.
+                Err(e) if e.stops_worker() && !records.is_empty() => {
+                    transaction!(c, tx => record_tx(&tx, &records, now).await)?;
+                    Err(e)
+                }
+                other => other,
+            }
+        })
+    }
+
+    fn release(&self, rows: &[(i64, i64)], now: i64) -> Result<u64> {
+        let (ids, tokens): (Vec<i64>, Vec<i64>) = rows.iter().copied().unzip();
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => Ok(tx.execute(RELEASE, &[&ids, &tokens, &now]).await?))
+        })
+    }
+
+    fn try_complete(&self, campaign_id: i64, now: i64) -> Result<bool> {
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => Ok(tx.execute(COMPLETE_IF_DONE, &[&campaign_id, &now]).await? == 1))
+        })
+    }
+
+    fn next_visible(&self, campaign_id: i64) -> Result<Option<i64>> {
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            Ok(c.query_one(NEXT_VISIBLE, &[&campaign_id]).await?.get(0))
+        })
+    }
+
+    fn sweep_cancelled(&self, now: i64) -> Result<u64> {
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => Ok(tx.execute(SWEEP_CANCELLED, &[&now]).await?))
+        })
+    }
+
+    fn reconcilable(
+        &self,
+        campaign_id: i64,
+        before: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>> {
+        let limit = limit as i64;
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let rows = c
+                .query(RECONCILABLE, &[&campaign_id, &before, &limit])
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect())
+        })
+    }
+
+    fn settle_doubt(&self, _send_id: i64, _found: Option<String>) -> Result<bool> {
+        Err(not_yet("Ledger::settle_doubt"))
+    }
+}
+
+/// A due row the claim read and locked, before it decides what to do with it.
+struct Candidate {
+    id: i64,
+    job_id: String,
+    address: String,
+    vars: String,
+    attempts: i64,
+    maybe_since: Option<i64>,
+    suppressed: bool,
+}
+
+/// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
+/// marker (attempts + 1, dispatched now) in the same UPDATE.
+async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> TxResult<Claimed> {
+    let mut out = Claimed::default();
+    let status: Option<String> = tx
+        .query_opt(CLAIM_CAMPAIGN_STATUS, &[&req.campaign_id, &req.account_id])
+        .await?
+        .map(|r| r.get(0));
+    if status.as_deref() != Some("sending") {
+        return Ok(out);
+    }
+    let rows = tx
+        .query(
+            CLAIM_CANDIDATES,
+            &[
+                &req.campaign_id,
+                &req.account_id,
+                &req.channel.as_str(),
+                &req.now,
+                &(req.batch as i64),
+            ],
+        )
+        .await?;
+    let mut cands = Vec::with_capacity(rows.len());
+    for r in rows {
+        let status: String = r.get(7);
+        if status != "queued" && status != "leased" {
+            return Err(Error::damaged(format!(
+                "send {} of campaign {} was claimed with status {status:?}",
+                r.get::<_, i64>(0),
+                req.campaign_id
+            ))
+            .into());
+        }
+        cands.push(Candidate {
+            id: r.get(0),
+            job_id: r.get(1),
+            address: r.get(2),
+            vars: r.get(3),
+            attempts: r.get(4),
+            maybe_since: r.get(5),
+            suppressed: r.get(6),
+        });
+    }
+    // Taken after the rows are locked: the lease runs from now, not from `req.now`.
+    let claimed_at = crate::domain::clock::now_ms();
+    let until = claimed_at + req.lease_ms;
+    let dispatched_at = dispatch.then_some(claimed_at);
+    let increment = i64::from(dispatch);
+    let mut plain = Vec::with_capacity(cands.len());
+    for c in cands {
+        if let Some(since) = c.maybe_since {
+            if settled_by_callback(tx, &c, req).await? {
+                out.settled_by_webhook += 1;
+                continue;
+            }
+            if !same_key_retry_safe(since, req.now, req.key_window_ms) {
+                let n = tx
+                    .execute(CLAIM_PARK_IN_DOUBT, &[&c.id, &since, &req.now])
+                    .await?;
+                expect_one(n, c.id, "park in doubt")?;
+                out.in_doubt += 1;
+                continue;
+            }
+            let n = tx
+                .execute(
+                    CLAIM_LEASE_ONE,
+                    &[
+                        &c.id,
+                        &req.token,
+                        &req.owner,
+                        &until,
+                        &dispatched_at,
+                        &increment,
+                        &since,
+                        &req.now,
+                        &claimed_at,
+                    ],
+                )
+                .await?;
+            expect_one(n, c.id, "lease")?;
+        } else if c.suppressed {
+            let n = tx.execute(CLAIM_SUPPRESS, &[&c.id, &req.now]).await?;
+            expect_one(n, c.id, "suppress")?;
+            out.suppressed += 1;
+            continue;
+        } else {
+            plain.push(c.id);
+        }
+        out.rows.push(ClaimedRow {
+            id: c.id,
+            job_id: c.job_id,
+            address: c.address,
+            vars: c.vars,
+            attempts: c.attempts,
+            token: req.token,
+            maybe_delivered: c.maybe_since.is_some(),
+        });
+    }
+    if !plain.is_empty() {
+        let n = tx
+            .execute(
+                CLAIM_LEASE_MANY,
+                &[
+                    &plain,
+                    &req.token,
+                    &req.owner,
+                    &until,
+                    &dispatched_at,
+                    &increment,
+                    &req.now,
+                    &claimed_at,
+                ],
+            )
+            .await?;
+        if n as usize != plain.len() {
+            return Err(Error::damaged(format!(
+                "the claim of campaign {} leased {n} rows instead of {}",
+                req.campaign_id,
+                plain.len()
+            ))
+            .into());
+        }
+    }
+    if !out.rows.is_empty() {
+        tx.execute("SELECT nextval('claim_generation')", &[]).await?;
+    }
+    Ok(out)
+}
+
+/// A row that may already have been delivered whose outcome a provider webhook reported:
+/// settled as the report says. False when no report came.
+async fn settled_by_callback(
+    tx: &Transaction<'_>,
+    c: &Candidate,
+    req: &ClaimRequest,
+) -> TxResult<bool> {
+    let sent: Option<bool> = tx
+        .query_one(CLAIM_CALLBACK, &[&req.account_id, &c.job_id])
+        .await?
+        .get(0);
+    let Some(sent) = sent else {
+        return Ok(false);
+    };
+    let n = tx
+        .execute(CLAIM_SETTLE_BY_CALLBACK, &[&c.id, &sent, &req.now])
+        .await?;
+    expect_one(n, c.id, "settle by webhook")?;
+    Ok(true)
+}
+
+fn expect_one(changed: u64, id: i64, what: &str) -> TxResult<()> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Error::damaged(format!("{what} of send {id} changed {changed} rows instead of 1")).into())
+    }
+}
+
+/// Apply a group of outcomes, each fenced on its lease token. In id order, so two
+/// transactions that touch the same rows lock them in the same order.
+async fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> TxResult<RecordStats> {
+    let mut stats = RecordStats::default();
+    let mut order: Vec<&Record> = records.iter().collect();
+    order.sort_by_key(|r| r.id);
+    for r in order {
+        match &r.outcome {
+            Outcome::Accepted { provider_id, note } => {
+                if provider_id.is_none() {
+                    stats.already_accepted += 1;
+                }
+                let n = tx
+                    .execute(RECORD_SENT, &[&r.id, &r.token, provider_id, &now, note])
+                    .await?;
+                if n == 1 {
+                    stats.sent += 1;
+                } else if tx.execute(RECORD_LATE, &[&r.id, provider_id, &now]).await? == 1 {
+                    stats.late_confirmations += 1;
+                    tracing::warn!(
+                        send_id = r.id,
+                        "confirmation arrived after the lease was lost; recorded as sent"
+                    );
+                } else {
+                    confirmed_twice(tx, r.id, provider_id.as_deref()).await?;
+                    stats.double_confirmations += 1;
+                }
+            }
+            Outcome::Failed { error, suppress } => {
+                let n = tx
+                    .execute(RECORD_FAILED, &[&r.id, &r.token, error, &now])
+                    .await?;
+                if n == 1 {
+                    stats.failed += 1;
+                    if let Some(reason) = suppress {
+                        tx.execute(RECORD_ADD_SUPPRESSION, &[&r.id, reason, &now])
+                            .await?;
+                    }
+                } else {
+                    stats.fenced_out += 1;
+                }
+            }
+            Outcome::Retry {
+                error,
+                retry_at,
+                maybe_delivered,
+            } => {
+                let n = tx
+                    .execute(
+                        RECORD_RETRY,
+                        &[&r.id, &r.token, error, retry_at, &now, maybe_delivered],
+                    )
+                    .await?;
+                count_fenced(n, &mut stats.retried, &mut stats.fenced_out);
+            }
+            Outcome::InDoubt { error } => {
+                let n = tx
+                    .execute(RECORD_IN_DOUBT, &[&r.id, &r.token, error, &now])
+                    .await?;
+                let settled = match n {
+                    1 => {
+                        let sent: Option<bool> =
+                            tx.query_one(RECORD_DOUBT_REPORT, &[&r.id]).await?.get(0);
+                        if let Some(sent) = sent {
+                            let m = tx
+                                .execute(RECORD_SETTLE_FROM_REPORT, &[&r.id, &sent, &now])
+                                .await?;
+                            expect_one(m, r.id, "settle by webhook")?;
+                        }
+                        sent
+                    }
+                    _ => None,
+                };
+                match settled {
+                    Some(true) => stats.sent += 1,
+                    Some(false) => stats.failed += 1,
+                    None => count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out),
+                }
+            }
+        }
+    }
+    Ok(stats)
+}
+
+async fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str>) -> TxResult<()> {
+    let stored: Option<Option<String>> = tx
+        .query_opt(RECORD_CHECK_ROW, &[&id])
+        .await?
+        .map(|r| r.get(0));
+    let Some(stored) = stored else {
+        return Err(Error::damaged(format!(
+            "a provider accepted send {id}, which is not in the ledger"
+        ))
+        .into());
+    };
+    match (provider_id, stored.as_deref()) {
+        (Some(ours), Some(theirs)) if ours != theirs => {
+            tracing::warn!(
+                send_id = id,
+                first = theirs,
+                second = ours,
+                "a sent row was confirmed again with another provider id: it may have been \
+                 delivered twice"
+            );
+            let note = format!(
+                "confirmed again with another provider id ({ours}): it may have been delivered \
+                 twice"
+            );
+            tx.execute(RECORD_NOTE_TWICE, &[&id, &note]).await?;
+        }
+        _ => tracing::warn!(send_id = id, "a second confirmation of a sent row (same key)"),
+    }
+    Ok(())
+}
+
+fn count_fenced(n: u64, done: &mut u64, fenced_out: &mut u64) {
+    if n == 1 {
+        *done += 1;
+    } else {
+        *fenced_out += 1;
+    }
+}
+
+// The SQL: `sqlite/ledger.rs`'s statements in PostgreSQL's dialect (positional parameters,
+// arrays instead of JSON id lists, least() for the two-argument min()).
+
+const START_DUE_CAMPAIGNS: &str =
+    "UPDATE campaigns SET status = 'sending', started_at = coalesce(started_at, $1)
+     WHERE status = 'approved' AND scheduled_for <= $1 RETURNING id";
+
+const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, c.subject, c.body,
+     c.list_complete, c.templated, a.name, c.body_format, c.html, c.reply_to, c.sms_footer, c.name,
+     ARRAY(SELECT l.name FROM campaign_lists cl JOIN lists l ON l.id = cl.list_id
+           WHERE cl.campaign_id = c.id),
+     ARRAY(SELECT cl.list_id FROM campaign_lists cl WHERE cl.campaign_id = c.id ORDER BY cl.list_id),
+     c.transactional OR c.kind <> 'campaign'
+     FROM campaigns c JOIN accounts a ON a.id = c.account_id
+     WHERE c.status = 'sending' ORDER BY c.id";
+
+const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_at = $2
+     WHERE id = $1 AND status = 'sending' AND list_complete
+       AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = $1
+                       AND status IN ('queued', 'leased', 'in_doubt'))";
+
+const RELEASE: &str = "UPDATE sends s SET status = 'queued', lease_token = NULL, lease_owner = NULL,
+     visible_at = $3, updated_at = $3
+     FROM unnest($1::bigint[], $2::bigint[]) AS k(id, token)
+     WHERE s.id = k.id AND s.lease_token = k.token AND s.status = 'leased'
+       AND s.dispatched_at IS NULL";
+
+const NEXT_VISIBLE: &str = "SELECT min(visible_at) FROM sends
+     WHERE campaign_id = $1 AND status IN ('queued', 'leased')";
+
+const RECONCILABLE: &str = "SELECT id, job_id, address FROM sends
+     WHERE campaign_id = $1 AND status = 'in_doubt' AND doubt_since < $2
+     ORDER BY id LIMIT $3";
+
+const SWEEP_CANCELLED: &str =
+    "UPDATE sends SET status = CASE WHEN dispatched_at IS NULL THEN 'cancelled'
+     ELSE 'in_doubt' END,
+     doubt_since = CASE WHEN dispatched_at IS NULL THEN doubt_since
+     ELSE coalesce(doubt_since, dispatched_at) END,
+     lease_token = NULL, updated_at = $1
+     WHERE status IN ('queued', 'leased') AND status = 'leased' AND visible_at <= $1
+     AND campaign_id IN (SELECT id FROM campaigns WHERE status = 'cancelled')";
+
+const CLAIM_CAMPAIGN_STATUS: &str =
+    "SELECT status FROM campaigns WHERE id = $1 AND account_id = $2";
+
+/// The due rows, locked; rows another claim holds locked are skipped, never waited for.
+const CLAIM_CANDIDATES: &str = "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
+     CASE WHEN s.status = 'leased' AND s.dispatched_at IS NOT NULL
+     THEN least(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
+     ELSE s.doubt_since END,
+     EXISTS (SELECT 1 FROM suppressions su
+     WHERE su.account_id = s.account_id AND su.channel = $3
+     AND su.address = s.address),
+     s.status
+     FROM sends s
+     WHERE s.campaign_id = $1 AND s.account_id = $2
+     AND s.status IN ('queued', 'leased') AND s.visible_at <= $4
+     ORDER BY s.visible_at, s.id LIMIT $5
+     FOR UPDATE OF s SKIP LOCKED";
+
+const CLAIM_LEASE_ONE: &str =
+    "UPDATE sends SET status = 'leased', lease_token = $2, lease_owner = $3,
+     visible_at = $4, dispatched_at = $5, attempts = attempts + $6,
+     doubt_since = $7, updated_at = $8,
+     claimed_at = coalesce(claimed_at, $9)
+     WHERE id = $1 AND status IN ('queued', 'leased')";
+
+const CLAIM_PARK_IN_DOUBT: &str =
+    "UPDATE sends SET status = 'in_doubt', lease_token = NULL, dispatched_at = NULL,
+     doubt_since = $2, updated_at = $3,
+     last_error = coalesce(last_error || '; ', '') ||
+     'lease expired after dispatch; provider has no usable idempotency key'
+     WHERE id = $1 AND status IN ('queued', 'leased')";
+
+const CLAIM_CALLBACK: &str = "SELECT bool_or(delivery = 'sent') FROM webhook_events
+     WHERE account_id = $1 AND job_id = $2 AND delivery IS NOT NULL";
+
+const CLAIM_SETTLE_BY_CALLBACK: &str =
+    "UPDATE sends SET status = CASE WHEN $2 THEN 'sent' ELSE 'failed' END,
+     sent_at = CASE WHEN $2 THEN $3 ELSE sent_at END,
+     lease_token = NULL, dispatched_at = NULL, doubt_since = NULL, updated_at = $3,
+     last_error = CASE WHEN $2 THEN 'delivery reported by a provider webhook'
+     ELSE 'failure reported by a provider webhook' END
+     WHERE id = $1 AND status IN ('queued', 'leased')";
+
+const CLAIM_SUPPRESS: &str =
+    "UPDATE sends SET status = 'suppressed', lease_token = NULL, updated_at = $2,
+     last_error = 'address suppressed before claim'
+     WHERE id = $1 AND status IN ('queued', 'leased')";
+
+const CLAIM_LEASE_MANY: &str =
+    "UPDATE sends SET status = 'leased', lease_token = $2, lease_owner = $3,
+     visible_at = $4, dispatched_at = $5, attempts = attempts + $6,
+     doubt_since = NULL, updated_at = $7, claimed_at = $8
+     WHERE id = ANY($1) AND status IN ('queued', 'leased')";
+
+const MARK_DISPATCHED: &str =
+    "UPDATE sends s SET dispatched_at = $3, attempts = attempts + 1, visible_at = $4,
+     updated_at = $3
+     FROM unnest($1::bigint[], $2::bigint[]) AS k(id, token)
+     WHERE s.id = k.id AND s.lease_token = k.token AND s.status = 'leased'
+     RETURNING s.id";
+
+const RECORD_SENT: &str =
+    "UPDATE sends SET status = 'sent', provider_message_id = $3, sent_at = $4,
+     updated_at = $4, lease_token = NULL, doubt_since = NULL, last_error = $5
+     WHERE id = $1 AND lease_token = $2 AND status = 'leased'";
+
+const RECORD_LATE: &str =
+    "UPDATE sends SET status = 'sent', provider_message_id = $2, sent_at = $3,
+     updated_at = $3, lease_token = NULL, doubt_since = NULL,
+     last_error = 'confirmed after the lease was lost'
+     WHERE id = $1 AND status <> 'sent'";
+
+const RECORD_CHECK_ROW: &str = "SELECT provider_message_id FROM sends WHERE id = $1";
+
+const RECORD_NOTE_TWICE: &str =
+    "UPDATE sends SET last_error = coalesce(last_error || '; ', '') || $2 WHERE id = $1";
+
+const RECORD_FAILED: &str =
+    "UPDATE sends SET status = 'failed', last_error = $3, updated_at = $4,
+     lease_token = NULL
+     WHERE id = $1 AND lease_token = $2 AND status = 'leased'";
+
+const RECORD_ADD_SUPPRESSION: &str =
+    "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+     SELECT s.account_id, c.channel, s.address, $2, 'provider', $3
+     FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = $1
+     ON CONFLICT DO NOTHING";
+
+const RECORD_RETRY: &str =
+    "UPDATE sends SET status = 'queued', last_error = $3, visible_at = $4,
+     updated_at = $5, lease_token = NULL, lease_owner = NULL,
+     doubt_since = CASE WHEN $6 THEN coalesce(doubt_since, dispatched_at)
+     ELSE doubt_since END,
+     dispatched_at = NULL
+     WHERE id = $1 AND lease_token = $2 AND status = 'leased'";
+
+const RECORD_IN_DOUBT: &str =
+    "UPDATE sends SET status = 'in_doubt', last_error = $3, updated_at = $4,
+     lease_token = NULL,
+     doubt_since = coalesce(doubt_since, dispatched_at, $4),
+     dispatched_at = NULL
+     WHERE id = $1 AND lease_token = $2 AND status = 'leased'";
+
+const RECORD_DOUBT_REPORT: &str = "SELECT bool_or(w.delivery = 'sent') FROM sends s
+     JOIN webhook_events w ON w.account_id = s.account_id AND w.job_id = s.job_id
+     AND w.delivery IS NOT NULL
+     WHERE s.id = $1";
+
+const RECORD_SETTLE_FROM_REPORT: &str =
+    "UPDATE sends SET status = CASE WHEN $2 THEN 'sent' ELSE 'failed' END,
+     sent_at = CASE WHEN $2 THEN $3 ELSE sent_at END,
+     doubt_since = NULL, updated_at = $3,
+     last_error = coalesce(last_error || '; ', '') || CASE WHEN $2
+     THEN 'delivery reported by a provider webhook' ELSE 'failure reported by a provider webhook' END
+     WHERE id = $1 AND status = 'in_doubt'";

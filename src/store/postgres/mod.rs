@@ -1,0 +1,237 @@
+//! The PostgreSQL store (issue 17): `--db postgres://…` (or `SENDONCE_DB`), the same storage
+//! traits as `sqlite/`, for workers on several hosts. Work in progress: `Admin` is complete,
+//! `Ledger` has the worker's claim/dispatch/record path, every other trait method answers
+//! "not yet on PostgreSQL" (`pending.rs`).
+//!
+//! # Sync traits over an async driver
+//!
+//! The store traits are synchronous and every caller already runs them on a blocking thread
+//! (`http::blocking`, the worker's `spawn_blocking`, or a plain CLI thread). The driver
+//! (tokio-postgres, pooled by deadpool-postgres) is async. The bridge: the store owns a small
+//! tokio runtime of its own (two worker threads) on which every connection task and every
+//! query runs; a trait method moves its arguments into a `'static` future, spawns it there
+//! (`PgStore::run`) and waits on a std channel for the answer.
+//!
+//! Why not `Handle::block_on` on the caller's runtime: it panics when the caller happens to be
+//! inside an async context (a CLI command's `#[tokio::main]` thread, a test), and a store call
+//! must never panic. Waiting on a std channel works from any thread — a blocking thread, a
+//! plain thread, even (wastefully, but correctly) an async worker of another runtime — and
+//! cannot deadlock on the caller's runtime because nothing of ours runs there: the
+//! connections live on the store's own runtime, so they keep being driven while the caller
+//! blocks. The cost is one task spawn and one channel hop per store call (microseconds beside a
+//! network round trip); not measured yet. The runtime is shut down in the background when the
+//! store is dropped (dropping a runtime inside an async context would panic).
+//!
+//! # Schema
+//!
+//! `schema/postgres/` is append-only like `schema/`; `0001_init.sql` is today's whole SQLite
+//! schema translated (its header says how). Migrations run in one transaction that first takes
+//! `pg_advisory_xact_lock(APPLICATION_ID)`: two hosts starting together serialize there, and
+//! the second sees the first's versions (DDL is transactional in PostgreSQL, so a failed
+//! migration leaves nothing half-applied). The applied versions are in `sendonce_schema`, which
+//! is also how a database says it is ours.
+//!
+//! # TLS
+//!
+//! `sslmode=require` (or `verify-ca`/`verify-full` as tokio-postgres reads them) connects
+//! through tokio-postgres-rustls, rustls on ring with the webpki roots (the project's one TLS
+//! stack). `disable` and `prefer` (the default) connect without TLS: with `prefer`, a server
+//! with a self-signed certificate (Debian's default snakeoil one) would otherwise fail
+//! verification instead of falling back.
+
+mod admin;
+mod ledger;
+mod migrate;
+mod pending;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::OpenOptions;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use migrate::SCHEMA_VERSION;
+
+/// True when `target` names a PostgreSQL database rather than a SQLite file.
+pub fn is_url(target: &str) -> bool {
+    target.starts_with("postgres://") || target.starts_with("postgresql://")
+}
+
+/// The URL with any password replaced by `***`: what messages and `path()` show.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let mut out = url[..scheme_end + 3].to_string();
+    match rest[..auth_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            match userinfo.find(':') {
+                Some(colon) => {
+                    out.push_str(&userinfo[..colon]);
+                    out.push_str(":***");
+                }
+                None => out.push_str(userinfo),
+            }
+            out.push_str(&rest[at..]);
+        }
+        None => out.push_str(rest),
+    }
+    // A password given as a query parameter.
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k == "password" => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        return format!("{head}{}", query.join("&"));
+    }
+    out
+}
+
+/// "not yet on PostgreSQL": what every trait method that is not written yet answers.
+pub(crate) fn not_yet(what: &str) -> Error {
+    Error::new(
+        ErrorKind::Invalid,
+        format!(
+            "{what} is not yet on PostgreSQL (issue 17 is in progress); use a SQLite database \
+             file for this command"
+        ),
+    )
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        // The server's own message (constraint, trigger, serialization failure) when it sent
+        // one; the driver's (connection closed, I/O) otherwise.
+        match e.as_db_error() {
+            Some(db) => Error::db(format!("PostgreSQL: {}", db.message())),
+            None => Error::db(format!("PostgreSQL: {e}")),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            other => Error::db(format!("PostgreSQL connection pool: {other}")),
+        }
+    }
+}
+
+/// A PostgreSQL database; cheap to share (`Arc<dyn Storage>`), one pool and one runtime.
+pub struct PgStore {
+    pool: deadpool_postgres::Pool,
+    /// The store's own runtime (see the module doc); `None` only while dropping.
+    rt: Option<tokio::runtime::Runtime>,
+    /// The URL without its password, for messages and `Admin::path`.
+    shown: PathBuf,
+    read_only: bool,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl PgStore {
+    /// Open the database at `url`: connect (TLS per `sslmode`), check it is ours, and bring
+    /// its schema up to date under the advisory lock. Without `opts.create` a database with no
+    /// sendonce schema is refused (`sendonce init` makes it one); `read_only` migrates nothing
+    /// and refuses a schema older or newer than this binary's.
+    pub fn open(url: &str, opts: &OpenOptions) -> Result<PgStore> {
+        let shown = redact(url);
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| Error::invalid(format!("{shown} is not a PostgreSQL URL: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("sendonce");
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sendonce-pg")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("cannot start the PostgreSQL runtime", e))?;
+        let manager_config = deadpool_postgres::ManagerConfig {
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        };
+        let manager = match config.get_ssl_mode() {
+            tokio_postgres::config::SslMode::Disable | tokio_postgres::config::SslMode::Prefer => {
+                deadpool_postgres::Manager::from_config(
+                    config,
+                    tokio_postgres::NoTls,
+                    manager_config,
+                )
+            }
+            _ => deadpool_postgres::Manager::from_config(config, tls()?, manager_config),
+        };
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(opts.pool_size.max(1) as usize)
+            .build()
+            .map_err(|e| Error::db(format!("PostgreSQL connection pool: {e}")))?;
+        let store = PgStore {
+            pool,
+            rt: Some(rt),
+            shown: PathBuf::from(shown),
+            read_only: opts.read_only,
+        };
+        let (create, read_only) = (opts.create, opts.read_only);
+        let shown = store.shown.display().to_string();
+        store.run(move |pool| async move {
+            let mut client = pool.get().await?;
+            migrate::migrate(&mut client, &shown, create, read_only).await
+        })?;
+        Ok(store)
+    }
+
+    /// Run `f`'s future on the store's runtime and wait for it (the sync/async bridge: see the
+    /// module doc). Never panics, whatever thread calls it.
+    pub(crate) fn run<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(deadpool_postgres::Pool) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let Some(rt) = self.rt.as_ref() else {
+            return Err(Error::db("the PostgreSQL store is closed"));
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let fut = f(self.pool.clone());
+        rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv()
+            .map_err(|_| Error::db("the PostgreSQL store stopped before it answered"))?
+    }
+
+    /// The URL without its password.
+    pub fn shown(&self) -> &Path {
+        &self.shown
+    }
+}
+
+/// rustls on ring, verifying the server against the webpki roots.
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::internal(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
