@@ -11,7 +11,10 @@
 #     python3 first on PATH changed since the last run: a second run is fast and offline);
 #   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root;
 #   - Debian's chromium at /usr/bin/chromium (tests/unsubscribe.rs drives it with Playwright
-#     for Python, tests/support/browser.py), with apt-get when run as root.
+#     for Python, tests/support/browser.py), with apt-get when run as root;
+#   - Debian's PostgreSQL server (initdb, pg_ctl under /usr/lib/postgresql/*/bin: the
+#     PostgreSQL store's tests start throwaway clusters, tests/common/pg.rs), with apt-get when
+#     run as root.
 # Without arguments it ends with tests/package.sh (the Debian package installed and purged;
 # root only, SKIPPED otherwise).
 # The venv's bin goes first on PATH, so the tests' `python3` is the venv's.
@@ -111,6 +114,16 @@ if [ ! -x /usr/bin/chromium ]; then
     apt_install chromium
   else
     echo "tests/run.sh: the browser tests need /usr/bin/chromium: install it (apt-get install chromium)." >&2
+    exit 1
+  fi
+fi
+
+# -- PostgreSQL server binaries (tests/common/pg.rs starts throwaway clusters with them)
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if as_root; then
+    apt_install postgresql
+  else
+    echo "tests/run.sh: the PostgreSQL store's tests need the PostgreSQL server: install it (apt-get install postgresql)." >&2
     exit 1
   fi
 fi

@@ -35,6 +35,7 @@ mod lists;
 mod notify;
 mod ops_http;
 mod optin;
+mod pg;
 mod providers_http;
 mod ratelimit;
 mod readme;

@@ -1,6 +1,8 @@
 //! Shared test helpers: a temp dir with a database, and running the real binary.
 #![allow(dead_code)]
 
+pub mod pg;
+
 use serde_json::Value;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

@@ -87,9 +87,11 @@ impl Admin for PgStore {
     fn installation_id(&self) -> Result<String> {
         self.run(|pool| async move {
             let c = pool.get().await?;
-            Ok(c.query_one("SELECT id FROM installation WHERE singleton = 1", &[])
-                .await?
-                .get(0))
+            Ok(
+                c.query_one("SELECT id FROM installation WHERE singleton = 1", &[])
+                    .await?
+                    .get(0),
+            )
         })
     }
 

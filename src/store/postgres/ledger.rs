@@ -402,7 +402,8 @@ async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> T
         }
     }
     if !out.rows.is_empty() {
-        tx.execute("SELECT nextval('claim_generation')", &[]).await?;
+        tx.execute("SELECT nextval('claim_generation')", &[])
+            .await?;
     }
     Ok(out)
 }
@@ -432,7 +433,10 @@ fn expect_one(changed: u64, id: i64, what: &str) -> TxResult<()> {
     if changed == 1 {
         Ok(())
     } else {
-        Err(Error::damaged(format!("{what} of send {id} changed {changed} rows instead of 1")).into())
+        Err(Error::damaged(format!(
+            "{what} of send {id} changed {changed} rows instead of 1"
+        ))
+        .into())
     }
 }
 
@@ -546,7 +550,10 @@ async fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str
             );
             tx.execute(RECORD_NOTE_TWICE, &[&id, &note]).await?;
         }
-        _ => tracing::warn!(send_id = id, "a second confirmation of a sent row (same key)"),
+        _ => tracing::warn!(
+            send_id = id,
+            "a second confirmation of a sent row (same key)"
+        ),
     }
     Ok(())
 }
@@ -580,7 +587,8 @@ const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_a
        AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = $1
                        AND status IN ('queued', 'leased', 'in_doubt'))";
 
-const RELEASE: &str = "UPDATE sends s SET status = 'queued', lease_token = NULL, lease_owner = NULL,
+const RELEASE: &str =
+    "UPDATE sends s SET status = 'queued', lease_token = NULL, lease_owner = NULL,
      visible_at = $3, updated_at = $3
      FROM unnest($1::bigint[], $2::bigint[]) AS k(id, token)
      WHERE s.id = k.id AND s.lease_token = k.token AND s.status = 'leased'
@@ -679,8 +687,7 @@ const RECORD_CHECK_ROW: &str = "SELECT provider_message_id FROM sends WHERE id =
 const RECORD_NOTE_TWICE: &str =
     "UPDATE sends SET last_error = coalesce(last_error || '; ', '') || $2 WHERE id = $1";
 
-const RECORD_FAILED: &str =
-    "UPDATE sends SET status = 'failed', last_error = $3, updated_at = $4,
+const RECORD_FAILED: &str = "UPDATE sends SET status = 'failed', last_error = $3, updated_at = $4,
      lease_token = NULL
      WHERE id = $1 AND lease_token = $2 AND status = 'leased'";
 
@@ -690,8 +697,7 @@ const RECORD_ADD_SUPPRESSION: &str =
      FROM sends s JOIN campaigns c ON c.id = s.campaign_id WHERE s.id = $1
      ON CONFLICT DO NOTHING";
 
-const RECORD_RETRY: &str =
-    "UPDATE sends SET status = 'queued', last_error = $3, visible_at = $4,
+const RECORD_RETRY: &str = "UPDATE sends SET status = 'queued', last_error = $3, visible_at = $4,
      updated_at = $5, lease_token = NULL, lease_owner = NULL,
      doubt_since = CASE WHEN $6 THEN coalesce(doubt_since, dispatched_at)
      ELSE doubt_since END,

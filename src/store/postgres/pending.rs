@@ -12,6 +12,7 @@ use crate::domain::segment::Filter;
 use crate::domain::token::{Hash, Scope};
 use crate::domain::webhook::{Event, Source};
 use crate::error::{Error, Result};
+use crate::store::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -19,16 +20,28 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use crate::store::*;
 
 impl crate::store::Audience for PgStore {
     fn add_account(&self, name: &str) -> Result<i64> {
         Err(not_yet("Audience::add_account"))
     }
-    fn add_subscriber_with( &self, account_id: i64, s: &NewSubscriber, lists: &[i64], links: Option<&Links>, ) -> Result<i64> {
+    fn add_subscriber_with(
+        &self,
+        account_id: i64,
+        s: &NewSubscriber,
+        lists: &[i64],
+        links: Option<&Links>,
+    ) -> Result<i64> {
         Err(not_yet("Audience::add_subscriber_with"))
     }
-    fn import_subscribers_with( &self, account_id: i64, rows: Vec<(u64, Result<NewSubscriber>)>, skip_invalid: bool, lists: &[i64], links: Option<&Links>, ) -> Result<ImportReport> {
+    fn import_subscribers_with(
+        &self,
+        account_id: i64,
+        rows: Vec<(u64, Result<NewSubscriber>)>,
+        skip_invalid: bool,
+        lists: &[i64],
+        links: Option<&Links>,
+    ) -> Result<ImportReport> {
         Err(not_yet("Audience::import_subscribers_with"))
     }
     fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>> {
@@ -109,16 +122,31 @@ impl crate::store::Directory for PgStore {
     fn set_sms_footer(&self, account: i64, footer: Option<&str>) -> Result<()> {
         Err(not_yet("Directory::set_sms_footer"))
     }
-    fn list_campaigns( &self, account: Option<i64>, status: Option<CampaignStatus>, ) -> Result<Vec<CampaignRow>> {
+    fn list_campaigns(
+        &self,
+        account: Option<i64>,
+        status: Option<CampaignStatus>,
+    ) -> Result<Vec<CampaignRow>> {
         Err(not_yet("Directory::list_campaigns"))
     }
-    fn list_subscribers( &self, account: i64, status: Option<&str>, after_id: i64, limit: usize, ) -> Result<Vec<SubscriberRow>> {
+    fn list_subscribers(
+        &self,
+        account: i64,
+        status: Option<&str>,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<SubscriberRow>> {
         Err(not_yet("Directory::list_subscribers"))
     }
     fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
         Err(not_yet("Directory::find_subscriber"))
     }
-    fn update_subscriber( &self, account: i64, id: i64, ch: &SubscriberChanges, ) -> Result<SubscriberRow> {
+    fn update_subscriber(
+        &self,
+        account: i64,
+        id: i64,
+        ch: &SubscriberChanges,
+    ) -> Result<SubscriberRow> {
         Err(not_yet("Directory::update_subscriber"))
     }
     fn remove_subscriber(&self, account: i64, id: i64) -> Result<()> {
@@ -127,7 +155,13 @@ impl crate::store::Directory for PgStore {
 }
 
 impl crate::store::Lists for PgStore {
-    fn link_state( &self, account_id: i64, channel: Channel, address: &str, lists: &[i64], ) -> Result<LinkState> {
+    fn link_state(
+        &self,
+        account_id: i64,
+        channel: Channel,
+        address: &str,
+        lists: &[i64],
+    ) -> Result<LinkState> {
         Err(not_yet("Lists::link_state"))
     }
     fn unsubscribe(&self, r: &UnsubscribeRequest<'_>) -> Result<UnsubscribeChange> {
@@ -154,7 +188,10 @@ impl crate::store::Lists for PgStore {
     fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts> {
         Err(not_yet("Lists::audience_counts"))
     }
-    fn variable_counts_for( &self, q: &AudienceQuery<'_>, ) -> Result<crate::domain::template::VarCounts> {
+    fn variable_counts_for(
+        &self,
+        q: &AudienceQuery<'_>,
+    ) -> Result<crate::domain::template::VarCounts> {
         Err(not_yet("Lists::variable_counts_for"))
     }
     fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts> {
@@ -175,10 +212,23 @@ impl crate::store::Messages for PgStore {
 }
 
 impl crate::store::Notifications for PgStore {
-    fn prepare_notification( &self, key: &str, channel: Channel, from: Option<&str>, subject: Option<&str>, body: &str, addresses: &[String], ) -> Result<i64> {
+    fn prepare_notification(
+        &self,
+        key: &str,
+        channel: Channel,
+        from: Option<&str>,
+        subject: Option<&str>,
+        body: &str,
+        addresses: &[String],
+    ) -> Result<i64> {
         Err(not_yet("Notifications::prepare_notification"))
     }
-    fn notification_rows( &self, key: &str, channel: Channel, addresses: &[String], ) -> Result<Vec<NotifyRow>> {
+    fn notification_rows(
+        &self,
+        key: &str,
+        channel: Channel,
+        addresses: &[String],
+    ) -> Result<Vec<NotifyRow>> {
         Err(not_yet("Notifications::notification_rows"))
     }
 }
@@ -196,13 +246,27 @@ impl crate::store::Optin for PgStore {
 }
 
 impl crate::store::RateLimits for PgStore {
-    fn take_tokens( &self, name: &str, want: u32, rate_per_sec: f64, burst: u32, now: i64, ) -> Result<Grant> {
+    fn take_tokens(
+        &self,
+        name: &str,
+        want: u32,
+        rate_per_sec: f64,
+        burst: u32,
+        now: i64,
+    ) -> Result<Grant> {
         Err(not_yet("RateLimits::take_tokens"))
     }
 }
 
 impl crate::store::Suppressions for PgStore {
-    fn suppress( &self, account_id: i64, channel: Channel, address: &str, reason: &str, source: &str, ) -> Result<bool> {
+    fn suppress(
+        &self,
+        account_id: i64,
+        channel: Channel,
+        address: &str,
+        reason: &str,
+        source: &str,
+    ) -> Result<bool> {
         Err(not_yet("Suppressions::suppress"))
     }
     fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()> {
@@ -232,7 +296,14 @@ impl crate::store::Tokens for PgStore {
 }
 
 impl crate::store::Webhooks for PgStore {
-    fn apply_webhook( &self, account_id: i64, source: Source, event: &Event, body_sha256: &str, now: i64, ) -> Result<Applied> {
+    fn apply_webhook(
+        &self,
+        account_id: i64,
+        source: Source,
+        event: &Event,
+        body_sha256: &str,
+        now: i64,
+    ) -> Result<Applied> {
         Err(not_yet("Webhooks::apply_webhook"))
     }
 }

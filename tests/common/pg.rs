@@ -1,0 +1,232 @@
+//! Throwaway PostgreSQL clusters for the PostgreSQL store's tests: `initdb` in a temporary
+//! directory (as the `postgres` user when the tests run as root: the server refuses to run as
+//! root), a server listening only on a Unix socket in that directory (no TCP port, so parallel
+//! tests never collide), stopped (`pg_ctl stop -m immediate`) and removed on drop.
+//!
+//! A test never skips itself when PostgreSQL is missing: it fails saying how to install it
+//! (`tests/run.sh` installs Debian's `postgresql` when run as root).
+//!
+//! `shared()` is one cluster for the whole test process (stopped at exit through `atexit`),
+//! each caller getting its own database from `fresh_url()`; `PgCluster::start()` is a cluster
+//! of one's own, for tests that stop or restart the server.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// The port only names the socket file (`.s.PGSQL.<port>`) in the cluster's own directory.
+const PORT: u16 = 5432;
+/// The superuser initdb creates (trust authentication on the socket only).
+const USER: &str = "sendonce";
+
+pub struct PgCluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    as_postgres: bool,
+    next_db: AtomicU64,
+}
+
+/// Where the server binaries are: `SENDONCE_PG_BIN`, else the newest
+/// `/usr/lib/postgresql/<version>/bin` with an `initdb`.
+fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SENDONCE_PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    match found.pop() {
+        Some((_, bin)) => bin,
+        None => panic!(
+            "the PostgreSQL store's tests need the PostgreSQL server binaries (initdb, pg_ctl) \
+             and found none under /usr/lib/postgresql: install them with \
+             `apt-get install postgresql` (tests/run.sh does when run as root), or point \
+             SENDONCE_PG_BIN at their directory"
+        ),
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn run(mut cmd: Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl PgCluster {
+    /// initdb and start a new cluster (about a second).
+    pub fn start() -> PgCluster {
+        let bin = bin_dir();
+        let as_postgres = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("sendonce-pg-")
+            .tempdir()
+            .expect("a temporary directory for the cluster");
+        if as_postgres {
+            let exists = Command::new("id").arg("-u").arg("postgres").output();
+            if !exists.map(|o| o.status.success()).unwrap_or(false) {
+                let mut add = Command::new("useradd");
+                add.args(["-r", "-M", "-s", "/usr/sbin/nologin", "postgres"]);
+                run(add, "useradd -r postgres");
+            }
+            let mut chown = Command::new("chown");
+            chown.arg("postgres:").arg(dir.path());
+            run(chown, "chown the cluster directory to postgres");
+        }
+        let c = PgCluster {
+            dir,
+            bin,
+            as_postgres,
+            next_db: AtomicU64::new(0),
+        };
+        let mut initdb = c.server_cmd("initdb");
+        initdb.arg("-D").arg(c.data()).args([
+            "-A",
+            "trust",
+            "-U",
+            USER,
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]);
+        run(initdb, "initdb");
+        c.pg_ctl_start();
+        c
+    }
+
+    /// A server binary, run as `postgres` when we are root.
+    fn server_cmd(&self, name: &str) -> Command {
+        let exe = self.bin.join(name);
+        if self.as_postgres {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(exe);
+            cmd
+        } else {
+            Command::new(exe)
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The socket directory.
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Start the server (again), waiting until it accepts connections.
+    pub fn pg_ctl_start(&self) {
+        let mut start = self.server_cmd("pg_ctl");
+        start
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .args(["-w", "-t", "60", "-o"])
+            .arg(format!(
+                "-p {PORT} -k {} -c listen_addresses='' -c fsync=on",
+                self.dir.path().display()
+            ))
+            .arg("start");
+        run(start, "pg_ctl start");
+    }
+
+    /// Stop the server: `mode` is `fast`, `smart` or `immediate` (a crash: no checkpoint).
+    pub fn pg_ctl_stop(&self, mode: &str) {
+        let mut stop = self.server_cmd("pg_ctl");
+        stop.arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60", "-m", mode, "stop"]);
+        run(stop, "pg_ctl stop");
+    }
+
+    /// The URL of database `db` on this cluster.
+    pub fn url(&self, db: &str) -> String {
+        format!(
+            "postgres://{USER}@localhost/{db}?host={}&port={PORT}",
+            self.dir.path().display()
+        )
+    }
+
+    /// Run SQL with psql on database `db`; returns its unaligned output.
+    pub fn psql(&self, db: &str, sql: &str) -> String {
+        let mut psql = Command::new(self.bin.join("psql"));
+        psql.arg("-h")
+            .arg(self.dir.path())
+            .args(["-p", &PORT.to_string(), "-U", USER, "-d", db])
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]);
+        run(psql, "psql")
+    }
+
+    /// A new empty database; returns its URL.
+    pub fn fresh_url(&self) -> String {
+        let n = self.next_db.fetch_add(1, Ordering::Relaxed);
+        let db = format!("t{n}");
+        self.psql("postgres", &format!("CREATE DATABASE {db}"));
+        self.url(&db)
+    }
+
+    /// The server's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+impl PgCluster {
+    /// Stop the server if it runs, ignoring any failure (drop and exit).
+    fn stop_quietly(&self) {
+        let mut stop = self.server_cmd("pg_ctl");
+        stop.arg("-D")
+            .arg(self.data())
+            .args(["-w", "-m", "immediate", "stop"]);
+        let _ = stop.output();
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        self.stop_quietly();
+    }
+}
+
+static SHARED: OnceLock<PgCluster> = OnceLock::new();
+
+extern "C" fn stop_shared() {
+    if let Some(c) = SHARED.get() {
+        c.stop_quietly();
+        let _ = std::fs::remove_dir_all(c.dir.path());
+    }
+}
+
+/// One cluster for the whole test process, stopped when the process exits.
+pub fn shared() -> &'static PgCluster {
+    SHARED.get_or_init(|| {
+        let c = PgCluster::start();
+        // SAFETY: registers a plain function with no arguments to run at exit.
+        unsafe { libc::atexit(stop_shared) };
+        c
+    })
+}
