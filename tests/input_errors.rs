@@ -453,8 +453,9 @@ fn empty_csv_cells_are_missing_values() {
     assert_eq!(bodies, ["Hi Al!\n", "Hi friend!\n"], "{sent:?}");
 }
 
-/// A PostgreSQL URL for `--db` is refused with exit 2 until that backend exists, without
-/// echoing the URL (it may carry a password) and without creating anything.
+/// A PostgreSQL URL for `--db` that cannot be reached fails without echoing the URL's password
+/// and without creating anything beside it. (The server is a closed port on the loopback
+/// address: a test never reaches outside this machine.)
 #[test]
 fn a_postgres_url_is_refused_without_echoing_it() {
     let env = Env::new();
@@ -462,16 +463,13 @@ fn a_postgres_url_is_refused_without_echoing_it() {
         let out = std::process::Command::new(crate::common::BIN)
             .current_dir(env.dir.path())
             .env_remove("SENDONCE_DB")
-            .args(["--db", "postgres://app:s3cr3t-pw@db.example/news"])
+            .args(["--db", "postgres://app:s3cr3t-pw@127.0.0.1:1/news"])
             .args(cmd)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {stderr}");
-        assert!(
-            stderr.contains("PostgreSQL storage is not built yet"),
-            "{stderr}"
-        );
+        assert_ne!(out.status.code(), Some(0), "{cmd:?}: {stderr}");
+        assert!(stderr.contains("PostgreSQL"), "{stderr}");
         assert!(
             !stderr.contains("s3cr3t"),
             "the URL's password was echoed: {stderr}"

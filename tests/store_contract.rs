@@ -17,8 +17,9 @@ struct Backend {
     fresh: fn(&common::Env) -> Arc<dyn Storage>,
 }
 
-/// Every backend the contract runs against. PostgreSQL (issue 17) joins here with a `fresh`
-/// that opens `postgres://…` on a new schema for each test.
+/// Every backend the whole contract runs against. PostgreSQL (issue 17) joins here when lists,
+/// opt-in and unsubscribes are written for it; until then it runs the ledger's part
+/// ([`ledger_backends`]).
 fn backends() -> Vec<Backend> {
     vec![Backend {
         name: "sqlite (file)",
@@ -30,6 +31,26 @@ fn backends() -> Vec<Backend> {
             sendonce::store::open(&env.db, &opts).expect("open a fresh SQLite store")
         },
     }]
+}
+
+/// The backends the ledger's part of the contract runs against (claims, fences, in-doubt,
+/// suppression at claim, completion, the one-commit cycle): SQLite and PostgreSQL, a new
+/// database on the test process's throwaway cluster (`common::pg`) for each test.
+fn ledger_backends() -> Vec<Backend> {
+    let mut all = backends();
+    all.push(Backend {
+        name: "postgresql",
+        fresh: |_env| {
+            let opts = OpenOptions {
+                create: true,
+                ..Default::default()
+            };
+            let url = common::pg::shared().fresh_url();
+            sendonce::store::open(std::path::Path::new(&url), &opts)
+                .expect("open a fresh PostgreSQL store")
+        },
+    });
+    all
 }
 
 /// A store with one campaign in `sending`, its list of `n` email subscribers
@@ -114,7 +135,7 @@ fn failed(id: i64, token: i64) -> Record {
 
 #[test]
 fn a_claim_leases_at_most_a_batch_with_its_fence_token() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 10);
         let t0 = now_ms();
         let a = f.claim(3, 41, t0, None);
@@ -143,7 +164,7 @@ fn a_claim_leases_at_most_a_batch_with_its_fence_token() {
 
 #[test]
 fn two_claims_never_hold_the_same_row() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 10);
         let t0 = now_ms();
         let a = f.claim(4, 1, t0, None);
@@ -165,7 +186,7 @@ fn two_claims_never_hold_the_same_row() {
 
 #[test]
 fn a_row_is_not_claimed_before_it_is_due() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 1);
         let t0 = now_ms();
         let a = f.claim(1, 1, t0, None);
@@ -200,7 +221,7 @@ fn a_row_is_not_claimed_before_it_is_due() {
 
 #[test]
 fn a_live_lease_is_not_claimed_again_and_an_expired_one_is() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 2);
         let t0 = now_ms();
         assert_eq!(f.claim(2, 1, t0, None).rows.len(), 2, "{}", f.backend);
@@ -219,7 +240,7 @@ fn a_live_lease_is_not_claimed_again_and_an_expired_one_is() {
 
 #[test]
 fn a_stale_acceptance_is_recorded_as_a_late_confirmation() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 1);
         let t0 = now_ms();
         let a = f.claim(1, 111, t0, None);
@@ -247,7 +268,7 @@ fn a_stale_acceptance_is_recorded_as_a_late_confirmation() {
 
 #[test]
 fn a_stale_failure_or_retry_is_fenced_out() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 2);
         let t0 = now_ms();
         let a = f.claim(2, 1, t0, None);
@@ -288,7 +309,7 @@ fn a_stale_failure_or_retry_is_fenced_out() {
 
 #[test]
 fn an_expired_dispatched_row_goes_in_doubt_without_a_key_window() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 3);
         let t0 = now_ms();
         let a = f.claim(3, 1, t0, None);
@@ -322,7 +343,7 @@ fn an_expired_dispatched_row_goes_in_doubt_without_a_key_window() {
 
 #[test]
 fn inside_the_key_window_an_expired_dispatched_row_is_retried_with_the_same_key() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 1);
         let t0 = now_ms();
         let window = Some(60_000);
@@ -344,7 +365,7 @@ fn inside_the_key_window_an_expired_dispatched_row_is_retried_with_the_same_key(
 
 #[test]
 fn a_suppression_committed_before_the_claim_wins() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 10);
         let t0 = now_ms();
         assert_eq!(f.claim(3, 1, t0, None).rows.len(), 3, "{}", f.backend);
@@ -366,7 +387,7 @@ fn a_suppression_committed_before_the_claim_wins() {
 
 #[test]
 fn a_campaign_is_sent_only_when_its_list_is_complete_and_every_row_settled() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::unbuilt(&b, 4);
         assert!(!f.s.build_list_chunk(f.cid, 2).unwrap(), "{}", f.backend);
         let t0 = now_ms();
@@ -422,7 +443,7 @@ fn a_campaign_is_sent_only_when_its_list_is_complete_and_every_row_settled() {
 
 #[test]
 fn one_cycle_records_outcomes_and_claims_with_dispatch_markers() {
-    for b in backends() {
+    for b in ledger_backends() {
         let f = Fixture::new(&b, 5);
         let t0 = now_ms();
         let (st, first) = f.s.cycle(&[], Some(&f.req(2, 1, t0, None)), t0).unwrap();

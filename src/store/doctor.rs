@@ -2,7 +2,7 @@
 //! damaged file still answers what it can, and an error is a finding, never a crash.
 
 use super::GuardState;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use std::path::Path;
 
 /// One part of an inspection: what was read, or why it could not be (the backend's words).
@@ -70,10 +70,8 @@ pub struct InspectOptions {
 /// not a backend at all; every problem with the file itself is inside the [`Inspection`].
 pub fn inspect(target: &Path, opts: &InspectOptions) -> Result<Inspection> {
     let text = target.to_string_lossy();
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-        return Err(Error::invalid(
-            "PostgreSQL storage is not built yet: --db takes a SQLite database file",
-        ));
+    if super::postgres::is_url(&text) {
+        return Err(super::postgres::not_yet("doctor (inspecting a database)"));
     }
     Ok(super::sqlite::inspect(target, opts))
 }

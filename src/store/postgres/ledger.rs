@@ -15,8 +15,8 @@
 //! UPDATE of the guard row: one row every claim updates would serialize every worker of every
 //! host on its lock.
 //!
-//! Not yet: `build_list_chunk` (the list insert needs the segment filter compiled for
-//! PostgreSQL and the captured-variables JSON) and `settle_doubt`.
+//! Not yet: `build_list_chunk` of a campaign with an audience filter (the filter compiles to
+//! SQLite SQL today).
 
 use super::{not_yet, PgStore};
 use crate::domain::retry::same_key_retry_safe;
@@ -28,7 +28,7 @@ use deadpool_postgres::Transaction;
 
 /// An error inside a transaction: the driver's (kept whole, so a deadlock can be retried) or
 /// ours.
-pub(super) enum TxError {
+pub(crate) enum TxError {
     Pg(tokio_postgres::Error),
     Other(Error),
 }
@@ -54,10 +54,10 @@ impl From<TxError> for Error {
     }
 }
 
-pub(super) type TxResult<T> = std::result::Result<T, TxError>;
+pub(crate) type TxResult<T> = std::result::Result<T, TxError>;
 
 /// A deadlock or serialization failure: the whole transaction can run again.
-pub(super) fn retryable(e: &TxError) -> bool {
+pub(crate) fn retryable(e: &TxError) -> bool {
     use tokio_postgres::error::SqlState;
     match e {
         TxError::Pg(e) => matches!(
@@ -92,6 +92,7 @@ macro_rules! transaction {
         }
     }};
 }
+pub(crate) use transaction;
 
 impl Ledger for PgStore {
     fn start_due_campaigns(&self, now: i64) -> Result<Vec<i64>> {
@@ -145,8 +146,49 @@ impl Ledger for PgStore {
         })
     }
 
-    fn build_list_chunk(&self, _campaign_id: i64, _chunk: usize) -> Result<bool> {
-        Err(not_yet("Ledger::build_list_chunk"))
+    /// One chunk of the recipient list, as on SQLite; the campaign row is locked first, so
+    /// builders on several hosts take turns and the cursor only moves forward. A campaign with
+    /// an audience filter is "not yet" (the filter compiles to SQLite SQL today).
+    fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool> {
+        let chunk = chunk as i64;
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => {
+                let Some(row) = tx.query_opt(LIST_CAMPAIGN, &[&campaign_id]).await? else {
+                    return Ok(true);
+                };
+                let (account, channel, cursor): (i64, String, i64) =
+                    (row.get(0), row.get(1), row.get(2));
+                let (complete, status, targeted): (bool, String, bool) =
+                    (row.get(3), row.get(4), row.get(5));
+                let filter: Option<String> = row.get(6);
+                if complete || status != "sending" {
+                    return Ok(true);
+                }
+                if filter.is_some() {
+                    return Err(not_yet("campaigns with an audience filter").into());
+                }
+                let channel: crate::domain::address::Channel = channel
+                    .parse()
+                    .map_err(|_| Error::damaged(format!("campaign channel {channel:?}")))?;
+                let end = tx
+                    .query_one(LIST_CHUNK_END, &[&account, &cursor, &chunk])
+                    .await?;
+                let (chunk_end, n): (Option<i64>, i64) = (end.get(0), end.get(1));
+                if let Some(end) = chunk_end {
+                    let now = crate::domain::clock::now_ms();
+                    tx.execute(
+                        &list_insert_sql(channel, targeted),
+                        &[&campaign_id, &account, &cursor, &now, &end, &channel.as_str()],
+                    )
+                    .await?;
+                }
+                let complete = n < chunk;
+                tx.execute(LIST_ADVANCE_CURSOR, &[&campaign_id, &chunk_end, &complete])
+                    .await?;
+                Ok(complete)
+            })
+        })
     }
 
     fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
@@ -261,9 +303,61 @@ impl Ledger for PgStore {
         })
     }
 
-    fn settle_doubt(&self, _send_id: i64, _found: Option<String>) -> Result<bool> {
-        Err(not_yet("Ledger::settle_doubt"))
+    fn settle_doubt(&self, send_id: i64, found: Option<String>) -> Result<bool> {
+        let now = crate::domain::clock::now_ms();
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => {
+                let as_sent = found.is_some();
+                settle_doubt_tx(&tx, send_id, found.as_deref(), as_sent, now, "provider lookup")
+                    .await
+            })
+        })
     }
+}
+
+/// Settle one row in doubt as sent (with the provider's id, if known) or queued again, then
+/// complete the campaign if that was its last open row. False if it was not in doubt.
+pub(crate) async fn settle_doubt_tx(
+    tx: &Transaction<'_>,
+    send_id: i64,
+    provider_id: Option<&str>,
+    as_sent: bool,
+    now: i64,
+    by: &str,
+) -> TxResult<bool> {
+    let campaign_id: Option<i64> = tx
+        .query_opt(
+            "SELECT campaign_id FROM sends WHERE id = $1 AND status = 'in_doubt' FOR UPDATE",
+            &[&send_id],
+        )
+        .await?
+        .map(|r| r.get(0));
+    let Some(campaign_id) = campaign_id else {
+        return Ok(false);
+    };
+    if as_sent {
+        tx.execute(
+            "UPDATE sends SET status = 'sent', sent_at = $2, updated_at = $2,
+                    doubt_since = NULL,
+                    provider_message_id = coalesce($3, provider_message_id),
+                    last_error = 'resolved as sent by ' || $4
+             WHERE id = $1 AND status = 'in_doubt'",
+            &[&send_id, &now, &provider_id, &by],
+        )
+        .await?;
+    } else {
+        tx.execute(
+            "UPDATE sends SET status = 'queued', visible_at = $2, updated_at = $2,
+                    doubt_since = NULL, dispatched_at = NULL,
+                    last_error = 'requeued by ' || $3 || ' after doubt'
+             WHERE id = $1 AND status = 'in_doubt'",
+            &[&send_id, &now, &by],
+        )
+        .await?;
+    }
+    tx.execute(COMPLETE_IF_DONE, &[&campaign_id, &now]).await?;
+    Ok(true)
 }
 
 /// A due row the claim read and locked, before it decides what to do with it.
@@ -564,6 +658,79 @@ fn count_fenced(n: u64, done: &mut u64, fenced_out: &mut u64) {
     } else {
         *fenced_out += 1;
     }
+}
+
+const LIST_CAMPAIGN: &str = "SELECT account_id, channel, list_cursor, list_complete, status,
+            EXISTS (SELECT 1 FROM campaign_lists cl WHERE cl.campaign_id = campaigns.id), filter
+     FROM campaigns WHERE id = $1 FOR UPDATE";
+
+const LIST_CHUNK_END: &str = "SELECT max(id), count(*) FROM (SELECT id FROM subscribers
+     WHERE account_id = $1 AND id > $2 ORDER BY id LIMIT $3) chunk";
+
+const LIST_ADVANCE_CURSOR: &str =
+    "UPDATE campaigns SET list_cursor = coalesce($2, list_cursor), list_complete = $3
+     WHERE id = $1";
+
+/// The template variables captured for a recipient: the attributes with the built-in `name`,
+/// `email`, `phone` over them (a NULL built-in is absent), as SQLite's `json_patch` does. The
+/// text differs from SQLite's (jsonb orders keys), which nothing depends on: it is parsed, and
+/// captured once per row.
+const CAPTURED_VARS: &str = "((s.attrs::jsonb - 'name' - 'email' - 'phone')
+     || jsonb_strip_nulls(jsonb_build_object('name', s.name, 'email', s.email,
+                                             'phone', s.phone)))::text";
+
+/// Insert the recipients among subscribers `cursor < id <= end` ($1 campaign, $2 account,
+/// $3 cursor, $4 now, $5 end, $6 channel): one row per address, nothing twice after a crash.
+fn list_insert_sql(channel: crate::domain::address::Channel, targeted: bool) -> String {
+    use crate::domain::address::Channel;
+    use crate::domain::model::{
+        CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB, EPOCH_MARK, INSTALLATION_SCOPE_LEN,
+    };
+    let text = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let addr = match channel {
+        Channel::Sms => "s.phone",
+        Channel::Email => "s.email_norm",
+    };
+    let in_lists = if targeted {
+        "AND s.id IN (SELECT m.subscriber_id FROM campaign_lists cl
+                        JOIN list_members m ON m.list_id = cl.list_id
+                        WHERE cl.campaign_id = $1::bigint AND m.status = 'subscribed'
+                          AND m.subscriber_id > $3::bigint AND m.subscriber_id <= $5::bigint)"
+    } else {
+        ""
+    };
+    let job_id = format!(
+        "{} || $1::bigint || {} || s.id || {}
+                || (SELECT substr(id, 1, {INSTALLATION_SCOPE_LEN}) FROM installation
+                    WHERE singleton = 1)
+                || coalesce({} || (SELECT max(e.label) FROM guard_epochs e
+                    WHERE e.campaigns_through < $1::bigint
+                       OR e.subscribers_through < s.id), '')",
+        text(CAMPAIGN_JOB_PREFIX),
+        text(CAMPAIGN_JOB_SUB),
+        text(CAMPAIGN_JOB_AT),
+        text(EPOCH_MARK)
+    );
+    format!(
+        "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
+                            vars, status, last_error, doubt_since, visible_at, created_at,
+                            updated_at)
+         SELECT s.account_id, $1::bigint, s.id, {job_id}, {addr}, {CAPTURED_VARS},
+                CASE WHEN su.address IS NULL THEN 'queued' ELSE 'suppressed' END,
+                CASE WHEN su.address IS NULL THEN NULL
+                     ELSE 'address suppressed before the list was built' END,
+                CASE WHEN su.address IS NULL THEN
+                    (SELECT g.replay_since FROM guard g
+                     WHERE g.singleton = 1 AND $1::bigint <= g.replay_through) END,
+                $4::bigint, $4::bigint, $4::bigint
+         FROM subscribers s
+         LEFT JOIN suppressions su ON su.account_id = s.account_id
+                                  AND su.channel = $6::text AND su.address = {addr}
+         WHERE s.account_id = $2::bigint AND s.id > $3::bigint AND s.id <= $5::bigint
+           AND s.status = 'confirmed' AND {addr} IS NOT NULL {in_lists}
+         ORDER BY s.id
+         ON CONFLICT DO NOTHING"
+    )
 }
 
 // The SQL: `sqlite/ledger.rs`'s statements in PostgreSQL's dialect (positional parameters,

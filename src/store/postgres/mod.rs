@@ -40,9 +40,11 @@
 //! verification instead of falling back.
 
 mod admin;
+mod audience;
 mod ledger;
 mod migrate;
 mod pending;
+mod suppressions;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::OpenOptions;

@@ -21,88 +21,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-impl crate::store::Audience for PgStore {
-    fn add_account(&self, name: &str) -> Result<i64> {
-        Err(not_yet("Audience::add_account"))
-    }
-    fn add_subscriber_with(
-        &self,
-        account_id: i64,
-        s: &NewSubscriber,
-        lists: &[i64],
-        links: Option<&Links>,
-    ) -> Result<i64> {
-        Err(not_yet("Audience::add_subscriber_with"))
-    }
-    fn import_subscribers_with(
-        &self,
-        account_id: i64,
-        rows: Vec<(u64, Result<NewSubscriber>)>,
-        skip_invalid: bool,
-        lists: &[i64],
-        links: Option<&Links>,
-    ) -> Result<ImportReport> {
-        Err(not_yet("Audience::import_subscribers_with"))
-    }
-    fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>> {
-        Err(not_yet("Audience::attribute_names"))
-    }
-    fn account_exists(&self, account_id: i64) -> Result<()> {
-        Err(not_yet("Audience::account_exists"))
-    }
-}
-
 impl crate::store::Audit for PgStore {
     fn audit_snapshot(&self, campaign_id: i64) -> Result<AuditSnapshot> {
         Err(not_yet("Audit::audit_snapshot"))
     }
     fn invariant_violations(&self, campaign_id: i64) -> Result<Vec<String>> {
         Err(not_yet("Audit::invariant_violations"))
-    }
-}
-
-impl crate::store::Campaigns for PgStore {
-    fn create_campaign(&self, c: &NewCampaign<'_>) -> Result<i64> {
-        Err(not_yet("Campaigns::create_campaign"))
-    }
-    fn campaign(&self, id: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::campaign"))
-    }
-    fn approve_campaign(&self, id: i64, at: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::approve_campaign"))
-    }
-    fn pause_campaign(&self, id: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::pause_campaign"))
-    }
-    fn resume_campaign(&self, id: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::resume_campaign"))
-    }
-    fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::cancel_campaign"))
-    }
-    fn status_counts(&self, id: i64) -> Result<StatusCounts> {
-        Err(not_yet("Campaigns::status_counts"))
-    }
-    fn report(&self, id: i64, f: &mut dyn FnMut(ReportRow) -> Result<()>) -> Result<()> {
-        Err(not_yet("Campaigns::report"))
-    }
-    fn report_page(&self, id: i64, after: i64, limit: usize) -> Result<Vec<ReportRow>> {
-        Err(not_yet("Campaigns::report_page"))
-    }
-    fn send_account(&self, send_id: i64) -> Result<Option<i64>> {
-        Err(not_yet("Campaigns::send_account"))
-    }
-    fn recipient(&self, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow> {
-        Err(not_yet("Campaigns::recipient"))
-    }
-    fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>> {
-        Err(not_yet("Campaigns::doubts"))
-    }
-    fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {
-        Err(not_yet("Campaigns::resolve_doubt"))
-    }
-    fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()> {
-        Err(not_yet("Campaigns::resolve_doubt_by"))
     }
 }
 
@@ -255,28 +179,6 @@ impl crate::store::RateLimits for PgStore {
         now: i64,
     ) -> Result<Grant> {
         Err(not_yet("RateLimits::take_tokens"))
-    }
-}
-
-impl crate::store::Suppressions for PgStore {
-    fn suppress(
-        &self,
-        account_id: i64,
-        channel: Channel,
-        address: &str,
-        reason: &str,
-        source: &str,
-    ) -> Result<bool> {
-        Err(not_yet("Suppressions::suppress"))
-    }
-    fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()> {
-        Err(not_yet("Suppressions::unsuppress"))
-    }
-    fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
-        Err(not_yet("Suppressions::suppressions"))
-    }
-    fn is_suppressed(&self, account_id: i64, channel: Channel, address: &str) -> Result<bool> {
-        Err(not_yet("Suppressions::is_suppressed"))
     }
 }
 
