@@ -1,7 +1,6 @@
 //! The PostgreSQL store (issue 17, first part) on throwaway clusters (`common::pg`): opening,
 //! migrations under the advisory lock, `Admin`, and the ledger's claim/dispatch/record path on
-//! rows seeded with SQL (the traits that create accounts, subscribers and campaigns are not on
-//! PostgreSQL yet, so `store_contract.rs` cannot build its fixtures there yet).
+//! rows seeded with SQL (the ledger's part of `store_contract.rs` runs on PostgreSQL too).
 
 use crate::common::accepted;
 use crate::common::pg;
@@ -156,9 +155,9 @@ fn hosts_starting_together_migrate_once() {
 #[test]
 fn traits_not_written_yet_answer_an_error_that_says_so() {
     let s = open(&pg::shared().fresh_url());
-    let e = s.add_account("t").unwrap_err().to_string();
+    let e = s.suppressions(1).unwrap_err().to_string();
     assert!(e.contains("not yet on PostgreSQL"), "{e}");
-    let e = s.build_list_chunk(1, 10).unwrap_err().to_string();
+    let e = s.pause_campaign(1).unwrap_err().to_string();
     assert!(e.contains("not yet on PostgreSQL"), "{e}");
 }
 

@@ -369,7 +369,7 @@ impl Campaigns for PgStore {
     }
 
     fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {
-        Err(not_yet("Campaigns::resolve_doubt"))
+        self.resolve_doubt_by(send_id, as_sent, "operator")
     }
 
     fn resolve_doubt_by(&self, send_id: i64, as_sent: bool, by: &str) -> Result<()> {
