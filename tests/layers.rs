@@ -70,6 +70,47 @@ fn the_store_serves_and_calls_nothing_above_it() {
     assert!(bad.is_empty(), "store/ calls upward:\n{}", bad.join("\n"));
 }
 
+/// The PostgreSQL driver likewise stays in `src/store/postgres/`, and that backend never names
+/// SQLite's.
+#[test]
+fn only_the_postgres_backend_names_the_postgres_driver() {
+    let driver = ["tokio_postgres", "deadpool", "postgres_rustls"];
+    for layer in [
+        "domain",
+        "app",
+        "worker",
+        "cli",
+        "provider",
+        "http",
+        "store/sqlite",
+    ] {
+        let bad = offences(layer, &driver);
+        assert!(
+            bad.is_empty(),
+            "{layer}/ names the PostgreSQL driver:\n{}",
+            bad.join("\n")
+        );
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+    for entry in std::fs::read_dir(&dir).expect("read src/store") {
+        let path = entry.expect("dir entry").path();
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path).expect("read");
+            assert!(
+                !driver.iter().any(|d| text.contains(d)),
+                "{} names the PostgreSQL driver",
+                path.display()
+            );
+        }
+    }
+    let bad = offences("store/postgres", &["rusqlite", "r2d2"]);
+    assert!(
+        bad.is_empty(),
+        "store/postgres/ names SQLite:\n{}",
+        bad.join("\n")
+    );
+}
+
 #[test]
 fn only_the_sqlite_backend_names_rusqlite() {
     for layer in ["domain", "app", "worker", "cli", "provider"] {
