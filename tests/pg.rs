@@ -286,3 +286,21 @@ fn workers_claiming_at_once_never_hold_the_same_row() {
     let distinct: HashSet<i64> = all.iter().flatten().copied().collect();
     assert_eq!((total, distinct.len()), (200, 200));
 }
+
+/// The bridge (src/store/postgres/mod.rs): a store call made on a thread that is running an
+/// async task of another runtime answers (no "runtime within a runtime" panic), and the store
+/// can be dropped there too.
+#[test]
+fn a_store_call_inside_an_async_task_answers_and_the_store_drops_there() {
+    let s = open(&pg::shared().fresh_url());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let id = rt.block_on(async move {
+        let id = s.installation_id().unwrap();
+        drop(s);
+        id
+    });
+    assert_eq!(id.len(), 32);
+}
