@@ -1,5 +1,6 @@
 //! Files the program creates are its owner's alone, whatever the umask: the database and its
-//! `-wal` and `-shm` (while a server holds them open), an outbox, and `notify`'s state directory
+//! `-wal` and `-shm` (while a server holds them open), its `-watermark`, a backup, an outbox, and
+//! `notify`'s state directory
 //! and database. Each command runs under `umask 022`, which would give 0644 and 0755.
 
 use crate::common::{Env, BIN};
@@ -80,6 +81,11 @@ fn the_database_its_wal_and_shm_and_an_outbox_are_owner_only() {
         &[],
     );
     assert_eq!(mode(&outbox), 0o600, "the outbox");
+    let watermark = env.db.with_extension("db-watermark");
+    assert_eq!(mode(&watermark), 0o600, "the watermark");
+    let backup = env.path("backup.db");
+    under_umask(&env, &["backup", backup.to_str().unwrap()], &[]);
+    assert_eq!(mode(&backup), 0o600, "a backup");
 
     // A server holds the pool open: the -wal and -shm exist while it runs.
     let mut child = Command::new("sh")

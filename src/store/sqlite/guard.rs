@@ -13,6 +13,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 
+/// `flock(2)` on an open file (`LOCK_SH`, `LOCK_EX`, `LOCK_UN`, optionally `| LOCK_NB`).
+fn flock(f: &File, op: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: flock on a descriptor `f` owns; it stays open for the call.
+    match unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(f), op) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// Overrides the machine id (a container whose `/etc/machine-id` changes with every image, or is
 /// shared by clones).
 pub const HOST_ENV: &str = "SENDONCE_HOST_ID";
@@ -171,11 +180,7 @@ fn raise_mark(
     at: i64,
     force: bool,
 ) -> std::io::Result<()> {
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&*f);
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    flock(f, libc::LOCK_EX)?;
     let done = (|| {
         if !force {
             let mut text = String::new();
@@ -195,8 +200,7 @@ fn raise_mark(
         }
         Ok(())
     })();
-    // SAFETY: as above.
-    unsafe { libc::flock(fd, libc::LOCK_UN) };
+    let _ = flock(f, libc::LOCK_UN);
     done
 }
 
@@ -234,10 +238,7 @@ fn decode(text: &str) -> std::result::Result<(String, i64, i64), String> {
 /// under an exclusive one: no torn read).
 fn read_locked(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut f = File::open(path)?;
-    // SAFETY: flock on a descriptor we own; released when `f` is closed.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_SH) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    flock(&f, libc::LOCK_SH)?; // released when `f` is closed
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes)?;
     Ok(bytes)
@@ -647,10 +648,7 @@ pub(super) fn hold_shared(db: &Path) -> Result<File> {
     let err = |what: &str, e| Error::io(&format!("{what} {}", db.display()), e);
     for _ in 0..5 {
         let f = File::open(db).map_err(|e| err("cannot open", e))?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_SH) } != 0 {
-            return Err(err("cannot lock", std::io::Error::last_os_error()));
-        }
+        flock(&f, libc::LOCK_SH).map_err(|e| err("cannot lock", e))?;
         let held = f.metadata().map_err(|e| err("cannot stat", e))?;
         let now = std::fs::metadata(db).map_err(|e| err("cannot stat", e))?;
         if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
@@ -672,14 +670,7 @@ pub(super) fn lock_exclusive(db: &Path) -> Result<Option<File>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(&format!("cannot open {}", db.display()), e)),
     };
-    // SAFETY: flock on a descriptor we own.
-    let rc = unsafe {
-        libc::flock(
-            std::os::fd::AsRawFd::as_raw_fd(&f),
-            libc::LOCK_EX | libc::LOCK_NB,
-        )
-    };
-    if rc != 0 {
+    if flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_err() {
         return Err(Error::new(
             ErrorKind::Busy,
             format!(
