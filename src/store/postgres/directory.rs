@@ -316,7 +316,7 @@ impl Directory for PgStore {
                 tx.execute(
                     "INSERT INTO suppressions (account_id, channel, address, reason, source,
                                                created_at)
-                     SELECT account_id, 'email', email_norm, 'subscriber removed', 'removal', $2
+                     SELECT account_id, 'email', email_norm, 'subscriber removed', 'removal', $2::bigint
                      FROM subscribers WHERE id = $1 AND email_norm IS NOT NULL
                      UNION ALL
                      SELECT account_id, 'sms', phone, 'subscriber removed', 'removal', $2
