@@ -138,7 +138,7 @@ impl Tokens for PgStore {
                 tx.execute(
                     "UPDATE api_tokens SET last_used_at = $2
                      WHERE id = $1 AND revoked_at IS NULL
-                       AND (last_used_at IS NULL OR last_used_at <= $2 - $3)",
+                       AND (last_used_at IS NULL OR last_used_at <= $2::bigint - $3::bigint)",
                     &[&row.id, &now, &LAST_USED_EVERY_MS],
                 )
                 .await?;
