@@ -41,10 +41,13 @@
 
 mod admin;
 mod audience;
+mod directory;
 mod ledger;
 mod migrate;
 mod pending;
+mod ratelimit;
 mod suppressions;
+mod tokens;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::OpenOptions;

@@ -30,53 +30,6 @@ impl crate::store::Audit for PgStore {
     }
 }
 
-impl crate::store::Directory for PgStore {
-    fn resolve_account(&self, key: &str) -> Result<i64> {
-        Err(not_yet("Directory::resolve_account"))
-    }
-    fn account_id_by_name(&self, name: &str) -> Result<i64> {
-        Err(not_yet("Directory::account_id_by_name"))
-    }
-    fn accounts(&self) -> Result<Vec<AccountRow>> {
-        Err(not_yet("Directory::accounts"))
-    }
-    fn sms_footer(&self, account: i64) -> Result<Option<String>> {
-        Err(not_yet("Directory::sms_footer"))
-    }
-    fn set_sms_footer(&self, account: i64, footer: Option<&str>) -> Result<()> {
-        Err(not_yet("Directory::set_sms_footer"))
-    }
-    fn list_campaigns(
-        &self,
-        account: Option<i64>,
-        status: Option<CampaignStatus>,
-    ) -> Result<Vec<CampaignRow>> {
-        Err(not_yet("Directory::list_campaigns"))
-    }
-    fn list_subscribers(
-        &self,
-        account: i64,
-        status: Option<&str>,
-        after_id: i64,
-        limit: usize,
-    ) -> Result<Vec<SubscriberRow>> {
-        Err(not_yet("Directory::list_subscribers"))
-    }
-    fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
-        Err(not_yet("Directory::find_subscriber"))
-    }
-    fn update_subscriber(
-        &self,
-        account: i64,
-        id: i64,
-        ch: &SubscriberChanges,
-    ) -> Result<SubscriberRow> {
-        Err(not_yet("Directory::update_subscriber"))
-    }
-    fn remove_subscriber(&self, account: i64, id: i64) -> Result<()> {
-        Err(not_yet("Directory::remove_subscriber"))
-    }
-}
 
 impl crate::store::Lists for PgStore {
     fn link_state(
@@ -169,33 +122,7 @@ impl crate::store::Optin for PgStore {
     }
 }
 
-impl crate::store::RateLimits for PgStore {
-    fn take_tokens(
-        &self,
-        name: &str,
-        want: u32,
-        rate_per_sec: f64,
-        burst: u32,
-        now: i64,
-    ) -> Result<Grant> {
-        Err(not_yet("RateLimits::take_tokens"))
-    }
-}
 
-impl crate::store::Tokens for PgStore {
-    fn create_token(&self, t: &NewToken<'_>) -> Result<i64> {
-        Err(not_yet("Tokens::create_token"))
-    }
-    fn tokens(&self, account_id: i64) -> Result<Vec<TokenRow>> {
-        Err(not_yet("Tokens::tokens"))
-    }
-    fn revoke_token(&self, account_id: i64, id: i64, now: i64) -> Result<(TokenRow, bool)> {
-        Err(not_yet("Tokens::revoke_token"))
-    }
-    fn authenticate(&self, hash: &Hash, now: i64) -> Result<Option<TokenRow>> {
-        Err(not_yet("Tokens::authenticate"))
-    }
-}
 
 impl crate::store::Webhooks for PgStore {
     fn apply_webhook(

@@ -1,9 +1,9 @@
-//! `Suppressions` on PostgreSQL: `suppress` (what the claim's suppression check is tested
-//! with); the rest answer "not yet on PostgreSQL".
-#![allow(unused_variables)]
+//! `Suppressions` on PostgreSQL: the same rules as `sqlite/admin.rs` (an unknown account is an
+//! error, removing an address not on the list is "not found"), listed in byte order
+//! (`COLLATE "C"`, as SQLite compares text) whatever the database's collation.
 
 use super::ledger::transaction;
-use super::{not_yet, PgStore};
+use super::PgStore;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::store::Suppression;
@@ -38,13 +38,80 @@ impl crate::store::Suppressions for PgStore {
             })
         })
     }
+
     fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()> {
-        Err(not_yet("Suppressions::unsuppress"))
+        let address = address.to_string();
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            transaction!(c, tx => {
+                if tx.query_opt("SELECT 1 FROM accounts WHERE id = $1", &[&account_id]).await?.is_none() {
+                    return Err(Error::not_found(format!("unknown account id {account_id}")).into());
+                }
+                let n = tx
+                    .execute(
+                        "DELETE FROM suppressions
+                         WHERE account_id = $1 AND channel = $2 AND address = $3",
+                        &[&account_id, &channel.as_str(), &address],
+                    )
+                    .await?;
+                if n == 0 {
+                    return Err(Error::not_found(format!(
+                        "{address} is not on the {channel} suppression list of account {account_id}"
+                    ))
+                    .into());
+                }
+                Ok(())
+            })
+        })
     }
+
     fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
-        Err(not_yet("Suppressions::suppressions"))
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            if c.query_opt("SELECT 1 FROM accounts WHERE id = $1", &[&account_id])
+                .await?
+                .is_none()
+            {
+                return Err(Error::not_found(format!("unknown account id {account_id}")));
+            }
+            let rows = c
+                .query(
+                    "SELECT channel, address, reason, source, created_at FROM suppressions
+                     WHERE account_id = $1
+                     ORDER BY channel COLLATE \"C\", address COLLATE \"C\"",
+                    &[&account_id],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    let channel: String = r.get(0);
+                    Ok(Suppression {
+                        channel: channel.parse().map_err(|_| {
+                            Error::damaged(format!(
+                                "suppressions.channel holds {channel:?}, which is not a channel"
+                            ))
+                        })?,
+                        address: r.get(1),
+                        reason: r.get(2),
+                        source: r.get(3),
+                        created_at: r.get(4),
+                    })
+                })
+                .collect()
+        })
     }
+
     fn is_suppressed(&self, account_id: i64, channel: Channel, address: &str) -> Result<bool> {
-        Err(not_yet("Suppressions::is_suppressed"))
+        let address = address.to_string();
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            Ok(c.query_one(
+                "SELECT EXISTS (SELECT 1 FROM suppressions
+                 WHERE account_id = $1 AND channel = $2 AND address = $3)",
+                &[&account_id, &channel.as_str(), &address],
+            )
+            .await?
+            .get(0))
+        })
     }
 }
