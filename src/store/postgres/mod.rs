@@ -42,7 +42,9 @@
 mod admin;
 mod audience;
 mod ledger;
+mod lists;
 mod migrate;
+mod optin;
 mod pending;
 mod suppressions;
 
