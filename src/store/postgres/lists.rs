@@ -61,10 +61,9 @@ async fn require_lists(
     };
     for &id in lists {
         if tx.query_opt(sql, &[&id, &account_id]).await?.is_none() {
-            return Err(Error::not_found(format!(
-                "unknown list id {id} in account {account_id}"
-            ))
-            .into());
+            return Err(
+                Error::not_found(format!("unknown list id {id} in account {account_id}")).into(),
+            );
         }
     }
     Ok(())
@@ -273,7 +272,12 @@ async fn apply(tx: &Transaction<'_>, r: &Unsubscribe) -> TxResult<UnsubscribeCha
 
 /// Rows of subscriber `sub` still queued in the account's list campaigns that no longer reach
 /// it through any of their lists become `suppressed` (`sqlite/unsubscribe.rs`).
-async fn withdraw_queued(tx: &Transaction<'_>, account_id: i64, sub: i64, now: i64) -> TxResult<u64> {
+async fn withdraw_queued(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    sub: i64,
+    now: i64,
+) -> TxResult<u64> {
     Ok(tx
         .execute(
             "UPDATE sends SET status = 'suppressed', updated_at = $1,

@@ -31,7 +31,11 @@ impl Key {
 
 /// The list's name and the membership of the (not removed) subscriber with this address;
 /// `lock` takes the membership row `FOR UPDATE`.
-async fn find(tx: &Transaction<'_>, key: &Key, lock: bool) -> TxResult<Option<(Confirmation, i64)>> {
+async fn find(
+    tx: &Transaction<'_>,
+    key: &Key,
+    lock: bool,
+) -> TxResult<Option<(Confirmation, i64)>> {
     let list: Option<String> = tx
         .query_opt(
             "SELECT name FROM lists WHERE id = $1 AND account_id = $2",
