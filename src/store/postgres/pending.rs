@@ -31,51 +31,6 @@ impl crate::store::Audit for PgStore {
 }
 
 
-impl crate::store::Lists for PgStore {
-    fn link_state(
-        &self,
-        account_id: i64,
-        channel: Channel,
-        address: &str,
-        lists: &[i64],
-    ) -> Result<LinkState> {
-        Err(not_yet("Lists::link_state"))
-    }
-    fn unsubscribe(&self, r: &UnsubscribeRequest<'_>) -> Result<UnsubscribeChange> {
-        Err(not_yet("Lists::unsubscribe"))
-    }
-    fn create_list(&self, l: &NewList<'_>) -> Result<i64> {
-        Err(not_yet("Lists::create_list"))
-    }
-    fn update_list(&self, account_id: i64, list_id: i64, change: &ListChange<'_>) -> Result<()> {
-        Err(not_yet("Lists::update_list"))
-    }
-    fn lists(&self, account_id: i64) -> Result<Vec<ListRow>> {
-        Err(not_yet("Lists::lists"))
-    }
-    fn find_list(&self, account_id: i64, key: &str) -> Result<ListRow> {
-        Err(not_yet("Lists::find_list"))
-    }
-    fn remove_list(&self, account_id: i64, list_id: i64) -> Result<u64> {
-        Err(not_yet("Lists::remove_list"))
-    }
-    fn campaign_lists(&self, campaign_id: i64) -> Result<Vec<i64>> {
-        Err(not_yet("Lists::campaign_lists"))
-    }
-    fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts> {
-        Err(not_yet("Lists::audience_counts"))
-    }
-    fn variable_counts_for(
-        &self,
-        q: &AudienceQuery<'_>,
-    ) -> Result<crate::domain::template::VarCounts> {
-        Err(not_yet("Lists::variable_counts_for"))
-    }
-    fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts> {
-        Err(not_yet("Lists::audience_counts_for"))
-    }
-}
-
 impl crate::store::Messages for PgStore {
     fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted> {
         Err(not_yet("Messages::submit_message"))
@@ -107,18 +62,6 @@ impl crate::store::Notifications for PgStore {
         addresses: &[String],
     ) -> Result<Vec<NotifyRow>> {
         Err(not_yet("Notifications::notification_rows"))
-    }
-}
-
-impl crate::store::Optin for PgStore {
-    fn confirmation(&self, key: &MemberKey<'_>) -> Result<Option<Confirmation>> {
-        Err(not_yet("Optin::confirmation"))
-    }
-    fn confirm(&self, key: &MemberKey<'_>, now: i64) -> Result<Option<Confirmation>> {
-        Err(not_yet("Optin::confirm"))
-    }
-    fn public_list(&self, list_id: i64) -> Result<Option<crate::store::ListRow>> {
-        Err(not_yet("Optin::public_list"))
     }
 }
 
