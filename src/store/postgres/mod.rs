@@ -41,6 +41,8 @@
 
 mod admin;
 mod audience;
+mod audit;
+mod campaigns;
 mod ledger;
 mod migrate;
 mod pending;

@@ -21,15 +21,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-impl crate::store::Audit for PgStore {
-    fn audit_snapshot(&self, campaign_id: i64) -> Result<AuditSnapshot> {
-        Err(not_yet("Audit::audit_snapshot"))
-    }
-    fn invariant_violations(&self, campaign_id: i64) -> Result<Vec<String>> {
-        Err(not_yet("Audit::invariant_violations"))
-    }
-}
-
 impl crate::store::Directory for PgStore {
     fn resolve_account(&self, key: &str) -> Result<i64> {
         Err(not_yet("Directory::resolve_account"))
