@@ -1169,3 +1169,61 @@ fn the_audit_snapshot_and_invariants_read_the_same_on_every_backend() {
         assert!(f.s.audit_snapshot(4242).is_err(), "{}", f.backend);
     }
 }
+
+/// An API message: created once per key, in progress until its answer is saved, then replayed;
+/// another request under the same key is a mismatch; it reads back per account.
+#[test]
+fn an_api_message_is_created_once_per_key_on_every_backend() {
+    use sendonce::store::{NewMessage, Submitted};
+    for b in ledger_backends() {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let acct = s.add_account("t").unwrap();
+        let msg = |hash: &'static str| NewMessage {
+            account_id: acct,
+            idempotency_key: "k1",
+            request_hash: hash,
+            channel: Channel::Email,
+            to: "a@x.com",
+            from: Some("me@x.com"),
+            reply_to: None,
+            subject: Some("s"),
+            text: "hello",
+            html: None,
+            now: 1000,
+        };
+        let Submitted::Created { id } = s.submit_message(&msg("h1")).unwrap() else {
+            panic!("{}: not created", b.name)
+        };
+        match s.submit_message(&msg("h1")).unwrap() {
+            Submitted::InProgress { id: i, since } => assert_eq!((i, since), (id, 1000)),
+            other => panic!("{}: {other:?}", b.name),
+        }
+        match s.submit_message(&msg("h2")).unwrap() {
+            Submitted::Mismatch { id: i } => assert_eq!(i, id),
+            other => panic!("{}: {other:?}", b.name),
+        }
+        s.save_answer(acct, id, 202, "{\"ok\":1}").unwrap();
+        s.save_answer(acct, id, 500, "later").unwrap(); // the first answer stays
+        match s.submit_message(&msg("h1")).unwrap() {
+            Submitted::Replay { id: i, status, body } => {
+                assert_eq!((i, status, body.as_str()), (id, 202, "{\"ok\":1}"), "{}", b.name)
+            }
+            other => panic!("{}: {other:?}", b.name),
+        }
+        let m = s.message(acct, id).unwrap();
+        assert_eq!(
+            (m.idempotency_key.as_str(), m.to.as_str(), m.channel, m.status.as_str()),
+            ("k1", "a@x.com", Channel::Email, "queued"),
+            "{}",
+            b.name
+        );
+        assert!(m.job_id.contains(&id.to_string()), "{}: {}", b.name, m.job_id);
+        assert_eq!(m.created_at, 1000, "{}", b.name);
+        let e = s.message(acct + 1, id).unwrap_err();
+        assert_eq!(e.kind, sendonce::error::ErrorKind::NotFound, "{}", b.name);
+        let mut other = msg("h1");
+        other.account_id = 4242;
+        assert!(s.submit_message(&other).is_err(), "{}", b.name);
+    }
+}

@@ -44,6 +44,7 @@ mod audience;
 mod audit;
 mod campaigns;
 mod ledger;
+mod messages;
 mod migrate;
 mod pending;
 mod suppressions;

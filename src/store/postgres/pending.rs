@@ -114,18 +114,6 @@ impl crate::store::Lists for PgStore {
     }
 }
 
-impl crate::store::Messages for PgStore {
-    fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted> {
-        Err(not_yet("Messages::submit_message"))
-    }
-    fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
-        Err(not_yet("Messages::save_answer"))
-    }
-    fn message(&self, account_id: i64, id: i64) -> Result<MessageRow> {
-        Err(not_yet("Messages::message"))
-    }
-}
-
 impl crate::store::Notifications for PgStore {
     fn prepare_notification(
         &self,
