@@ -157,8 +157,6 @@ fn traits_not_written_yet_answer_an_error_that_says_so() {
     let s = open(&pg::shared().fresh_url());
     let e = s.suppressions(1).unwrap_err().to_string();
     assert!(e.contains("not yet on PostgreSQL"), "{e}");
-    let e = s.pause_campaign(1).unwrap_err().to_string();
-    assert!(e.contains("not yet on PostgreSQL"), "{e}");
 }
 
 #[test]

@@ -1212,5 +1212,272 @@ fn a_new_bucket_taken_from_at_once_grants_its_burst_once() {
             workers.into_iter().map(|w| w.join().unwrap()).sum()
         });
         assert_eq!(granted, 5, "{}", b.name);
+// Campaign management and the checker's reads: the same rules on every backend.
+
+/// Pause puts undispatched leases back in the queue and keeps dispatched ones; resume and
+/// cancel are compare-and-sets that say why they refused; cancel withdraws what cannot be in
+/// flight and keeps what may be; an unknown campaign is not found.
+#[test]
+fn pause_resume_and_cancel_are_compare_and_sets_on_every_backend() {
+    use sendonce::error::ErrorKind;
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 10);
+        let t0 = now_ms();
+        let a = f.claim(4, 1, t0, None);
+        let held = f.s.mark_dispatched(&keys(&a)[..2], t0, 60_000).unwrap();
+        assert_eq!(held.len(), 2, "{}", f.backend);
+        let c = f.s.pause_campaign(f.cid).unwrap();
+        assert_eq!(c.status.as_str(), "paused", "{}", f.backend);
+        assert_eq!(
+            (f.count("leased"), f.count("queued")),
+            (2, 8),
+            "{}: undispatched leases go back to the queue",
+            f.backend
+        );
+        let e = f.s.pause_campaign(f.cid).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{}", f.backend);
+        assert!(
+            e.message
+                .contains(&format!("cannot pause campaign {}: it is paused", f.cid)),
+            "{}: {}",
+            f.backend,
+            e.message
+        );
+        let c = f.s.resume_campaign(f.cid).unwrap();
+        assert_eq!(c.status.as_str(), "sending", "{}", f.backend);
+        let e = f.s.resume_campaign(f.cid).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{}", f.backend);
+        assert!(e.message.contains("it is sending"), "{}", e.message);
+        let c = f.s.cancel_campaign(f.cid).unwrap();
+        assert_eq!(c.status.as_str(), "cancelled", "{}", f.backend);
+        assert!(c.finished_at.is_some(), "{}", f.backend);
+        assert_eq!(
+            (f.count("leased"), f.count("cancelled"), f.count("queued")),
+            (2, 8, 0),
+            "{}: rows that may be in flight keep their lease",
+            f.backend
+        );
+        let e = f.s.cancel_campaign(f.cid).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{}", f.backend);
+        assert!(e.message.contains("it is cancelled"), "{}", e.message);
+        let e = f.s.resume_campaign(f.cid).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{}", f.backend);
+        for e in [
+            f.s.pause_campaign(4242).unwrap_err(),
+            f.s.resume_campaign(4242).unwrap_err(),
+            f.s.cancel_campaign(4242).unwrap_err(),
+        ] {
+            assert_eq!(e.kind, ErrorKind::NotFound, "{}", f.backend);
+            assert!(
+                e.message.contains("unknown campaign id 4242"),
+                "{}",
+                e.message
+            );
+        }
+    }
+}
+
+/// Reports (streamed and paged), the in-doubt queue, a send's account and one recipient read
+/// the same on every backend.
+#[test]
+fn reports_doubts_and_a_recipient_read_the_same_on_every_backend() {
+    use sendonce::error::ErrorKind;
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 3);
+        let t0 = now_ms();
+        let a = f.claim(3, 1, t0, None);
+        f.s.mark_dispatched(&keys(&a)[..2], t0, 1000).unwrap();
+        let b2 = f.claim(10, 2, t0 + 10_000, None);
+        assert_eq!(b2.in_doubt, 2, "{}", f.backend);
+        let stats = f.s.record(&[accepted(b2.rows[0].id, 2)], t0 + 10_001).unwrap();
+        let _ = stats;
+
+        let doubts = f.s.doubts(f.cid).unwrap();
+        assert_eq!(doubts.len(), 2, "{}", f.backend);
+        assert!(doubts[0].send_id < doubts[1].send_id, "{}", f.backend);
+        assert!(
+            doubts.iter().all(|d| d.doubt_since.is_some() && d.attempts >= 1),
+            "{}",
+            f.backend
+        );
+
+        let all = f.s.report_page(f.cid, 0, 100).unwrap();
+        assert_eq!(all.len(), 3, "{}", f.backend);
+        assert!(all.windows(2).all(|w| w[0].send_id < w[1].send_id));
+        let first = f.s.report_page(f.cid, 0, 2).unwrap();
+        let rest = f.s.report_page(f.cid, first[1].send_id, 2).unwrap();
+        assert_eq!((first.len(), rest.len()), (2, 1), "{}", f.backend);
+        assert_eq!(rest[0].send_id, all[2].send_id, "{}", f.backend);
+        let sent: Vec<_> = all.iter().filter(|r| r.status == "sent").collect();
+        assert_eq!(sent.len(), 1, "{}", f.backend);
+        assert!(sent[0].sent_at.is_some(), "{}", f.backend);
+        assert_eq!(
+            sent[0].provider_message_id.as_deref(),
+            Some(format!("p{}", sent[0].send_id).as_str()),
+            "{}",
+            f.backend
+        );
+        let mut streamed = Vec::new();
+        f.s.report(f.cid, &mut |r| {
+            streamed.push((r.send_id, r.job_id, r.status));
+            Ok(())
+        })
+        .unwrap();
+        let paged: Vec<_> = all
+            .iter()
+            .map(|r| (r.send_id, r.job_id.clone(), r.status.clone()))
+            .collect();
+        assert_eq!(streamed, paged, "{}", f.backend);
+        // A callback's error stops the report and is what it answers.
+        let e = f
+            .s
+            .report(f.cid, &mut |_| Err(sendonce::error::Error::invalid("stop")))
+            .unwrap_err();
+        assert_eq!(e.message, "stop", "{}", f.backend);
+        assert!(f.s.report_page(4242, 0, 10).is_err(), "{}", f.backend);
+
+        assert_eq!(
+            f.s.send_account(all[0].send_id).unwrap(),
+            Some(f.acct),
+            "{}",
+            f.backend
+        );
+        assert_eq!(f.s.send_account(4242).unwrap(), None, "{}", f.backend);
+
+        // The first subscriber of a fresh store has id 1 on both.
+        let r = f.s.recipient(f.cid, 1).unwrap();
+        assert_eq!(r.subscriber_id, 1, "{}", f.backend);
+        let address = r.address.clone().expect("an email address");
+        assert!(address.ends_with("@x.com"), "{address}");
+        let (job, _) = r.send.clone().expect("the list holds it");
+        assert!(all.iter().any(|row| row.job_id == job && row.address == address));
+        assert!(r.targeted && !r.suppressed && r.matches_filter, "{}", f.backend);
+        let vars: serde_json::Value = serde_json::from_str(&r.vars).unwrap();
+        assert_eq!(vars["email"].as_str(), Some(address.as_str()), "{}", f.backend);
+        f.s.suppress(f.acct, Channel::Email, &address, "test", "test")
+            .unwrap();
+        assert!(f.s.recipient(f.cid, 1).unwrap().suppressed, "{}", f.backend);
+        let e = f.s.recipient(f.cid, 4242).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound, "{}", f.backend);
+        assert!(
+            e.message.contains(&format!(
+                "subscriber 4242 is not in account {} (campaign {})",
+                f.acct, f.cid
+            )),
+            "{}",
+            e.message
+        );
+    }
+}
+
+/// The checker's snapshot and the ledger invariants read the same on every backend.
+#[test]
+fn the_audit_snapshot_and_invariants_read_the_same_on_every_backend() {
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 3);
+        let t0 = now_ms();
+        let a = f.claim(1, 1, t0, None);
+        f.s.record(&[accepted(a.rows[0].id, 1)], t0).unwrap();
+        f.s.suppress(f.acct, Channel::Email, "u2@x.com", "test", "test")
+            .unwrap();
+        let snap = f.s.audit_snapshot(f.cid).unwrap();
+        assert_eq!(
+            (snap.campaign_id, snap.account_id),
+            (f.cid, f.acct),
+            "{}",
+            f.backend
+        );
+        assert_eq!(snap.campaign_status, "sending", "{}", f.backend);
+        let mut eligible = snap.eligible.clone();
+        eligible.sort();
+        assert_eq!(
+            eligible,
+            vec!["u0@x.com", "u1@x.com", "u2@x.com"],
+            "{}",
+            f.backend
+        );
+        assert_eq!(snap.rows.len(), 3, "{}", f.backend);
+        let sent: Vec<_> = snap.rows.values().filter(|r| r.status == "sent").collect();
+        assert_eq!(sent.len(), 1, "{}", f.backend);
+        assert!(sent[0].claimed_at.is_some(), "{}", f.backend);
+        let reported = f.s.report_page(f.cid, 0, 10).unwrap();
+        let row = reported.iter().find(|r| r.job_id == sent[0].job_id).unwrap();
+        assert_eq!(
+            (row.attempts, row.address.as_str()),
+            (sent[0].attempts, sent[0].address.as_str()),
+            "{}",
+            f.backend
+        );
+        assert_eq!(
+            snap.suppressed_at.keys().collect::<Vec<_>>(),
+            vec!["u2@x.com"],
+            "{}",
+            f.backend
+        );
+        assert_eq!(
+            f.s.invariant_violations(f.cid).unwrap(),
+            Vec::<String>::new(),
+            "{}",
+            f.backend
+        );
+        assert!(f.s.audit_snapshot(4242).is_err(), "{}", f.backend);
+    }
+}
+
+/// An API message: created once per key, in progress until its answer is saved, then replayed;
+/// another request under the same key is a mismatch; it reads back per account.
+#[test]
+fn an_api_message_is_created_once_per_key_on_every_backend() {
+    use sendonce::store::{NewMessage, Submitted};
+    for b in ledger_backends() {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let acct = s.add_account("t").unwrap();
+        let msg = |hash: &'static str| NewMessage {
+            account_id: acct,
+            idempotency_key: "k1",
+            request_hash: hash,
+            channel: Channel::Email,
+            to: "a@x.com",
+            from: Some("me@x.com"),
+            reply_to: None,
+            subject: Some("s"),
+            text: "hello",
+            html: None,
+            now: 1000,
+        };
+        let Submitted::Created { id } = s.submit_message(&msg("h1")).unwrap() else {
+            panic!("{}: not created", b.name)
+        };
+        match s.submit_message(&msg("h1")).unwrap() {
+            Submitted::InProgress { id: i, since } => assert_eq!((i, since), (id, 1000)),
+            other => panic!("{}: {other:?}", b.name),
+        }
+        match s.submit_message(&msg("h2")).unwrap() {
+            Submitted::Mismatch { id: i } => assert_eq!(i, id),
+            other => panic!("{}: {other:?}", b.name),
+        }
+        s.save_answer(acct, id, 202, "{\"ok\":1}").unwrap();
+        s.save_answer(acct, id, 500, "later").unwrap(); // the first answer stays
+        match s.submit_message(&msg("h1")).unwrap() {
+            Submitted::Replay { id: i, status, body } => {
+                assert_eq!((i, status, body.as_str()), (id, 202, "{\"ok\":1}"), "{}", b.name)
+            }
+            other => panic!("{}: {other:?}", b.name),
+        }
+        let m = s.message(acct, id).unwrap();
+        assert_eq!(
+            (m.idempotency_key.as_str(), m.to.as_str(), m.channel, m.status.as_str()),
+            ("k1", "a@x.com", Channel::Email, "queued"),
+            "{}",
+            b.name
+        );
+        assert!(m.job_id.contains(&id.to_string()), "{}: {}", b.name, m.job_id);
+        assert_eq!(m.created_at, 1000, "{}", b.name);
+        let e = s.message(acct + 1, id).unwrap_err();
+        assert_eq!(e.kind, sendonce::error::ErrorKind::NotFound, "{}", b.name);
+        let mut other = msg("h1");
+        other.account_id = 4242;
+        assert!(s.submit_message(&other).is_err(), "{}", b.name);
     }
 }

@@ -258,8 +258,8 @@ impl Campaigns for PgStore {
         })
     }
 
-    fn recipient(&self, _campaign_id: i64, _subscriber_id: i64) -> Result<RecipientRow> {
-        Err(not_yet("Campaigns::recipient"))
+    fn recipient(&self, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow> {
+        super::campaigns::recipient(self, campaign_id, subscriber_id)
     }
 
     fn campaign(&self, id: i64) -> Result<Campaign> {
@@ -309,16 +309,16 @@ impl Campaigns for PgStore {
         self.campaign(id)
     }
 
-    fn pause_campaign(&self, _id: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::pause_campaign"))
+    fn pause_campaign(&self, id: i64) -> Result<Campaign> {
+        super::campaigns::pause(self, id)
     }
 
-    fn resume_campaign(&self, _id: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::resume_campaign"))
+    fn resume_campaign(&self, id: i64) -> Result<Campaign> {
+        super::campaigns::resume(self, id)
     }
 
-    fn cancel_campaign(&self, _id: i64) -> Result<Campaign> {
-        Err(not_yet("Campaigns::cancel_campaign"))
+    fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
+        super::campaigns::cancel(self, id)
     }
 
     fn status_counts(&self, id: i64) -> Result<StatusCounts> {
@@ -353,19 +353,19 @@ impl Campaigns for PgStore {
         })
     }
     fn report(&self, id: i64, f: &mut dyn FnMut(ReportRow) -> Result<()>) -> Result<()> {
-        Err(not_yet("Campaigns::report"))
+        super::campaigns::report(self, id, f)
     }
 
     fn report_page(&self, id: i64, after: i64, limit: usize) -> Result<Vec<ReportRow>> {
-        Err(not_yet("Campaigns::report_page"))
+        super::campaigns::report_page(self, id, after, limit)
     }
 
     fn send_account(&self, send_id: i64) -> Result<Option<i64>> {
-        Err(not_yet("Campaigns::send_account"))
+        super::campaigns::send_account(self, send_id)
     }
 
     fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>> {
-        Err(not_yet("Campaigns::doubts"))
+        super::campaigns::doubts(self, campaign_id)
     }
 
     fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {

@@ -41,9 +41,12 @@
 
 mod admin;
 mod audience;
+mod audit;
+mod campaigns;
 mod directory;
 mod ledger;
 mod lists;
+mod messages;
 mod migrate;
 mod optin;
 mod pending;

@@ -21,27 +21,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-impl crate::store::Audit for PgStore {
-    fn audit_snapshot(&self, campaign_id: i64) -> Result<AuditSnapshot> {
-        Err(not_yet("Audit::audit_snapshot"))
-    }
-    fn invariant_violations(&self, campaign_id: i64) -> Result<Vec<String>> {
-        Err(not_yet("Audit::invariant_violations"))
-    }
-}
-
-
-impl crate::store::Messages for PgStore {
-    fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted> {
-        Err(not_yet("Messages::submit_message"))
-    }
-    fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
-        Err(not_yet("Messages::save_answer"))
-    }
-    fn message(&self, account_id: i64, id: i64) -> Result<MessageRow> {
-        Err(not_yet("Messages::message"))
-    }
-}
 
 impl crate::store::Notifications for PgStore {
     fn prepare_notification(

@@ -1,0 +1,295 @@
+//! `Campaigns` on PostgreSQL, the rest of it (pause, resume, cancel, reports, the in-doubt
+//! queue, `recipient`): the bodies the `impl Campaigns` in `audience.rs` calls, the same rules as
+//! `sqlite/campaigns.rs`.
+//!
+//! Differences from SQLite, none visible to a caller: `pause` moves its campaign and requeues
+//! its undispatched leases in one transaction (SQLite uses two, one after the other); `report`
+//! reads in pages of [`REPORT_PAGE`] rows by send id (the callback cannot run on the store's
+//! runtime), so it is not one snapshot of a campaign still sending, just as a paged
+//! `report_page` reader's is not; `recipient` of a campaign with an audience filter answers
+//! "not yet" (filters compile to SQLite SQL today, as in `ledger.rs`).
+
+use super::ledger::transaction;
+use super::{not_yet, PgStore};
+use crate::domain::address::Channel;
+use crate::domain::model::SendStatus;
+use crate::error::{Error, Result};
+use crate::store::{Campaign, Campaigns, DoubtRow, RecipientRow, ReportRow};
+use deadpool_postgres::Transaction;
+
+/// How many rows `report` reads per query.
+const REPORT_PAGE: i64 = 5000;
+
+/// The columns of a report row, in [`report_row`]'s order.
+const REPORT_COLS: &str =
+    "id, job_id, address, status, attempts, provider_message_id, last_error, sent_at";
+
+/// The template variables list building would capture (a copy of `ledger.rs`'s private
+/// `CAPTURED_VARS`; keep the two the same).
+const CAPTURED_VARS: &str = "((s.attrs::jsonb - 'name' - 'email' - 'phone')
+     || jsonb_strip_nulls(jsonb_build_object('name', s.name, 'email', s.email,
+                                             'phone', s.phone)))::text";
+
+fn send_status(s: &str) -> Result<SendStatus> {
+    SendStatus::parse(s).ok_or_else(|| Error::damaged(format!("send status {s:?}")))
+}
+
+fn report_row(r: &tokio_postgres::Row) -> Result<ReportRow> {
+    Ok(ReportRow {
+        send_id: r.get(0),
+        job_id: r.get(1),
+        address: r.get(2),
+        status: send_status(r.get(3))?.to_string(),
+        attempts: r.get(4),
+        provider_message_id: r.get(5),
+        reason: r.get(6),
+        sent_at: r.get(7),
+    })
+}
+
+/// The status of a campaign that must exist (read after a compare-and-set, to say why it
+/// changed nothing).
+async fn campaign_status(tx: &Transaction<'_>, id: i64) -> Result<String> {
+    let row = tx
+        .query_opt("SELECT status FROM campaigns WHERE id = $1", &[&id])
+        .await?;
+    match row {
+        Some(r) => Ok(r.get(0)),
+        None => Err(Error::not_found(format!("unknown campaign id {id}"))),
+    }
+}
+
+/// Apply a compare-and-set transition (`$1` is the campaign id); on 0 rows changed, explain
+/// why. Then run `after` (`$1` id, `$2` now) in the same transaction.
+fn transition(
+    s: &PgStore,
+    id: i64,
+    verb: &'static str,
+    sql: &'static str,
+    after: Option<&'static str>,
+) -> Result<Campaign> {
+    let now = crate::domain::clock::now_ms();
+    s.run(move |pool| async move {
+        let mut c = pool.get().await?;
+        transaction!(c, tx => {
+            let n = tx.execute(sql, &[&id]).await?;
+            let current = campaign_status(&tx, id).await?;
+            if n == 0 {
+                return Err(Error::conflict(format!(
+                    "cannot {verb} campaign {id}: it is {current}"
+                ))
+                .into());
+            }
+            if let Some(after) = after {
+                tx.execute(after, &[&id, &now]).await?;
+            }
+            Ok(())
+        })
+    })?;
+    s.campaign(id)
+}
+
+/// `approved|sending -> paused`. Rows leased but not dispatched go back to the queue.
+pub(super) fn pause(s: &PgStore, id: i64) -> Result<Campaign> {
+    transition(
+        s,
+        id,
+        "pause",
+        "UPDATE campaigns SET status = 'paused'
+         WHERE id = $1 AND status IN ('approved', 'sending')",
+        Some(
+            "UPDATE sends SET status = 'queued', lease_token = NULL, lease_owner = NULL,
+                    visible_at = $2, updated_at = $2
+             WHERE campaign_id = $1 AND status = 'leased' AND dispatched_at IS NULL",
+        ),
+    )
+}
+
+/// `paused -> sending` (or back to `approved` if it had not started).
+pub(super) fn resume(s: &PgStore, id: i64) -> Result<Campaign> {
+    transition(
+        s,
+        id,
+        "resume",
+        "UPDATE campaigns SET status = CASE WHEN started_at IS NULL THEN 'approved'
+                                            ELSE 'sending' END
+         WHERE id = $1 AND status = 'paused'",
+        None,
+    )
+}
+
+/// Any non-terminal state -> `cancelled`. Queued and undispatched rows are cancelled; rows
+/// whose call may be in flight keep their lease, the in-doubt ones stay in doubt.
+pub(super) fn cancel(s: &PgStore, id: i64) -> Result<Campaign> {
+    let now = crate::domain::clock::now_ms();
+    s.run(move |pool| async move {
+        let mut c = pool.get().await?;
+        transaction!(c, tx => {
+            let n = tx
+                .execute(
+                    "UPDATE campaigns SET status = 'cancelled', finished_at = $2
+                     WHERE id = $1 AND status IN ('draft', 'approved', 'sending', 'paused')",
+                    &[&id, &now],
+                )
+                .await?;
+            let current = campaign_status(&tx, id).await?;
+            if n == 0 {
+                return Err(Error::conflict(format!(
+                    "cannot cancel campaign {id}: it is {current}"
+                ))
+                .into());
+            }
+            tx.execute(
+                "UPDATE sends SET status = 'cancelled', lease_token = NULL, updated_at = $2
+                 WHERE campaign_id = $1
+                   AND (status = 'queued' OR (status = 'leased' AND dispatched_at IS NULL))",
+                &[&id, &now],
+            )
+            .await?;
+            Ok(())
+        })
+    })?;
+    s.campaign(id)
+}
+
+async fn page(
+    pool: &deadpool_postgres::Pool,
+    id: i64,
+    account: i64,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<ReportRow>> {
+    let c = pool.get().await?;
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {REPORT_COLS} FROM sends
+                 WHERE campaign_id = $1 AND account_id = $2 AND id > $3 ORDER BY id LIMIT $4"
+            ),
+            &[&id, &account, &after, &limit],
+        )
+        .await?;
+    rows.iter().map(report_row).collect()
+}
+
+/// Every recipient of a campaign to `f`, in send id order.
+pub(super) fn report(
+    s: &PgStore,
+    id: i64,
+    f: &mut dyn FnMut(ReportRow) -> Result<()>,
+) -> Result<()> {
+    let account = s.campaign(id)?.account_id;
+    let mut after = 0i64;
+    loop {
+        let rows = s.run(move |pool| async move {
+            page(&pool, id, account, after, REPORT_PAGE).await
+        })?;
+        let full = rows.len() as i64 == REPORT_PAGE;
+        for r in rows {
+            after = r.send_id;
+            f(r)?;
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}
+
+pub(super) fn report_page(
+    s: &PgStore,
+    id: i64,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<ReportRow>> {
+    let account = s.campaign(id)?.account_id;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    s.run(move |pool| async move { page(&pool, id, account, after, limit).await })
+}
+
+pub(super) fn send_account(s: &PgStore, send_id: i64) -> Result<Option<i64>> {
+    s.run(move |pool| async move {
+        let c = pool.get().await?;
+        Ok(c.query_opt("SELECT account_id FROM sends WHERE id = $1", &[&send_id])
+            .await?
+            .map(|r| r.get(0)))
+    })
+}
+
+pub(super) fn doubts(s: &PgStore, campaign_id: i64) -> Result<Vec<DoubtRow>> {
+    let account = s.campaign(campaign_id)?.account_id;
+    s.run(move |pool| async move {
+        let c = pool.get().await?;
+        let rows = c
+            .query(
+                "SELECT id, job_id, address, attempts, doubt_since, last_error FROM sends
+                 WHERE campaign_id = $1 AND account_id = $2 AND status = 'in_doubt' ORDER BY id",
+                &[&campaign_id, &account],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| DoubtRow {
+                send_id: r.get(0),
+                job_id: r.get(1),
+                address: r.get(2),
+                attempts: r.get(3),
+                doubt_since: r.get(4),
+                reason: r.get(5),
+            })
+            .collect())
+    })
+}
+
+/// One subscriber as a campaign sees it (see [`RecipientRow`]).
+pub(super) fn recipient(s: &PgStore, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow> {
+    let c = s.campaign(campaign_id)?;
+    if c.filter.is_some() {
+        // Parse it anyway, so a damaged filter is reported as such, as on SQLite.
+        crate::domain::segment::Filter::parse_stored(c.filter.as_deref().unwrap(), campaign_id)?;
+        return Err(not_yet("Campaigns::recipient of a campaign with an audience filter"));
+    }
+    let addr = match c.channel {
+        Channel::Sms => "s.phone",
+        Channel::Email => "s.email_norm",
+    };
+    let sql = format!(
+        "SELECT s.id, {addr}, coalesce(se.vars, {CAPTURED_VARS}), se.job_id, se.status, s.status,
+                NOT EXISTS (SELECT 1 FROM campaign_lists WHERE campaign_id = $1)
+                OR EXISTS (SELECT 1 FROM campaign_lists cl JOIN list_members m
+                           ON m.list_id = cl.list_id AND m.subscriber_id = s.id
+                           WHERE cl.campaign_id = $1 AND m.status = 'subscribed'),
+                EXISTS (SELECT 1 FROM suppressions su WHERE su.account_id = s.account_id
+                        AND su.channel = $4 AND su.address = {addr}),
+                TRUE
+         FROM subscribers s
+         LEFT JOIN sends se ON se.campaign_id = $1 AND se.subscriber_id = s.id
+         WHERE s.id = $2 AND s.account_id = $3"
+    );
+    let account = c.account_id;
+    let channel = c.channel.as_str();
+    let row = s.run(move |pool| async move {
+        let cl = pool.get().await?;
+        let row = cl
+            .query_opt(&sql, &[&campaign_id, &subscriber_id, &account, &channel])
+            .await?;
+        let Some(r) = row else { return Ok(None) };
+        let job: Option<String> = r.get(3);
+        let status: Option<String> = r.get(4);
+        let status = status.as_deref().map(send_status).transpose()?;
+        Ok(Some(RecipientRow {
+            subscriber_id: r.get(0),
+            address: r.get(1),
+            vars: r.get(2),
+            send: job.zip(status),
+            subscriber_status: r.get(5),
+            targeted: r.get(6),
+            suppressed: r.get(7),
+            matches_filter: r.get(8),
+        }))
+    })?;
+    row.ok_or_else(|| {
+        Error::not_found(format!(
+            "subscriber {subscriber_id} is not in account {account} (campaign {campaign_id})"
+        ))
+    })
+}
