@@ -1212,6 +1212,9 @@ fn a_new_bucket_taken_from_at_once_grants_its_burst_once() {
             workers.into_iter().map(|w| w.join().unwrap()).sum()
         });
         assert_eq!(granted, 5, "{}", b.name);
+    }
+}
+
 // Campaign management and the checker's reads: the same rules on every backend.
 
 /// Pause puts undispatched leases back in the queue and keeps dispatched ones; resume and
