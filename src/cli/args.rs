@@ -217,9 +217,12 @@ pub enum SyncArg {
 /// `sendonce bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Not used: the bench makes its own databases (see --dir). This hidden local copy keeps the global `--db` out of this
-    /// command's help (clap propagates a global value into it; it is ignored).
-    #[arg(long = "db", hide = true)]
+    /// A postgres:// URL (or SENDONCE_DB): bench the PostgreSQL store instead: the pipeline with
+    /// 1, 2 and 4 `sendonce run` processes beside the original design's loop (FOR UPDATE SKIP
+    /// LOCKED, mark sent before the call) on the same server, medians of 3 rounds. The database
+    /// must hold no account; the bench empties it after. A file path is ignored: the SQLite
+    /// bench makes its own databases (see --dir).
+    #[arg(long = "db", value_name = "URL", env = "SENDONCE_DB")]
     pub db: Option<PathBuf>,
 
     /// Recipients for the limit and pipeline sections.

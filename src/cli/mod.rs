@@ -100,7 +100,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::Notify(a) => notify(a, rt),
         Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
-        Command::Bench(a) => bench(a, rt),
+        Command::Bench(a) => bench(cli, a, rt),
         Command::Completions { shell } => generate::completions(*shell, cli.json),
         Command::Manpage { dir } => generate::manpages(dir),
         Command::Doctor(a) => doctor::doctor(cli, a),
@@ -221,10 +221,25 @@ pub(super) fn sync_of(s: SyncArg) -> crate::store::Sync {
     }
 }
 
-fn bench(a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
+fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let batch = limits::count_in("--batch", a.batch, limits::BATCH)?;
     let concurrency = limits::count_in("--concurrency", a.concurrency, limits::CONCURRENCY)?;
     let recipients = limits::at_least("--recipients", a.recipients, 100)?;
+    let db =
+        a.db.as_ref()
+            .unwrap_or(&cli.db)
+            .to_string_lossy()
+            .into_owned();
+    if crate::store::postgres::is_url(&db) {
+        let opts = crate::tools::bench_pg::Options {
+            url: db,
+            recipients,
+            batch,
+            concurrency,
+        };
+        let report = crate::tools::bench_pg::run(&opts)?;
+        return Ok(Output::ok(to_json(&report), report.table()));
+    }
     let scale = limits::at_least("--scale", a.scale, 1000)?;
     let latency = limits::bench_latency(&a.latency)?;
     let opts = crate::tools::bench::Options {

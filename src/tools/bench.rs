@@ -1106,7 +1106,7 @@ fn row(t: &mut String, section: &str, what: String, value: String) {
     t.push_str(&format!("{section:<18} {what:<56} {value:>14}\n"));
 }
 
-fn thousands(v: f64) -> String {
+pub(crate) fn thousands(v: f64) -> String {
     let n = v.round() as u64;
     let s = n.to_string();
     let mut out = String::new();

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_http;
+pub mod bench_pg;
 pub mod crash;
 pub mod demo;
 pub mod fake;

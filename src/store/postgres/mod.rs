@@ -42,6 +42,7 @@
 mod admin;
 mod audience;
 mod audit;
+mod bench;
 mod campaigns;
 mod directory;
 mod ledger;
@@ -60,6 +61,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use bench::OriginalLoop;
 pub use migrate::SCHEMA_VERSION;
 
 /// True when `target` names a PostgreSQL database rather than a SQLite file.

@@ -1,0 +1,202 @@
+//! What `sendonce bench --db postgres://…` needs from PostgreSQL beside the storage traits:
+//! seeding subscribers in bulk, and the original design's at-most-once loop
+//! (`../shared/seeds/000_*`: claim with `FOR UPDATE SKIP LOCKED`, mark sent before the call,
+//! commit) on a table of its own, so the bench can run it beside the exactly-once pipeline on
+//! the same server in the same run.
+
+use super::PgStore;
+use crate::error::{Error, Result};
+
+/// The original design's send table, as its article declares it: one row per (campaign,
+/// subscriber), a status, a deterministic job id. The partial index is the one a careful user
+/// of that design adds so that its claim does not rescan sent rows (its best case).
+const ORIGINAL_TABLE: &str = "
+    CREATE TABLE sendonce_bench_original (
+        id            BIGSERIAL PRIMARY KEY,
+        campaign_id   BIGINT NOT NULL,
+        account_id    BIGINT NOT NULL,
+        subscriber_id BIGINT NOT NULL,
+        email         TEXT NOT NULL,
+        job_id        TEXT NOT NULL,
+        status        TEXT NOT NULL DEFAULT 'queued',
+        updated_at    TIMESTAMPTZ NOT NULL DEFAULT now(),
+        UNIQUE (campaign_id, subscriber_id)
+    );
+    CREATE INDEX sendonce_bench_original_queued
+        ON sendonce_bench_original (campaign_id, id) WHERE status = 'queued'";
+
+/// The article's list building, on our subscribers (`email_norm` is its `email_lower`).
+const ORIGINAL_BUILD: &str = "
+    INSERT INTO sendonce_bench_original (campaign_id, account_id, subscriber_id, email, job_id)
+    SELECT DISTINCT ON (s.email_norm)
+           $1::bigint, $2::bigint, s.id, s.email, 'campaign:' || $1::bigint || ':' || s.id
+      FROM subscribers s
+     WHERE s.account_id = $2::bigint AND s.status = 'confirmed'
+     ORDER BY s.email_norm, s.created_at
+    ON CONFLICT (campaign_id, subscriber_id) DO NOTHING";
+
+/// The article's claim, verbatim but for the batch size (a parameter here, 20 there).
+const ORIGINAL_CLAIM: &str = "
+    SELECT id, subscriber_id, email, job_id
+      FROM sendonce_bench_original
+     WHERE campaign_id = $1 AND status = 'queued'
+     ORDER BY id
+     LIMIT $2
+     FOR UPDATE SKIP LOCKED";
+
+/// The article's mark, before the call, in the claim's transaction.
+const ORIGINAL_MARK: &str = "
+    UPDATE sendonce_bench_original SET status = 'sent', updated_at = now()
+     WHERE id = ANY($1)";
+
+/// What one run of the original loop did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OriginalLoop {
+    /// Rows marked sent.
+    pub rows: u64,
+    /// Transactions committed (the last, empty claim included).
+    pub commits: u64,
+}
+
+impl PgStore {
+    /// True when the database holds no account: the bench writes only into such a database
+    /// (it adds accounts, campaigns and a table of its own, and removes them after).
+    pub fn bench_database_is_empty(&self) -> Result<bool> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            let n: i64 = c
+                .query_one("SELECT count(*) FROM accounts", &[])
+                .await?
+                .get(0);
+            Ok(n == 0)
+        })
+    }
+
+    /// Insert `n` confirmed email subscribers `reader<i>@bench.example` with a `city`
+    /// attribute (as the SQLite bench does), in one statement.
+    pub fn bench_seed_subscribers(&self, account_id: i64, n: u64) -> Result<u64> {
+        let n = i64::try_from(n).map_err(|_| Error::invalid("too many subscribers"))?;
+        let now = crate::domain::clock::now_ms();
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let done = c
+                .execute(
+                    "INSERT INTO subscribers (account_id, email, email_norm, name, status, attrs,
+                                              created_at)
+                     SELECT $1, 'reader' || i || '@bench.example',
+                            'reader' || i || '@bench.example', 'Reader ' || i, 'confirmed',
+                            json_build_object('city', (ARRAY['Lisbon','Porto','Recife','Luanda',
+                                                             'Maputo'])[i % 5 + 1])::text,
+                            $3
+                       FROM generate_series(1, $2::bigint) AS i",
+                    &[&account_id, &n, &now],
+                )
+                .await?;
+            Ok(done)
+        })
+    }
+
+    /// Make the original design's table and build its list for `campaign_id` from the
+    /// account's subscribers. Returns the rows queued.
+    pub fn bench_original_setup(&self, campaign_id: i64, account_id: i64) -> Result<u64> {
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            c.batch_execute("DROP TABLE IF EXISTS sendonce_bench_original")
+                .await?;
+            c.batch_execute(ORIGINAL_TABLE).await?;
+            let n = c
+                .execute(ORIGINAL_BUILD, &[&campaign_id, &account_id])
+                .await?;
+            c.batch_execute("ANALYZE sendonce_bench_original").await?;
+            Ok(n)
+        })
+    }
+
+    /// Put every row of the original design's table back to `queued` (between runs).
+    pub fn bench_original_requeue(&self) -> Result<()> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            c.batch_execute("UPDATE sendonce_bench_original SET status = 'queued'")
+                .await?;
+            // VACUUM runs outside any transaction: a statement of its own.
+            c.batch_execute("VACUUM ANALYZE sendonce_bench_original")
+                .await?;
+            Ok(())
+        })
+    }
+
+    /// One worker of the original design: claim `batch` rows with `FOR UPDATE SKIP LOCKED`,
+    /// mark them sent, commit, (the call would go here: the bench's provider does nothing),
+    /// until a claim finds nothing.
+    pub fn bench_original_loop(&self, campaign_id: i64, batch: usize) -> Result<OriginalLoop> {
+        let limit = batch as i64;
+        self.run(move |pool| async move {
+            let mut c = pool.get().await?;
+            let mut done = OriginalLoop::default();
+            loop {
+                let tx = c.transaction().await?;
+                let rows = tx.query(ORIGINAL_CLAIM, &[&campaign_id, &limit]).await?;
+                let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+                if !ids.is_empty() {
+                    tx.execute(ORIGINAL_MARK, &[&ids]).await?;
+                }
+                tx.commit().await?;
+                done.commits += 1;
+                if ids.is_empty() {
+                    return Ok(done);
+                }
+                done.rows += ids.len() as u64;
+            }
+        })
+    }
+
+    /// Remove what the bench wrote: every table's rows (the database was empty when it began,
+    /// [`PgStore::bench_database_is_empty`]) and the original design's table.
+    pub fn bench_clean(&self) -> Result<()> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            c.batch_execute("DROP TABLE IF EXISTS sendonce_bench_original")
+                .await?;
+            let tables: Vec<String> = c
+                .query(
+                    "SELECT quote_ident(tablename) FROM pg_tables
+                      WHERE schemaname = current_schema()
+                        AND tablename NOT IN ('sendonce_schema', 'installation', 'guard')",
+                    &[],
+                )
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if !tables.is_empty() {
+                c.batch_execute(&format!("TRUNCATE {} CASCADE", tables.join(", ")))
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The server's version (`SHOW server_version`).
+    pub fn server_version(&self) -> Result<String> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            Ok(c.query_one("SHOW server_version", &[]).await?.get(0))
+        })
+    }
+
+    /// Rows of `campaign_id` in `status`.
+    pub fn bench_count(&self, campaign_id: i64, status: &str) -> Result<u64> {
+        let status = status.to_string();
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM sends WHERE campaign_id = $1 AND status = $2",
+                    &[&campaign_id, &status],
+                )
+                .await?
+                .get(0);
+            Ok(n as u64)
+        })
+    }
+}
