@@ -132,3 +132,54 @@ fn bench_runs_list_building_alone() {
         "{text}"
     );
 }
+
+/// `bench --db postgres://…`: both loops at 1, 2 and 4 workers with positive figures and every
+/// row accounted for (the bench itself fails when a loop marks fewer rows than it queued); the
+/// database is empty again after; a database that holds accounts is refused untouched.
+#[test]
+fn bench_on_postgres_runs_both_loops_and_leaves_the_database_empty() {
+    let cluster = crate::common::pg::shared();
+    let url = cluster.fresh_url();
+    let env = Env::new();
+    let bench = |extra: &[&str]| {
+        let mut c = env.cmd();
+        c.env("SENDONCE_DB", &url).env_remove("SENDONCE_PUBLIC_URL");
+        c.args(["--json", "bench", "--recipients", "600", "--batch", "50"]);
+        c.args(extra);
+        c.output().expect("run sendonce bench")
+    };
+    // Env::cmd passes --db t.db; the URL must win for the bench: it is given with --db.
+    let out = bench(&["--db", &url]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["store"], "postgres", "{doc:#}");
+    let arms = doc["arms"].as_array().expect("arms");
+    let workers: Vec<u64> = arms.iter().map(|a| a["workers"].as_u64().unwrap()).collect();
+    assert_eq!(workers, [1, 2, 4], "{doc:#}");
+    for a in arms {
+        for k in ["original_per_second", "pipeline_per_second", "ratio"] {
+            let v = a[k].as_f64().unwrap_or(0.0);
+            assert!(v > 0.0, "{k} = {v}: {doc:#}");
+        }
+        assert_eq!(a["rounds"].as_array().map(Vec::len), Some(3), "{doc:#}");
+    }
+    // postgres://USER@localhost/DB?host=SOCKET_DIR&port=PORT
+    let db = url.split("@localhost/").nth(1).unwrap().split('?').next().unwrap();
+    let left = cluster.psql(
+        db,
+        "SELECT (SELECT count(*) FROM accounts) + (SELECT count(*) FROM sends)
+              + (SELECT count(*) FROM pg_tables WHERE tablename = 'sendonce_bench_original')",
+    );
+    assert_eq!(left.trim(), "0", "the bench left rows behind");
+    // A database with an account is refused, and keeps its account.
+    cluster.psql(db, "INSERT INTO accounts (name, created_at) VALUES ('prod', 0)");
+    let out = bench(&["--db", &url]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("holds accounts"), "{err}");
+    assert_eq!(cluster.psql(db, "SELECT count(*) FROM accounts").trim(), "1");
+}
