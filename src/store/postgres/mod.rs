@@ -43,6 +43,7 @@ mod audience;
 mod audit;
 mod campaigns;
 mod directory;
+pub(crate) mod doctor;
 mod ledger;
 mod lists;
 mod messages;
