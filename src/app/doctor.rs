@@ -769,7 +769,12 @@ fn pg_opened(ins: &Inspection, db: &str) -> Finding {
 fn pg_server(ins: &Inspection) -> Finding {
     match &ins.server {
         Some(Ok(v)) => finding("server", Level::Ok, format!("PostgreSQL {v}"), None),
-        Some(Err(e)) => finding("server", Level::Warn, format!("version not read: {e}"), None),
+        Some(Err(e)) => finding(
+            "server",
+            Level::Warn,
+            format!("version not read: {e}"),
+            None,
+        ),
         None => finding("server", Level::Warn, "version not read".into(), None),
     }
 }
@@ -814,7 +819,12 @@ fn pg_consistency(ins: &Inspection) -> Finding {
                     .into(),
             ),
         ),
-        Err(e) => finding("consistency", Level::Fail, format!("could not run: {e}"), None),
+        Err(e) => finding(
+            "consistency",
+            Level::Fail,
+            format!("could not run: {e}"),
+            None,
+        ),
     }
 }
 

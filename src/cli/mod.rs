@@ -363,9 +363,9 @@ pub fn tag_store(cli: &Cli, mut out: Output) -> Output {
         | Command::Completions { .. }
         | Command::Manpage { .. }
         | Command::Config(_) => None,
-        Command::Notify(a) => Some(
-            notify_state(cli, a).map_or("sqlite", |p| crate::store::kind_of(&p)),
-        ),
+        Command::Notify(a) => {
+            Some(notify_state(cli, a).map_or("sqlite", |p| crate::store::kind_of(&p)))
+        }
         _ => Some(crate::store::kind_of(&cli.db)),
     };
     if let (Some(store), serde_json::Value::Object(doc)) = (store, &mut out.json) {
