@@ -1615,6 +1615,19 @@ fn notifications_answer_the_same_on_every_backend() {
             Channel::Email,
             &["a@x.com", "b@x.com", "c@x.com"],
         );
+        // What both must say, not only the same thing.
+        let all = t.join("\n");
+        assert!(
+            all.contains(&format!("ok {cid}")),
+            "a retry finds the same campaign:\n{all}"
+        );
+        assert!(all.contains("claimed 2"), "{all}");
+        let statuses: Vec<&String> = t.iter().filter(|l| l.starts_with("status")).collect();
+        assert_eq!(
+            statuses,
+            ["status sent", "status sent", "status sending"],
+            "{all}"
+        );
         t
     });
 }
@@ -1790,6 +1803,24 @@ fn webhooks_answer_the_same_on_every_backend() {
                 r.provider_message_id,
                 r.reason
             ));
+        }
+        // What both must say, not only the same thing.
+        let all = t.join("\n");
+        for want in [
+            "ok New(Suppressed)",
+            "ok Replay(Suppressed)",
+            "err Conflict",
+            "ok New(Unsuppressed)",
+            "ok New(SettledSent)",
+            "ok Replay(SettledSent)",
+            "ok New(SettledFailed)",
+            "ok New(Recorded)",
+            "ok New(Ignored)",
+            "in doubt 2 re-leased 1",
+            "standard bounced",
+            "op@x.com asked operator",
+        ] {
+            assert!(all.contains(want), "{want:?} missing:\n{all}");
         }
         t
     });
