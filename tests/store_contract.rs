@@ -1817,7 +1817,7 @@ fn webhooks_answer_the_same_on_every_backend() {
             "ok New(Recorded)",
             "ok New(Ignored)",
             "in doubt 2 re-leased 1",
-            "standard bounced",
+            "email a@x.com bounced standard",
             "op@x.com asked operator",
         ] {
             assert!(all.contains(want), "{want:?} missing:\n{all}");
