@@ -835,3 +835,72 @@ fn doctor_on_postgres_reads_the_ledger_and_never_shows_the_password() {
         r.stderr
     );
 }
+
+/// Two hosts receiving the same event at once (a provider retrying while the first request is
+/// in flight) apply it once; notifies with one key at once make one campaign and one row per
+/// recipient.
+#[test]
+fn the_same_webhook_or_notification_at_once_on_several_connections_is_applied_once() {
+    use sendonce::domain::webhook::{Effect, Event, Source};
+    use sendonce::store::Applied;
+    let url = pg::shared().fresh_url();
+    let s = open(&url);
+    let acct = s.add_account("t").unwrap();
+    let event = Event {
+        event_id: "evt_race".into(),
+        kind: "message.bounced".into(),
+        job_id: None,
+        address: Some("r@x.com".into()),
+        effect: Effect::Suppress {
+            channel: Channel::Email,
+            address: "r@x.com".into(),
+            reason: "bounced".into(),
+        },
+    };
+    let stores: Vec<Arc<dyn Storage>> = (0..6).map(|_| open(&url)).collect();
+    let applied: Vec<Applied> = std::thread::scope(|sc| {
+        let hs: Vec<_> = stores
+            .iter()
+            .map(|st| {
+                let e = event.clone();
+                sc.spawn(move || {
+                    st.apply_webhook(acct, Source::Standard, &e, "h", 1)
+                        .unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let new = applied
+        .iter()
+        .filter(|a| matches!(a, Applied::New(_)))
+        .count();
+    assert_eq!(new, 1, "{applied:?}");
+    let db = db_name(&url);
+    let c = pg::shared();
+    assert_eq!(
+        c.psql(&db, "SELECT count(*) FROM webhook_events").trim(),
+        "1"
+    );
+    let to = vec!["a@x.com".to_string(), "b@x.com".to_string()];
+    let cids: Vec<i64> = std::thread::scope(|sc| {
+        let hs: Vec<_> = stores
+            .iter()
+            .map(|st| {
+                let to = to.clone();
+                sc.spawn(move || {
+                    st.prepare_notification("k", Channel::Email, None, Some("s"), "b", &to)
+                        .unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(cids.iter().all(|c| *c == cids[0]), "{cids:?}");
+    assert_eq!(
+        c.psql(&db, "SELECT count(*) FROM campaigns WHERE kind = 'notify'")
+            .trim(),
+        "1"
+    );
+    assert_eq!(c.psql(&db, "SELECT count(*) FROM sends").trim(), "2");
+}
