@@ -100,6 +100,7 @@ fn main() {
     let result = settled
         .and_then(|()| sendonce::shutdown::runtime())
         .and_then(|rt| cli::dispatch(&parsed, &rt))
+        .map(|out| cli::tag_store(&parsed, out))
         .and_then(|out| {
             if parsed.json && !out.json.is_null() {
                 print_out(&out.json.to_string())?;

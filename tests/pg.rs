@@ -566,3 +566,341 @@ fn lists_scenario(s: &Arc<dyn Storage>, exec: &dyn Fn(&str)) -> Vec<String> {
     out.push(lists(acct));
     out
 }
+
+// ---- notify, webhooks, which store, doctor (issue 17, H2) ------------------------------------
+
+/// A CLI environment whose `--db` is `url` (the temporary directory holds files and configs).
+fn pg_env(url: &str) -> crate::common::Env {
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::common::Env {
+        dir,
+        db: std::path::PathBuf::from(url),
+    }
+}
+
+fn json_of(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("not one JSON document: {e}\n{out}"))
+}
+
+#[test]
+fn notify_on_postgres_sends_once_and_a_retry_sends_nothing_more() {
+    let c = pg::shared();
+    let url = c.fresh_url().replace("sendonce@", "sendonce:hunter2@");
+    let d = tempfile::tempdir().unwrap();
+    let outbox = d.path().join("o.jsonl");
+    let xdg = d.path().join("xdg");
+    let spec = format!("outbox:{}?idempotent=false", outbox.display());
+    let run = |how: &str| -> crate::common::Run {
+        let mut cmd = std::process::Command::new(crate::common::BIN);
+        cmd.env_remove("SENDONCE_PROVIDER")
+            .env("XDG_STATE_HOME", &xdg)
+            .env_remove("SENDONCE_DB");
+        if how == "flag" {
+            cmd.args(["--db", &url]);
+        } else {
+            cmd.env("SENDONCE_DB", &url);
+        }
+        cmd.args([
+            "--json",
+            "notify",
+            "--key",
+            "deploy-42",
+            "--message",
+            "deploy ok",
+        ])
+        .args(["--to", "ops@example.com", "--to", "+14155550100"])
+        .args(["--provider", &spec]);
+        cmd.output().expect("run sendonce notify").into()
+    };
+    let first = run("flag");
+    assert_eq!(first.code, 0, "{}\n{}", first.stderr, first.stdout);
+    let v = json_of(&first.stdout);
+    let outcomes: Vec<&str> = v["recipients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["sent", "sent"], "{v}");
+    assert_eq!(v["store"], "postgres", "{v}");
+    let state = v["state"].as_str().unwrap();
+    assert!(
+        state.starts_with("postgres://") && state.contains("***"),
+        "{state}"
+    );
+    // A retried job (here through SENDONCE_DB) finds the rows already sent.
+    let second = run("env");
+    assert_eq!(second.code, 0, "{}\n{}", second.stderr, second.stdout);
+    let v2 = json_of(&second.stdout);
+    assert!(
+        v2["recipients"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["outcome"] == "already_sent"),
+        "{v2}"
+    );
+    for out in [&first, &second] {
+        assert!(!out.stdout.contains("hunter2") && !out.stderr.contains("hunter2"));
+    }
+    let sent = crate::common::deliveries(&outbox);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent.values().all(|n| *n == 1), "{sent:?}");
+    // The ledger is the PostgreSQL database, not a state file.
+    assert!(!xdg.join("sendonce").join("notify.db").exists());
+    let db = db_name(&url);
+    assert_eq!(
+        c.psql(&db, "SELECT count(*) FROM sends WHERE status = 'sent'")
+            .trim(),
+        "2"
+    );
+}
+
+#[test]
+fn a_bounce_posted_to_serve_on_postgres_suppresses_the_address_once() {
+    use sendonce::domain::webhook::{decode_secret, sign};
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let env = pg_env(&pg::shared().fresh_url());
+    env.setup_account();
+    let secret = env.write("standard.secret", SECRET);
+    let cfg = env.write(
+        "sendonce.toml",
+        format!(
+            "[[webhook]]\naccount = \"acme\"\nsource = \"standard\"\nsecret_file = \"{}\"\n",
+            secret.display()
+        ),
+    );
+    let server = crate::common::Server::start(&env, &["--config", cfg.to_str().unwrap()]);
+    let body = serde_json::json!({"type": "message.bounced", "data": {"to": "R@Example.com"}})
+        .to_string()
+        .into_bytes();
+    let ts = now_ms() / 1000;
+    let sig = sign(&decode_secret(SECRET).unwrap(), "evt_pg_1", ts, &body);
+    let post = |body: Vec<u8>| {
+        let url = server.url("/hooks/standard/acme");
+        let sig = sig.clone();
+        crate::common::rt().block_on(async move {
+            let res = crate::common::client()
+                .post(url)
+                .header("content-type", "application/json")
+                .header("webhook-id", "evt_pg_1")
+                .header("webhook-timestamp", ts.to_string())
+                .header("webhook-signature", sig)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = res.status().as_u16();
+            (status, res.text().await.unwrap_or_default())
+        })
+    };
+    let (s1, b1) = post(body.clone());
+    assert_eq!(s1, 200, "{b1}");
+    let (s2, b2) = post(body.clone());
+    assert_eq!(s2, 200, "{b2}");
+    let r2 = json_of(&b2);
+    assert_eq!(
+        (r2["replay"].clone(), r2["action"].clone()),
+        (true.into(), "suppressed".into()),
+        "{b2}"
+    );
+    let list = json_of(&env.ok(&["--json", "suppress", "list", "--account", "acme"]));
+    assert_eq!(list["store"], "postgres", "{list}");
+    let rows = list["suppressions"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{list}");
+    assert_eq!(rows[0]["address"], "r@example.com", "{list}");
+    assert_eq!(rows[0]["source"], "standard", "{list}");
+    let db = db_name(&env.db.display().to_string());
+    assert_eq!(
+        pg::shared()
+            .psql(&db, "SELECT count(*) FROM webhook_events")
+            .trim(),
+        "1"
+    );
+}
+
+#[test]
+fn json_output_says_which_store_the_command_used() {
+    let env = pg_env(&pg::shared().fresh_url());
+    let init = json_of(&env.ok(&["--json", "init"]));
+    assert_eq!(init["store"], "postgres", "{init}");
+    env.ok(&["account", "add", "acme"]);
+    let list = json_of(&env.ok(&["--json", "account", "list"]));
+    assert_eq!(list["store"], "postgres", "{list}");
+    assert_eq!(list["accounts"][0]["name"], "acme", "{list}");
+    let file = crate::common::Env::new();
+    file.ok(&["init"]);
+    let list = json_of(&file.ok(&["--json", "account", "list"]));
+    assert_eq!(list["store"], "sqlite", "{list}");
+    // A command that opens no store of the user's says nothing about one.
+    let ex = file.run(&["--json", "config", "show"]);
+    if ex.code == 0 && !ex.stdout.trim().is_empty() {
+        assert!(json_of(&ex.stdout).get("store").is_none(), "{}", ex.stdout);
+    }
+}
+
+#[test]
+fn doctor_on_postgres_reads_the_ledger_and_never_shows_the_password() {
+    let c = pg::shared();
+    let (db, _s) = seeded(3);
+    c.psql(
+        &db,
+        "UPDATE sends SET status = 'in_doubt', doubt_since = 1, dispatched_at = 1, attempts = 1
+           WHERE id = 1;
+         UPDATE sends SET status = 'leased', lease_token = 5, lease_owner = 'w', visible_at = 1,
+                claimed_at = 1 WHERE id = 2;",
+    );
+    let url = c.url(&db).replace("sendonce@", "sendonce:hunter2@");
+    let env = pg_env(&url);
+    let r = env.run(&["doctor"]);
+    assert_eq!(
+        r.code, 1,
+        "rows in doubt need attention\n{}\n{}",
+        r.stdout, r.stderr
+    );
+    assert!(
+        !r.stdout.contains("hunter2") && !r.stderr.contains("hunter2"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("(postgres)"), "{}", r.stdout);
+    let v = json_of(&env.run(&["--json", "doctor"]).stdout);
+    assert_eq!(v["store"], "postgres", "{v}");
+    assert!(v["path"].as_str().unwrap().contains("***"), "{v}");
+    let f = |name: &str| {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} finding: {v}"))
+            .clone()
+    };
+    assert_eq!(f("reachable")["level"], "ok", "{v}");
+    assert!(
+        f("server")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("PostgreSQL "),
+        "{v}"
+    );
+    assert_eq!(f("schema")["level"], "ok", "{v}");
+    assert_eq!(f("consistency")["level"], "ok", "{v}");
+    assert_eq!(
+        f("ledger")["detail"],
+        "3 row(s): in_doubt 1, leased 1, queued 1",
+        "{v}"
+    );
+    assert_eq!(f("in_doubt")["level"], "warn", "{v}");
+    assert!(
+        f("in_doubt")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("campaign 1: 1"),
+        "{v}"
+    );
+    assert_eq!(f("expired_leases")["level"], "warn", "{v}");
+    assert!(
+        f("expired_leases")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("campaign 1: 1"),
+        "{v}"
+    );
+    for name in ["file_modes", "wal", "disk", "integrity_check"] {
+        assert!(
+            f(name)["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("not applicable"),
+            "{name}: {v}"
+        );
+    }
+    // Settled, the same database is healthy.
+    c.psql(&db, "UPDATE sends SET status = 'queued', lease_token = NULL, lease_owner = NULL, doubt_since = NULL");
+    let ok = env.run(&["doctor"]);
+    assert_eq!(ok.code, 0, "{}", ok.stdout);
+    // A server that does not answer is a finding, with the password still hidden.
+    let down = format!(
+        "postgres://sendonce:hunter2@127.0.0.1:{}/x?connect_timeout=2",
+        crate::common::refused_port()
+    );
+    let r = pg_env(&down).run(&["doctor"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("FAIL  reachable"), "{}", r.stdout);
+    assert!(
+        !r.stdout.contains("hunter2") && !r.stderr.contains("hunter2"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+/// Two hosts receiving the same event at once (a provider retrying while the first request is
+/// in flight) apply it once; notifies with one key at once make one campaign and one row per
+/// recipient.
+#[test]
+fn the_same_webhook_or_notification_at_once_on_several_connections_is_applied_once() {
+    use sendonce::domain::webhook::{Effect, Event, Source};
+    use sendonce::store::Applied;
+    let url = pg::shared().fresh_url();
+    let s = open(&url);
+    let acct = s.add_account("t").unwrap();
+    let event = Event {
+        event_id: "evt_race".into(),
+        kind: "message.bounced".into(),
+        job_id: None,
+        address: Some("r@x.com".into()),
+        effect: Effect::Suppress {
+            channel: Channel::Email,
+            address: "r@x.com".into(),
+            reason: "bounced".into(),
+        },
+    };
+    let stores: Vec<Arc<dyn Storage>> = (0..6).map(|_| open(&url)).collect();
+    let applied: Vec<Applied> = std::thread::scope(|sc| {
+        let hs: Vec<_> = stores
+            .iter()
+            .map(|st| {
+                let e = event.clone();
+                sc.spawn(move || {
+                    st.apply_webhook(acct, Source::Standard, &e, "h", 1)
+                        .unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let new = applied
+        .iter()
+        .filter(|a| matches!(a, Applied::New(_)))
+        .count();
+    assert_eq!(new, 1, "{applied:?}");
+    let db = db_name(&url);
+    let c = pg::shared();
+    assert_eq!(
+        c.psql(&db, "SELECT count(*) FROM webhook_events").trim(),
+        "1"
+    );
+    let to = vec!["a@x.com".to_string(), "b@x.com".to_string()];
+    let cids: Vec<i64> = std::thread::scope(|sc| {
+        let hs: Vec<_> = stores
+            .iter()
+            .map(|st| {
+                let to = to.clone();
+                sc.spawn(move || {
+                    st.prepare_notification("k", Channel::Email, None, Some("s"), "b", &to)
+                        .unwrap()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(cids.iter().all(|c| *c == cids[0]), "{cids:?}");
+    assert_eq!(
+        c.psql(&db, "SELECT count(*) FROM campaigns WHERE kind = 'notify'")
+            .trim(),
+        "1"
+    );
+    assert_eq!(c.psql(&db, "SELECT count(*) FROM sends").trim(), "2");
+}

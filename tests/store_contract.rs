@@ -1564,3 +1564,344 @@ fn an_api_message_is_created_once_per_key_on_every_backend() {
         assert!(s.submit_message(&other).is_err(), "{}", b.name);
     }
 }
+
+// ---- Notifications and Webhooks: the same script on every backend ----------------------------
+
+/// `sendonce notify`'s rows: one hidden campaign per key and channel, a row per recipient made
+/// once, content from the first call, a finished notification reopened by a new recipient.
+#[test]
+fn notifications_answer_the_same_on_every_backend() {
+    use sendonce::store::NotifyRow;
+    same_on_both(|s| {
+        let mut t = Vec::new();
+        let rows = |t: &mut Vec<String>, key: &str, ch: Channel, to: &[&str]| {
+            let to: Vec<String> = to.iter().map(|a| a.to_string()).collect();
+            t.push(said(s.notification_rows(key, ch, &to).map(|rows| {
+                rows.iter()
+                    .map(|r: &NotifyRow| {
+                        format!(
+                            "{} {} {} {} attempts {} sent {} id {:?}",
+                            r.job_id,
+                            r.address,
+                            r.channel,
+                            r.status,
+                            r.attempts,
+                            r.sent_at.is_some(),
+                            r.provider_message_id
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })));
+        };
+        let to = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        rows(&mut t, "k1", Channel::Email, &["a@x.com"]);
+        let cid = s
+            .prepare_notification(
+                "k1",
+                Channel::Email,
+                Some("me@x.com"),
+                Some("deploy"),
+                "deploy ok",
+                &to(&["a@x.com", "b@x.com"]),
+            )
+            .unwrap();
+        t.push(format!("campaign {cid}"));
+        // A retry with other content finds the same campaign; its content stays the first.
+        t.push(said(s.prepare_notification(
+            "k1",
+            Channel::Email,
+            None,
+            Some("other"),
+            "other text",
+            &to(&["b@x.com", "a@x.com"]),
+        )));
+        rows(
+            &mut t,
+            "k1",
+            Channel::Email,
+            &["b@x.com", "nope@x.com", "a@x.com"],
+        );
+        rows(&mut t, "k1", Channel::Sms, &["a@x.com"]);
+        t.push(said(s.prepare_notification(
+            "k1",
+            Channel::Sms,
+            None,
+            None,
+            "deploy ok",
+            &to(&["+15550001"]),
+        )));
+        t.push(said(s.prepare_notification(
+            "k2",
+            Channel::Email,
+            None,
+            Some("s"),
+            "two",
+            &to(&["a@x.com"]),
+        )));
+        let active = s.active_campaigns().unwrap();
+        for c in &active {
+            t.push(format!(
+                "active {} acct {} {} {:?} {:?} {:?} {}",
+                c.id, c.account_id, c.channel, c.sender, c.subject, c.body, c.name
+            ));
+        }
+        // Send both rows of k1/email, finish it; a new recipient reopens it.
+        let acct = active[0].account_id;
+        let now = now_ms();
+        let claimed = s
+            .claim(&ClaimRequest {
+                campaign_id: cid,
+                account_id: acct,
+                channel: Channel::Email,
+                batch: 10,
+                lease_ms: 10_000,
+                token: 1,
+                owner: "w".into(),
+                key_window_ms: None,
+                now,
+            })
+            .unwrap();
+        t.push(format!("claimed {}", claimed.rows.len()));
+        let done: Vec<Record> = claimed.rows.iter().map(|r| accepted(r.id, 1)).collect();
+        s.record(&done, now).unwrap();
+        t.push(said(s.try_complete(cid, now)));
+        rows(&mut t, "k1", Channel::Email, &["a@x.com", "b@x.com"]);
+        let status = |t: &mut Vec<String>| {
+            let c = s.campaign(cid).unwrap();
+            t.push(format!("status {}", c.status.as_str()));
+        };
+        status(&mut t);
+        t.push(said(s.prepare_notification(
+            "k1",
+            Channel::Email,
+            None,
+            None,
+            "x",
+            &to(&["a@x.com"]),
+        )));
+        status(&mut t);
+        t.push(said(s.prepare_notification(
+            "k1",
+            Channel::Email,
+            None,
+            None,
+            "x",
+            &to(&["c@x.com"]),
+        )));
+        status(&mut t);
+        rows(
+            &mut t,
+            "k1",
+            Channel::Email,
+            &["a@x.com", "b@x.com", "c@x.com"],
+        );
+        // What both must say, not only the same thing.
+        let all = t.join("\n");
+        assert!(
+            all.contains(&format!("ok {cid}")),
+            "a retry finds the same campaign:\n{all}"
+        );
+        assert!(all.contains("claimed 2"), "{all}");
+        let statuses: Vec<&String> = t.iter().filter(|l| l.starts_with("status")).collect();
+        assert_eq!(
+            statuses,
+            ["status sent", "status sent", "status sending"],
+            "{all}"
+        );
+        t
+    });
+}
+
+/// Provider webhook events: recorded once (a replay changes nothing, another body under the
+/// same id is a conflict), suppressions added and lifted only where the provider put them, rows
+/// in doubt settled (and the campaign completed), other delivery reports kept or ignored.
+#[test]
+fn webhooks_answer_the_same_on_every_backend() {
+    use sendonce::domain::webhook::{Effect, Event, Source};
+    same_on_both(|s| {
+        let mut t = Vec::new();
+        let (acct, cid) = common::started_campaign(s, 3);
+        while !s.build_list_chunk(cid, 7).unwrap() {}
+        let other = s.add_account("other").unwrap();
+        let ev = |id: &str, job: Option<&str>, effect: Effect| Event {
+            event_id: id.into(),
+            kind: "test.kind".into(),
+            job_id: job.map(str::to_string),
+            address: Some("a@x.com".into()),
+            effect,
+        };
+        let suppress = |a: &str| Effect::Suppress {
+            channel: Channel::Email,
+            address: a.into(),
+            reason: "bounced".into(),
+        };
+        let lift = |a: &str| Effect::Unsuppress {
+            channel: Channel::Email,
+            address: a.into(),
+        };
+        let apply = |t: &mut Vec<String>, a: i64, src: Source, e: &Event, hash: &str| {
+            t.push(said(s.apply_webhook(a, src, e, hash, 1000)));
+        };
+        let list = |t: &mut Vec<String>, a: i64| {
+            t.push(said(s.suppressions(a).map(|rows| {
+                rows.iter()
+                    .map(|r| format!("{} {} {} {}", r.channel, r.address, r.reason, r.source))
+                    .collect::<Vec<_>>()
+            })));
+        };
+        let e1 = ev("e1", None, suppress("a@x.com"));
+        apply(&mut t, acct, Source::Standard, &e1, "h1");
+        apply(&mut t, acct, Source::Standard, &e1, "h1");
+        apply(&mut t, acct, Source::Standard, &e1, "h2");
+        // The same id from another source, or at another account, is another event.
+        apply(&mut t, acct, Source::Resend, &e1, "h2");
+        apply(&mut t, other, Source::Standard, &e1, "h1");
+        list(&mut t, acct);
+        list(&mut t, other);
+        // A provider's opt-in lifts only what that provider (or the worker's `provider`) put.
+        apply(
+            &mut t,
+            acct,
+            Source::Twilio,
+            &ev("e2", None, lift("a@x.com")),
+            "h",
+        );
+        list(&mut t, acct);
+        s.suppress(acct, Channel::Email, "op@x.com", "asked", "operator")
+            .unwrap();
+        apply(
+            &mut t,
+            acct,
+            Source::Standard,
+            &ev("e3", None, lift("op@x.com")),
+            "h",
+        );
+        apply(
+            &mut t,
+            acct,
+            Source::Standard,
+            &ev("e4", None, lift("a@x.com")),
+            "h",
+        );
+        list(&mut t, acct);
+        apply(
+            &mut t,
+            acct,
+            Source::Standard,
+            &ev("e5", None, Effect::Nothing),
+            "h",
+        );
+        // Delivery reports: rows in doubt settled, a leased row's report kept, unknown jobs
+        // and other accounts' jobs ignored.
+        let now = now_ms();
+        let req = |token: i64, now: i64| ClaimRequest {
+            campaign_id: cid,
+            account_id: acct,
+            channel: Channel::Email,
+            batch: 10,
+            lease_ms: 1000,
+            token,
+            owner: format!("w{token}"),
+            key_window_ms: None,
+            now,
+        };
+        let a = s.claim(&req(1, now)).unwrap();
+        let held: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
+        s.mark_dispatched(&held[..2], now, 1000).unwrap();
+        let b = s.claim(&req(2, now + 10_000)).unwrap();
+        t.push(format!(
+            "in doubt {} re-leased {}",
+            b.in_doubt,
+            b.rows.len()
+        ));
+        let job = |i: usize| a.rows[i].job_id.clone();
+        let delivery = |job: &str, sent: bool| Effect::Delivery {
+            job_id: job.into(),
+            sent,
+        };
+        let (j0, j1, j2) = (job(0), job(1), job(2));
+        apply(
+            &mut t,
+            acct,
+            Source::Resend,
+            &ev("d0", Some(&j0), delivery(&j0, true)),
+            "h",
+        );
+        apply(
+            &mut t,
+            acct,
+            Source::Resend,
+            &ev("d0", Some(&j0), delivery(&j0, true)),
+            "h",
+        );
+        apply(
+            &mut t,
+            other,
+            Source::Resend,
+            &ev("d1", Some(&j1), delivery(&j1, true)),
+            "h",
+        );
+        apply(
+            &mut t,
+            acct,
+            Source::Resend,
+            &ev("d2", Some(&j2), delivery(&j2, true)),
+            "h",
+        );
+        apply(
+            &mut t,
+            acct,
+            Source::Resend,
+            &ev("d3", None, delivery("nope:1", true)),
+            "h",
+        );
+        apply(
+            &mut t,
+            acct,
+            Source::Resend,
+            &ev("d4", Some(&j1), delivery(&j1, false)),
+            "h",
+        );
+        t.push(format!(
+            "campaign {}",
+            s.campaign(cid).unwrap().status.as_str()
+        ));
+        s.record(&[accepted(b.rows[0].id, 2)], now + 10_001)
+            .unwrap();
+        t.push(said(s.try_complete(cid, now + 10_002)));
+        t.push(format!(
+            "campaign {}",
+            s.campaign(cid).unwrap().status.as_str()
+        ));
+        for r in s.report_page(cid, 0, 10).unwrap() {
+            t.push(format!(
+                "{} {} attempts {} sent {} {:?} {:?}",
+                r.address,
+                r.status,
+                r.attempts,
+                r.sent_at.is_some(),
+                r.provider_message_id,
+                r.reason
+            ));
+        }
+        // What both must say, not only the same thing.
+        let all = t.join("\n");
+        for want in [
+            "ok New(Suppressed)",
+            "ok Replay(Suppressed)",
+            "err Conflict",
+            "ok New(Unsuppressed)",
+            "ok New(SettledSent)",
+            "ok Replay(SettledSent)",
+            "ok New(SettledFailed)",
+            "ok New(Recorded)",
+            "ok New(Ignored)",
+            "in doubt 2 re-leased 1",
+            "email a@x.com bounced standard",
+            "op@x.com asked operator",
+        ] {
+            assert!(all.contains(want), "{want:?} missing:\n{all}");
+        }
+        t
+    });
+}

@@ -96,7 +96,8 @@ fn mib(bytes: u64) -> String {
 /// Look at the database `req.db` and its files; nothing is written.
 pub fn run(req: &Request) -> Result<Report> {
     let db = &req.db;
-    let shown = db.display().to_string();
+    // A postgres:// URL is shown without its password.
+    let shown = crate::store::shown(db);
     let ins = crate::store::doctor::inspect(
         db,
         &InspectOptions {
@@ -105,6 +106,9 @@ pub fn run(req: &Request) -> Result<Report> {
             far_ms: FAR_MS,
         },
     )?;
+    if crate::store::kind_of(db) == "postgres" {
+        return Ok(postgres(req, &ins, shown));
+    }
     let mut f = Vec::new();
     f.push(opened(&ins, &shown));
     if ins.opened.is_ok() {
@@ -698,4 +702,173 @@ fn build(spec: &str) -> Result<()> {
         }
     }
     crate::provider::from_spec(spec).map(|_| ())
+}
+
+/// The findings for a PostgreSQL database: the server, the schema, the consistency checks, the
+/// ledger's rows, leases, doubts and stuck campaigns as on SQLite; what is about files (modes,
+/// WAL, free disk, SQLite's pragmas) says "not applicable".
+fn postgres(req: &Request, ins: &Inspection, shown: String) -> Report {
+    let mut f = Vec::new();
+    f.push(pg_opened(ins, &shown));
+    if ins.opened.is_ok() {
+        f.push(pg_server(ins));
+        f.push(pg_schema(ins, &shown));
+        f.push(pg_consistency(ins));
+        f.push(pg_ledger(ins));
+        f.push(leases(ins));
+        f.push(doubts(ins));
+        f.push(stuck(ins, &shown));
+        f.push(pg_guard(ins));
+    }
+    for name in [
+        "integrity_check",
+        "foreign_key_check",
+        "application_id",
+        "file_modes",
+        "wal",
+        "disk",
+    ] {
+        f.push(finding(
+            name,
+            Level::Ok,
+            "not applicable: a PostgreSQL server keeps the files and enforces the constraints"
+                .into(),
+            None,
+        ));
+    }
+    let current = ins.schema_version == Ok(i64::from(crate::store::postgres::SCHEMA_VERSION));
+    f.extend(routes(req, current));
+    Report {
+        store: "postgres",
+        path: shown,
+        healthy: f.iter().all(|x| x.level == Level::Ok),
+        findings: f,
+    }
+}
+
+fn pg_opened(ins: &Inspection, db: &str) -> Finding {
+    match &ins.opened {
+        Ok(()) => finding(
+            "reachable",
+            Level::Ok,
+            "connected read-only (nothing migrated, nothing written)".into(),
+            None,
+        ),
+        Err(e) => finding(
+            "reachable",
+            Level::Fail,
+            format!("does not open as a sendonce database: {e}"),
+            Some(format!(
+                "check that the server is up and the URL's host, port, user, password and \
+                 database; a new database gets its schema from `sendonce init --db {db}`"
+            )),
+        ),
+    }
+}
+
+fn pg_server(ins: &Inspection) -> Finding {
+    match &ins.server {
+        Some(Ok(v)) => finding("server", Level::Ok, format!("PostgreSQL {v}"), None),
+        Some(Err(e)) => finding(
+            "server",
+            Level::Warn,
+            format!("version not read: {e}"),
+            None,
+        ),
+        None => finding("server", Level::Warn, "version not read".into(), None),
+    }
+}
+
+fn pg_schema(ins: &Inspection, db: &str) -> Finding {
+    let want = i64::from(crate::store::postgres::SCHEMA_VERSION);
+    match &ins.schema_version {
+        Ok(v) if *v == want => finding(
+            "schema",
+            Level::Ok,
+            format!("version {v}, as this binary"),
+            None,
+        ),
+        Ok(v) if *v < want => finding(
+            "schema",
+            Level::Warn,
+            format!("version {v}, older than this binary's {want}"),
+            Some(format!(
+                "`sendonce init --db {db}` upgrades it (a worker also does when it starts)"
+            )),
+        ),
+        Ok(v) => finding(
+            "schema",
+            Level::Fail,
+            format!("version {v}, newer than this binary's {want}: this binary refuses it"),
+            Some("install the newer sendonce that wrote it".into()),
+        ),
+        Err(e) => finding("schema", Level::Fail, e.clone(), None),
+    }
+}
+
+fn pg_consistency(ins: &Inspection) -> Finding {
+    match &ins.check {
+        Ok(p) if p.is_empty() => finding("consistency", Level::Ok, "ok".into(), None),
+        Ok(p) => finding(
+            "consistency",
+            Level::Fail,
+            format!("{} problem(s): {}", p.len(), p.join("; ")),
+            Some(
+                "stop every worker and look at the rows named; restore the database with \
+                 PostgreSQL's own tools if it was damaged"
+                    .into(),
+            ),
+        ),
+        Err(e) => finding(
+            "consistency",
+            Level::Fail,
+            format!("could not run: {e}"),
+            None,
+        ),
+    }
+}
+
+fn pg_ledger(ins: &Inspection) -> Finding {
+    match &ins.ledger {
+        Some(Ok(counts)) if counts.is_empty() => {
+            finding("ledger", Level::Ok, "no rows yet".into(), None)
+        }
+        Some(Ok(counts)) => {
+            let total: u64 = counts.iter().map(|(_, n)| n).sum();
+            let each: Vec<String> = counts.iter().map(|(s, n)| format!("{s} {n}")).collect();
+            finding(
+                "ledger",
+                Level::Ok,
+                format!("{total} row(s): {}", each.join(", ")),
+                None,
+            )
+        }
+        Some(Err(e)) => finding("ledger", Level::Fail, format!("not read: {e}"), None),
+        None => finding("ledger", Level::Fail, "not read".into(), None),
+    }
+}
+
+/// PostgreSQL has no clone guard (every host shares the one database by design): what it
+/// keeps is the claim counter and the last claim's time.
+fn pg_guard(ins: &Inspection) -> Finding {
+    match &ins.guard {
+        Some(Ok(st)) => finding(
+            "claims",
+            Level::Ok,
+            format!(
+                "last claim {}; claim generation {} (shared by every host)",
+                st.heartbeat_at
+                    .map_or("never".to_string(), clock::format_ms),
+                st.generation
+            ),
+            None,
+        ),
+        Some(Err(e)) => finding("claims", Level::Fail, format!("not read: {e}"), None),
+        None => finding(
+            "claims",
+            Level::Warn,
+            "not read: the schema is not this binary's".into(),
+            None,
+        ),
+    }
 }

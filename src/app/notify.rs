@@ -272,7 +272,8 @@ pub fn run(
     Ok(Report {
         key: plan.key,
         key_source: plan.key_source,
-        state: plan.state,
+        // A postgres:// ledger is shown without its password.
+        state: PathBuf::from(crate::store::shown(&plan.state)),
         dry_run: req.dry_run,
         recipients,
     })
@@ -341,7 +342,8 @@ fn groups_of(req: &Request) -> Result<Groups> {
 /// A dry run: what each recipient's state is, read from the ledger if it exists; nothing
 /// written.
 fn would_send(plan: &Plan) -> Result<Vec<Recipient>> {
-    let existing = if plan.state.exists() {
+    let url = crate::store::kind_of(&plan.state) == "postgres";
+    let existing = if url || plan.state.exists() {
         Some(crate::store::open(&plan.state, &OpenOptions::default())?)
     } else {
         None
@@ -431,8 +433,10 @@ fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<
 }
 
 /// The state ledger at `state`, its directory and file created if missing.
+/// A postgres:// ledger is a database of its own: nothing to create on disk.
 fn open_state(state: &Path) -> Result<std::sync::Arc<dyn Storage>> {
-    if let Some(dir) = state.parent() {
+    let url = crate::store::kind_of(state) == "postgres";
+    if let Some(dir) = state.parent().filter(|_| !url) {
         crate::files::create_dir_all_private(dir)
             .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), e))?;
     }

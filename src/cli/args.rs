@@ -919,8 +919,9 @@ pub struct FakeProviderArgs {
 
 #[derive(Args, Debug)]
 pub struct NotifyArgs {
-    /// Not used: notify keeps its ledger in --state. This hidden local copy keeps the global `--db` out of this
-    /// command's help (clap propagates a global value into it; it is ignored).
+    /// Used only when it is a postgres:// URL (then the ledger, unless --state is given): a
+    /// SQLite --db is not notify's ledger. This hidden local copy keeps the global `--db` out of
+    /// this command's help (clap propagates a global value into it).
     #[arg(long = "db", hide = true)]
     pub db: Option<PathBuf>,
 
@@ -948,7 +949,8 @@ pub struct NotifyArgs {
     /// Provider spec (see `sendonce run --help`).
     #[arg(long, env = "SENDONCE_PROVIDER")]
     pub provider: Option<String>,
-    /// Ledger file (default: $XDG_STATE_HOME/sendonce/notify.db or ~/.local/state/sendonce/notify.db).
+    /// Ledger file or postgres:// URL (default: a postgres:// --db or SENDONCE_DB, else
+    /// $XDG_STATE_HOME/sendonce/notify.db or ~/.local/state/sendonce/notify.db).
     #[arg(long)]
     pub state: Option<PathBuf>,
     /// Show the key, the job ids and what would be sent; send nothing, write nothing.

@@ -48,6 +48,17 @@ impl Output {
     }
 }
 
+/// Where `notify` keeps its ledger: `--state`, else the database `--db`/`SENDONCE_DB` names
+/// when it is a postgres:// URL (a server several CI runners share), else the default state
+/// file. A SQLite `--db` is not used: notify's file is its own (a CI cache carries it).
+fn notify_state(cli: &Cli, a: &NotifyArgs) -> Option<std::path::PathBuf> {
+    let url = |p: &std::path::PathBuf| crate::store::kind_of(p) == "postgres";
+    a.state
+        .clone()
+        .or_else(|| a.db.clone().filter(url))
+        .or_else(|| Some(cli.db.clone()).filter(url))
+}
+
 /// A use case's output as the JSON document `--json` prints.
 pub(super) fn to_json(out: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(out).unwrap_or_default()
@@ -98,7 +109,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Backup { path } => guard::backup(cli, path),
         Command::Restore { backup } => guard::restore(cli, backup),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
-        Command::Notify(a) => notify(a, rt),
+        Command::Notify(a) => notify(cli, a, rt),
         Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
         Command::Bench(a) => bench(cli, a, rt),
         Command::Completions { shell } => generate::completions(*shell, cli.json),
@@ -116,7 +127,9 @@ fn init(cli: &Cli) -> Result<Output> {
             ..open_opts(cli)?
         },
     )?;
-    let d = accounts::init(&*store, &cli.db)?;
+    // A postgres:// URL is shown without its password.
+    let shown = std::path::PathBuf::from(crate::store::shown(&cli.db));
+    let d = accounts::init(&*store, &shown)?;
     let text = format!(
         "database ready: {} (schema {}, journal {}, installation {})",
         d.db.display(),
@@ -320,7 +333,7 @@ fn check(cli: &Cli, campaigns: &[i64], logs: &[std::path::PathBuf]) -> Result<Ou
     })
 }
 
-fn notify(a: &NotifyArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
+fn notify(cli: &Cli, a: &NotifyArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let message = match (&a.message, &a.message_file) {
         (Some(m), _) => m.clone(),
         (None, Some(f)) => import::read_body_file("--message-file", f)?,
@@ -342,7 +355,7 @@ fn notify(a: &NotifyArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
         key: a.key.clone(),
         channel: a.channel.as_deref().map(str::parse).transpose()?,
         provider: a.provider.clone(),
-        state: a.state.clone(),
+        state: notify_state(cli, a),
         dry_run: a.dry_run,
     };
     let report = app::notify::run(&req, &|k| std::env::var(k).ok(), rt)?;
@@ -351,4 +364,27 @@ fn notify(a: &NotifyArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
         text: report.text(),
         code: exit::for_outcome(report.outcome()),
     })
+}
+
+/// The store a command used, added once to its `--json` document as `"store": "sqlite"` or
+/// `"postgres"` (main.rs calls this on every command's output). Commands that open no store of
+/// the user's (demo, bench, fake-provider, completions, manpage, config) are left alone, and so
+/// are streamed outputs (no document) and a document that already says (doctor's).
+pub fn tag_store(cli: &Cli, mut out: Output) -> Output {
+    let store = match &cli.command {
+        Command::Demo { .. }
+        | Command::FakeProvider(_)
+        | Command::Bench(_)
+        | Command::Completions { .. }
+        | Command::Manpage { .. }
+        | Command::Config(_) => None,
+        Command::Notify(a) => {
+            Some(notify_state(cli, a).map_or("sqlite", |p| crate::store::kind_of(&p)))
+        }
+        _ => Some(crate::store::kind_of(&cli.db)),
+    };
+    if let (Some(store), serde_json::Value::Object(doc)) = (store, &mut out.json) {
+        doc.entry("store").or_insert_with(|| store.into());
+    }
+    out
 }

@@ -50,6 +50,11 @@ pub struct Inspection {
     pub stuck: Part<Vec<Stuck>>,
     /// The clone guard, when the schema has it (None: older schema).
     pub guard: Option<Part<GuardState>>,
+    /// The database server's version (PostgreSQL; None for a SQLite file).
+    pub server: Option<Part<String>>,
+    /// Ledger rows per send status, in byte order of the status (PostgreSQL; None for a
+    /// SQLite file, whose count would scan the whole table).
+    pub ledger: Option<Part<Vec<(String, u64)>>>,
 }
 
 /// Lines of a check's output kept in an inspection.
@@ -66,12 +71,13 @@ pub struct InspectOptions {
     pub far_ms: i64,
 }
 
-/// Inspect the store at `target` without writing to it. An `Err` only for a target that is
-/// not a backend at all; every problem with the file itself is inside the [`Inspection`].
+/// Inspect the store at `target` (a SQLite file or a postgres:// URL) without writing to it.
+/// An `Err` only for a target that is not a backend at all; every problem with the database
+/// itself is inside the [`Inspection`].
 pub fn inspect(target: &Path, opts: &InspectOptions) -> Result<Inspection> {
     let text = target.to_string_lossy();
     if super::postgres::is_url(&text) {
-        return Err(super::postgres::not_yet("doctor (inspecting a database)"));
+        return Ok(super::postgres::doctor::inspect(&text, opts));
     }
     Ok(super::sqlite::inspect(target, opts))
 }

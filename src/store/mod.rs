@@ -101,3 +101,23 @@ pub fn open(target: &Path, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
     }
     Ok(Arc::new(sqlite::SqliteStore::open(target, opts)?))
 }
+
+/// Which backend `target` names: `"postgres"` for a `postgres://` URL, else `"sqlite"` (what
+/// `--json` output and `doctor` tell the user).
+pub fn kind_of(target: &Path) -> &'static str {
+    if postgres::is_url(&target.to_string_lossy()) {
+        "postgres"
+    } else {
+        "sqlite"
+    }
+}
+
+/// `target` as it may be shown (messages, output): a URL without its password.
+pub fn shown(target: &Path) -> String {
+    let text = target.to_string_lossy();
+    if postgres::is_url(&text) {
+        postgres::redact(&text)
+    } else {
+        text.into_owned()
+    }
+}

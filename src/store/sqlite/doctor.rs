@@ -145,6 +145,8 @@ pub fn inspect(path: &Path, opts: &InspectOptions) -> Inspection {
         in_doubt: skipped(),
         stuck: skipped(),
         guard: None,
+        server: None,
+        ledger: None,
     };
     let (c, snapshot) = match open_ro(path) {
         Ok(v) => v,
