@@ -51,6 +51,7 @@ mod migrate;
 mod optin;
 mod pending;
 mod ratelimit;
+mod segment;
 mod suppressions;
 mod tokens;
 
