@@ -17,9 +17,9 @@ struct Backend {
     fresh: fn(&common::Env) -> Arc<dyn Storage>,
 }
 
-/// Every backend the whole contract runs against. PostgreSQL (issue 17) joins here when lists,
-/// opt-in and unsubscribes are written for it; until then it runs the ledger's part
-/// ([`ledger_backends`]).
+/// SQLite alone (the reference the `same_on_both` scripts' hard-coded answers are checked on).
+/// PostgreSQL (issue 17) runs the ledger's part and the lists, audience, opt-in and unsubscribe
+/// tests ([`ledger_backends`]).
 fn backends() -> Vec<Backend> {
     vec![Backend {
         name: "sqlite (file)",
@@ -526,7 +526,7 @@ fn lists_fixture(b: &Backend, env: &common::Env) -> (Arc<dyn Storage>, i64, i64,
 #[test]
 fn lists_are_unique_per_account_and_found_by_id_or_name() {
     use sendonce::store::{NewList, OptIn};
-    for b in backends() {
+    for b in ledger_backends() {
         let env = common::Env::new();
         let (s, acct, la, _) = lists_fixture(&b, &env);
         let again = s.create_list(&NewList {
@@ -551,7 +551,7 @@ fn lists_are_unique_per_account_and_found_by_id_or_name() {
 fn the_audience_counts_each_address_once_and_say_why_the_others_are_left_out() {
     use sendonce::domain::segment::Filter;
     use sendonce::store::AudienceQuery;
-    for b in backends() {
+    for b in ledger_backends() {
         let env = common::Env::new();
         let (s, acct, la, lb) = lists_fixture(&b, &env);
         let q = |lists: &[i64], filter: Option<&Filter>| {
@@ -608,7 +608,7 @@ fn the_audience_counts_each_address_once_and_say_why_the_others_are_left_out() {
 
 #[test]
 fn a_list_campaign_builds_one_row_per_address_and_a_recipient_knows_why() {
-    for b in backends() {
+    for b in ledger_backends() {
         let env = common::Env::new();
         let (s, acct, la, lb) = lists_fixture(&b, &env);
         let cid = s
@@ -661,7 +661,7 @@ fn a_list_campaign_builds_one_row_per_address_and_a_recipient_knows_why() {
 fn double_opt_in_confirms_once_and_pending_members_get_no_campaign() {
     use sendonce::domain::links::{Keys, Links, Secret};
     use sendonce::store::{ConfirmContent, MemberKey, MemberState, NewList, OptIn};
-    for b in backends() {
+    for b in ledger_backends() {
         let env = common::Env::new();
         let s = (b.fresh)(&env);
         let acct = s.add_account("t").unwrap();
@@ -752,7 +752,7 @@ fn double_opt_in_confirms_once_and_pending_members_get_no_campaign() {
 fn an_unsubscribe_link_changes_memberships_and_suppressions_once_and_only_its_accounts() {
     use sendonce::error::ErrorKind;
     use sendonce::store::{NewList, OptIn, UnsubscribeRequest};
-    for b in backends() {
+    for b in ledger_backends() {
         let env = common::Env::new();
         let (s, acct, la, lb) = lists_fixture(&b, &env);
         let n = b.name;
@@ -856,7 +856,7 @@ fn an_unsubscribe_link_changes_memberships_and_suppressions_once_and_only_its_ac
 #[test]
 fn a_list_unsubscribe_withdraws_rows_still_queued() {
     use sendonce::store::UnsubscribeRequest;
-    for b in backends() {
+    for b in ledger_backends() {
         let env = common::Env::new();
         let (s, acct, la, lb) = lists_fixture(&b, &env);
         let n = b.name;

@@ -15,8 +15,7 @@
 //! UPDATE of the guard row: one row every claim updates would serialize every worker of every
 //! host on its lock.
 //!
-//! Not yet: `build_list_chunk` of a campaign with an audience filter (the filter compiles to
-//! SQLite SQL today).
+//! `build_list_chunk` applies a campaign's audience filter as compiled by `segment.rs`.
 
 use super::PgStore;
 use crate::domain::retry::same_key_retry_safe;
