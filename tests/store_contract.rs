@@ -856,7 +856,7 @@ fn an_unsubscribe_link_changes_memberships_and_suppressions_once_and_only_its_ac
 #[test]
 fn a_list_unsubscribe_withdraws_rows_still_queued() {
     use sendonce::store::UnsubscribeRequest;
-    for b in ledger_backends() {
+    for b in backends() {
         let env = common::Env::new();
         let (s, acct, la, lb) = lists_fixture(&b, &env);
         let n = b.name;
