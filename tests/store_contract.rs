@@ -1613,7 +1613,15 @@ const FILTERS: &[&str] = &[
 fn filter_fixture(s: &dyn Storage) -> (i64, Vec<(i64, String)>) {
     use sendonce::store::NewSubscriber;
     let acct = s.add_account("f").unwrap();
-    let rows: [(Option<&str>, Option<&str>, Option<&str>, &str, &str); 9] = [
+    /// (email, phone, name, status, attrs)
+    type Row<'a> = (
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        &'a str,
+        &'a str,
+    );
+    let rows: [Row<'_>; 9] = [
         (
             Some("ann@x.org"),
             None,
