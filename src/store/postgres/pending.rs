@@ -21,6 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+
 impl crate::store::Notifications for PgStore {
     fn prepare_notification(
         &self,
@@ -42,6 +43,8 @@ impl crate::store::Notifications for PgStore {
         Err(not_yet("Notifications::notification_rows"))
     }
 }
+
+
 
 impl crate::store::Webhooks for PgStore {
     fn apply_webhook(
