@@ -6,11 +6,10 @@
 //! its undispatched leases in one transaction (SQLite uses two, one after the other); `report`
 //! reads in pages of [`REPORT_PAGE`] rows by send id (the callback cannot run on the store's
 //! runtime), so it is not one snapshot of a campaign still sending, just as a paged
-//! `report_page` reader's is not; `recipient` of a campaign with an audience filter answers
-//! "not yet" (filters compile to SQLite SQL today, as in `ledger.rs`).
+//! `report_page` reader's is not.
 
 use super::ledger::transaction;
-use super::{not_yet, PgStore};
+use super::PgStore;
 use crate::domain::address::Channel;
 use crate::domain::model::SendStatus;
 use crate::error::{Error, Result};
@@ -244,13 +243,12 @@ pub(super) fn doubts(s: &PgStore, campaign_id: i64) -> Result<Vec<DoubtRow>> {
 /// One subscriber as a campaign sees it (see [`RecipientRow`]).
 pub(super) fn recipient(s: &PgStore, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow> {
     let c = s.campaign(campaign_id)?;
-    if c.filter.is_some() {
-        // Parse it anyway, so a damaged filter is reported as such, as on SQLite.
-        crate::domain::segment::Filter::parse_stored(c.filter.as_deref().unwrap(), campaign_id)?;
-        return Err(not_yet(
-            "Campaigns::recipient of a campaign with an audience filter",
-        ));
-    }
+    let filter = c
+        .filter
+        .as_deref()
+        .map(|f| crate::domain::segment::Filter::parse_stored(f, campaign_id))
+        .transpose()?;
+    let compiled = super::segment::compile(filter.as_ref(), 5);
     let addr = match c.channel {
         Channel::Sms => "s.phone",
         Channel::Email => "s.email_norm",
@@ -263,17 +261,21 @@ pub(super) fn recipient(s: &PgStore, campaign_id: i64, subscriber_id: i64) -> Re
                            WHERE cl.campaign_id = $1 AND m.status = 'subscribed'),
                 EXISTS (SELECT 1 FROM suppressions su WHERE su.account_id = s.account_id
                         AND su.channel = $4 AND su.address = {addr}),
-                TRUE
+                {filter}
          FROM subscribers s
          LEFT JOIN sends se ON se.campaign_id = $1 AND se.subscriber_id = s.id
-         WHERE s.id = $2 AND s.account_id = $3"
+         WHERE s.id = $2 AND s.account_id = $3",
+        filter = compiled.sql
     );
     let account = c.account_id;
     let channel = c.channel.as_str();
     let row = s.run(move |pool| async move {
         let cl = pool.get().await?;
         let row = cl
-            .query_opt(&sql, &[&campaign_id, &subscriber_id, &account, &channel])
+            .query_opt(
+                &sql,
+                &compiled.with(&[&campaign_id, &subscriber_id, &account, &channel]),
+            )
             .await?;
         let Some(r) = row else { return Ok(None) };
         let job: Option<String> = r.get(3);

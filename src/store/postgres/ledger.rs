@@ -15,10 +15,9 @@
 //! UPDATE of the guard row: one row every claim updates would serialize every worker of every
 //! host on its lock.
 //!
-//! Not yet: `build_list_chunk` of a campaign with an audience filter (the filter compiles to
-//! SQLite SQL today).
+//! `build_list_chunk` applies a campaign's audience filter as compiled by `segment.rs`.
 
-use super::{not_yet, PgStore};
+use super::PgStore;
 use crate::domain::retry::same_key_retry_safe;
 use crate::error::{Error, Result};
 use crate::store::{
@@ -147,8 +146,8 @@ impl Ledger for PgStore {
     }
 
     /// One chunk of the recipient list, as on SQLite; the campaign row is locked first, so
-    /// builders on several hosts take turns and the cursor only moves forward. A campaign with
-    /// an audience filter is "not yet" (the filter compiles to SQLite SQL today).
+    /// builders on several hosts take turns and the cursor only moves forward. The audience
+    /// filter is compiled by `segment.rs` (its values bound after the statement's own).
     fn build_list_chunk(&self, campaign_id: i64, chunk: usize) -> Result<bool> {
         let chunk = chunk as i64;
         self.run(move |pool| async move {
@@ -165,9 +164,13 @@ impl Ledger for PgStore {
                 if complete || status != "sending" {
                     return Ok(true);
                 }
-                if filter.is_some() {
-                    return Err(not_yet("campaigns with an audience filter").into());
-                }
+                let filter = filter
+                    .as_deref()
+                    .map(|f| crate::domain::segment::Filter::parse_stored(f, campaign_id))
+                    .transpose()?;
+                let compiled = filter
+                    .as_ref()
+                    .map(|f| super::segment::compile(Some(f), 7));
                 let channel: crate::domain::address::Channel = channel
                     .parse()
                     .map_err(|_| Error::damaged(format!("campaign channel {channel:?}")))?;
@@ -177,11 +180,19 @@ impl Ledger for PgStore {
                 let (chunk_end, n): (Option<i64>, i64) = (end.get(0), end.get(1));
                 if let Some(end) = chunk_end {
                     let now = crate::domain::clock::now_ms();
-                    tx.execute(
-                        &list_insert_sql(channel, targeted),
-                        &[&campaign_id, &account, &cursor, &now, &end, &channel.as_str()],
-                    )
-                    .await?;
+                    let sql = list_insert_sql(
+                        channel,
+                        targeted,
+                        compiled.as_ref().map(|f| f.sql.as_str()),
+                    );
+                    let channel = channel.as_str();
+                    let fixed: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                        [&campaign_id, &account, &cursor, &now, &end, &channel];
+                    let params = match &compiled {
+                        Some(f) => f.with(&fixed),
+                        None => fixed.to_vec(),
+                    };
+                    tx.execute(&sql, &params).await?;
                 }
                 let complete = n < chunk;
                 tx.execute(LIST_ADVANCE_CURSOR, &[&campaign_id, &chunk_end, &complete])
@@ -713,8 +724,13 @@ const CAPTURED_VARS: &str = "((s.attrs::jsonb - 'name' - 'email' - 'phone')
                                              'phone', s.phone)))::text";
 
 /// Insert the recipients among subscribers `cursor < id <= end` ($1 campaign, $2 account,
-/// $3 cursor, $4 now, $5 end, $6 channel): one row per address, nothing twice after a crash.
-fn list_insert_sql(channel: crate::domain::address::Channel, targeted: bool) -> String {
+/// $3 cursor, $4 now, $5 end, $6 channel; `filter`, the compiled audience filter, from $7):
+/// one row per address, nothing twice after a crash.
+fn list_insert_sql(
+    channel: crate::domain::address::Channel,
+    targeted: bool,
+    filter: Option<&str>,
+) -> String {
     use crate::domain::address::Channel;
     use crate::domain::model::{
         CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB, EPOCH_MARK, INSTALLATION_SCOPE_LEN,
@@ -732,6 +748,8 @@ fn list_insert_sql(channel: crate::domain::address::Channel, targeted: bool) -> 
     } else {
         ""
     };
+    // The audience filter: a condition on `s` whose values are all bound (`segment.rs`).
+    let filter = filter.map_or(String::new(), |f| format!("AND {f}"));
     let job_id = format!(
         "{} || $1::bigint || {} || s.id || {}
                 || (SELECT substr(id, 1, {INSTALLATION_SCOPE_LEN}) FROM installation
@@ -760,7 +778,7 @@ fn list_insert_sql(channel: crate::domain::address::Channel, targeted: bool) -> 
          LEFT JOIN suppressions su ON su.account_id = s.account_id
                                   AND su.channel = $6::text AND su.address = {addr}
          WHERE s.account_id = $2::bigint AND s.id > $3::bigint AND s.id <= $5::bigint
-           AND s.status = 'confirmed' AND {addr} IS NOT NULL {in_lists}
+           AND s.status = 'confirmed' AND {addr} IS NOT NULL {in_lists} {filter}
          ORDER BY s.id
          ON CONFLICT DO NOTHING"
     )

@@ -1,9 +1,10 @@
 //! `Lists` on PostgreSQL: the rules of `sqlite/lists.rs` and `sqlite/unsubscribe.rs`, statement
-//! for statement (the audience counts without an audience filter: filters compile to SQLite SQL
-//! today, so a query with one answers "not yet on PostgreSQL").
+//! for statement (audience filters compiled by `segment.rs`), plus the membership helpers the
+//! subscriber import and campaign creation call inside their own transactions.
 
 use super::ledger::{transaction, TxResult};
-use super::{not_yet, PgStore};
+use super::segment;
+use super::PgStore;
 use crate::domain::address::Channel;
 use crate::domain::segment::Filter;
 use crate::domain::template::VarCounts;
@@ -48,7 +49,7 @@ pub(super) fn list_from_row(r: &tokio_postgres::Row) -> Result<ListRow> {
 /// `Ok` when every list in `lists` belongs to `account_id`; else `NotFound` naming the first
 /// that does not. `lock` takes each list's row `FOR UPDATE` (no membership can be added to it
 /// until the transaction ends).
-async fn require_lists(
+pub(super) async fn require_lists(
     tx: &Transaction<'_>,
     account_id: i64,
     lists: &[i64],
@@ -69,6 +70,49 @@ async fn require_lists(
     Ok(())
 }
 
+/// Make `subscriber_id` a member of each of `lists` (checked by [`require_lists`]):
+/// subscribed, or pending on a double opt-in list (the caller queues its confirmation). An
+/// existing membership is kept as it is (someone who unsubscribed from the list stays
+/// unsubscribed). Returns how many memberships were new.
+pub(super) async fn join_lists(
+    tx: &Transaction<'_>,
+    subscriber_id: i64,
+    lists: &[i64],
+) -> TxResult<u64> {
+    let now = crate::domain::clock::now_ms();
+    let mut joined = 0;
+    for &list in lists {
+        joined += tx
+            .execute(
+                "INSERT INTO list_members (list_id, subscriber_id, status, created_at, updated_at)
+                 SELECT l.id, $1, CASE l.optin WHEN 'double' THEN 'pending' ELSE 'subscribed' END,
+                        $2, $2
+                 FROM lists l WHERE l.id = $3
+                 ON CONFLICT DO NOTHING",
+                &[&subscriber_id, &now, &list],
+            )
+            .await?;
+    }
+    Ok(joined)
+}
+
+/// Store a new draft's targets (checked by [`require_lists`]).
+pub(super) async fn target_lists(
+    tx: &Transaction<'_>,
+    campaign_id: i64,
+    lists: &[i64],
+) -> TxResult<()> {
+    for &list in lists {
+        tx.execute(
+            "INSERT INTO campaign_lists (campaign_id, list_id) VALUES ($1, $2)
+             ON CONFLICT DO NOTHING",
+            &[&campaign_id, &list],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 fn address_column(channel: Channel) -> &'static str {
     match channel {
         Channel::Sms => "s.phone",
@@ -76,10 +120,14 @@ fn address_column(channel: Channel) -> &'static str {
     }
 }
 
-/// The audience counts of one query without a filter ($1 the targeted list ids, $2 whether
-/// the whole account is targeted, $3 account, $4 channel); see `sqlite/lists.rs`.
-fn audience_sql(channel: Channel) -> String {
+/// The audience counts of one query ($1 the targeted list ids, $2 whether the whole account
+/// is targeted, $3 account, $4 channel; `filter`, the compiled audience filter, from $5); see
+/// `sqlite/lists.rs`.
+fn audience_sql(channel: Channel, filter: Option<&str>) -> String {
     let addr = address_column(channel);
+    let filtered = filter.map_or(String::new(), |f| {
+        format!("WHEN NOT {f} THEN 'filtered_out'")
+    });
     format!(
         "WITH m AS (
              SELECT lm.subscriber_id AS sid, bool_or(lm.status = 'subscribed') AS sub,
@@ -92,6 +140,7 @@ fn audience_sql(channel: Channel) -> String {
                          WHEN NOT coalesce(m.sub, $2::boolean) OR s.status <> 'confirmed'
                               THEN 'unconfirmed'
                          WHEN {addr} IS NULL THEN 'no_address'
+                         {filtered}
                          ELSE 'ok' END AS k
              FROM subscribers s LEFT JOIN m ON m.sid = s.id
              WHERE s.account_id = $3 AND s.removed_at IS NULL
@@ -114,9 +163,9 @@ const CAPTURED_VARS_JSONB: &str = "((s.attrs::jsonb - 'name' - 'email' - 'phone'
      || jsonb_strip_nulls(jsonb_build_object('name', s.name, 'email', s.email,
                                              'phone', s.phone)))";
 
-/// The audience of `variable_counts_for` without a filter ($1 account, $2 whole, $3 lists),
-/// then its size and how many of it have each variable.
-fn variable_counts_sql(channel: Channel) -> String {
+/// The audience of `variable_counts_for` ($1 account, $2 whole, $3 lists; `filter`, a
+/// compiled condition on `s`, from $4), then its size and how many of it have each variable.
+fn variable_counts_sql(channel: Channel, filter: &str) -> String {
     let addr = address_column(channel);
     format!(
         "WITH a AS (
@@ -125,7 +174,8 @@ fn variable_counts_sql(channel: Channel) -> String {
                AND ($2::boolean OR EXISTS (
                    SELECT 1 FROM list_members lm
                    WHERE lm.list_id = ANY($3::bigint[]) AND lm.subscriber_id = s.id
-                     AND lm.status = 'subscribed')))
+                     AND lm.status = 'subscribed'))
+               AND {filter})
          SELECT NULL::text, count(*) FROM a
          UNION ALL
          SELECT j.key, count(DISTINCT s.id) FROM a s, jsonb_each({CAPTURED_VARS_JSONB}) j
@@ -510,17 +560,16 @@ impl Lists for PgStore {
         })
     }
 
-    /// Without an audience filter only (else "not yet").
     fn variable_counts_for(&self, q: &AudienceQuery<'_>) -> Result<VarCounts> {
-        if q.filter.is_some() {
-            return Err(not_yet("audience filters"));
-        }
-        let sql = variable_counts_sql(q.channel);
+        let compiled = segment::compile(q.filter, 4);
+        let sql = variable_counts_sql(q.channel, &compiled.sql);
         let (account, lists, channel) = (q.account_id, q.lists.to_vec(), q.channel);
         let whole = lists.is_empty();
         self.run(move |pool| async move {
             let c = pool.get().await?;
-            let rows = c.query(&sql, &[&account, &whole, &lists]).await?;
+            let rows = c
+                .query(&sql, &compiled.with(&[&account, &whole, &lists]))
+                .await?;
             let mut counts = VarCounts {
                 channel,
                 total: 0,
@@ -540,18 +589,16 @@ impl Lists for PgStore {
         })
     }
 
-    /// Without an audience filter only (else "not yet").
     fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts> {
-        if q.filter.is_some() {
-            return Err(not_yet("audience filters"));
-        }
-        let sql = audience_sql(q.channel);
+        let compiled = q.filter.map(|f| segment::compile(Some(f), 5));
+        let sql = audience_sql(q.channel, compiled.as_ref().map(|f| f.sql.as_str()));
+        let compiled = compiled.unwrap_or_else(|| segment::compile(None, 5));
         let (account, lists, channel) = (q.account_id, q.lists.to_vec(), q.channel.as_str());
         let whole = lists.is_empty();
         self.run(move |pool| async move {
             let c = pool.get().await?;
             let r = c
-                .query_one(&sql, &[&lists, &whole, &account, &channel])
+                .query_one(&sql, &compiled.with(&[&lists, &whole, &account, &channel]))
                 .await?;
             let n = |i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
             Ok(AudienceCounts {

@@ -52,6 +52,7 @@ mod migrate;
 mod notify;
 mod optin;
 mod ratelimit;
+mod segment;
 mod suppressions;
 mod tokens;
 mod webhooks;
