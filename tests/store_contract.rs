@@ -1035,14 +1035,26 @@ fn the_directory_answers_the_same_on_every_backend() {
             t.push(format!(
                 "{:?}",
                 rows.iter()
-                    .map(|c| (c.id, c.account_id, &c.account, &c.name, &c.channel, &c.status,
-                              c.scheduled_for.is_some()))
+                    .map(|c| (
+                        c.id,
+                        c.account_id,
+                        &c.account,
+                        &c.name,
+                        &c.channel,
+                        &c.status,
+                        c.scheduled_for.is_some()
+                    ))
                     .collect::<Vec<_>>()
             ));
         }
         let page = |t: &mut Vec<String>, status: Option<&str>, after: i64, limit: usize| {
             let rows = s.list_subscribers(acct, status, after, limit).unwrap();
-            t.push(rows.iter().map(subscriber_text).collect::<Vec<_>>().join(" | "));
+            t.push(
+                rows.iter()
+                    .map(subscriber_text)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
         };
         page(&mut t, None, 0, 2);
         page(&mut t, None, 1, 10);
@@ -1050,27 +1062,45 @@ fn the_directory_answers_the_same_on_every_backend() {
         page(&mut t, Some("pending"), 0, 10);
         let u1 = s.find_subscriber(acct, " U1@X.com ").unwrap();
         t.push(subscriber_text(&u1));
-        t.push(said(s.find_subscriber(acct, &u1.id.to_string()).map(|r| r.id)));
+        t.push(said(
+            s.find_subscriber(acct, &u1.id.to_string()).map(|r| r.id),
+        ));
         t.push(said(s.find_subscriber(other, "u1@x.com").map(|r| r.id)));
         t.push(said(s.find_subscriber(acct, "nope").map(|r| r.id)));
         // Attributes merge as SQLite's json_patch does: kept key order, new keys appended,
         // null removes, nested objects merged; the stored text is the same bytes.
-        let change = |name: Option<&str>, status: Option<&str>, attrs: Option<&str>| {
-            SubscriberChanges {
+        let change =
+            |name: Option<&str>, status: Option<&str>, attrs: Option<&str>| SubscriberChanges {
                 name: name.map(str::to_string),
                 status: status.map(str::to_string),
                 attrs: attrs.map(str::to_string),
-            }
-        };
+            };
         for ch in [
-            change(Some("Ann"), None, Some(r#"{"z":1,"a":{"x":1,"y":[1,2]},"m":"é"}"#)),
-            change(None, Some("bounced"), Some(r#"{"a":{"x":null,"w":true},"z":null,"n":2.50}"#)),
+            change(
+                Some("Ann"),
+                None,
+                Some(r#"{"z":1,"a":{"x":1,"y":[1,2]},"m":"é"}"#),
+            ),
+            change(
+                None,
+                Some("bounced"),
+                Some(r#"{"a":{"x":null,"w":true},"z":null,"n":2.50}"#),
+            ),
             change(None, None, None),
         ] {
-            t.push(said(s.update_subscriber(acct, u1.id, &ch).map(|r| subscriber_text(&r))));
+            t.push(said(
+                s.update_subscriber(acct, u1.id, &ch)
+                    .map(|r| subscriber_text(&r)),
+            ));
         }
-        t.push(said(s.update_subscriber(other, u1.id, &change(Some("x"), None, None)).map(|r| r.id)));
-        t.push(said(s.update_subscriber(acct, 999, &change(Some("x"), None, None)).map(|r| r.id)));
+        t.push(said(
+            s.update_subscriber(other, u1.id, &change(Some("x"), None, None))
+                .map(|r| r.id),
+        ));
+        t.push(said(
+            s.update_subscriber(acct, 999, &change(Some("x"), None, None))
+                .map(|r| r.id),
+        ));
         // Removal: blanked, listed nowhere, its address suppressed; twice is not found.
         t.push(said(s.remove_subscriber(acct, u1.id)));
         t.push(said(s.remove_subscriber(acct, u1.id)));
@@ -1079,7 +1109,10 @@ fn the_directory_answers_the_same_on_every_backend() {
         t.push(said(s.find_subscriber(acct, "u1@x.com").map(|r| r.id)));
         page(&mut t, None, 0, 10);
         accounts(&mut t);
-        t.push(said(s.update_subscriber(acct, u1.id, &change(Some("x"), None, None)).map(|r| r.id)));
+        t.push(said(
+            s.update_subscriber(acct, u1.id, &change(Some("x"), None, None))
+                .map(|r| r.id),
+        ));
         t
     });
 }
@@ -1099,7 +1132,13 @@ fn suppressions_answer_the_same_on_every_backend() {
         ] {
             t.push(said(s.suppress(acct, ch, a, "why", "test")));
         }
-        t.push(said(s.suppress(99, Channel::Email, "a@x.com", "why", "test")));
+        t.push(said(s.suppress(
+            99,
+            Channel::Email,
+            "a@x.com",
+            "why",
+            "test",
+        )));
         let list = |t: &mut Vec<String>, account: i64| {
             t.push(said(s.suppressions(account).map(|rows| {
                 rows.iter()
@@ -1163,7 +1202,12 @@ fn tokens_answer_the_same_on_every_backend() {
         t.push(said(s.tokens(acct)));
         // Last: a refused insert uses up an id on PostgreSQL (an identity is not rolled back),
         // which SQLite hands out again; ids are never promised to be gap-free.
-        t.push(said(s.create_token(&new(other, "again", Scope::Admin, &h1))));
+        t.push(said(s.create_token(&new(
+            other,
+            "again",
+            Scope::Admin,
+            &h1,
+        ))));
         t
     });
 }
@@ -1292,14 +1336,18 @@ fn reports_doubts_and_a_recipient_read_the_same_on_every_backend() {
         f.s.mark_dispatched(&keys(&a)[..2], t0, 1000).unwrap();
         let b2 = f.claim(10, 2, t0 + 10_000, None);
         assert_eq!(b2.in_doubt, 2, "{}", f.backend);
-        let stats = f.s.record(&[accepted(b2.rows[0].id, 2)], t0 + 10_001).unwrap();
+        let stats =
+            f.s.record(&[accepted(b2.rows[0].id, 2)], t0 + 10_001)
+                .unwrap();
         let _ = stats;
 
         let doubts = f.s.doubts(f.cid).unwrap();
         assert_eq!(doubts.len(), 2, "{}", f.backend);
         assert!(doubts[0].send_id < doubts[1].send_id, "{}", f.backend);
         assert!(
-            doubts.iter().all(|d| d.doubt_since.is_some() && d.attempts >= 1),
+            doubts
+                .iter()
+                .all(|d| d.doubt_since.is_some() && d.attempts >= 1),
             "{}",
             f.backend
         );
@@ -1332,10 +1380,9 @@ fn reports_doubts_and_a_recipient_read_the_same_on_every_backend() {
             .collect();
         assert_eq!(streamed, paged, "{}", f.backend);
         // A callback's error stops the report and is what it answers.
-        let e = f
-            .s
-            .report(f.cid, &mut |_| Err(sendonce::error::Error::invalid("stop")))
-            .unwrap_err();
+        let e =
+            f.s.report(f.cid, &mut |_| Err(sendonce::error::Error::invalid("stop")))
+                .unwrap_err();
         assert_eq!(e.message, "stop", "{}", f.backend);
         assert!(f.s.report_page(4242, 0, 10).is_err(), "{}", f.backend);
 
@@ -1353,10 +1400,21 @@ fn reports_doubts_and_a_recipient_read_the_same_on_every_backend() {
         let address = r.address.clone().expect("an email address");
         assert!(address.ends_with("@x.com"), "{address}");
         let (job, _) = r.send.clone().expect("the list holds it");
-        assert!(all.iter().any(|row| row.job_id == job && row.address == address));
-        assert!(r.targeted && !r.suppressed && r.matches_filter, "{}", f.backend);
+        assert!(all
+            .iter()
+            .any(|row| row.job_id == job && row.address == address));
+        assert!(
+            r.targeted && !r.suppressed && r.matches_filter,
+            "{}",
+            f.backend
+        );
         let vars: serde_json::Value = serde_json::from_str(&r.vars).unwrap();
-        assert_eq!(vars["email"].as_str(), Some(address.as_str()), "{}", f.backend);
+        assert_eq!(
+            vars["email"].as_str(),
+            Some(address.as_str()),
+            "{}",
+            f.backend
+        );
         f.s.suppress(f.acct, Channel::Email, &address, "test", "test")
             .unwrap();
         assert!(f.s.recipient(f.cid, 1).unwrap().suppressed, "{}", f.backend);
@@ -1404,7 +1462,10 @@ fn the_audit_snapshot_and_invariants_read_the_same_on_every_backend() {
         assert_eq!(sent.len(), 1, "{}", f.backend);
         assert!(sent[0].claimed_at.is_some(), "{}", f.backend);
         let reported = f.s.report_page(f.cid, 0, 10).unwrap();
-        let row = reported.iter().find(|r| r.job_id == sent[0].job_id).unwrap();
+        let row = reported
+            .iter()
+            .find(|r| r.job_id == sent[0].job_id)
+            .unwrap();
         assert_eq!(
             (row.attempts, row.address.as_str()),
             (sent[0].attempts, sent[0].address.as_str()),
@@ -1463,19 +1524,38 @@ fn an_api_message_is_created_once_per_key_on_every_backend() {
         s.save_answer(acct, id, 202, "{\"ok\":1}").unwrap();
         s.save_answer(acct, id, 500, "later").unwrap(); // the first answer stays
         match s.submit_message(&msg("h1")).unwrap() {
-            Submitted::Replay { id: i, status, body } => {
-                assert_eq!((i, status, body.as_str()), (id, 202, "{\"ok\":1}"), "{}", b.name)
+            Submitted::Replay {
+                id: i,
+                status,
+                body,
+            } => {
+                assert_eq!(
+                    (i, status, body.as_str()),
+                    (id, 202, "{\"ok\":1}"),
+                    "{}",
+                    b.name
+                )
             }
             other => panic!("{}: {other:?}", b.name),
         }
         let m = s.message(acct, id).unwrap();
         assert_eq!(
-            (m.idempotency_key.as_str(), m.to.as_str(), m.channel, m.status.as_str()),
+            (
+                m.idempotency_key.as_str(),
+                m.to.as_str(),
+                m.channel,
+                m.status.as_str()
+            ),
             ("k1", "a@x.com", Channel::Email, "queued"),
             "{}",
             b.name
         );
-        assert!(m.job_id.contains(&id.to_string()), "{}: {}", b.name, m.job_id);
+        assert!(
+            m.job_id.contains(&id.to_string()),
+            "{}: {}",
+            b.name,
+            m.job_id
+        );
         assert_eq!(m.created_at, 1000, "{}", b.name);
         let e = s.message(acct + 1, id).unwrap_err();
         assert_eq!(e.kind, sendonce::error::ErrorKind::NotFound, "{}", b.name);

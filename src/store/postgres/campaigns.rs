@@ -181,9 +181,8 @@ pub(super) fn report(
     let account = s.campaign(id)?.account_id;
     let mut after = 0i64;
     loop {
-        let rows = s.run(move |pool| async move {
-            page(&pool, id, account, after, REPORT_PAGE).await
-        })?;
+        let rows =
+            s.run(move |pool| async move { page(&pool, id, account, after, REPORT_PAGE).await })?;
         let full = rows.len() as i64 == REPORT_PAGE;
         for r in rows {
             after = r.send_id;
@@ -209,9 +208,11 @@ pub(super) fn report_page(
 pub(super) fn send_account(s: &PgStore, send_id: i64) -> Result<Option<i64>> {
     s.run(move |pool| async move {
         let c = pool.get().await?;
-        Ok(c.query_opt("SELECT account_id FROM sends WHERE id = $1", &[&send_id])
-            .await?
-            .map(|r| r.get(0)))
+        Ok(
+            c.query_opt("SELECT account_id FROM sends WHERE id = $1", &[&send_id])
+                .await?
+                .map(|r| r.get(0)),
+        )
     })
 }
 
@@ -246,7 +247,9 @@ pub(super) fn recipient(s: &PgStore, campaign_id: i64, subscriber_id: i64) -> Re
     if c.filter.is_some() {
         // Parse it anyway, so a damaged filter is reported as such, as on SQLite.
         crate::domain::segment::Filter::parse_stored(c.filter.as_deref().unwrap(), campaign_id)?;
-        return Err(not_yet("Campaigns::recipient of a campaign with an audience filter"));
+        return Err(not_yet(
+            "Campaigns::recipient of a campaign with an audience filter",
+        ));
     }
     let addr = match c.channel {
         Channel::Sms => "s.phone",

@@ -74,9 +74,11 @@ impl Directory for PgStore {
         let lookup = name.to_string();
         let found: Option<i64> = self.run(move |pool| async move {
             let c = pool.get().await?;
-            Ok(c.query_opt("SELECT id FROM accounts WHERE name = $1", &[&lookup])
-                .await?
-                .map(|r| r.get(0)))
+            Ok(
+                c.query_opt("SELECT id FROM accounts WHERE name = $1", &[&lookup])
+                    .await?
+                    .map(|r| r.get(0)),
+            )
         })?;
         found.ok_or_else(|| Error::not_found(format!("unknown account name {name:?}")))
     }

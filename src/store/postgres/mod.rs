@@ -44,6 +44,7 @@ mod audience;
 mod audit;
 mod campaigns;
 mod directory;
+mod import;
 mod ledger;
 mod lists;
 mod messages;
@@ -60,6 +61,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use import::without_password;
 pub use migrate::SCHEMA_VERSION;
 
 /// True when `target` names a PostgreSQL database rather than a SQLite file.

@@ -21,7 +21,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-
 impl crate::store::Notifications for PgStore {
     fn prepare_notification(
         &self,
@@ -43,8 +42,6 @@ impl crate::store::Notifications for PgStore {
         Err(not_yet("Notifications::notification_rows"))
     }
 }
-
-
 
 impl crate::store::Webhooks for PgStore {
     fn apply_webhook(
