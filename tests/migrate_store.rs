@@ -361,6 +361,8 @@ fn a_file_a_worker_holds_and_a_non_empty_target_are_refused_with_nothing_written
     // A target with a row in it: refused, naming the table; nothing written on either side.
     let busy = with_password(&cluster.fresh_url());
     let busy_db = db_name(&busy);
+    let r = run(&busy, &["init"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
     let r = run(&busy, &["account", "add", "other"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = migrate(&env.db, &busy);
