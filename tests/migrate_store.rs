@@ -394,3 +394,71 @@ fn a_file_a_worker_holds_and_a_non_empty_target_are_refused_with_nothing_written
     );
     assert!(!r.stdout.contains(PASSWORD), "{}", r.stdout);
 }
+
+/// A worker already running on the file when it is marked as moved (here by another
+/// connection) claims nothing more: the claim transaction's owner check refuses it.
+#[test]
+fn a_running_worker_claims_nothing_once_the_file_is_marked_as_moved() {
+    use sendonce::store::{ClaimRequest, OpenOptions};
+    let env = Env::new();
+    let opts = OpenOptions {
+        create: true,
+        ..Default::default()
+    };
+    let s = sendonce::store::open(&env.db, &opts).unwrap();
+    let (acct, cid) = common::started_campaign(&*s, 6);
+    while !s.build_list_chunk(cid, 7).unwrap() {}
+    let req = |token: i64| ClaimRequest {
+        campaign_id: cid,
+        account_id: acct,
+        channel: sendonce::domain::address::Channel::Email,
+        batch: 2,
+        lease_ms: 60_000,
+        token,
+        owner: format!("w{token}"),
+        key_window_ms: None,
+        now: sendonce::domain::clock::now_ms(),
+    };
+    assert_eq!(s.claim(&req(1)).unwrap().rows.len(), 2);
+    env.sqlite()
+        .execute(
+            "UPDATE guard SET moved_to = 'postgres://sendonce@db.example.org/mail', \
+             moved_at = 1767225600000",
+            [],
+        )
+        .unwrap();
+    let e = s.claim(&req(2)).unwrap_err();
+    assert_eq!(e.kind, sendonce::error::ErrorKind::Guarded, "{}", e.message);
+    assert!(
+        e.message
+            .contains("--db postgres://sendonce@db.example.org/mail"),
+        "{}",
+        e.message
+    );
+    assert_eq!(sendonce::exit::for_error(&e), 5);
+    let leased = s.status_counts(cid).unwrap().counts.get("leased").copied();
+    assert_eq!(leased, Some(2), "nothing of the refused claim committed");
+    // The guard says so too (what `run` and `doctor` check before the first claim).
+    let why = sendonce::app::guard::refusal(&s.guard_state().unwrap()).expect("a refusal");
+    assert!(
+        why.contains("was moved to postgres://sendonce@db.example.org/mail"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_moved_marker_and_the_output_keep_no_password() {
+    use sendonce::store::postgres::without_password;
+    assert_eq!(
+        without_password("postgres://u:p%40ss@h:5432/db?sslmode=require"),
+        "postgres://u@h:5432/db?sslmode=require"
+    );
+    assert_eq!(
+        without_password("postgresql://u@h/db?password=pw&host=/run/pg"),
+        "postgresql://u@h/db?host=/run/pg"
+    );
+    assert_eq!(
+        without_password("postgres://u@h/db?password=pw"),
+        "postgres://u@h/db"
+    );
+}
