@@ -44,7 +44,6 @@ mod audience;
 mod audit;
 mod campaigns;
 mod directory;
-mod import;
 mod ledger;
 mod lists;
 mod messages;
@@ -54,6 +53,8 @@ mod pending;
 mod ratelimit;
 mod suppressions;
 mod tokens;
+// migrate-store's target (kept last: easy to merge).
+mod import;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::OpenOptions;
@@ -61,8 +62,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use import::without_password;
 pub use migrate::SCHEMA_VERSION;
+// migrate-store's URL without its password.
+pub use import::without_password;
 
 /// True when `target` names a PostgreSQL database rather than a SQLite file.
 pub fn is_url(target: &str) -> bool {
