@@ -32,6 +32,7 @@ mod layers;
 mod ledger;
 mod limits;
 mod lists;
+mod migrate_store;
 mod notify;
 mod ops_http;
 mod optin;

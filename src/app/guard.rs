@@ -29,6 +29,10 @@ fn start_check_limit() -> Result<u64> {
 
 /// Why the guard refuses to send from this file, if it does.
 pub fn refusal(st: &GuardState) -> Option<String> {
+    // Before `enforced`: a moved file never sends, guard or not.
+    if let Some(to) = &st.moved_to {
+        return Some(crate::store::sqlite::guard::moved_refusal(to, st.moved_at));
+    }
     if !st.enforced {
         return None;
     }

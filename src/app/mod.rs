@@ -13,6 +13,7 @@ pub mod import;
 pub mod limits;
 pub mod lists;
 pub mod messages;
+pub mod migrate_store;
 pub mod notify;
 pub mod optin;
 pub mod preview;

@@ -190,6 +190,35 @@ pub enum Command {
     /// campaigns stuck in sending, the clone guard, the providers of the config file, free disk.
     /// Exit 0 healthy, 1 when something needs attention (each finding says what to run).
     Doctor(DoctorArgs),
+    /// Copy a SQLite database into an empty PostgreSQL one (issue 17) and mark the file as
+    /// moved.
+    ///
+    /// Workers must be stopped: the file's exclusive lock is held for the whole copy (refused
+    /// while any worker, `serve` or writing command has it open). Refused for a file that is a
+    /// copy, went back in time, fails quick_check or was already moved, and for a target with
+    /// any row in it. Every table (installation id, leases and fence tokens, in-doubt rows,
+    /// suppressions, lists, token hashes, ...) is copied in one PostgreSQL transaction and
+    /// verified (rows per table, a checksum of the sends) before it commits. The file then
+    /// refuses to send (exit 5) and names the new --db; read-only commands still work on it.
+    ///
+    /// Keep the password out of the command line (`ps` shows it): put the URL in SENDONCE_DB
+    /// (the default target) or in a variable named by --to-env, or the password in ~/.pgpass.
+    MigrateStore(MigrateStoreArgs),
+}
+
+/// `sendonce migrate-store`.
+#[derive(Args, Debug)]
+pub struct MigrateStoreArgs {
+    /// The SQLite database file to move.
+    #[arg(long, value_name = "FILE")]
+    pub from: PathBuf,
+    /// The PostgreSQL database (postgres://USER@HOST/DB). Default: SENDONCE_DB (or --db) when it
+    /// is a postgres:// URL. A password here is visible in `ps`: prefer --to-env or SENDONCE_DB.
+    #[arg(long, value_name = "URL", conflicts_with = "to_env")]
+    pub to: Option<String>,
+    /// Read the target URL from the environment variable VAR (keeps the password out of argv).
+    #[arg(long, value_name = "VAR")]
+    pub to_env: Option<String>,
 }
 
 /// `sendonce doctor`.

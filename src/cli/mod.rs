@@ -9,6 +9,7 @@ mod doctor;
 mod generate;
 mod guard;
 mod lists;
+mod migrate_store;
 mod preview;
 mod report;
 mod run;
@@ -116,6 +117,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Manpage { dir } => generate::manpages(dir),
         Command::Doctor(a) => doctor::doctor(cli, a),
         Command::Config(cmd) => config::command(cli, cmd),
+        Command::MigrateStore(a) => migrate_store::migrate_store(cli, a),
     }
 }
 

@@ -138,6 +138,10 @@ pub struct GuardState {
     pub watermark_path: String,
     /// False for a store opened without the guard (`notify`'s state file).
     pub enforced: bool,
+    /// Where `sendonce migrate-store` moved this file's data (a URL without its password), and
+    /// when: a worker refuses to send from a moved file (`schema/0012_moved.sql`).
+    pub moved_to: Option<String>,
+    pub moved_at: Option<i64>,
 }
 
 /// What `adopt` changed.

@@ -6,6 +6,7 @@ mod admin;
 mod audience;
 mod audit;
 mod campaigns;
+pub mod copy;
 mod directory;
 pub mod doctor;
 mod ledger;

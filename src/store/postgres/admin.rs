@@ -178,6 +178,8 @@ impl Admin for PgStore {
                 watermark: Watermark::Missing,
                 watermark_path: String::new(),
                 enforced: false,
+                moved_to: None,
+                moved_at: None,
             })
         })
     }

@@ -56,6 +56,8 @@ mod segment;
 mod suppressions;
 mod tokens;
 mod webhooks;
+// migrate-store's target (kept last: easy to merge).
+mod import;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::OpenOptions;
@@ -65,6 +67,8 @@ use std::time::Duration;
 
 pub use bench::OriginalLoop;
 pub use migrate::SCHEMA_VERSION;
+// migrate-store's URL without its password.
+pub use import::without_password;
 
 /// True when `target` names a PostgreSQL database rather than a SQLite file.
 pub fn is_url(target: &str) -> bool {

@@ -298,7 +298,7 @@ pub(super) fn sync_dir(path: &Path) -> Result<()> {
 
 const CLAIM_GENERATION: &str = "UPDATE guard SET generation = generation + 1, heartbeat_at = :now,
      host = coalesce(host, :host), path = coalesce(path, :path)
-     WHERE singleton = 1
+     WHERE singleton = 1 AND moved_to IS NULL
        AND (:host IS NULL OR host IS NULL OR (host = :host AND path = :path))
      RETURNING generation";
 
@@ -322,6 +322,9 @@ pub(super) fn claim_generation(
         )
         .optional()?;
     let Some(generation) = generation else {
+        if let (Some(to), at) = moved(tx)? {
+            return Err(moved_error(&to, at));
+        }
         let owner = owner(tx)?;
         return Err(copy_error(owner.as_ref(), place));
     };
@@ -357,6 +360,68 @@ fn copy_error(owner: Option<&Place>, here: Option<&Place>) -> Error {
              run again, run `sendonce adopt --db {db}`"
         ),
     )
+}
+
+/// Where `migrate-store` moved this file's data, and when (`schema/0012_moved.sql`).
+fn moved(c: &rusqlite::Connection) -> Result<(Option<String>, Option<i64>)> {
+    Ok(c.query_row(
+        "SELECT moved_to, moved_at FROM guard WHERE singleton = 1",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}
+
+/// Why a worker refuses a file `sendonce migrate-store` moved to `to` (a URL without its
+/// password) at `at`.
+pub fn moved_refusal(to: &str, at: Option<i64>) -> String {
+    let when = at.map_or(String::new(), |t| {
+        format!(" on {}", crate::domain::clock::format_ms(t))
+    });
+    format!(
+        "this database was moved to {to}{when} by `sendonce migrate-store`: its campaigns, \
+         leases and suppressions live there now, and sending from this file would send again \
+         what the new store sends. Nothing was claimed. Run the workers with `--db {to}` (put \
+         the password in SENDONCE_DB or ~/.pgpass, not on the command line)"
+    )
+}
+
+/// A claim on a moved file: refused, naming where the data went.
+fn moved_error(to: &str, at: Option<i64>) -> Error {
+    Error::new(ErrorKind::Guarded, moved_refusal(to, at))
+}
+
+/// Mark `db` as moved to `to` (a URL without its password): from then on no worker claims from
+/// it. The caller holds the exclusive `flock` on `db` (`export::Source`), so no store of this
+/// process or another has it open for writing; this writes through a connection of its own.
+pub(super) fn mark_moved(db: &Path, to: &str, busy: std::time::Duration) -> Result<i64> {
+    let conn = rusqlite::Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| Error::from(e).context(&format!("cannot open {}", db.display())))?;
+    conn.busy_timeout(busy)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let at = now_ms();
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let changed = conn.execute(
+        "UPDATE guard SET moved_to = ?1, moved_at = ?2 WHERE singleton = 1 AND moved_to IS NULL",
+        rusqlite::params![to, at],
+    );
+    match changed {
+        Ok(1) => conn.execute_batch("COMMIT")?,
+        Ok(_) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("{} was already marked as moved", db.display()),
+            ));
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e.into());
+        }
+    }
+    Ok(at)
 }
 
 fn owner(c: &rusqlite::Connection) -> Result<Option<Place>> {
@@ -482,6 +547,7 @@ impl SqliteStore {
         let watermark = read_mark(&mark_path);
         self.read(|c| {
             let (generation, heartbeat_at, adopted_at) = read_guard_row(c)?;
+            let (moved_to, moved_at) = moved(c)?;
             Ok(GuardState {
                 installation: c.query_row("SELECT id FROM installation", [], |r| r.get(0))?,
                 owner: owner(c)?,
@@ -492,6 +558,8 @@ impl SqliteStore {
                 watermark,
                 watermark_path: mark_path.display().to_string(),
                 enforced: self.guard.as_ref().is_none_or(|g| g.enforced),
+                moved_to,
+                moved_at,
             })
         })
     }

@@ -9,6 +9,7 @@ mod codec;
 mod directory;
 mod doctor;
 mod error;
+pub mod export;
 pub(crate) mod guard;
 mod ledger;
 mod lists;
@@ -68,6 +69,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../../schema/0010_webhooks.sql"),
     ),
     ("0011_guard", include_str!("../../../schema/0011_guard.sql")),
+    ("0012_moved", include_str!("../../../schema/0012_moved.sql")),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
