@@ -158,7 +158,10 @@ fn bench_on_postgres_runs_both_loops_and_leaves_the_database_empty() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(doc["store"], "postgres", "{doc:#}");
     let arms = doc["arms"].as_array().expect("arms");
-    let workers: Vec<u64> = arms.iter().map(|a| a["workers"].as_u64().unwrap()).collect();
+    let workers: Vec<u64> = arms
+        .iter()
+        .map(|a| a["workers"].as_u64().unwrap())
+        .collect();
     assert_eq!(workers, [1, 2, 4], "{doc:#}");
     for a in arms {
         for k in ["original_per_second", "pipeline_per_second", "ratio"] {
@@ -168,7 +171,13 @@ fn bench_on_postgres_runs_both_loops_and_leaves_the_database_empty() {
         assert_eq!(a["rounds"].as_array().map(Vec::len), Some(3), "{doc:#}");
     }
     // postgres://USER@localhost/DB?host=SOCKET_DIR&port=PORT
-    let db = url.split("@localhost/").nth(1).unwrap().split('?').next().unwrap();
+    let db = url
+        .split("@localhost/")
+        .nth(1)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap();
     let left = cluster.psql(
         db,
         "SELECT (SELECT count(*) FROM accounts) + (SELECT count(*) FROM sends)
@@ -176,10 +185,16 @@ fn bench_on_postgres_runs_both_loops_and_leaves_the_database_empty() {
     );
     assert_eq!(left.trim(), "0", "the bench left rows behind");
     // A database with an account is refused, and keeps its account.
-    cluster.psql(db, "INSERT INTO accounts (name, created_at) VALUES ('prod', 0)");
+    cluster.psql(
+        db,
+        "INSERT INTO accounts (name, created_at) VALUES ('prod', 0)",
+    );
     let out = bench(&["--db", &url]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("holds accounts"), "{err}");
-    assert_eq!(cluster.psql(db, "SELECT count(*) FROM accounts").trim(), "1");
+    assert_eq!(
+        cluster.psql(db, "SELECT count(*) FROM accounts").trim(),
+        "1"
+    );
 }

@@ -153,13 +153,6 @@ fn hosts_starting_together_migrate_once() {
 }
 
 #[test]
-fn traits_not_written_yet_answer_an_error_that_says_so() {
-    let s = open(&pg::shared().fresh_url());
-    let e = s.suppressions(1).unwrap_err().to_string();
-    assert!(e.contains("not yet on PostgreSQL"), "{e}");
-}
-
-#[test]
 fn a_claim_leases_a_batch_with_its_token_and_the_marker_is_fenced() {
     let (db, s) = seeded(10);
     let c = pg::shared();

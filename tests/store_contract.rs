@@ -1904,6 +1904,8 @@ fn webhooks_answer_the_same_on_every_backend() {
         }
         t
     });
+}
+
 // ---- Audience filters and `Audience` with lists: the same answers on every backend ----------
 //
 // PostgreSQL compiles a filter on its own (`store/postgres/segment.rs`); these scripts seed the

@@ -93,8 +93,7 @@ impl<T> Storage for T where
 }
 
 /// Open the store at `target`: a SQLite database file, or a `postgres://` /
-/// `postgresql://` URL (`postgres/`, issue 17: in progress, some methods still answer
-/// "not yet on PostgreSQL").
+/// `postgresql://` URL (`postgres/`).
 pub fn open(target: &Path, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
     let text = target.to_string_lossy();
     if postgres::is_url(&text) {

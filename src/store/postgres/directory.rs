@@ -28,12 +28,6 @@ fn subscriber_from_row(r: &Row) -> SubscriberRow {
     }
 }
 
-/// SQLite's `json_patch(attrs, patch)` (RFC 7396), computed by SQLite itself.
-fn json_patch(attrs: &str, patch: &str) -> Result<String> {
-    let c = rusqlite::Connection::open_in_memory()?;
-    Ok(c.query_row("SELECT json_patch(?1, ?2)", [attrs, patch], |r| r.get(0))?)
-}
-
 impl Directory for PgStore {
     fn resolve_account(&self, key: &str) -> Result<i64> {
         let key = key.trim().to_string();
@@ -273,7 +267,7 @@ impl Directory for PgStore {
                     .into());
                 };
                 let attrs: String = match &ch.attrs {
-                    Some(patch) => json_patch(&current.get::<_, String>(0), patch)?,
+                    Some(patch) => crate::store::sqlite::json_patch(&current.get::<_, String>(0), patch)?,
                     None => current.get(0),
                 };
                 let row = tx
