@@ -116,7 +116,9 @@ fn init(cli: &Cli) -> Result<Output> {
             ..open_opts(cli)?
         },
     )?;
-    let d = accounts::init(&*store, &cli.db)?;
+    // A postgres:// URL is shown without its password.
+    let shown = std::path::PathBuf::from(crate::store::postgres::redact(&cli.db.to_string_lossy()));
+    let d = accounts::init(&*store, &shown)?;
     let text = format!(
         "database ready: {} (schema {}, journal {}, installation {})",
         d.db.display(),

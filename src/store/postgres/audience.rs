@@ -117,8 +117,19 @@ impl Audience for PgStore {
         })
     }
 
-    fn attribute_names(&self, _account_id: i64) -> Result<BTreeSet<String>> {
-        Err(not_yet("Audience::attribute_names"))
+    /// Attribute names that subscribers of this account have (templates may use them).
+    fn attribute_names(&self, account_id: i64) -> Result<BTreeSet<String>> {
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let rows = c
+                .query(
+                    "SELECT DISTINCT j.key FROM subscribers s, json_each(s.attrs::json) j
+                     WHERE s.account_id = $1 AND json_typeof(s.attrs::json) = 'object'",
+                    &[&account_id],
+                )
+                .await?;
+            Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        })
     }
 
     fn account_exists(&self, account_id: i64) -> Result<()> {
