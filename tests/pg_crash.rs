@@ -853,10 +853,9 @@ fn run_scenario(sc: Scenario) {
             .trim()
             .parse()
             .unwrap();
-        // The cut worker either kept its connection (it was between transactions at the cut)
-        // and its late outcomes met the fence, or the server ended its session (idle in a
-        // transaction while cut off: rolled back, nothing of it committed) and it stopped with
-        // a connection error once the link was back.
+        // The cut worker either kept its connection and its late outcomes met the fence, or it
+        // lost the connection (a transaction it had open rolled back: nothing of it committed)
+        // and stopped with a connection error once the link was back.
         let lost_session = died.contains_key(cut);
         let fenced = summary["fenced_out"].as_u64().unwrap_or(0);
         let late = summary["late_confirmations"].as_u64().unwrap_or(0);

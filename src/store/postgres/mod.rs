@@ -169,14 +169,6 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("sendonce");
         }
-        // A transaction of ours never waits on anything but the database (no provider call
-        // inside one), so a session idle inside a transaction for seconds belongs to a host cut
-        // off mid-transaction: the server ends it, so its row locks (which the claims' `SKIP
-        // LOCKED` would skip) do not outlive its leases (tests/pg_crash.rs). A URL that sets
-        // `options` itself decides.
-        if config.get_options().is_none() {
-            config.options("-c idle_in_transaction_session_timeout=10s");
-        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("sendonce-pg")
