@@ -128,6 +128,11 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   fi
 fi
 
+# -- iproute2 (`ip netns`: tests/pg_crash.rs runs workers on simulated hosts; root only)
+if ! command -v ip >/dev/null 2>&1 && as_root; then
+  apt_install iproute2
+fi
+
 venv_abs=$(cd "$venv" && pwd)
 export PATH="$venv_abs/bin:$PATH" VIRTUAL_ENV="$venv_abs"
 unset PYTHONHOME

@@ -50,3 +50,6 @@ mod store_contract;
 mod tokens;
 mod unsubscribe;
 mod upgrades;
+// The crash suite on PostgreSQL, workers in network namespaces: root and `crash-points`.
+#[cfg(feature = "crash-points")]
+mod pg_crash;

@@ -120,6 +120,8 @@ pub struct Summary {
     pub double_confirmations: u64,
     /// In-doubt rows settled by looking them up at the provider.
     pub reconciled: u64,
+    /// Outcomes refused by the fence (the lease was lost: the row's new holder decides).
+    pub fenced_out: u64,
     pub campaigns_started: Vec<i64>,
     pub campaigns_completed: Vec<i64>,
     /// Campaigns this run worked on.
@@ -137,6 +139,7 @@ impl Summary {
         self.failed += s.failed;
         self.retried += s.retried;
         self.moved_in_doubt += s.in_doubt;
+        self.fenced_out += s.fenced_out;
         crate::metrics::sends("sent", s.sent + s.late_confirmations);
         crate::metrics::sends("failed", s.failed);
         crate::metrics::sends("retried", s.retried);

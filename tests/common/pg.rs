@@ -8,7 +8,9 @@
 //!
 //! `shared()` is one cluster for the whole test process (stopped at exit through `atexit`),
 //! each caller getting its own database from `fresh_url()`; `PgCluster::start()` is a cluster
-//! of one's own, for tests that stop or restart the server.
+//! of one's own, for tests that stop or restart the server; `PgCluster::start_with` one run
+//! inside a network namespace, listening on a TCP address there too, with extra pg_hba lines
+//! (tests/pg_crash.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,6 +27,10 @@ pub struct PgCluster {
     bin: PathBuf,
     as_postgres: bool,
     next_db: AtomicU64,
+    /// The network namespace the server runs in (`ip netns exec`), if any.
+    netns: Option<String>,
+    /// `listen_addresses` (empty: the Unix socket only).
+    listen: String,
 }
 
 /// Where the server binaries are: `SENDONCE_PG_BIN`, else the newest
@@ -77,6 +83,14 @@ fn run(mut cmd: Command, what: &str) -> String {
 impl PgCluster {
     /// initdb and start a new cluster (about a second).
     pub fn start() -> PgCluster {
+        PgCluster::start_with(None, "", "")
+    }
+
+    /// `start`, with the server run inside network namespace `netns` (`ip netns exec`, so the
+    /// server and its restarts live there), listening on TCP address(es) `listen` besides its
+    /// Unix socket, and `extra_hba` appended to pg_hba.conf (e.g. `host all all NET/24
+    /// scram-sha-256`).
+    pub fn start_with(netns: Option<&str>, listen: &str, extra_hba: &str) -> PgCluster {
         let bin = bin_dir();
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
@@ -99,6 +113,8 @@ impl PgCluster {
             bin,
             as_postgres,
             next_db: AtomicU64::new(0),
+            netns: netns.map(str::to_string),
+            listen: listen.to_string(),
         };
         let mut initdb = c.server_cmd("initdb");
         initdb.arg("-D").arg(c.data()).args([
@@ -112,20 +128,34 @@ impl PgCluster {
             "--locale=C",
         ]);
         run(initdb, "initdb");
+        if !extra_hba.is_empty() {
+            use std::io::Write;
+            let hba = c.data().join("pg_hba.conf");
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&hba)
+                .unwrap_or_else(|e| panic!("cannot open {}: {e}", hba.display()));
+            writeln!(f, "{extra_hba}").expect("append to pg_hba.conf");
+        }
         c.pg_ctl_start();
         c
     }
 
     /// A server binary, run as `postgres` when we are root.
+    /// Inside the cluster's network namespace when it has one.
     fn server_cmd(&self, name: &str) -> Command {
         let exe = self.bin.join(name);
-        if self.as_postgres {
-            let mut cmd = Command::new("runuser");
-            cmd.args(["-u", "postgres", "--"]).arg(exe);
-            cmd
-        } else {
-            Command::new(exe)
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(ns) = &self.netns {
+            argv.extend(["ip", "netns", "exec", ns.as_str()].map(Into::into));
         }
+        if self.as_postgres {
+            argv.extend(["runuser", "-u", "postgres", "--"].map(Into::into));
+        }
+        argv.push(exe.into_os_string());
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        cmd
     }
 
     fn data(&self) -> PathBuf {
@@ -147,8 +177,9 @@ impl PgCluster {
             .arg(self.dir.path().join("server.log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
-                "-p {PORT} -k {} -c listen_addresses='' -c fsync=on",
-                self.dir.path().display()
+                "-p {PORT} -k {} -c listen_addresses='{}' -c fsync=on",
+                self.dir.path().display(),
+                self.listen
             ))
             .arg("start");
         run(start, "pg_ctl start");
@@ -169,6 +200,19 @@ impl PgCluster {
             "postgres://{USER}@localhost/{db}?host={}&port={PORT}",
             self.dir.path().display()
         )
+    }
+
+    /// The URL of database `db` on this cluster's Unix socket, as role `user`.
+    pub fn url_as(&self, user: &str, db: &str) -> String {
+        format!(
+            "postgres://{user}@localhost/{db}?host={}&port={PORT}",
+            self.dir.path().display()
+        )
+    }
+
+    /// The TCP port (inside the cluster's namespace when it listens on an address).
+    pub fn port(&self) -> u16 {
+        PORT
     }
 
     /// Run SQL with psql on database `db`; returns its unaligned output.
