@@ -294,10 +294,16 @@ fn every_argument_has_a_description() {
     let env = Env::new();
     let help = env.ok(&["campaign", "create", "--help"]);
     assert!(help.contains("required for email"), "{help}");
-    for cmd in ["fake-provider", "bench", "notify", "demo"] {
+    for cmd in ["fake-provider", "notify", "demo"] {
         let help = env.ok(&[cmd, "--help"]);
         assert!(!help.contains("--db"), "{cmd}: {help}");
     }
+    // The bench's --db is for PostgreSQL only, and says so.
+    let help = env.ok(&["bench", "--help"]);
+    assert!(
+        help.contains("--db <URL>") && help.contains("postgres://"),
+        "{help}"
+    );
     let r = env.run(&["doubts", "resolve", "1"]);
     assert_eq!(r.code, 2);
     assert!(

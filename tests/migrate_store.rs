@@ -242,6 +242,32 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
     assert_eq!(common::deliveries(&fake.log).len(), sent_before);
     let st = run(&file, &["campaign", "status", &cid]);
     assert_eq!(st.code, 0, "{}", st.stderr);
+    // Nothing else writes to it either: an opt-out written here would never reach the store
+    // that sends now.
+    let rows = |sql: &str| -> i64 {
+        let c = rusqlite::Connection::open(&env.db).unwrap();
+        c.query_row(sql, [], |r| r.get(0)).unwrap()
+    };
+    let suppressed = rows("SELECT count(*) FROM suppressions");
+    let opt_out = run(
+        &file,
+        &[
+            "suppress",
+            "add",
+            "--account",
+            "1",
+            "--channel",
+            "email",
+            "late@example.com",
+        ],
+    );
+    assert_eq!(opt_out.code, 5, "{}{}", opt_out.stdout, opt_out.stderr);
+    assert!(
+        opt_out.stderr.contains("was moved to"),
+        "{}",
+        opt_out.stderr
+    );
+    assert_eq!(rows("SELECT count(*) FROM suppressions"), suppressed);
     // Migrating it again is refused: it was moved.
     let again = migrate(&env.db, &with_password(&cluster.fresh_url()));
     assert_eq!(again.code, 5, "{}", again.stderr);

@@ -68,6 +68,7 @@ impl Audience for PgStore {
             let mut c = pool.get().await?;
             transaction!(c, tx => {
                 require_account(&tx, account_id).await?;
+                super::ledger::lock_subscribers(&tx, account_id, false).await?;
                 super::lists::require_lists(&tx, account_id, &lists, true).await?;
                 Ok(add_to_lists(&tx, account_id, &s, &lists, links.as_ref()).await?.0)
             })
@@ -91,6 +92,7 @@ impl Audience for PgStore {
             let mut c = pool.get().await?;
             transaction!(c, tx => {
                 require_account(&tx, account_id).await?;
+                super::ledger::lock_subscribers(&tx, account_id, false).await?;
                 super::lists::require_lists(&tx, account_id, &lists, true).await?;
                 let mut report = ImportReport { imported: 0, existing: 0, skipped: Vec::new() };
                 for (line, row) in &rows {

@@ -292,6 +292,7 @@ impl Directory for PgStore {
         self.run(move |pool| async move {
             let mut c = pool.get().await?;
             transaction!(c, tx => {
+                let now = now.max(super::ledger::lock_opt_outs(&tx, account).await?);
                 let n = tx
                     .execute(
                         "UPDATE subscribers SET name = NULL, attrs = '{}',

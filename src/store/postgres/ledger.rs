@@ -164,6 +164,7 @@ impl Ledger for PgStore {
                 if complete || status != "sending" {
                     return Ok(true);
                 }
+                lock_subscribers(&tx, account, true).await?;
                 let filter = filter
                     .as_deref()
                     .map(|f| crate::domain::segment::Filter::parse_stored(f, campaign_id))
@@ -277,7 +278,10 @@ impl Ledger for PgStore {
     fn try_complete(&self, campaign_id: i64, now: i64) -> Result<bool> {
         self.run(move |pool| async move {
             let mut c = pool.get().await?;
-            transaction!(c, tx => Ok(tx.execute(COMPLETE_IF_DONE, &[&campaign_id, &now]).await? == 1))
+            transaction!(c, tx => {
+                tx.execute(LOCK_CAMPAIGN, &[&campaign_id]).await?;
+                Ok(tx.execute(COMPLETE_IF_DONE, &[&campaign_id, &now]).await? == 1)
+            })
         })
     }
 
@@ -367,6 +371,7 @@ pub(crate) async fn settle_doubt_tx(
         )
         .await?;
     }
+    tx.execute(LOCK_CAMPAIGN, &[&campaign_id]).await?;
     tx.execute(COMPLETE_IF_DONE, &[&campaign_id, &now]).await?;
     Ok(true)
 }
@@ -384,6 +389,43 @@ struct Candidate {
 
 /// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
 /// marker (attempts + 1, dispatched now) in the same UPDATE.
+/// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock and the webhook
+/// events' two-key locks live elsewhere in it or in the other space).
+const OPT_OUT_LOCK: i64 = 1 << 62;
+const SUBSCRIBERS_LOCK: i64 = 1 << 61;
+
+/// Opt-outs and claims of one account in one order. SQLite's single writer orders them for
+/// free; here an opt-out (suppression, removal, unsubscribe, bounce) takes this lock
+/// exclusively before it writes and a claim shares it from before it reads its candidates to
+/// its commit. So a claim either sees the opt-out, or committed before the opt-out was
+/// written, and the opt-out's time (taken after the lock: the returned clock) is later than
+/// the claim's. Returns the time after the lock was granted.
+pub(crate) async fn lock_opt_outs(tx: &Transaction<'_>, account_id: i64) -> TxResult<i64> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1::bigint)",
+        &[&(OPT_OUT_LOCK | account_id)],
+    )
+    .await?;
+    Ok(crate::domain::clock::now_ms())
+}
+
+/// New subscribers and list building of one account in one order: identity ids are handed
+/// out before commit, so without this a list chunk could end past an id committed early and
+/// leave behind the lower ids of a slower import still in flight. Inserting subscribers shares
+/// the lock; a list chunk takes it exclusively, so when it reads no insert is in flight.
+pub(crate) async fn lock_subscribers(
+    tx: &Transaction<'_>,
+    account_id: i64,
+    exclusive: bool,
+) -> TxResult<()> {
+    let sql = match exclusive {
+        true => "SELECT pg_advisory_xact_lock($1::bigint)",
+        false => "SELECT pg_advisory_xact_lock_shared($1::bigint)",
+    };
+    tx.execute(sql, &[&(SUBSCRIBERS_LOCK | account_id)]).await?;
+    Ok(())
+}
+
 async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> TxResult<Claimed> {
     let mut out = Claimed::default();
     let status: Option<String> = tx
@@ -393,6 +435,11 @@ async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> T
     if status.as_deref() != Some("sending") {
         return Ok(out);
     }
+    tx.execute(
+        "SELECT pg_advisory_xact_lock_shared($1::bigint)",
+        &[&(OPT_OUT_LOCK | req.account_id)],
+    )
+    .await?;
     let rows = tx
         .query(
             CLAIM_CANDIDATES,
@@ -585,7 +632,12 @@ async fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> TxResu
                 if n == 1 {
                     stats.failed += 1;
                     if let Some(reason) = suppress {
-                        tx.execute(RECORD_ADD_SUPPRESSION, &[&r.id, reason, &now])
+                        let account: i64 = tx
+                            .query_one("SELECT account_id FROM sends WHERE id = $1", &[&r.id])
+                            .await?
+                            .get(0);
+                        let at = now.max(lock_opt_outs(tx, account).await?);
+                        tx.execute(RECORD_ADD_SUPPRESSION, &[&r.id, reason, &at])
                             .await?;
                     }
                 } else {
@@ -800,6 +852,11 @@ const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, 
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id";
 
+/// Taken before [`COMPLETE_IF_DONE`], so that its `NOT EXISTS` reads after every transaction
+/// that holds the campaign row (a notification adding a recipient, a claim) has committed: a
+/// row added concurrently is never left queued in a finished campaign.
+pub(crate) const LOCK_CAMPAIGN: &str = "SELECT 1 FROM campaigns WHERE id = $1 FOR UPDATE";
+
 const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_at = $2
      WHERE id = $1 AND status = 'sending' AND list_complete
        AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = $1
@@ -829,7 +886,7 @@ const SWEEP_CANCELLED: &str =
      AND campaign_id IN (SELECT id FROM campaigns WHERE status = 'cancelled')";
 
 const CLAIM_CAMPAIGN_STATUS: &str =
-    "SELECT status FROM campaigns WHERE id = $1 AND account_id = $2";
+    "SELECT status FROM campaigns WHERE id = $1 AND account_id = $2 FOR SHARE";
 
 /// The due rows, locked; rows another claim holds locked are skipped, never waited for.
 const CLAIM_CANDIDATES: &str = "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,

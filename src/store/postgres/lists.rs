@@ -272,8 +272,8 @@ struct Unsubscribe {
 
 /// The unsubscribe itself (`sqlite/unsubscribe.rs`'s `apply`).
 async fn apply(tx: &Transaction<'_>, r: &Unsubscribe) -> TxResult<UnsubscribeChange> {
+    let now = super::ledger::lock_opt_outs(tx, r.account_id).await?;
     let (sub, st) = link_state(tx, r.account_id, r.channel, &r.address, &r.lists).await?;
-    let now = crate::domain::clock::now_ms();
     let mut change = UnsubscribeChange::default();
     if let Some(sub) = sub {
         if r.everything {

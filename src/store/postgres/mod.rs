@@ -81,9 +81,10 @@ pub fn redact(url: &str) -> String {
         return url.to_string();
     };
     let rest = &url[scheme_end + 3..];
-    let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
     let mut out = url[..scheme_end + 3].to_string();
-    match rest[..auth_end].rfind('@') {
+    // The credentials end at the first `@`, as the driver reads them (so a password holding
+    // `/`, `?` or `#` is still the password here).
+    match rest.find('@') {
         Some(at) => {
             let userinfo = &rest[..at];
             match userinfo.find(':') {
@@ -166,6 +167,18 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("sendonce");
         }
+        // None of our transactions waits on anything but the database (no provider call inside
+        // one), so a session idle inside a transaction for seconds is a host cut off in the
+        // middle of one: the server ends it, so its row locks (which other hosts' claims skip)
+        // do not hide its expired leases until TCP gives up hours later. Keepalives find a dead
+        // peer of an idle session. A URL that sets `options` itself decides.
+        if config.get_options().is_none() {
+            config.options("-c idle_in_transaction_session_timeout=10s");
+        }
+        config.keepalives(true);
+        if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+            config.keepalives_idle(Duration::from_secs(30));
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("sendonce-pg")
@@ -241,4 +254,38 @@ fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_hides_every_password_the_driver_would_read() {
+        for (url, shown) in [
+            (
+                "postgres://app:s3cr/et@db/prod",
+                "postgres://app:***@db/prod",
+            ),
+            (
+                "postgres://app:a?b#c@db:5432/prod?sslmode=require",
+                "postgres://app:***@db:5432/prod?sslmode=require",
+            ),
+            ("postgres://app@db/prod", "postgres://app@db/prod"),
+            (
+                "postgres://db/prod?user=app&password=pw",
+                "postgres://db/prod?user=app&password=***",
+            ),
+            ("postgresql://app:pw@db", "postgresql://app:***@db"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+            let parsed: tokio_postgres::Config = url.parse().expect(url);
+            if let Some(pw) = parsed.get_password() {
+                assert!(
+                    !redact(url).contains(std::str::from_utf8(pw).unwrap()),
+                    "{url}"
+                );
+            }
+        }
+    }
 }

@@ -56,7 +56,7 @@ async fn notification_campaign(tx: &Transaction<'_>, account: i64, n: &Notice) -
     let existing = tx
         .query_opt(
             "SELECT id FROM campaigns WHERE account_id = $1 AND name = $2 AND channel = $3
-             ORDER BY id LIMIT 1",
+             ORDER BY id LIMIT 1 FOR UPDATE",
             &[&account, &name, &n.channel.as_str()],
         )
         .await?;

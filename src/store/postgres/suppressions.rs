@@ -25,6 +25,7 @@ impl crate::store::Suppressions for PgStore {
                 if tx.query_opt("SELECT 1 FROM accounts WHERE id = $1", &[&account_id]).await?.is_none() {
                     return Err(Error::not_found(format!("unknown account id {account_id}")).into());
                 }
+                super::ledger::lock_opt_outs(&tx, account_id).await?;
                 let n = tx
                     .execute(
                         "INSERT INTO suppressions (account_id, channel, address, reason, source,

@@ -148,6 +148,8 @@ async fn deliver(
             Error::damaged(format!("settling send {id} by a webhook changed {n} rows")).into(),
         );
     }
+    tx.execute(super::ledger::LOCK_CAMPAIGN, &[&campaign])
+        .await?;
     tx.execute(COMPLETE_IF_DONE, &[&campaign, &w.now]).await?;
     let action = match sent {
         true => WebhookAction::SettledSent,
@@ -194,6 +196,9 @@ async fn apply_tx(tx: &Transaction<'_>, w: &Hook) -> TxResult<Applied> {
             address,
             reason,
         } => {
+            let at = w
+                .now
+                .max(super::ledger::lock_opt_outs(tx, w.account_id).await?);
             tx.execute(
                 SUPPRESS,
                 &[
@@ -202,7 +207,7 @@ async fn apply_tx(tx: &Transaction<'_>, w: &Hook) -> TxResult<Applied> {
                     address,
                     reason,
                     &source,
-                    &w.now,
+                    &at,
                 ],
             )
             .await?;

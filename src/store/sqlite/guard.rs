@@ -99,6 +99,18 @@ impl Guard {
             conn.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
                 r.get(0)
             })?;
+        // A moved file takes no write at all: an opt-out, a campaign or a subscriber written
+        // here would never reach the store that sends now.
+        if let (true, (Some(to), at)) = (opts.guard, moved(conn)?) {
+            return Err(Error::new(
+                ErrorKind::Guarded,
+                format!(
+                    "{} {}",
+                    moved_refusal(&to, at),
+                    "(and every command that writes, `suppress` and `campaign` among them, goes                      there too: this file only answers `status`, `report` and `doctor` now)"
+                ),
+            ));
+        }
         Ok(Guard {
             here: here(db),
             enforced: opts.guard,
