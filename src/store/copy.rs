@@ -68,6 +68,11 @@ pub struct Census {
     pub installation: String,
     /// The claim counter of the source (`guard.generation`).
     pub generation: i64,
+    /// The highest id each `AUTOINCREMENT` table ever gave (SQLite's `sqlite_sequence`): ids of
+    /// removed rows are never given again there (a removed list's id stays in
+    /// `campaign_lists`), so the target's identities start past these too, not only past the
+    /// highest id that remains.
+    pub sequences: BTreeMap<String, i64>,
 }
 
 /// The ledger's checksum, fed one send at a time in id order, the same on both stores.

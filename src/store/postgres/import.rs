@@ -319,12 +319,14 @@ impl PgStore {
                 .await?;
             for r in identities {
                 let (t, c): (String, String) = (r.get(0), r.get(1));
+                let given = expect.sequences.get(&t).copied().unwrap_or(0);
                 tx.query(
                     &format!(
-                        "SELECT setval(pg_get_serial_sequence($1, $2), max(\"{c}\"))
-                         FROM \"{t}\" HAVING max(\"{c}\") IS NOT NULL"
+                        "SELECT setval(pg_get_serial_sequence($1, $2),
+                                       greatest(max(\"{c}\"), $3::bigint))
+                         FROM \"{t}\" HAVING greatest(max(\"{c}\"), $3::bigint) > 0"
                     ),
-                    &[&t, &c],
+                    &[&t, &c, &given],
                 )
                 .await?;
             }

@@ -129,6 +129,11 @@ impl Source {
                 [],
                 |r| r.get(0),
             )?;
+            let mut st = c.prepare("SELECT name, seq FROM sqlite_sequence")?;
+            let mut rows = st.query([])?;
+            while let Some(r) = rows.next()? {
+                census.sequences.insert(r.get(0)?, r.get(1)?);
+            }
             Ok(census)
         })
     }
