@@ -26,6 +26,9 @@ pub enum ErrorKind {
     Busy,
     /// The database file is unusable (not SQLite, too new, corrupt) or a query failed.
     Database,
+    /// The database server cannot be reached, or dropped the connection (PostgreSQL restarting,
+    /// the network down). A worker waits and retries the same call; a command fails.
+    Unavailable,
     /// A file or socket failed.
     Io,
     /// A provider failed in a way that stops the command.

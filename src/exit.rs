@@ -28,6 +28,7 @@ pub fn for_error(err: &Error) -> i32 {
         ErrorKind::ClosedOutput => SUCCESS,
         ErrorKind::Conflict
         | ErrorKind::Busy
+        | ErrorKind::Unavailable
         | ErrorKind::Database
         | ErrorKind::Io
         | ErrorKind::Provider

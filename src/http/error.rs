@@ -27,6 +27,7 @@ pub fn status_for(kind: ErrorKind) -> (StatusCode, &'static str) {
         ErrorKind::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
         ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
         ErrorKind::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+        ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         ErrorKind::Guarded => (StatusCode::SERVICE_UNAVAILABLE, "guarded"),
         ErrorKind::Database
         | ErrorKind::Io

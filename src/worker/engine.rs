@@ -298,15 +298,43 @@ pub(super) async fn signalled<S: Future<Output = ()>>(shutdown: Signal<'_, S>) -
 }
 
 /// Run a store call to completion on a blocking thread: no statement is open across an await.
+///
+/// A database that is unavailable (a PostgreSQL server restarting, a network cut: never
+/// SQLite) is waited out: the same call is made again, with a growing pause, for up to
+/// [`UNAVAILABLE_FOR_AT_MOST`]. Every ledger call may be made twice: a commit whose answer was
+/// lost and is made again confirms rows already sent (counted as double confirmations, never
+/// sent twice) or claims other rows, leaving the first claim's rows to expire like a killed
+/// worker's.
 pub(super) async fn blocking<T: Send + 'static>(
     ledger: &Arc<dyn Ledger>,
-    f: impl FnOnce(&dyn Ledger) -> Result<T> + Send + 'static,
+    f: impl Fn(&dyn Ledger) -> Result<T> + Send + Sync + 'static,
 ) -> Result<T> {
-    let l = ledger.clone();
-    tokio::task::spawn_blocking(move || f(l.as_ref()))
-        .await
-        .map_err(|e| Error::internal(format!("a database task failed: {e}")))?
+    let f = Arc::new(f);
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let (l, g) = (ledger.clone(), f.clone());
+        let res = tokio::task::spawn_blocking(move || g(l.as_ref()))
+            .await
+            .map_err(|e| Error::internal(format!("a database task failed: {e}")))?;
+        match res {
+            Err(e)
+                if e.kind == ErrorKind::Unavailable
+                    && started.elapsed() < UNAVAILABLE_FOR_AT_MOST =>
+            {
+                tracing::warn!(target: TARGET, error = %e.message,
+                    retry_in_ms = pause.as_millis() as u64,
+                    "the database is unavailable; making the same call again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
 }
+
+/// How long a worker waits out an unavailable database before it gives up (exit 1).
+const UNAVAILABLE_FOR_AT_MOST: Duration = Duration::from_secs(300);
 
 async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
     match t {

@@ -143,7 +143,7 @@ async fn reconcile(
             }
         };
         let sent = found.is_some();
-        if blocking(ledger, move |l| l.settle_doubt(send_id, found)).await? {
+        if blocking(ledger, move |l| l.settle_doubt(send_id, found.clone())).await? {
             tracing::info!(target: TARGET, send_id, sent,
                 "in-doubt row reconciled with the provider");
             summary.reconciled += 1;

@@ -59,7 +59,7 @@ mod webhooks;
 // migrate-store's target (kept last: easy to merge).
 mod import;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::store::OpenOptions;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -117,17 +117,41 @@ impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
         // The server's own message (constraint, trigger, serialization failure) when it sent
         // one; the driver's (connection closed, I/O) otherwise.
+        // SQLSTATE class 08 (connection exception) and 57P (the server shutting down or
+        // starting) mean the server, not the statement, failed: another try may work.
+        let gone = |code: &str| code.starts_with("08") || code.starts_with("57P");
         match e.as_db_error() {
+            Some(db) if gone(db.code().code()) => Error::new(
+                ErrorKind::Unavailable,
+                format!("PostgreSQL is unavailable: {}", db.message()),
+            ),
             Some(db) => Error::db(format!("PostgreSQL: {}", db.message())),
+            None if connection_lost(&e) => Error::new(
+                ErrorKind::Unavailable,
+                format!("PostgreSQL is unavailable: {e}"),
+            ),
             None => Error::db(format!("PostgreSQL: {e}")),
         }
     }
+}
+
+/// The connection failed or closed, or the server did not answer in time: what a worker waits
+/// out (not a statement the server refused, nor a value that did not convert).
+fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    use std::error::Error as _;
+    e.is_closed()
+        || e.source().is_some_and(|s| s.is::<std::io::Error>())
+        || e.to_string().starts_with("timeout")
 }
 
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
             deadpool_postgres::PoolError::Backend(e) => e.into(),
+            deadpool_postgres::PoolError::Timeout(_) => Error::new(
+                ErrorKind::Unavailable,
+                format!("PostgreSQL is unavailable: {e}"),
+            ),
             other => Error::db(format!("PostgreSQL connection pool: {other}")),
         }
     }
