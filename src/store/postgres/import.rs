@@ -180,6 +180,207 @@ async fn sends_checksum(tx: &Tx<'_>) -> Result<String> {
     Ok(sum.finish())
 }
 
+/// The column types of every target table (`column_types`).
+type Types = HashMap<String, HashMap<String, String>>;
+
+/// The table being copied: its name, its columns with their PostgreSQL types, the COPY writer.
+type Open = (
+    &'static str,
+    Vec<(String, String)>,
+    std::pin::Pin<Box<BinaryCopyInWriter>>,
+);
+
+/// Start the COPY of table `name` with the source's `columns` (each must exist in the target).
+async fn open_table(
+    tx: &Tx<'_>,
+    types: &Types,
+    shown: &str,
+    name: &'static str,
+    columns: Vec<String>,
+) -> Result<Open> {
+    let Some(target) = types.get(name) else {
+        return Err(Error::invalid(format!(
+            "{shown} has no table {name}; nothing was written"
+        )));
+    };
+    let mut cols = Vec::with_capacity(columns.len());
+    let mut col_types = Vec::with_capacity(columns.len());
+    for c in columns {
+        let Some(udt) = target.get(&c) else {
+            return Err(Error::invalid(format!(
+                "{shown} has no column {name}.{c}; nothing was written"
+            )));
+        };
+        col_types.push(pg_type(name, &c, udt)?);
+        cols.push((c, udt.clone()));
+    }
+    if SINGLETONS.contains(&name) {
+        tx.batch_execute(&format!("DELETE FROM {name}")).await?;
+    }
+    let list: Vec<String> = cols.iter().map(|(c, _)| format!("\"{c}\"")).collect();
+    let sink = tx
+        .copy_in(&format!(
+            "COPY {name} ({}) FROM STDIN (FORMAT binary)",
+            list.join(", ")
+        ))
+        .await?;
+    Ok((
+        name,
+        cols,
+        Box::pin(BinaryCopyInWriter::new(sink, &col_types)),
+    ))
+}
+
+/// Write one batch of rows of the open table, each cell converted to its column's type.
+async fn write_rows(open: &mut Open, rows: Vec<Vec<Cell>>) -> Result<()> {
+    let (name, cols, writer) = open;
+    for row in rows {
+        let mut params: Vec<Param> = Vec::with_capacity(cols.len());
+        for ((c, udt), cell) in cols.iter().zip(row) {
+            params.push(convert(name, c, udt, cell)?);
+        }
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
+        writer.as_mut().write(&refs).await?;
+    }
+    Ok(())
+}
+
+/// Receive the whole stream into the tables; the rows streamed per table.
+async fn receive(
+    tx: &Tx<'_>,
+    chunks: &mut tokio::sync::mpsc::Receiver<Chunk>,
+    shown: &str,
+) -> Result<BTreeMap<String, u64>> {
+    let types = column_types(tx).await?;
+    let mut streamed: BTreeMap<String, u64> = BTreeMap::new();
+    let mut current: Option<Open> = None;
+    loop {
+        let Some(chunk) = chunks.recv().await else {
+            return Err(Error::db(
+                "the source stopped before the end of the copy; nothing was written",
+            ));
+        };
+        match chunk {
+            Chunk::Table { name, columns } => {
+                current = Some(open_table(tx, &types, shown, name, columns).await?);
+            }
+            Chunk::Rows(rows) => {
+                let Some(open) = current.as_mut() else {
+                    return Err(Error::internal("rows before their table"));
+                };
+                write_rows(open, rows).await?;
+            }
+            Chunk::End { name, rows } => {
+                let Some((open, _, mut writer)) = current.take() else {
+                    return Err(Error::internal("the end of a table never begun"));
+                };
+                if open != name {
+                    return Err(Error::internal("the copy's tables came out of order"));
+                }
+                let written = writer.as_mut().finish().await?;
+                if written != rows {
+                    return Err(Error::db(format!(
+                        "{name}: {rows} rows read, {written} written; nothing was written"
+                    )));
+                }
+                streamed.insert(name.to_string(), rows);
+            }
+            Chunk::Done => return Ok(streamed),
+        }
+    }
+}
+
+/// Verify the copy inside its transaction, before the commit: rows per table (source, streamed
+/// and target alike), the sends' checksum and the installation id.
+async fn verify(
+    tx: &Tx<'_>,
+    expect: &Census,
+    streamed: &BTreeMap<String, u64>,
+) -> Result<Imported> {
+    let mut counted = BTreeMap::new();
+    for t in TABLES {
+        let n: i64 = tx
+            .query_one(&format!("SELECT count(*) FROM {t}"), &[])
+            .await?
+            .get(0);
+        let n = n.max(0) as u64;
+        let want = expect.rows.get(*t).copied().unwrap_or(0);
+        let sent = streamed.get(*t).copied().unwrap_or(0);
+        if n != want || sent != want {
+            return Err(Error::db(format!(
+                "the copy does not verify: {t} has {want} rows in the source, {sent} \
+                 were streamed and {n} are in the target; nothing was written"
+            )));
+        }
+        counted.insert(t.to_string(), n);
+    }
+    let checksum = sends_checksum(tx).await?;
+    if checksum != expect.sends_checksum {
+        return Err(Error::db(
+            "the copy does not verify: the sends' status, attempts, fence tokens and \
+             markers differ from the source's; nothing was written",
+        ));
+    }
+    let installation: String = tx
+        .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
+        .await?
+        .get(0);
+    if installation != expect.installation {
+        return Err(Error::db(
+            "the copy does not verify: the installation id differs; nothing was written",
+        ));
+    }
+    Ok(Imported {
+        rows: counted,
+        sends_checksum: checksum,
+        installation,
+    })
+}
+
+/// Every identity past the highest copied id and past the id SQLite last gave
+/// (`sqlite_sequence`); the claim counter at the source's.
+async fn move_sequences(tx: &Tx<'_>, expect: &Census) -> Result<()> {
+    let identities = tx
+        .query(
+            "SELECT table_name::text, column_name::text FROM information_schema.columns
+             WHERE table_schema = current_schema() AND is_identity = 'YES'",
+            &[],
+        )
+        .await?;
+    for r in identities {
+        let (t, c): (String, String) = (r.get(0), r.get(1));
+        let given = expect.sequences.get(&t).copied().unwrap_or(0);
+        tx.query(
+            &format!(
+                "SELECT setval(pg_get_serial_sequence($1, $2),
+                               greatest(max(\"{c}\"), $3::bigint))
+                 FROM \"{t}\" HAVING greatest(max(\"{c}\"), $3::bigint) > 0"
+            ),
+            &[&t, &c, &given],
+        )
+        .await?;
+    }
+    if expect.generation > 0 {
+        tx.query(
+            "SELECT setval('claim_generation', $1)",
+            &[&expect.generation],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Turn the tables' user triggers off (during the copy) or on again.
+async fn user_triggers(tx: &Tx<'_>, on: bool) -> Result<()> {
+    let verb = if on { "ENABLE" } else { "DISABLE" };
+    for t in TABLES {
+        tx.batch_execute(&format!("ALTER TABLE {t} {verb} TRIGGER USER"))
+            .await?;
+    }
+    Ok(())
+}
+
 impl PgStore {
     /// Copy what `chunks` brings into this (empty) database in one transaction, verify it
     /// against `expect` (the source's census) and commit; nothing is written unless every
@@ -196,157 +397,14 @@ impl PgStore {
             // Disabling the user triggers (the frozen-content ones would refuse the copied
             // rows of approved campaigns; the singletons' refuse a replaced row) also locks
             // every table until the commit: nobody writes into the target meanwhile.
-            for t in TABLES {
-                tx.batch_execute(&format!("ALTER TABLE {t} DISABLE TRIGGER USER"))
-                    .await?;
-            }
+            user_triggers(&tx, false).await?;
             check_empty(&tx, &shown).await?;
-            let types = column_types(&tx).await?;
-            let mut streamed: BTreeMap<String, u64> = BTreeMap::new();
-            let mut current: Option<(&'static str, Vec<(String, String)>, _)> = None;
-            loop {
-                let Some(chunk) = chunks.recv().await else {
-                    return Err(Error::db(
-                        "the source stopped before the end of the copy; nothing was written",
-                    ));
-                };
-                match chunk {
-                    Chunk::Table { name, columns } => {
-                        let Some(target) = types.get(name) else {
-                            return Err(Error::invalid(format!(
-                                "{shown} has no table {name}; nothing was written"
-                            )));
-                        };
-                        let mut cols = Vec::with_capacity(columns.len());
-                        let mut col_types = Vec::with_capacity(columns.len());
-                        for c in columns {
-                            let Some(udt) = target.get(&c) else {
-                                return Err(Error::invalid(format!(
-                                    "{shown} has no column {name}.{c}; nothing was written"
-                                )));
-                            };
-                            col_types.push(pg_type(name, &c, udt)?);
-                            cols.push((c, udt.clone()));
-                        }
-                        if SINGLETONS.contains(&name) {
-                            tx.batch_execute(&format!("DELETE FROM {name}")).await?;
-                        }
-                        let list: Vec<String> =
-                            cols.iter().map(|(c, _)| format!("\"{c}\"")).collect();
-                        let sink = tx
-                            .copy_in(&format!(
-                                "COPY {name} ({}) FROM STDIN (FORMAT binary)",
-                                list.join(", ")
-                            ))
-                            .await?;
-                        let writer = Box::pin(BinaryCopyInWriter::new(sink, &col_types));
-                        current = Some((name, cols, writer));
-                    }
-                    Chunk::Rows(rows) => {
-                        let Some((name, cols, writer)) = current.as_mut() else {
-                            return Err(Error::internal("rows before their table"));
-                        };
-                        for row in rows {
-                            let mut params: Vec<Param> = Vec::with_capacity(cols.len());
-                            for ((c, udt), cell) in cols.iter().zip(row) {
-                                params.push(convert(name, c, udt, cell)?);
-                            }
-                            let refs: Vec<&(dyn ToSql + Sync)> =
-                                params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-                            writer.as_mut().write(&refs).await?;
-                        }
-                    }
-                    Chunk::End { name, rows } => {
-                        let Some((open, _, writer)) = current.take() else {
-                            return Err(Error::internal("the end of a table never begun"));
-                        };
-                        if open != name {
-                            return Err(Error::internal("the copy's tables came out of order"));
-                        }
-                        let mut writer = writer;
-                        let written = writer.as_mut().finish().await?;
-                        if written != rows {
-                            return Err(Error::db(format!(
-                                "{name}: {rows} rows read, {written} written; nothing was written"
-                            )));
-                        }
-                        streamed.insert(name.to_string(), rows);
-                    }
-                    Chunk::Done => break,
-                }
-            }
-            // Verify inside the transaction, before the commit.
-            let mut counted = BTreeMap::new();
-            for t in TABLES {
-                let n: i64 = tx
-                    .query_one(&format!("SELECT count(*) FROM {t}"), &[])
-                    .await?
-                    .get(0);
-                let n = n.max(0) as u64;
-                let want = expect.rows.get(*t).copied().unwrap_or(0);
-                let sent = streamed.get(*t).copied().unwrap_or(0);
-                if n != want || sent != want {
-                    return Err(Error::db(format!(
-                        "the copy does not verify: {t} has {want} rows in the source, {sent} \
-                         were streamed and {n} are in the target; nothing was written"
-                    )));
-                }
-                counted.insert(t.to_string(), n);
-            }
-            let checksum = sends_checksum(&tx).await?;
-            if checksum != expect.sends_checksum {
-                return Err(Error::db(
-                    "the copy does not verify: the sends' status, attempts, fence tokens and \
-                     markers differ from the source's; nothing was written",
-                ));
-            }
-            let installation: String = tx
-                .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
-                .await?
-                .get(0);
-            if installation != expect.installation {
-                return Err(Error::db(
-                    "the copy does not verify: the installation id differs; nothing was written",
-                ));
-            }
-            // Every identity past the highest copied id; the claim counter past the source's.
-            let identities = tx
-                .query(
-                    "SELECT table_name::text, column_name::text FROM information_schema.columns
-                     WHERE table_schema = current_schema() AND is_identity = 'YES'",
-                    &[],
-                )
-                .await?;
-            for r in identities {
-                let (t, c): (String, String) = (r.get(0), r.get(1));
-                let given = expect.sequences.get(&t).copied().unwrap_or(0);
-                tx.query(
-                    &format!(
-                        "SELECT setval(pg_get_serial_sequence($1, $2),
-                                       greatest(max(\"{c}\"), $3::bigint))
-                         FROM \"{t}\" HAVING greatest(max(\"{c}\"), $3::bigint) > 0"
-                    ),
-                    &[&t, &c, &given],
-                )
-                .await?;
-            }
-            if expect.generation > 0 {
-                tx.query(
-                    "SELECT setval('claim_generation', $1)",
-                    &[&expect.generation],
-                )
-                .await?;
-            }
-            for t in TABLES {
-                tx.batch_execute(&format!("ALTER TABLE {t} ENABLE TRIGGER USER"))
-                    .await?;
-            }
+            let streamed = receive(&tx, &mut chunks, &shown).await?;
+            let imported = verify(&tx, &expect, &streamed).await?;
+            move_sequences(&tx, &expect).await?;
+            user_triggers(&tx, true).await?;
             tx.commit().await?;
-            Ok(Imported {
-                rows: counted,
-                sends_checksum: checksum,
-                installation,
-            })
+            Ok(imported)
         })
     }
 }

@@ -387,8 +387,6 @@ struct Candidate {
     suppressed: bool,
 }
 
-/// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
-/// marker (attempts + 1, dispatched now) in the same UPDATE.
 /// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock and the webhook
 /// events' two-key locks live elsewhere in it or in the other space).
 const OPT_OUT_LOCK: i64 = 1 << 62;
@@ -426,15 +424,9 @@ pub(crate) async fn lock_subscribers(
     Ok(())
 }
 
-async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> TxResult<Claimed> {
-    let mut out = Claimed::default();
-    let status: Option<String> = tx
-        .query_opt(CLAIM_CAMPAIGN_STATUS, &[&req.campaign_id, &req.account_id])
-        .await?
-        .map(|r| r.get(0));
-    if status.as_deref() != Some("sending") {
-        return Ok(out);
-    }
+/// The due rows of the claim, locked (`FOR UPDATE SKIP LOCKED`), under the account's opt-out
+/// lock shared until the commit ([`lock_opt_outs`]). A row in another state is damage.
+async fn candidates(tx: &Transaction<'_>, req: &ClaimRequest) -> TxResult<Vec<Candidate>> {
     tx.execute(
         "SELECT pg_advisory_xact_lock_shared($1::bigint)",
         &[&(OPT_OUT_LOCK | req.account_id)],
@@ -473,6 +465,21 @@ async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> T
             suppressed: r.get(6),
         });
     }
+    Ok(cands)
+}
+
+/// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
+/// marker (attempts + 1, dispatched now) in the same UPDATE.
+async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> TxResult<Claimed> {
+    let mut out = Claimed::default();
+    let status: Option<String> = tx
+        .query_opt(CLAIM_CAMPAIGN_STATUS, &[&req.campaign_id, &req.account_id])
+        .await?
+        .map(|r| r.get(0));
+    if status.as_deref() != Some("sending") {
+        return Ok(out);
+    }
+    let cands = candidates(tx, req).await?;
     // Taken after the rows are locked: the lease runs from now, not from `req.now`.
     let claimed_at = crate::domain::clock::now_ms();
     let until = claimed_at + req.lease_ms;
