@@ -200,3 +200,45 @@ pub trait Ledger: Send + Sync + 'static {
     /// it never accepted it (queued again). Returns false if the row was no longer in doubt.
     fn settle_doubt(&self, send_id: i64, found: Option<String>) -> Result<bool>;
 }
+
+/// An acceptance for a row that is already `sent` (`stored`: the row's provider id, `None` when
+/// the row does not exist). The same provider id (a replay of the same key) or none (the
+/// provider said "already accepted") is a benign repeat. A different id can happen with an
+/// intact database (an operator requeued a row in doubt and it was sent again before the first
+/// call's late "yes" arrived; a provider that gives a replay a new id): it is not damage, but it
+/// may mean two deliveries, so the row's reason says so (the returned note) and the run counts
+/// it. A row that does not exist at all means the database is damaged. Both backends decide
+/// here; they only read the row and write the note.
+pub(crate) fn confirmed_again(
+    id: i64,
+    ours: Option<&str>,
+    stored: Option<Option<String>>,
+) -> Result<Option<String>> {
+    let Some(stored) = stored else {
+        return Err(crate::error::Error::damaged(format!(
+            "a provider accepted send {id}, which is not in the ledger"
+        )));
+    };
+    match (ours, stored.as_deref()) {
+        (Some(ours), Some(theirs)) if ours != theirs => {
+            tracing::warn!(
+                send_id = id,
+                first = theirs,
+                second = ours,
+                "a sent row was confirmed again with another provider id: it may have been \
+                 delivered twice"
+            );
+            Ok(Some(format!(
+                "confirmed again with another provider id ({ours}): it may have been delivered \
+                 twice"
+            )))
+        }
+        _ => {
+            tracing::warn!(
+                send_id = id,
+                "a second confirmation of a sent row (same key)"
+            );
+            Ok(None)
+        }
+    }
+}

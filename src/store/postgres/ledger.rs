@@ -721,36 +721,15 @@ async fn confirm_accepted(
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
+/// An acceptance for a row that is already `sent`: `store::ledger::confirmed_again` decides;
+/// this reads the row and writes its note.
 async fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str>) -> TxResult<()> {
     let stored: Option<Option<String>> = tx
         .query_opt(RECORD_CHECK_ROW, &[&id])
         .await?
         .map(|r| r.get(0));
-    let Some(stored) = stored else {
-        return Err(Error::damaged(format!(
-            "a provider accepted send {id}, which is not in the ledger"
-        ))
-        .into());
-    };
-    match (provider_id, stored.as_deref()) {
-        (Some(ours), Some(theirs)) if ours != theirs => {
-            tracing::warn!(
-                send_id = id,
-                first = theirs,
-                second = ours,
-                "a sent row was confirmed again with another provider id: it may have been \
-                 delivered twice"
-            );
-            let note = format!(
-                "confirmed again with another provider id ({ours}): it may have been delivered \
-                 twice"
-            );
-            tx.execute(RECORD_NOTE_TWICE, &[&id, &note]).await?;
-        }
-        _ => tracing::warn!(
-            send_id = id,
-            "a second confirmation of a sent row (same key)"
-        ),
+    if let Some(note) = crate::store::ledger::confirmed_again(id, provider_id, stored)? {
+        tx.execute(RECORD_NOTE_TWICE, &[&id, &note]).await?;
     }
     Ok(())
 }

@@ -552,42 +552,16 @@ fn mark_tx(tx: &Transaction<'_>, rows: &[(i64, i64)], now: i64, lease_ms: i64) -
     Ok(held)
 }
 
-/// An acceptance for a row that is already `sent`. The same provider id (a replay of the same
-/// key) or none (the provider said "already accepted") is a benign repeat. A different id can
-/// happen with an intact file (an operator requeued a row in doubt and it was sent again before
-/// the first call's late "yes" arrived; a provider that gives a replay a new id): it is not
-/// damage, but it may mean two deliveries, so the row says so and the run counts it. A row that
-/// does not exist at all means the file is damaged.
+/// An acceptance for a row that is already `sent`: `store::ledger::confirmed_again` decides;
+/// this reads the row and writes its note.
 fn confirmed_twice(tx: &Transaction<'_>, id: i64, provider_id: Option<&str>) -> Result<()> {
     let stored: Option<Option<String>> = tx
         .prepare_cached(RECORD_CHECK_ROW)?
         .query_row([id], |r| r.get(0))
         .optional()?;
-    let Some(stored) = stored else {
-        return Err(Error::damaged(format!(
-            "a provider accepted send {id}, which is not in the ledger"
-        )));
-    };
-    match (provider_id, stored.as_deref()) {
-        (Some(ours), Some(theirs)) if ours != theirs => {
-            tracing::warn!(
-                send_id = id,
-                first = theirs,
-                second = ours,
-                "a sent row was confirmed again with another provider id: it may have been \
-                 delivered twice"
-            );
-            let note = format!(
-                "confirmed again with another provider id ({ours}): it may have been delivered \
-                 twice"
-            );
-            tx.prepare_cached(RECORD_NOTE_TWICE)?
-                .execute(params![id, note])?;
-        }
-        _ => tracing::warn!(
-            send_id = id,
-            "a second confirmation of a sent row (same key)"
-        ),
+    if let Some(note) = crate::store::ledger::confirmed_again(id, provider_id, stored)? {
+        tx.prepare_cached(RECORD_NOTE_TWICE)?
+            .execute(params![id, note])?;
     }
     Ok(())
 }
