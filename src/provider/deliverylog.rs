@@ -37,6 +37,22 @@ pub struct DeliveryLine {
     /// Custom message headers the request asked for (e.g. `X-Sendonce-Job`), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// The message exactly as it arrived over SMTP (after dot-unstuffing), base64: a message
+    /// in 8-bit MIME need not be UTF-8. Absent for HTTP deliveries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_base64: Option<String>,
+    /// The SMTP envelope (`MAIL FROM`, every `RCPT TO`). Absent for HTTP deliveries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<Envelope>,
+}
+
+/// An SMTP transaction's envelope.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Envelope {
+    /// The reverse path (`MAIL FROM:<...>`); empty for a bounce (`<>`).
+    pub from: String,
+    /// Every accepted `RCPT TO`, in order.
+    pub to: Vec<String>,
 }
 
 /// Read every complete, well-formed line of a delivery log. A torn last line (a writer killed

@@ -184,6 +184,8 @@ impl Writer {
                 metadata: None,
                 api: None,
                 headers: None,
+                raw_base64: None,
+                envelope: None,
             };
             serde_json::to_writer(&mut bytes, &line)
                 .map_err(|e| Error::io("encoding outbox line", e.into()))?;

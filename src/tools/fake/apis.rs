@@ -322,6 +322,8 @@ fn parse_twilio(body: &[u8], sid: &str, opted_out: &[String]) -> Result<TwilioSe
         api: Some("twilio"),
         headers: None,
         id_style: IdStyle::TwilioSid,
+        raw: None,
+        envelope: None,
     };
     Ok(TwilioSend {
         request,
@@ -516,6 +518,8 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
         api: Some("resend"),
         headers: (!headers.is_empty()).then_some(headers),
         id_style: IdStyle::Uuid,
+        raw: None,
+        envelope: None,
     })
 }
 
@@ -661,6 +665,8 @@ fn parse_postmark(body: &[u8]) -> Result<Request, (i64, String)> {
         api: Some("postmark"),
         headers: (!headers.is_empty()).then_some(headers),
         id_style: IdStyle::Uuid,
+        raw: None,
+        envelope: None,
     })
 }
 

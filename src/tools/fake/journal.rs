@@ -33,6 +33,9 @@ pub(crate) struct Request {
     pub headers: Option<std::collections::BTreeMap<String, String>>,
     /// The shape of the message id handed out.
     pub id_style: IdStyle,
+    /// SMTP only: the message's exact bytes and its envelope.
+    pub raw: Option<Vec<u8>>,
+    pub envelope: Option<crate::provider::deliverylog::Envelope>,
 }
 
 /// How a new message id looks, so each API answers with ids of its provider's shape.
@@ -90,6 +93,8 @@ type Reply = oneshot::Sender<std::result::Result<Verdict, String>>;
 
 enum Msg {
     Write(Box<Request>, Reply),
+    /// Empty the delivery log (`DELETE /messages`); the key table stays.
+    Clear(oneshot::Sender<std::result::Result<(), String>>),
     Stop,
 }
 
@@ -106,9 +111,13 @@ pub(crate) struct Journal {
     tx: mpsc::Sender<Msg>,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
     log: PathBuf,
+    /// Bumped after every durable group and every clear: readers waiting for messages
+    /// (`GET /messages/wait`) re-read the log when it changes.
+    changed: tokio::sync::watch::Receiver<u64>,
 }
 
 struct Writer {
+    changed: tokio::sync::watch::Sender<u64>,
     log: File,
     keys_file: File,
     idempotent: bool,
@@ -175,7 +184,9 @@ impl Journal {
                 }
             }
         }
+        let (changed_tx, changed) = tokio::sync::watch::channel(0);
         let mut w = Writer {
+            changed: changed_tx,
             log,
             keys_file,
             idempotent,
@@ -190,6 +201,7 @@ impl Journal {
             tx,
             thread: std::sync::Mutex::new(Some(thread)),
             log: log_path.to_path_buf(),
+            changed,
         })
     }
 
@@ -221,6 +233,22 @@ impl Journal {
             .unwrap_or_else(|e| Err(format!("the journal task failed: {e}")))
     }
 
+    /// A receiver that sees a new value after every durable group and every clear.
+    pub(crate) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.clone()
+    }
+
+    /// Empty the delivery log, durably, after the groups queued before it. The key table is
+    /// kept: a retry of a message sent before the clear is still a replay (and is not listed).
+    pub(crate) async fn clear(&self) -> std::result::Result<(), String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Clear(reply))
+            .map_err(|_| "the journal writer has stopped".to_string())?;
+        rx.await
+            .unwrap_or_else(|_| Err("the journal writer stopped during the request".into()))
+    }
+
     /// Finish the queued groups and stop the writer thread.
     pub(crate) fn close(&self) {
         let _ = self.tx.send(Msg::Stop);
@@ -236,13 +264,17 @@ impl Writer {
         let mut stop = false;
         while !stop {
             let mut group = Vec::new();
+            let mut clear = None;
             match rx.recv() {
                 Ok(Msg::Write(r, reply)) => group.push((*r, reply)),
+                Ok(Msg::Clear(reply)) => clear = Some(reply),
                 Ok(Msg::Stop) | Err(_) => return,
             }
-            while group.len() < MAX_GROUP {
+            while group.len() < MAX_GROUP && clear.is_none() {
                 match rx.try_recv() {
                     Ok(Msg::Write(r, reply)) => group.push((*r, reply)),
+                    // After this group is written: what was sent before the clear goes.
+                    Ok(Msg::Clear(reply)) => clear = Some(reply),
                     Ok(Msg::Stop) => {
                         stop = true;
                         break;
@@ -250,20 +282,45 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            match self.commit(&group) {
-                Ok(verdicts) => {
-                    for ((_, reply), v) in group.into_iter().zip(verdicts) {
-                        let _ = reply.send(Ok(v));
-                    }
+            self.write_group(group);
+            if let Some(reply) = clear {
+                let done = self.truncate().map_err(|e| e.message);
+                if let Err(e) = &done {
+                    tracing::error!("fake provider: {e}");
                 }
-                Err(e) => {
-                    tracing::error!("fake provider: {}", e.message);
-                    for (_, reply) in group {
-                        let _ = reply.send(Err(e.message.clone()));
-                    }
+                self.changed.send_modify(|n| *n += 1);
+                let _ = reply.send(done);
+            }
+        }
+    }
+
+    /// Commit one group and answer each of its requests.
+    fn write_group(&mut self, group: Vec<(Request, Reply)>) {
+        if group.is_empty() {
+            return;
+        }
+        match self.commit(&group) {
+            Ok(verdicts) => {
+                for ((_, reply), v) in group.into_iter().zip(verdicts) {
+                    let _ = reply.send(Ok(v));
+                }
+            }
+            Err(e) => {
+                tracing::error!("fake provider: {}", e.message);
+                for (_, reply) in group {
+                    let _ = reply.send(Err(e.message.clone()));
                 }
             }
         }
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Empty the delivery log and make that durable (`DELETE /messages`).
+    fn truncate(&mut self) -> Result<()> {
+        self.log
+            .set_len(0)
+            .and_then(|_| self.log.sync_all())
+            .map_err(|e| Error::io("emptying the delivery log", e))
     }
 
     fn commit(&mut self, group: &[(Request, Reply)]) -> Result<Vec<Verdict>> {
@@ -319,6 +376,11 @@ impl Writer {
                 metadata: r.metadata.clone(),
                 api: r.api.map(str::to_string),
                 headers: r.headers.clone(),
+                raw_base64: r.raw.as_deref().map(|b| {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD.encode(b)
+                }),
+                envelope: r.envelope.clone(),
             };
             serde_json::to_writer(&mut log_bytes, &line)
                 .map_err(|e| Error::io("encoding a delivery line", e.into()))?;

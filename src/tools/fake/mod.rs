@@ -6,9 +6,13 @@
 //! - `server`: the HTTP side (hyper), routes and fault injection.
 //! - `apis`: Twilio-, Resend- and Postmark-compatible endpoints on the same journal.
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
+//! - `inbox`: the delivery log read as messages (filters, parsed email, links).
+//! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
 
 mod apis;
+mod assertions;
 pub mod callbacks;
+mod inbox;
 mod journal;
 mod server;
 

@@ -7,7 +7,6 @@ use super::apis;
 use super::journal::{IdStyle, Journal, Request, Verdict};
 use super::{Config, Rng};
 use crate::error::{Error, Result};
-use crate::provider::deliverylog::DeliveryLine;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -156,16 +155,21 @@ async fn handle(
             )),
         };
     }
+    if path != "/messages/outbound" {
+        let query = req.uri().query();
+        if let Some(r) = super::assertions::route(&shared, req.method(), &path, query).await {
+            return Ok(r);
+        }
+    }
     match (req.method(), path.as_str()) {
         (&Method::POST, "/send" | "/") => send(&shared, req).await,
         (&Method::GET, "/health") => Ok(reply(StatusCode::OK, json!({"status": "ok"}))),
-        (&Method::GET, "/messages") => Ok(messages(&shared, req.uri().query()).await),
         (&Method::POST, "/emails") => apis::resend(&shared, req).await,
         (&Method::POST, "/email") => apis::postmark_send(&shared, req).await,
         (&Method::GET, "/messages/outbound") => Ok(apis::postmark_search(&shared, req).await),
         (
             _,
-            "/send" | "/" | "/health" | "/messages" | "/emails" | "/email" | "/messages/outbound",
+            "/send" | "/" | "/health" | "/emails" | "/email" | "/messages/outbound",
         ) => Ok(reply(
             StatusCode::METHOD_NOT_ALLOWED,
             json!({"error": "method not allowed"}),
@@ -295,72 +299,14 @@ fn parse_send(body: &[u8], key: String) -> std::result::Result<Request, String> 
         api: None,
         headers: None,
         id_style: IdStyle::Fake,
+        raw: None,
+        envelope: None,
     })
-}
-
-/// `GET /messages?to=...&job_id=...`: the logged requests, filtered.
-async fn messages(shared: &Arc<Shared>, query: Option<&str>) -> Response<Body> {
-    let mut to = None;
-    let mut job_id = None;
-    for kv in query.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        match k {
-            "to" => to = Some(percent_decode(v)),
-            "job_id" => job_id = Some(percent_decode(v)),
-            _ => {}
-        }
-    }
-    let path = shared.journal.log_path().to_path_buf();
-    let lines =
-        tokio::task::spawn_blocking(move || crate::provider::deliverylog::read_lines(&path)).await;
-    let lines: Vec<DeliveryLine> = match lines {
-        Ok(Ok(l)) => l,
-        Ok(Err(e)) => return invalid(StatusCode::INTERNAL_SERVER_ERROR, e.message),
-        Err(e) => return invalid(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    let found: Vec<&DeliveryLine> = lines
-        .iter()
-        .filter(|l| to.as_ref().is_none_or(|t| &l.to == t))
-        .filter(|l| job_id.as_ref().is_none_or(|j| &l.job_id == j))
-        .collect();
-    reply(
-        StatusCode::OK,
-        serde_json::to_value(found).unwrap_or_default(),
-    )
-}
-
-/// `%XX` decoding. A `+` stays a plus (phone numbers), it is not read as a space.
-fn percent_decode(s: &str) -> String {
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h * 16 + l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn query_values_are_decoded() {
-        assert_eq!(percent_decode("a%40b.com"), "a@b.com");
-        assert_eq!(percent_decode("%2B14155550100"), "+14155550100");
-        assert_eq!(percent_decode("+14155550100"), "+14155550100");
-        assert_eq!(percent_decode("bad%4"), "bad%4");
-        assert_eq!(percent_decode("x%"), "x%");
-    }
 
     #[test]
     fn send_bodies_are_validated() {
