@@ -43,3 +43,23 @@ pub fn create_dir_all_private(path: &Path) -> io::Result<()> {
     }
     b.create(path)
 }
+
+/// Write `bytes` to `path` so a reader sees the old file, or the whole new one, never a part:
+/// a temporary file beside it ([`FILE_MODE`]), synced, then renamed over `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> crate::error::Result<()> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        crate::error::Error::io(&format!("cannot write {}", path.display()), e)
+    })
+}

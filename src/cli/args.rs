@@ -904,6 +904,15 @@ pub struct FakeProviderArgs {
     /// Delivery log (JSONL, one line per accepted request). Keys are kept in FILE.keys.
     #[arg(long, value_name = "FILE")]
     pub log: PathBuf,
+    /// Also accept mail over SMTP on this address (e.g. 127.0.0.1:1025; port 0: any free
+    /// port), printed as "smtp listening on ADDR" after the HTTP line. Any client, STARTTLS
+    /// with a generated certificate, AUTH PLAIN/LOGIN; each message is stored before its 250.
+    #[arg(long, value_name = "ADDR")]
+    pub smtp: Option<std::net::SocketAddr>,
+    /// Once every listener is bound, write {"http": ADDR, "smtp": ADDR or null} to FILE
+    /// (atomically: a reader sees all of it or nothing), for scripts that wait for the fake.
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
     /// Remember idempotency keys: a replay gets the first id, a different payload gets 409
     /// (the default).
     #[arg(long, overrides_with = "no_idempotent")]

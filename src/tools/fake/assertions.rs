@@ -117,8 +117,9 @@ fn wait_params(query: Option<&str>) -> Result<(usize, Duration), String> {
                     .ok_or_else(|| format!("count must be a whole number from 1, got {v:?}"))?
             }
             "timeout" => {
-                timeout = crate::domain::clock::parse_duration(&v)
-                    .map_err(|_| format!("timeout must be a duration like 5s or 500ms, got {v:?}"))?;
+                timeout = crate::domain::clock::parse_duration(&v).map_err(|_| {
+                    format!("timeout must be a duration like 5s or 500ms, got {v:?}")
+                })?;
                 if timeout > WAIT_MAX {
                     return Err(format!(
                         "timeout {v} is longer than the most allowed, {}s",
@@ -135,10 +136,11 @@ fn wait_params(query: Option<&str>) -> Result<(usize, Duration), String> {
 /// Re-read the log at every change until `count` deliveries match; 408 with what matched when
 /// the time is up.
 async fn wait(shared: &Shared, query: Option<&str>) -> Response<Body> {
-    let (filter, (count, timeout)) = match Filter::parse(query).and_then(|f| Ok((f, wait_params(query)?))) {
-        Ok(p) => p,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
+    let (filter, (count, timeout)) =
+        match Filter::parse(query).and_then(|f| Ok((f, wait_params(query)?))) {
+            Ok(p) => p,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        };
     let mut changes = shared.journal.changes();
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
@@ -223,7 +225,11 @@ mod tests {
             (3, Duration::from_millis(250))
         );
         assert!(wait_params(Some("count=0")).unwrap_err().contains("count"));
-        assert!(wait_params(Some("timeout=soon")).unwrap_err().contains("timeout"));
-        assert!(wait_params(Some("timeout=10m")).unwrap_err().contains("60s"));
+        assert!(wait_params(Some("timeout=soon"))
+            .unwrap_err()
+            .contains("timeout"));
+        assert!(wait_params(Some("timeout=10m"))
+            .unwrap_err()
+            .contains("60s"));
     }
 }

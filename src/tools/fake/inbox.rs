@@ -65,7 +65,8 @@ impl Filter {
 
     pub(crate) fn matches(&self, l: &DeliveryLine) -> bool {
         let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
-        let contains = |hay: &str, needle: &str| hay.to_lowercase().contains(&needle.to_lowercase());
+        let contains =
+            |hay: &str, needle: &str| hay.to_lowercase().contains(&needle.to_lowercase());
         let envelope = l.envelope.as_ref();
         (self.replays || !l.replay)
             && self.to.as_deref().is_none_or(|t| {
@@ -75,9 +76,10 @@ impl Filter {
                 l.from.as_deref().is_some_and(|x| same(x, f))
                     || envelope.is_some_and(|e| same(&e.from, f))
             })
-            && self.subject.as_deref().is_none_or(|s| {
-                l.subject.as_deref().is_some_and(|x| contains(x, s))
-            })
+            && self
+                .subject
+                .as_deref()
+                .is_none_or(|s| l.subject.as_deref().is_some_and(|x| contains(x, s)))
             && self.job_id.as_deref().is_none_or(|j| l.job_id == j)
             && self.channel.as_deref().is_none_or(|c| l.channel == c)
             && self.since.is_none_or(|t| l.at >= t)
@@ -99,9 +101,7 @@ fn parse_since(v: &str) -> Result<i64, String> {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_millis() as i64)
-        .ok_or_else(|| {
-            format!("since must be unix milliseconds or an RFC 3339 time, got {v:?}")
-        })
+        .ok_or_else(|| format!("since must be unix milliseconds or an RFC 3339 time, got {v:?}"))
 }
 
 /// The pairs of a query string, `%XX`-decoded. A `+` stays a plus (E.164 numbers), it is not
@@ -346,7 +346,11 @@ fn synthesize(headers: &[Header], l: &DeliveryLine) -> Vec<u8> {
                 base64::engine::general_purpose::STANDARD.encode(&h.value)
             )
         };
-        s.push_str(&format!("{}: {}\r\n", h.name, value.replace(['\r', '\n'], " ")));
+        s.push_str(&format!(
+            "{}: {}\r\n",
+            h.name,
+            value.replace(['\r', '\n'], " ")
+        ));
     }
     s.push_str("X-Fake-Provider-Source: synthesized\r\nMIME-Version: 1.0\r\n");
     let text = l.body.replace("\r\n", "\n").replace('\n', "\r\n");
@@ -361,9 +365,15 @@ fn synthesize(headers: &[Header], l: &DeliveryLine) -> Vec<u8> {
             s.push_str(&format!(
                 "Content-Type: multipart/alternative; boundary=\"{b}\"\r\n\r\n"
             ));
-            s.push_str(&format!("--{b}\r\nContent-Type: text/plain; charset=utf-8\r\n"));
-            s.push_str(&format!("Content-Transfer-Encoding: 8bit\r\n\r\n{text}\r\n"));
-            s.push_str(&format!("--{b}\r\nContent-Type: text/html; charset=utf-8\r\n"));
+            s.push_str(&format!(
+                "--{b}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            ));
+            s.push_str(&format!(
+                "Content-Transfer-Encoding: 8bit\r\n\r\n{text}\r\n"
+            ));
+            s.push_str(&format!(
+                "--{b}\r\nContent-Type: text/html; charset=utf-8\r\n"
+            ));
             s.push_str("Content-Transfer-Encoding: 8bit\r\n\r\n");
             s.push_str(&html.replace("\r\n", "\n").replace('\n', "\r\n"));
             s.push_str(&format!("\r\n--{b}--\r\n"));
@@ -525,7 +535,10 @@ pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
         .and_then(|a| a.address())
         .map(str::to_string)
         .or_else(|| Some(envelope.from.clone()).filter(|f| !f.is_empty()));
-    let subject = parsed.as_ref().and_then(|p| p.subject()).map(str::to_string);
+    let subject = parsed
+        .as_ref()
+        .and_then(|p| p.subject())
+        .map(str::to_string);
     let body = parsed
         .as_ref()
         .and_then(|p| p.body_text(0))
@@ -584,9 +597,15 @@ mod tests {
         assert!(f.matches(&line("+14155550100", "x", true)));
         let f = Filter::parse(Some("to=+14155550100")).unwrap();
         assert_eq!(f.to.as_deref(), Some("+14155550100"));
-        assert!(Filter::parse(Some("channel=fax")).unwrap_err().contains("channel"));
-        assert!(Filter::parse(Some("since=yesterday")).unwrap_err().contains("since"));
-        assert!(Filter::parse(Some("replays=maybe")).unwrap_err().contains("replays"));
+        assert!(Filter::parse(Some("channel=fax"))
+            .unwrap_err()
+            .contains("channel"));
+        assert!(Filter::parse(Some("since=yesterday"))
+            .unwrap_err()
+            .contains("since"));
+        assert!(Filter::parse(Some("replays=maybe"))
+            .unwrap_err()
+            .contains("replays"));
         let f = Filter::parse(Some("since=1970-01-01T00:00:02Z")).unwrap();
         assert_eq!(f.since, Some(2000));
     }
@@ -599,7 +618,9 @@ mod tests {
         }];
         let l = links(
             "See https://x.example/u/1. Or (https://x.example/p).",
-            Some(r#"<a class=x HREF='https://x.example/c?a=1&amp;b=2'>c</a> <a href=javascript:x>"#),
+            Some(
+                r#"<a class=x HREF='https://x.example/c?a=1&amp;b=2'>c</a> <a href=javascript:x>"#,
+            ),
             &headers,
         );
         assert_eq!(

@@ -8,6 +8,7 @@
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
 //! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
+//! - `smtp`: the SMTP listener (`--smtp`), storing each message in the same journal.
 
 mod apis;
 mod assertions;
@@ -15,6 +16,7 @@ pub mod callbacks;
 mod inbox;
 mod journal;
 mod server;
+mod smtp;
 
 pub use server::{run, Server};
 
@@ -161,13 +163,48 @@ pub fn run_cli(a: &FakeProviderArgs, rt: &tokio::runtime::Runtime) -> Result<()>
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io("cannot read the bound address", e))?;
+        let smtp = match a.smtp {
+            Some(at) => Some(
+                tokio::net::TcpListener::bind(at)
+                    .await
+                    .map_err(|e| Error::io(&format!("cannot listen for SMTP on {at}"), e))?,
+            ),
+            None => None,
+        };
+        let smtp_addr = smtp
+            .as_ref()
+            .map(|l| l.local_addr())
+            .transpose()
+            .map_err(|e| Error::io("cannot read the bound SMTP address", e))?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {addr}")
+            .and_then(|_| match smtp_addr {
+                Some(s) => writeln!(out, "smtp listening on {s}"),
+                None => Ok(()),
+            })
             .and_then(|_| out.flush())
             .map_err(|e| Error::io("writing to stdout", e))?;
         drop(out);
-        server.serve(listener, stop).await
+        if let Some(path) = &a.ready_file {
+            write_ready_file(path, addr, smtp_addr)?;
+        }
+        server.serve(listener, smtp, stop).await
     })
+}
+
+/// `--ready-file`: `{"http": ADDR, "smtp": ADDR|null}`, written to a temporary name and renamed.
+fn write_ready_file(
+    path: &std::path::Path,
+    http: std::net::SocketAddr,
+    smtp: Option<std::net::SocketAddr>,
+) -> Result<()> {
+    let text = serde_json::json!({
+        "http": http.to_string(),
+        "smtp": smtp.map(|s| s.to_string()),
+    })
+    .to_string();
+    crate::files::write_atomic(path, format!("{text}\n").as_bytes())
+        .map_err(|e| e.context(&format!("--ready-file {}", path.display())))
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
-    Server::open(config)?.serve(listener, shutdown).await
+    Server::open(config)?.serve(listener, None, shutdown).await
 }
 
 impl Server {
@@ -87,14 +87,19 @@ impl Server {
         })
     }
 
-    /// Accept connections until `shutdown` resolves; then stop accepting, let in-flight
-    /// requests finish (up to 10 s), and stop the journal writer (every answered line is
+    /// Accept HTTP connections (and SMTP ones on `smtp`) until `shutdown` resolves; then stop
+    /// accepting, let in-flight requests and SMTP sessions finish (up to 10 s each), and stop the
+    /// journal writer (every answered line is
     /// already fsynced).
     pub async fn serve(
         self,
         listener: TcpListener,
+        smtp: Option<TcpListener>,
         shutdown: impl Future<Output = ()>,
     ) -> Result<()> {
+        let (stop_smtp, smtp_stop) = tokio::sync::watch::channel(false);
+        let smtp =
+            smtp.map(|l| tokio::spawn(super::smtp::serve(self.shared.clone(), l, smtp_stop)));
         let graceful = GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
@@ -127,6 +132,12 @@ impl Server {
             }
         }
         drop(listener);
+        let _ = stop_smtp.send(true);
+        if let Some(task) = smtp {
+            if tokio::time::timeout(DRAIN, task).await.is_err() {
+                tracing::warn!("fake provider: SMTP sessions still running after {DRAIN:?}");
+            }
+        }
         if tokio::time::timeout(DRAIN, graceful.shutdown())
             .await
             .is_err()
@@ -167,10 +178,7 @@ async fn handle(
         (&Method::POST, "/emails") => apis::resend(&shared, req).await,
         (&Method::POST, "/email") => apis::postmark_send(&shared, req).await,
         (&Method::GET, "/messages/outbound") => Ok(apis::postmark_search(&shared, req).await),
-        (
-            _,
-            "/send" | "/" | "/health" | "/emails" | "/email" | "/messages/outbound",
-        ) => Ok(reply(
+        (_, "/send" | "/" | "/health" | "/emails" | "/email" | "/messages/outbound") => Ok(reply(
             StatusCode::METHOD_NOT_ALLOWED,
             json!({"error": "method not allowed"}),
         )),
