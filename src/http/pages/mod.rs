@@ -46,16 +46,20 @@ const TEMPLATES: &[(&str, &str)] = &[
 
 fn env() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        for (name, src) in TEMPLATES {
-            // The templates are part of the binary; a test renders each one.
-            if let Err(e) = env.add_template(name, src) {
-                tracing::error!(template = name, error = %e, "a page template does not parse");
-            }
+    ENV.get_or_init(|| environment_with(&[]))
+}
+
+/// The pages' templates plus `extra` (which may `{% extends "base.html" %}` for the same look),
+/// auto-escaped: for the binary's other server-rendered pages (the fake provider's inbox).
+pub(crate) fn environment_with(extra: &[(&'static str, &'static str)]) -> Environment<'static> {
+    let mut env = Environment::new();
+    for (name, src) in TEMPLATES.iter().chain(extra) {
+        // The templates are part of the binary; a test renders each one.
+        if let Err(e) = env.add_template(name, src) {
+            tracing::error!(template = name, error = %e, "a page template does not parse");
         }
-        env
-    })
+    }
+    env
 }
 
 /// Render page `name` with `ctx` and `status`. A template error is logged and answered as a

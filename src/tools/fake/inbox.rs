@@ -552,6 +552,7 @@ pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
         to: envelope.to.first().cloned().unwrap_or_default(),
         subject,
         body,
+        html: None,
         metadata: None,
         api: None,
         headers: None,

@@ -27,6 +27,9 @@ pub(crate) struct Request {
     pub to: String,
     pub subject: Option<String>,
     pub body: String,
+    /// The HTML part (email), if the request had one (`/send` `html`, Resend `html`, Postmark
+    /// `HtmlBody`). Not part of the payload hash.
+    pub html: Option<String>,
     pub metadata: Option<serde_json::Value>,
     /// Which API accepted it (`None`: the generic `/send`).
     pub api: Option<&'static str>,
@@ -368,7 +371,7 @@ impl Writer {
                 to: r.to.clone(),
                 subject: r.subject.clone(),
                 body: r.body.clone(),
-                html: None,
+                html: r.html.clone(),
                 reply_to: None,
                 at: now,
                 replay,

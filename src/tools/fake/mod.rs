@@ -8,6 +8,7 @@
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
 //! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
+//! - `web`: the web inbox for people at `/` (list, search, message view, clear).
 //! - `smtp`: the SMTP listener (`--smtp`), storing each message in the same journal.
 
 mod apis;
@@ -17,6 +18,7 @@ mod inbox;
 mod journal;
 mod server;
 mod smtp;
+mod web;
 
 pub use server::{run, Server};
 

@@ -166,6 +166,9 @@ async fn handle(
             )),
         };
     }
+    if super::web::is_ours(req.method(), &path) {
+        return Ok(super::web::handle(&shared, req).await);
+    }
     if path != "/messages/outbound" {
         let query = req.uri().query();
         if let Some(r) = super::assertions::route(&shared, req.method(), &path, query).await {
@@ -302,6 +305,7 @@ fn parse_send(body: &[u8], key: String) -> std::result::Result<Request, String> 
         channel: optional("channel")?.unwrap_or_else(|| "email".into()),
         from: optional("from")?,
         subject: optional("subject")?,
+        html: optional("html")?,
         metadata: v.get("metadata").filter(|m| !m.is_null()).cloned(),
         idempotency_key: key,
         api: None,
