@@ -22,6 +22,8 @@ mod damage;
 mod crash;
 mod defects;
 mod fake_provider;
+// The fake provider's web inbox in headless Chromium.
+mod fake_web;
 mod file_modes;
 mod first_contact;
 mod generate;

@@ -4,16 +4,18 @@
 Usage:
   browser.py URL [--width 360] [--height 800] [--screenshot BEFORE.png]
              [--fill "label=value" ...] [--check "label text"] [--click "button text"] [--keyboard]
-             [--screenshot-after AFTER.png] [--chromium /usr/bin/chromium]
+             [--screenshot-after AFTER.png] [--wait MS] [--chromium /usr/bin/chromium]
 
-Loads URL, optionally saves a full-page screenshot, types each --fill value into the field
-with that label (typed key by key, as a person would), checks the radio button or checkbox whose
-label contains the given text, then presses the button with that text: with the mouse, or
+Loads URL (with --wait MS, then waits that long), optionally saves a full-page screenshot,
+types each --fill value into the field with that label (typed key by key, as a person would),
+checks the radio button or checkbox whose label contains the given text, then presses the
+button with that text: with the mouse, or
 with --keyboard by moving the focus there with Tab and pressing Enter (the page must work
 without a mouse). Waits for the page the button leads to, optionally screenshots it, and
 prints one JSON object on stdout:
   {"status": first page's HTTP status, "title": ..., "text": its visible text,
    "scripts": number of <script> elements, "overflow_x": page wider than the viewport,
+   "frames": [{"url": ..., "text": visible text or null}] of the child frames,
    "after": {"status": ..., "title": ..., "text": ...} (only with --click)}
 Exit status 0 when the steps ran (whatever the HTTP statuses), 2 on a usage error or a
 step that failed (message on stderr).
@@ -47,7 +49,16 @@ def page_state(page, status):
         "overflow_x": page.evaluate(
             "document.documentElement.scrollWidth > window.innerWidth"
         ),
+        "frames": [frame_state(f) for f in page.frames[1:]],
     }
+
+
+def frame_state(frame):
+    try:
+        text = frame.inner_text("body", timeout=2000)
+    except Exception:  # a frame that never loaded, or one with no body
+        text = None
+    return {"url": frame.url, "text": text}
 
 
 def press_with_keyboard(page, text):
@@ -75,6 +86,7 @@ def main():
     ap.add_argument("--click")
     ap.add_argument("--keyboard", action="store_true")
     ap.add_argument("--screenshot-after")
+    ap.add_argument("--wait", type=int, default=0)
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     a = ap.parse_args()
 
@@ -89,6 +101,8 @@ def main():
         try:
             page = browser.new_page(viewport={"width": a.width, "height": a.height})
             resp = page.goto(a.url, wait_until="load")
+            if a.wait:
+                page.wait_for_timeout(a.wait)
             out = page_state(page, resp.status if resp else None)
             if a.screenshot:
                 page.screenshot(path=a.screenshot, full_page=True)
