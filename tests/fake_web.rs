@@ -48,7 +48,9 @@ fn beacon() -> (u16, Arc<AtomicUsize>) {
 }
 
 fn text(v: &Value) -> &str {
-    v["text"].as_str().unwrap_or_else(|| panic!("no text in {v}"))
+    v["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {v}"))
 }
 
 #[test]
@@ -91,8 +93,14 @@ fn the_inbox_lists_shows_and_contains_messages() {
         t.find("kim@example.org").expect("the email is listed"),
     );
     assert!(at_sms < at_email, "newest first: {t}");
-    assert!(t.contains("Welcome aboard, Kim") && t.contains("Your code is 424242"), "{t}");
-    assert!(t.contains("EMAIL") && t.contains("SMS"), "channel badges: {t}");
+    assert!(
+        t.contains("Welcome aboard, Kim") && t.contains("Your code is 424242"),
+        "{t}"
+    );
+    assert!(
+        t.contains("EMAIL") && t.contains("SMS"),
+        "channel badges: {t}"
+    );
     assert!(t.contains("2 messages"), "{t}");
     assert_png(&shot, 5_000, Some(360));
 
@@ -152,7 +160,10 @@ fn the_inbox_lists_shows_and_contains_messages() {
     assert_eq!(view["status"], 200, "{view}");
     assert_eq!(view["overflow_x"], false, "{view}");
     let t = text(&view);
-    assert!(t.contains("+14155550100") && t.contains("Your code is 424242"), "{t}");
+    assert!(
+        t.contains("+14155550100") && t.contains("Your code is 424242"),
+        "{t}"
+    );
     // 189 GSM-7 characters: two segments of 153.
     assert!(t.contains("2 segments · GSM-7"), "segments shown: {t}");
     assert!(!t.contains("Source"), "an SMS has no email source: {t}");
@@ -195,21 +206,22 @@ fn the_inbox_lists_shows_and_contains_messages() {
         (status, left)
     });
     assert_eq!(status, 403);
-    assert_eq!(left.as_array().map(Vec::len), Some(2), "nothing cleared: {left}");
-    let status = rt().block_on(async {
-        c.post(fake.url("/clear"))
-            .send()
-            .await
-            .unwrap()
-            .status()
-    });
+    assert_eq!(
+        left.as_array().map(Vec::len),
+        Some(2),
+        "nothing cleared: {left}"
+    );
+    let status = rt().block_on(async { c.post(fake.url("/clear")).send().await.unwrap().status() });
     assert_eq!(status, 403, "no token at all");
 
     // The button empties it and lands on the empty list.
     let cleared = browser(&[&fake.url("/"), "--click", "Clear inbox"]);
     assert_eq!(cleared["after"]["status"], 200, "{cleared}");
     let t = text(&cleared["after"]);
-    assert!(t.contains("0 messages") && t.contains("No messages yet"), "{t}");
+    assert!(
+        t.contains("0 messages") && t.contains("No messages yet"),
+        "{t}"
+    );
     assert!(fake.lines().is_empty(), "the delivery log is empty");
 }
 
@@ -234,7 +246,10 @@ fn a_script_in_an_email_changes_nothing_and_remote_images_never_load() {
     // The view: the frame loaded, and the page around it is untouched.
     let view = browser(&[&fake.url(&format!("/inbox/{id}")), "--wait", "1000"]);
     assert_eq!(view["status"], 200, "{view}");
-    assert_eq!(view["title"], "Hostile", "the page's title is unchanged: {view}");
+    assert_eq!(
+        view["title"], "Hostile",
+        "the page's title is unchanged: {view}"
+    );
     let t = text(&view);
     assert!(
         t.contains("Plain part") && t.contains("Headers") && t.contains("lee@example.org"),
@@ -253,7 +268,10 @@ fn a_script_in_an_email_changes_nothing_and_remote_images_never_load() {
     // The HTML part opened on its own: still no script (its own title stays).
     let alone = browser(&[&fake.url(&format!("/inbox/{id}/html")), "--wait", "1000"]);
     assert_eq!(alone["status"], 200, "{alone}");
-    assert_eq!(alone["title"], "Original", "the script did not run: {alone}");
+    assert_eq!(
+        alone["title"], "Original",
+        "the script did not run: {alone}"
+    );
     assert!(text(&alone).contains("Hostile body"), "{alone}");
 
     assert_eq!(

@@ -56,7 +56,9 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest<Incoming>) -> Respo
         (&Method::GET | &Method::HEAD, p) => {
             let rest = p.strip_prefix("/inbox/").unwrap_or_default();
             match rest.strip_suffix("/html") {
-                Some(id) if !id.contains('/') => html_part(shared, &inbox::percent_decode(id)).await,
+                Some(id) if !id.contains('/') => {
+                    html_part(shared, &inbox::percent_decode(id)).await
+                }
                 None if !rest.is_empty() && !rest.contains('/') => {
                     view(shared, &inbox::percent_decode(rest)).await
                 }
@@ -113,11 +115,10 @@ impl ListQuery {
                     _ => return Err(format!("channel must be email or sms, got {v:?}")),
                 },
                 "page" if !v.is_empty() => {
-                    out.page = v
-                        .parse()
-                        .ok()
-                        .filter(|p| *p >= 1)
-                        .ok_or_else(|| format!("page must be a whole number from 1, got {v:?}"))?
+                    out.page =
+                        v.parse().ok().filter(|p| *p >= 1).ok_or_else(|| {
+                            format!("page must be a whole number from 1, got {v:?}")
+                        })?
                 }
                 _ => {}
             }
@@ -311,8 +312,14 @@ async fn html_part(shared: &Shared, id: &str) -> Response<Body> {
     r
 }
 
+/// A message id as one path segment (ids are `fake-<hex>`, SIDs or UUIDs: kept as they are).
 fn urlencode(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 /// A template rendered, or the plain error page (a template error is our bug, logged).
@@ -385,11 +392,7 @@ fn headers(r: &mut Response<Body>, csp: &'static str) {
     let set = |h: &mut hyper::HeaderMap, name: HeaderName, v: &'static str| {
         h.insert(name, HeaderValue::from_static(v));
     };
-    set(
-        h,
-        hyper::header::CONTENT_TYPE,
-        "text/html; charset=utf-8",
-    );
+    set(h, hyper::header::CONTENT_TYPE, "text/html; charset=utf-8");
     set(h, hyper::header::CONTENT_SECURITY_POLICY, csp);
     set(h, hyper::header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     set(h, hyper::header::REFERRER_POLICY, "no-referrer");
@@ -413,6 +416,8 @@ mod tests {
         let f = ListQuery::parse(Some("channel=sms")).unwrap().filter();
         assert_eq!(f.channel.as_deref(), Some("sms"));
         assert!(!f.replays);
+        assert_eq!(urlencode("fake-0a_b.c~"), "fake-0a_b.c~");
+        assert_eq!(urlencode("a/b c"), "a%2Fb%20c");
     }
 
     #[test]
@@ -434,10 +439,13 @@ mod tests {
         let html = render(
             "fake/inbox.html",
             context! { title => "Inbox", rows => vec![row], total => 1, found => 1,
-                       page => 1, pages => 1, token => "tok" },
+            page => 1, pages => 1, token => "tok" },
         )
         .unwrap();
-        assert!(html.contains("&lt;script&gt;") && !html.contains("<script>"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;") && !html.contains("<script>"),
+            "{html}"
+        );
         assert!(html.contains(r#"value="tok""#), "{html}");
     }
 }
