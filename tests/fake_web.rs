@@ -214,8 +214,29 @@ fn the_inbox_lists_shows_and_contains_messages() {
     let status = rt().block_on(async { c.post(fake.url("/clear")).send().await.unwrap().status() });
     assert_eq!(status, 403, "no token at all");
 
-    // The button empties it and lands on the empty list.
-    let cleared = browser(&[&fake.url("/"), "--click", "Clear inbox"]);
+    // Every page says what it may load.
+    let (csp, nosniff) = rt().block_on(async {
+        let r = c.get(fake.url("/")).send().await.unwrap();
+        let h = |n: &str| {
+            r.headers()
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string()
+        };
+        (h("content-security-policy"), h("x-content-type-options"))
+    });
+    assert!(
+        csp.contains("default-src 'none'")
+            && csp.contains("frame-src 'self'")
+            && csp.contains("form-action 'self'")
+            && !csp.contains("script-src"),
+        "{csp}"
+    );
+    assert_eq!(nosniff, "nosniff");
+
+    // The button (reached with Tab, pressed with Enter) empties it and lands on the empty list.
+    let cleared = browser(&[&fake.url("/"), "--click", "Clear inbox", "--keyboard"]);
     assert_eq!(cleared["after"]["status"], 200, "{cleared}");
     let t = text(&cleared["after"]);
     assert!(
