@@ -22,6 +22,7 @@ mod damage;
 mod crash;
 mod defects;
 mod fake_provider;
+mod fake_smtp;
 mod file_modes;
 mod first_contact;
 mod generate;
