@@ -234,7 +234,7 @@ impl Session {
         loop {
             if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buf.drain(..=pos).collect();
-                if std::mem::take(&mut self.discarding) {
+                if std::mem::take(&mut self.discarding) || line.len() > MAX_LINE {
                     return Ok(Got::TooLong);
                 }
                 return Ok(Got::Line(line));
