@@ -14,19 +14,20 @@ use std::time::Duration;
 
 const CLIENT: &str = "tests/support/fake_smtp_client.py";
 
-/// A fake provider with `--smtp`, its stderr in a file. Killed on drop.
-struct SmtpFake {
+/// A fake provider with `--smtp`, its stderr in a file. Killed on drop. (Also used by
+/// `crash::`.)
+pub(crate) struct SmtpFake {
     child: Child,
     http: String,
-    smtp: u16,
-    log: PathBuf,
+    pub(crate) smtp: u16,
+    pub(crate) log: PathBuf,
     stderr: PathBuf,
     rt: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
 }
 
 impl SmtpFake {
-    fn start(extra: &[&str], env: &[(&str, &str)]) -> SmtpFake {
+    pub(crate) fn start(extra: &[&str], env: &[(&str, &str)]) -> SmtpFake {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("deliveries.jsonl");
         let stderr = dir.path().join("stderr.txt");
