@@ -546,3 +546,41 @@ fn sendonce_smtp_provider_delivers_a_campaign_to_the_fake_over_starttls() {
     ));
     assert_eq!(filtered.as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn the_101st_session_is_refused_and_sigterm_tells_idle_sessions_421() {
+    let mut fake = SmtpFake::start(&[], &[]);
+    let open = || {
+        let s = TcpStream::connect(("127.0.0.1", fake.smtp)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut r = BufReader::new(s);
+        let first = replies(&mut r, 1);
+        (r, first[0].clone())
+    };
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        let (r, greeting) = open();
+        assert!(greeting.starts_with("220 "), "{greeting}");
+        held.push(r);
+    }
+    let (_r, refused) = open();
+    assert!(
+        refused.starts_with("421 4.3.2 too many connections"),
+        "{refused}"
+    );
+    // SIGTERM: every idle session hears 421 and is closed; the process exits 0.
+    // SAFETY: kill(2) on our own child, not reaped yet.
+    unsafe {
+        libc::kill(fake.child.id() as i32, libc::SIGTERM);
+    }
+    for r in held.iter_mut().take(3) {
+        let got = replies(r, 1);
+        assert!(
+            got[0].starts_with("421 4.3.2 the fake provider is shutting down"),
+            "{got:?}"
+        );
+    }
+    drop(held);
+    let status = fake.child.wait().expect("wait");
+    assert!(status.success(), "{status:?}");
+}
