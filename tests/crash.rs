@@ -640,6 +640,87 @@ fn random_kills_non_idempotent_provider() {
     random_kills(false);
 }
 
+// ---------------------------------------------------------------- SMTP to the fake
+
+/// Workers killed at random while a campaign goes over SMTP (no idempotency) to the fake
+/// provider's SMTP listener, which drops 5% of its replies after storing the message: nothing
+/// is lost, nothing is sent twice (a lost reply or a kill after the dispatch leaves the row in
+/// doubt, never resent), and the checker agrees with the fake's log.
+#[test]
+fn random_kills_over_smtp_to_the_fake_lose_nothing() {
+    let seed: u64 = std::env::var("SENDONCE_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| sendonce::domain::clock::now_ms() as u64);
+    let mut rng = Rng(seed);
+    let env = Env::new();
+    let n = 400;
+    let cid = template(&env, n);
+    let fake = crate::fake_smtp::SmtpFake::start(
+        &[
+            "--smtp-chaos",
+            "drop-after-accept=0.05",
+            "--seed",
+            &seed.to_string(),
+        ],
+        &[],
+    );
+    let spec = format!("smtp://127.0.0.1:{}?tls=none&pool=4", fake.smtp);
+    let args = ["--lease", "1s", "--batch", "20", "--concurrency", "4"];
+    println!("smtp random kills: seed {seed}, {n} recipients, 2 workers");
+    let spawn = |name: &str| worker_cmd(&env.db, &spec, name, &args).spawn().unwrap();
+    let mut workers: Vec<Child> = (0..2).map(|i| spawn(&format!("s{i}-0"))).collect();
+    let started = Instant::now();
+    let mut kills = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
+        let done = workers
+            .iter_mut()
+            .any(|c| c.try_wait().unwrap().is_some_and(|st| !killed(st)));
+        if done || started.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        let v = rng.below(2) as usize;
+        if workers[v].try_wait().unwrap().is_none() {
+            workers[v].kill().unwrap(); // SIGKILL
+            workers[v].wait().unwrap();
+            kills += 1;
+        }
+        workers[v] = spawn(&format!("s{v}-{kills}"));
+    }
+    for c in workers.iter_mut() {
+        let st = c.wait().unwrap();
+        assert!(
+            matches!(st.code(), Some(0) | Some(3)),
+            "worker exited {st:?}"
+        );
+    }
+    let code = run_to_completion(&env.db, &spec, &args);
+    assert!(code == 0 || code == 3, "exit {code}");
+    let doc = check(&env.db, &[&cid], &fake.log);
+    println!(
+        "{kills} kills; {}",
+        serde_json::to_string_pretty(&doc).unwrap()
+    );
+    let what = format!("smtp seed {seed}");
+    assert_pass(&doc, &what);
+    assert!(kills > 0, "{what}: the campaign ended before any kill");
+    // Every lost reply parked its row: the fake stored it, the sender never resent it.
+    assert!(doc["in_doubt"].as_u64().unwrap() > 0, "{what}: {doc:#}");
+    let per_job = crate::common::deliveries(&fake.log);
+    assert!(
+        per_job.values().all(|&c| c == 1),
+        "{what}: a job delivered twice"
+    );
+    // Delivered: every row sent, and a row in doubt only if its call reached the fake.
+    let in_doubt = doc["in_doubt"].as_u64().unwrap() as usize;
+    assert!(
+        per_job.len() <= n && per_job.len() + in_doubt >= n,
+        "{what}: {} delivered, {in_doubt} in doubt, {n} recipients",
+        per_job.len()
+    );
+}
+
 // ---------------------------------------------------------------- disk full
 
 #[test]

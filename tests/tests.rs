@@ -24,6 +24,7 @@ mod defects;
 mod fake_provider;
 // The fake provider's web inbox in headless Chromium.
 mod fake_web;
+mod fake_smtp;
 mod file_modes;
 mod first_contact;
 mod generate;
