@@ -267,14 +267,6 @@ impl Message {
         }
         self.raw = raw;
     }
-
-    /// The header's values, in order (case-insensitive name).
-    pub(crate) fn header<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> {
-        self.headers
-            .iter()
-            .filter(move |h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| h.value.as_str())
-    }
 }
 
 /// Which front door accepted the line.
@@ -526,7 +518,7 @@ pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
         parsed
             .as_ref()
             .and_then(|p| p.header_raw(name))
-            .map(|v| unfold(v))
+            .map(unfold)
     };
     let from = parsed
         .as_ref()
