@@ -21,6 +21,7 @@ mod damage;
 #[cfg(feature = "crash-points")]
 mod crash;
 mod defects;
+mod fake_hostile;
 mod fake_provider;
 mod file_modes;
 mod first_contact;

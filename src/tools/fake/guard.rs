@@ -2,7 +2,7 @@
 //! body and idle timeouts, a connection cap, bounded bodies, and the JSON request log.
 
 use super::server::{Body, Shared, MAX_BODY};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONNECTION};
 use hyper::{Request as HttpRequest, Response, StatusCode};
@@ -29,6 +29,9 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// HTTP connections served at once (`--max-connections`); past it a new connection is answered
 /// `503` with `Connection: close` at once, without reading its request, and closed.
 pub const MAX_CONNECTIONS: usize = 256;
+/// An oversized body up to this size is read (and discarded) before its 413; a larger one is
+/// answered at once and its connection closed.
+const OVERSIZE_DRAIN: usize = 8 << 20;
 /// How long a refused connection is given to take its 503 before the socket is dropped.
 const REFUSE_LINGER: Duration = Duration::from_secs(1);
 
@@ -251,9 +254,37 @@ impl BodyError {
     }
 }
 
-/// A request's body, at most `MAX_BODY` bytes (413), all within the body timeout (408).
-pub(super) async fn read_body(body: Incoming, limits: &Limits) -> Result<Bytes, BodyError> {
-    match tokio::time::timeout(limits.body_timeout, Limited::new(body, MAX_BODY).collect()).await {
+/// A request's body, at most `MAX_BODY` bytes (413), all within the body timeout (408). An
+/// oversized body of up to `OVERSIZE_DRAIN` bytes is read and discarded before the 413, so the
+/// client reads its answer instead of a reset.
+pub(super) async fn read_body(mut body: Incoming, limits: &Limits) -> Result<Bytes, BodyError> {
+    let too_large = || BodyError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!("the request body is larger than {MAX_BODY} bytes"),
+    };
+    if hyper::body::Body::size_hint(&body).lower() > OVERSIZE_DRAIN as u64 {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut kept = Vec::new();
+        let mut seen = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| BodyError {
+                status: StatusCode::BAD_REQUEST,
+                message: format!("cannot read the body: {e}"),
+            })?;
+            if let Ok(data) = frame.into_data() {
+                seen = seen.saturating_add(data.len());
+                if seen <= MAX_BODY {
+                    kept.extend_from_slice(&data);
+                } else if seen > OVERSIZE_DRAIN {
+                    break;
+                }
+            }
+        }
+        Ok((kept, seen))
+    };
+    match tokio::time::timeout(limits.body_timeout, read).await {
         Err(_) => Err(BodyError {
             status: StatusCode::REQUEST_TIMEOUT,
             message: format!(
@@ -261,15 +292,9 @@ pub(super) async fn read_body(body: Incoming, limits: &Limits) -> Result<Bytes, 
                 limits.body_timeout
             ),
         }),
-        Ok(Ok(b)) => Ok(b.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!("the request body is larger than {MAX_BODY} bytes"),
-        }),
-        Ok(Err(e)) => Err(BodyError {
-            status: StatusCode::BAD_REQUEST,
-            message: format!("cannot read the body: {e}"),
-        }),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok((_, seen))) if seen > MAX_BODY => Err(too_large()),
+        Ok(Ok((kept, _))) => Ok(Bytes::from(kept)),
     }
 }
 
