@@ -166,7 +166,7 @@ fn past_the_connection_cap_new_connections_get_503_and_close() {
     let dir = tempfile::tempdir().unwrap();
     let fake = Fake::start(
         &dir.path().join("d.jsonl"),
-        &["--max-connections", "4", "--idle-timeout", "3s"],
+        &["--max-connections", "4", "--idle-timeout", "5s"],
     );
     let addr = fake.addr;
     rt().block_on(async move {
@@ -176,7 +176,8 @@ fn past_the_connection_cap_new_connections_get_503_and_close() {
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
         for (i, (r, _)) in held.iter_mut().enumerate() {
-            let (got, closed) = until_closed(r, Duration::from_millis(800)).await;
+            let wait = if i < 4 { 300 } else { 1500 };
+            let (got, closed) = until_closed(r, Duration::from_millis(wait)).await;
             if i < 4 {
                 assert!(!closed && got.is_empty(), "admitted {i}: {got:?}");
             } else {
@@ -193,7 +194,7 @@ fn past_the_connection_cap_new_connections_get_503_and_close() {
         }
         // The idle ones are closed after the idle timeout; then it serves again.
         for (i, (r, _)) in held.iter_mut().take(4).enumerate() {
-            let (_, closed) = until_closed(r, Duration::from_secs(5)).await;
+            let (_, closed) = until_closed(r, Duration::from_secs(7)).await;
             assert!(closed, "admitted {i}: not closed by the idle timeout");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -211,6 +212,7 @@ fn oversized_bodies_get_413_on_every_send_endpoint_and_nothing_is_stored() {
     let dir = tempfile::tempdir().unwrap();
     let fake = Fake::start(&dir.path().join("d.jsonl"), &[]);
     let base = fake.base();
+    let fake_addr = fake.addr;
     let big = "x".repeat((1 << 20) + 1);
     rt().block_on(async {
         let c = client();
@@ -245,9 +247,17 @@ fn oversized_bodies_get_413_on_every_send_endpoint_and_nothing_is_stored() {
             .header("X-Big", "h".repeat(70 << 10))
             .send()
             .await;
+        // hyper answers 431 and closes; a client still writing may see the close first.
         if let Ok(r) = r {
             assert_eq!(r.status(), 431);
         }
+        let mut raw = TcpStream::connect(fake_addr).await.unwrap();
+        let head = format!("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "h".repeat(70 << 10));
+        let _ = raw.write_all(head.as_bytes()).await;
+        let (mut r, _w) = raw.into_split();
+        let (got, closed) = until_closed(&mut r, Duration::from_secs(5)).await;
+        assert!(closed, "an oversized head: not closed");
+        assert!(!got.contains(" 200 "), "an oversized head was served: {got:?}");
         // And a just-small-enough body still goes through.
         let ok = c
             .post(format!("{base}/send"))
@@ -322,19 +332,35 @@ fn request_log_is_one_json_object_per_request_and_sigterm_keeps_it() {
 fn ready_file_names_both_addresses() {
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready.json");
-    let fake = Fake::start(
-        &dir.path().join("d.jsonl"),
-        &["--smtp", "127.0.0.1:0", "--ready-file", ready.to_str().unwrap()],
-    );
+    // Started the way a script would: nobody reads its stdout.
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_sendonce"))
+        .args(["fake-provider", "--listen", "127.0.0.1:0", "--smtp", "127.0.0.1:0", "--log"])
+        .arg(dir.path().join("d.jsonl"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut fake = Fake {
+        child,
+        addr: "127.0.0.1:1".parse().unwrap(),
+        log: dir.path().join("d.jsonl"),
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ready.exists() {
         assert!(Instant::now() < deadline, "no ready file after 10 s");
+        assert!(fake.child.try_wait().unwrap().is_none(), "exited");
         std::thread::sleep(Duration::from_millis(20));
     }
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
-    assert_eq!(v["http"].as_str(), Some(fake.addr.to_string().as_str()));
+    let http: SocketAddr = v["http"].as_str().expect("an HTTP address").parse().unwrap();
+    fake.addr = http;
+    let health = rt().block_on(async { client().get(fake.url("/health")).send().await });
+    assert_eq!(health.expect("/health on the ready file's address").status(), 200);
     let smtp: SocketAddr = v["smtp"].as_str().expect("an SMTP address").parse().unwrap();
     assert_ne!(smtp.port(), 0);
     assert_ne!(smtp, fake.addr);
+    // The SMTP address is a listening socket.
+    std::net::TcpStream::connect(smtp).expect("connect to the ready file's SMTP address");
     assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
 }

@@ -130,6 +130,7 @@ impl Server {
                         // Ours (guard::expired) starts at a head's first byte, not when idle.
                         .header_read_timeout(None)
                         .max_buf_size(super::guard::MAX_HEAD)
+                        .max_header_size(super::guard::MAX_HEAD)
                         .serve_connection(
                             TokioIo::new(io),
                             service_fn(move |req| {
