@@ -23,6 +23,7 @@ mod crash;
 mod defects;
 mod fake_hostile;
 mod fake_provider;
+mod fake_smtp;
 mod file_modes;
 mod first_contact;
 mod generate;

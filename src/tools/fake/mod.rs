@@ -18,7 +18,7 @@ mod guard;
 mod inbox;
 mod journal;
 mod server;
-mod smtp;
+pub mod smtp;
 
 pub use guard::Limits;
 pub use server::{run, Server};
@@ -56,6 +56,8 @@ pub struct Config {
     pub limits: Limits,
     /// Send a signed delivery callback for every accepted message (`--callbacks`).
     pub callbacks: Option<callbacks::Callbacks>,
+    /// The SMTP listener (`--smtp`): size limit, chaos, AUTH, STARTTLS identity.
+    pub smtp: smtp::Settings,
 }
 
 impl Config {
@@ -71,6 +73,7 @@ impl Config {
             request_log: None,
             callbacks: None,
             limits: Limits::default(),
+            smtp: smtp::Settings::default(),
         }
     }
 
@@ -98,6 +101,7 @@ impl Config {
                 .as_deref()
                 .map(|url| callbacks::Callbacks::from_env(url, &a.callback_account))
                 .transpose()?,
+            smtp: smtp::Settings::from_args(a)?,
         })
     }
 }
@@ -185,7 +189,11 @@ impl Rng {
 
 /// `sendonce fake-provider`: bind, print `listening on ADDR`, serve until SIGTERM or Ctrl-C.
 pub fn run_cli(a: &FakeProviderArgs, rt: &tokio::runtime::Runtime) -> Result<()> {
-    let config = Config::from_args(a)?;
+    let mut config = Config::from_args(a)?;
+    if let Some(at) = a.smtp {
+        // Before the address lines: a client that read them finds the certificate file.
+        config.smtp.tls = Some(smtp::Tls::generate(&config.log, &[at.ip()])?);
+    }
     rt.block_on(async {
         // Signal handlers first: a test may send SIGTERM as soon as it reads the address.
         let stop = crate::shutdown::stop_signal()?;
