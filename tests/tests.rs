@@ -42,6 +42,7 @@ mod pg;
 mod providers_http;
 mod ratelimit;
 mod readme;
+mod readme_examples;
 mod routing;
 mod secrets;
 mod segments;
