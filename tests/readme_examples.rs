@@ -14,8 +14,13 @@ fn block(name: &str) -> String {
         .expect("read README.md");
     let marker = format!("<!-- ci: {name} -->");
     let mut lines = readme.lines().skip_while(|l| l.trim() != marker).skip(1);
-    let fence = lines.next().unwrap_or_else(|| panic!("README has no {marker}"));
-    assert!(fence.starts_with("```"), "{marker} is not followed by a fence: {fence:?}");
+    let fence = lines
+        .next()
+        .unwrap_or_else(|| panic!("README has no {marker}"));
+    assert!(
+        fence.starts_with("```"),
+        "{marker} is not followed by a fence: {fence:?}"
+    );
     let body: Vec<&str> = lines.take_while(|l| !l.starts_with("```")).collect();
     assert!(!body.is_empty(), "{marker}: empty block");
     body.join("\n") + "\n"
@@ -37,7 +42,12 @@ fn pin(package: &str) -> String {
     )
     .unwrap();
     req.lines()
-        .find_map(|l| l.split_whitespace().next()?.strip_prefix(&format!("{package}==")).map(str::to_string))
+        .find_map(|l| {
+            l.split_whitespace()
+                .next()?
+                .strip_prefix(&format!("{package}=="))
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| panic!("no {package} pin in tests/requirements.txt"))
 }
 
@@ -87,7 +97,11 @@ fn run_job(workspace: &Path) -> JobRun {
             c.wait_with_output()
         })
         .expect("python3 with PyYAML");
-    assert!(out.status.success(), "PyYAML: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "PyYAML: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let wf: Value = serde_json::from_slice(&out.stdout).unwrap();
     let jobs = wf["jobs"].as_object().expect("jobs");
     assert_eq!(jobs.len(), 1, "one job");
@@ -112,7 +126,9 @@ fn run_job(workspace: &Path) -> JobRun {
             continue;
         }
         let name = step["name"].as_str().unwrap_or("").to_string();
-        let script = step["run"].as_str().unwrap_or_else(|| panic!("step {i}: no run"));
+        let script = step["run"]
+            .as_str()
+            .unwrap_or_else(|| panic!("step {i}: no run"));
         let go = match step["if"].as_str() {
             None => !failed,
             Some("failure()") => failed,
@@ -183,12 +199,19 @@ fn the_github_actions_job_runs_as_written() {
     let out = &run.output;
     assert_eq!(
         run.uses,
-        ["actions/checkout@v4", "actions/checkout@v4", "actions/setup-python@v5"],
+        [
+            "actions/checkout@v4",
+            "actions/checkout@v4",
+            "actions/setup-python@v5"
+        ],
         "only checkout and setup steps may be `uses:`"
     );
     assert!(!leftover, "the job left the fake provider running\n{out}");
-    let steps: Vec<(&str, bool, Option<i32>)> =
-        run.steps.iter().map(|(n, r, c)| (n.as_str(), *r, *c)).collect();
+    let steps: Vec<(&str, bool, Option<i32>)> = run
+        .steps
+        .iter()
+        .map(|(n, r, c)| (n.as_str(), *r, *c))
+        .collect();
     assert_eq!(
         steps,
         [

@@ -943,8 +943,8 @@ pub struct FakeProviderArgs {
     /// calls that never left.
     #[arg(long, value_name = "FILE")]
     pub request_log: Option<PathBuf>,
-    /// HTTP connections served at once; past it a new connection is answered 503 with
-    /// "Connection: close" at once, and closed.
+    /// HTTP connections served at once; past it a new connection gets 503 with
+    /// "Connection: close" once its request head is in (or after 1 s), and is closed.
     #[arg(long, value_name = "N", default_value_t = crate::tools::fake::Limits::default().max_connections)]
     pub max_connections: usize,
     /// Hidden (tests): a request's line and headers must arrive within this (default 10s).

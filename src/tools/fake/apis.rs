@@ -21,8 +21,8 @@
 //! `--drop-after-accept-rate`). Credentials are checked for presence only: the fake knows no
 //! real tokens.
 
-use super::journal::{IdStyle, Request, Verdict};
 use super::guard::{read_body, BodyError};
+use super::journal::{IdStyle, Request, Verdict};
 use super::server::{reply, Body, DropReply, Shared};
 use crate::provider::deliverylog::DeliveryLine;
 use base64::Engine;
@@ -540,7 +540,11 @@ pub(super) async fn postmark_send(shared: &Shared, req: HttpRequest<Incoming>) -
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) if e.status == StatusCode::BAD_REQUEST => {
-            return Ok(postmark_error(StatusCode::UNPROCESSABLE_ENTITY, 402, &e.message))
+            return Ok(postmark_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                402,
+                &e.message,
+            ))
         }
         Err(e) => return Ok(e.apply(postmark_error(e.status, 402, &e.message))),
     };

@@ -26,13 +26,15 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection with no request in flight and no byte received for this long is closed; a
 /// request in flight (a `GET /messages/wait` takes up to 60 s) is never cut by it.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// HTTP connections served at once (`--max-connections`); past it a new connection is answered
-/// `503` with `Connection: close` at once, without reading its request, and closed.
+/// HTTP connections served at once (`--max-connections`); past it a new connection gets `503`
+/// with `Connection: close` once its request head is in (or after 1 s), and is closed.
 pub const MAX_CONNECTIONS: usize = 256;
 /// An oversized body up to this size is read (and discarded) before its 413; a larger one is
 /// answered at once and its connection closed.
 const OVERSIZE_DRAIN: usize = 8 << 20;
-/// How long a refused connection is given to take its 503 before the socket is dropped.
+/// How often a connection's watchdog looks at its phase.
+const WATCH_EVERY: Duration = Duration::from_millis(200);
+/// How long a refused connection is given to send its request head, then to take its 503.
 const REFUSE_LINGER: Duration = Duration::from_secs(1);
 
 /// The timeouts and the cap in force (the constants above unless the hidden test flags say).
@@ -168,9 +170,10 @@ pub(super) async fn expired(clock: &Clock, limits: &Limits) {
     loop {
         match clock.deadline(limits) {
             Some(at) if at <= Instant::now() => return,
-            Some(at) => tokio::time::sleep_until(at).await,
-            // In flight: look again later (the phase has no waker of its own).
-            None => tokio::time::sleep(Duration::from_millis(250)).await,
+            // The phase changes without waking this (bytes arriving move an idle deadline
+            // earlier): look again at least every `WATCH_EVERY`.
+            Some(at) => tokio::time::sleep_until(at.min(Instant::now() + WATCH_EVERY)).await,
+            None => tokio::time::sleep(WATCH_EVERY).await,
         }
     }
 }
@@ -208,28 +211,30 @@ impl Gate {
     }
 }
 
-/// Answer a connection over the cap: a 503 with `Connection: close`, written at once, then a
-/// short wait for the client's request bytes (so the close is not a reset) and the close.
+/// Answer a connection over the cap: read its request head (at most `REFUSE_LINGER` and
+/// `MAX_HEAD` bytes: an HTTP client answered before it has written its request takes the answer
+/// for a broken connection), write a 503 with `Connection: close`, and close.
 pub(super) async fn refuse(mut stream: TcpStream) {
     const BODY: &str = "{\"error\":\"too many connections (--max-connections): try again\"}";
-    let head = format!(
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(REFUSE_LINGER, async {
+        while head.len() < MAX_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{BODY}",
         BODY.len()
     );
     let _ = tokio::time::timeout(REFUSE_LINGER, async {
-        stream.write_all(head.as_bytes()).await?;
-        stream.shutdown().await?;
-        let mut sink = [0u8; 4096];
-        let mut left = 64usize << 10;
-        while left > 0 {
-            let n = stream.read(&mut sink).await?;
-            if n == 0 {
-                break;
-            }
-            left = left.saturating_sub(n);
-        }
-        io::Result::Ok(())
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await
     })
     .await;
 }
