@@ -375,14 +375,16 @@ fn windows_of(
 }
 
 /// Arrival times of every request the fake provider received, by idempotency key
-/// (`--request-log` lines are `<key> <unix ms>`).
+/// (`--request-log` lines are JSON: `{"at": unix ms, "method", "path", "key", ...}`).
 fn requests(log: &Path) -> HashMap<String, Vec<i64>> {
     let mut out: HashMap<String, Vec<i64>> = HashMap::new();
     for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        if let Some((key, at)) = line.split_once(' ') {
-            if let Ok(at) = at.parse() {
-                out.entry(key.to_string()).or_default().push(at);
-            }
+        // The fake is killed with the workers at times: a torn last line is not a request.
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let (Some(key), Some(at)) = (v["key"].as_str(), v["at"].as_i64()) {
+            out.entry(key.to_string()).or_default().push(at);
         }
     }
     out

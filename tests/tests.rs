@@ -21,6 +21,7 @@ mod damage;
 #[cfg(feature = "crash-points")]
 mod crash;
 mod defects;
+mod fake_hostile;
 mod fake_provider;
 // The fake provider's web inbox in headless Chromium.
 mod fake_web;
@@ -43,6 +44,7 @@ mod pg;
 mod providers_http;
 mod ratelimit;
 mod readme;
+mod readme_examples;
 mod routing;
 mod secrets;
 mod segments;

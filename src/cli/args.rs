@@ -936,11 +936,26 @@ pub struct FakeProviderArgs {
     /// Repeatable.
     #[arg(long = "twilio-opted-out", value_name = "NUMBER")]
     pub twilio_opted_out: Vec<String>,
-    /// Append "<Idempotency-Key> <unix ms>" for every POST /send to FILE as it arrives, before
-    /// latency and faults (not fsynced). The crash suite uses it to tell calls that reached the
-    /// provider from calls that never left.
+    /// Append one JSON object per line for every HTTP request to FILE as it arrives, before
+    /// latency and faults (not fsynced): {"at": unix ms, "method", "path" (no query),
+    /// "key": the Idempotency-Key header or null, "api": webhook|twilio|resend|postmark|
+    /// assertions when known}. Never a credential. Tells calls that reached the provider from
+    /// calls that never left.
     #[arg(long, value_name = "FILE")]
     pub request_log: Option<PathBuf>,
+    /// HTTP connections served at once; past it a new connection gets 503 with
+    /// "Connection: close" once its request head is in (or after 1 s), and is closed.
+    #[arg(long, value_name = "N", default_value_t = crate::tools::fake::Limits::default().max_connections)]
+    pub max_connections: usize,
+    /// Hidden (tests): a request's line and headers must arrive within this (default 10s).
+    #[arg(long, hide = true, value_name = "DURATION")]
+    pub header_timeout: Option<String>,
+    /// Hidden (tests): a request's body must arrive within this, else 408 (default 10s).
+    #[arg(long, hide = true, value_name = "DURATION")]
+    pub body_timeout: Option<String>,
+    /// Hidden (tests): an idle keep-alive connection is closed after this (default 30s).
+    #[arg(long, hide = true, value_name = "DURATION")]
+    pub idle_timeout: Option<String>,
     /// After accepting a message, POST a signed delivery callback to the sender at URL (the
     /// base of `sendonce serve`, e.g. http://127.0.0.1:8025), as the real provider would:
     /// /send → URL/hooks/standard/ACCOUNT (Standard Webhooks) and Resend →

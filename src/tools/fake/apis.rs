@@ -21,11 +21,11 @@
 //! `--drop-after-accept-rate`). Credentials are checked for presence only: the fake knows no
 //! real tokens.
 
+use super::guard::{read_body, BodyError};
 use super::journal::{IdStyle, Request, Verdict};
-use super::server::{reply, Body, DropReply, Shared, MAX_BODY};
+use super::server::{reply, Body, DropReply, Shared};
 use crate::provider::deliverylog::DeliveryLine;
 use base64::Engine;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::http::request::Parts;
@@ -55,12 +55,10 @@ async fn faults(shared: &Shared) -> Faults {
     }
 }
 
-async fn read(req: HttpRequest<Incoming>) -> Result<(Parts, Bytes), String> {
+/// The request's head and body (bounded in size and time: `guard::read_body`).
+async fn read(shared: &Shared, req: HttpRequest<Incoming>) -> Result<(Parts, Bytes), BodyError> {
     let (parts, body) = req.into_parts();
-    match Limited::new(body, MAX_BODY).collect().await {
-        Ok(b) => Ok((parts, b.to_bytes())),
-        Err(e) => Err(format!("cannot read the body: {e}")),
-    }
+    Ok((parts, read_body(body, &shared.config.limits).await?))
 }
 
 /// How each API words the answers of the shared tail.
@@ -211,9 +209,9 @@ fn basic_auth(parts: &Parts) -> Option<(String, String)> {
 /// `POST /2010-04-01/Accounts/{sid}/Messages.json`.
 pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: String) -> Answer {
     let f = faults(shared).await;
-    let (parts, body) = match read(req).await {
+    let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
-        Err(e) => return Ok(twilio_error(StatusCode::BAD_REQUEST, 20001, &e)),
+        Err(e) => return Ok(e.apply(twilio_error(e.status, 20001, &e.message))),
     };
     let token = match basic_auth(&parts) {
         Some((user, pass)) if user == sid && !pass.is_empty() => pass,
@@ -387,15 +385,9 @@ fn resend_error(status: StatusCode, name: &str, message: &str) -> Response<Body>
 /// `POST /emails`.
 pub(super) async fn resend(shared: &Shared, req: HttpRequest<Incoming>) -> Answer {
     let f = faults(shared).await;
-    let (parts, body) = match read(req).await {
+    let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
-        Err(e) => {
-            return Ok(resend_error(
-                StatusCode::BAD_REQUEST,
-                "validation_error",
-                &e,
-            ))
-        }
+        Err(e) => return Ok(e.apply(resend_error(e.status, "validation_error", &e.message))),
     };
     let bearer = header(&parts, "authorization")
         .and_then(|v| v.split_once(' '))
@@ -547,9 +539,16 @@ fn postmark_unauthorized(parts: &Parts) -> Option<Response<Body>> {
 /// `POST /email`.
 pub(super) async fn postmark_send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer {
     let f = faults(shared).await;
-    let (parts, body) = match read(req).await {
+    let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
-        Err(e) => return Ok(postmark_error(StatusCode::UNPROCESSABLE_ENTITY, 402, &e)),
+        Err(e) if e.status == StatusCode::BAD_REQUEST => {
+            return Ok(postmark_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                402,
+                &e.message,
+            ))
+        }
+        Err(e) => return Ok(e.apply(postmark_error(e.status, 402, &e.message))),
     };
     if let Some(r) = postmark_unauthorized(&parts) {
         return Ok(r);

@@ -9,17 +9,20 @@
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
 //! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
 //! - `web`: the web inbox for people at `/` (list, search, message view, clear).
+//! - `guard`: timeouts, the connection cap, bounded bodies and the JSON request log.
 //! - `smtp`: the SMTP listener (`--smtp`), storing each message in the same journal.
 
 mod apis;
 mod assertions;
 pub mod callbacks;
+mod guard;
 mod inbox;
 mod journal;
 mod server;
 pub mod smtp;
 mod web;
 
+pub use guard::Limits;
 pub use server::{run, Server};
 
 use crate::cli::args::FakeProviderArgs;
@@ -47,10 +50,12 @@ pub struct Config {
     pub seed: Option<u64>,
     /// E.164 numbers the Twilio endpoint refuses with error 21610 (replied STOP).
     pub twilio_opted_out: Vec<String>,
-    /// Append `<idempotency key> <unix ms>` for every `POST /send` to this file as the request
-    /// arrives, before latency and faults (not fsynced): tells calls that reached the provider
-    /// from calls that never left the sender.
+    /// Append one JSON line (`{"at": unix ms, "method", "path", "key", "api"?}`) for every
+    /// request to this file as it arrives, before latency and faults (not fsynced): tells calls
+    /// that reached the provider from calls that never left the sender.
     pub request_log: Option<PathBuf>,
+    /// Timeouts and the connection cap against slow or greedy clients.
+    pub limits: Limits,
     /// Send a signed delivery callback for every accepted message (`--callbacks`).
     pub callbacks: Option<callbacks::Callbacks>,
     /// The SMTP listener (`--smtp`): size limit, chaos, AUTH, STARTTLS identity.
@@ -69,6 +74,7 @@ impl Config {
             twilio_opted_out: Vec::new(),
             request_log: None,
             callbacks: None,
+            limits: Limits::default(),
             smtp: smtp::Settings::default(),
         }
     }
@@ -91,6 +97,7 @@ impl Config {
                 })
                 .collect::<Result<_>>()?,
             request_log: a.request_log.clone(),
+            limits: limits(a)?,
             callbacks: a
                 .callbacks
                 .as_deref()
@@ -99,6 +106,32 @@ impl Config {
             smtp: smtp::Settings::from_args(a)?,
         })
     }
+}
+
+/// `--max-connections` and the hidden `--header-timeout`, `--body-timeout`, `--idle-timeout`.
+fn limits(a: &FakeProviderArgs) -> Result<Limits> {
+    if a.max_connections == 0 {
+        return Err(Error::invalid("--max-connections must be at least 1"));
+    }
+    let d = Limits::default();
+    let time = |flag: &str, v: &Option<String>, default: Duration| match v {
+        Some(s) => crate::domain::clock::parse_duration(s)
+            .map_err(|e| e.context(flag))
+            .and_then(|t| {
+                if t.is_zero() {
+                    Err(Error::invalid(format!("{flag} must be above zero")))
+                } else {
+                    Ok(t)
+                }
+            }),
+        None => Ok(default),
+    };
+    Ok(Limits {
+        max_connections: a.max_connections,
+        header_timeout: time("--header-timeout", &a.header_timeout, d.header_timeout)?,
+        body_timeout: time("--body-timeout", &a.body_timeout, d.body_timeout)?,
+        idle_timeout: time("--idle-timeout", &a.idle_timeout, d.idle_timeout)?,
+    })
 }
 
 fn rate(flag: &str, p: f64) -> Result<f64> {

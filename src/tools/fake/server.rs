@@ -7,7 +7,7 @@ use super::apis;
 use super::journal::{IdStyle, Journal, Request, Verdict};
 use super::{Config, Rng};
 use crate::error::{Error, Result};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::server::conn::http1;
@@ -45,7 +45,7 @@ pub(super) struct Shared {
     pub(super) journal: Journal,
     pub(super) rng: Rng,
     /// `Config::request_log`, open for appending.
-    requests: Option<std::sync::Mutex<std::fs::File>>,
+    pub(super) requests: Option<std::sync::Mutex<std::fs::File>>,
 }
 
 /// A fake provider whose log and key table are open; `serve` answers requests.
@@ -101,6 +101,7 @@ impl Server {
         let smtp =
             smtp.map(|l| tokio::spawn(super::smtp::serve(self.shared.clone(), l, smtp_stop)));
         let graceful = GracefulShutdown::new();
+        let gate = super::guard::Gate::new(self.shared.config.limits.max_connections);
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             tokio::select! {
@@ -114,18 +115,42 @@ impl Server {
                             continue;
                         }
                     };
+                    let Some(admitted) = gate.enter() else {
+                        tokio::spawn(super::guard::refuse(stream));
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let shared = self.shared.clone();
+                    let limits = shared.config.limits;
+                    let clock = super::guard::Clock::new();
+                    let io = super::guard::Watched::new(stream, clock.clone());
+                    let service_clock = clock.clone();
                     let conn = http1::Builder::new()
                         .timer(TokioTimer::new())
+                        // Ours (guard::expired) starts at a head's first byte, not when idle.
+                        .header_read_timeout(None)
+                        .max_buf_size(super::guard::MAX_HEAD)
+                        .max_header_size(super::guard::MAX_HEAD)
                         .serve_connection(
-                            TokioIo::new(stream),
-                            service_fn(move |req| handle(shared.clone(), req)),
+                            TokioIo::new(io),
+                            service_fn(move |req| {
+                                let busy = service_clock.busy();
+                                let shared = shared.clone();
+                                async move {
+                                    let _busy = busy;
+                                    handle(shared, req).await
+                                }
+                            }),
                         );
                     let conn = graceful.watch(conn);
                     tokio::spawn(async move {
-                        // An error here is a dropped reply or a client that went away.
-                        let _ = conn.await;
+                        let _admitted = admitted;
+                        // An error here is a dropped reply or a client that went away; an
+                        // expired connection is dropped (closed) as it is.
+                        tokio::select! {
+                            _ = conn => {}
+                            _ = super::guard::expired(&clock, &limits) => {}
+                        }
                     });
                 }
                 _ = &mut shutdown => break,
@@ -156,6 +181,7 @@ async fn handle(
     shared: Arc<Shared>,
     req: HttpRequest<Incoming>,
 ) -> std::result::Result<Response<Body>, DropReply> {
+    super::guard::log_request(&shared, &req);
     let path = req.uri().path().to_string();
     if let Some(sid) = apis::twilio_account(&path) {
         return match req.method() {
@@ -206,20 +232,6 @@ async fn send(
     req: HttpRequest<Incoming>,
 ) -> std::result::Result<Response<Body>, DropReply> {
     let cfg = &shared.config;
-    if let (Some(f), Some(key)) = (&shared.requests, req.headers().get("idempotency-key")) {
-        // One short append per request (page cache only): the order of arrival is all a
-        // reader needs, and the reader runs while this process is alive.
-        let line = format!(
-            "{} {}\n",
-            String::from_utf8_lossy(key.as_bytes()),
-            crate::domain::clock::now_ms()
-        );
-        if let Ok(mut f) = f.lock() {
-            if let Err(e) = std::io::Write::write_all(&mut *f, line.as_bytes()) {
-                tracing::warn!(error = %e, "fake provider: cannot append to the request log");
-            }
-        }
-    }
     let [lat, fail, drop] = shared.rng.unit::<3>();
     if let Some((lo, hi)) = cfg.latency {
         tokio::time::sleep(lo + (hi - lo).mul_f64(lat)).await;
@@ -230,14 +242,9 @@ async fn send(
         .and_then(|v| v.to_str().ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            return Ok(invalid(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the body: {e}"),
-            ))
-        }
+    let body = match super::guard::read_body(req.into_body(), &cfg.limits).await {
+        Ok(b) => b,
+        Err(e) => return Ok(e.apply(invalid(e.status, e.message.clone()))),
     };
     let Some(key) = key else {
         return Ok(invalid(
