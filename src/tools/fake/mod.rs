@@ -219,20 +219,31 @@ pub fn run_cli(a: &FakeProviderArgs, rt: &tokio::runtime::Runtime) -> Result<()>
             .map(|l| l.local_addr())
             .transpose()
             .map_err(|e| Error::io("cannot read the bound SMTP address", e))?;
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on {addr}")
-            .and_then(|_| match smtp_addr {
-                Some(s) => writeln!(out, "smtp listening on {s}"),
-                None => Ok(()),
-            })
-            .and_then(|_| out.flush())
-            .map_err(|e| Error::io("writing to stdout", e))?;
-        drop(out);
+        announce(addr, smtp_addr)?;
         if let Some(path) = &a.ready_file {
             write_ready_file(path, addr, smtp_addr)?;
         }
         server.serve(listener, smtp, stop).await
     })
+}
+
+/// Print `listening on ADDR` (and `smtp listening on ADDR`) in one write, so a reader that
+/// takes the lines and closes the pipe gets both. A closed stdout is not fatal: the reader left
+/// (or uses `--ready-file`), and the listeners keep serving.
+fn announce(http: std::net::SocketAddr, smtp: Option<std::net::SocketAddr>) -> Result<()> {
+    let mut text = format!("listening on {http}\n");
+    if let Some(s) = smtp {
+        text.push_str(&format!("smtp listening on {s}\n"));
+    }
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            tracing::warn!("fake provider: stdout is closed; serving on");
+            Ok(())
+        }
+        Err(e) => Err(Error::io("writing to stdout", e)),
+    }
 }
 
 /// `--ready-file`: `{"http": ADDR, "smtp": ADDR|null}`, written to a temporary name and renamed.
