@@ -15,6 +15,7 @@ mod assertions;
 pub mod callbacks;
 mod inbox;
 mod journal;
+mod mailpit;
 mod server;
 mod smtp;
 
