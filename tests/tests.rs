@@ -22,6 +22,8 @@ mod damage;
 mod crash;
 mod defects;
 mod fake_provider;
+mod fake_mailpit;
+mod fake_inbox_api;
 mod file_modes;
 mod first_contact;
 mod generate;

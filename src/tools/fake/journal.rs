@@ -456,3 +456,58 @@ impl Writer {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(key: &str, to: &str) -> Request {
+        Request {
+            job_id: "j".into(),
+            idempotency_key: key.into(),
+            channel: "email".into(),
+            from: None,
+            to: to.into(),
+            subject: None,
+            body: "hi".into(),
+            metadata: None,
+            api: None,
+            headers: None,
+            id_style: IdStyle::Fake,
+            raw: None,
+            envelope: None,
+        }
+    }
+
+    #[test]
+    fn delete_removes_a_delivery_and_its_replays_and_appending_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log.jsonl");
+        let j = Journal::open(&log, true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let id = |v: std::result::Result<Verdict, String>| match v {
+                Ok(Verdict::Delivered { message_id, .. }) => message_id,
+                other => panic!("{other:?}"),
+            };
+            let a = id(j.submit_then(request("a", "a@x.org"), |_| {}).await);
+            assert_eq!(id(j.submit_then(request("a", "a@x.org"), |_| {}).await), a);
+            let b = id(j.submit_then(request("b", "b@x.org"), |_| {}).await);
+            assert_eq!(j.delete(vec![a.clone(), "nope".into()]).await, Ok(1));
+            assert_eq!(j.delete(vec!["nope".into()]).await, Ok(0));
+            let c = id(j.submit_then(request("c", "c@x.org"), |_| {}).await);
+            let ids: Vec<String> = crate::provider::deliverylog::read_lines(&log)
+                .unwrap()
+                .into_iter()
+                .map(|l| l.message_id)
+                .collect();
+            assert_eq!(ids, [b, c]);
+            // The key table stays: a retry of the deleted message is a replay.
+            assert_eq!(id(j.submit_then(request("a", "a@x.org"), |_| {}).await), a);
+        });
+        j.close();
+    }
+}

@@ -129,10 +129,11 @@ async fn read_body(req: HttpRequest<Incoming>) -> Result<Bytes, String> {
 
 /// Every delivery that is not a replay, newest first.
 async fn messages(shared: &Shared) -> Result<Vec<DeliveryLine>, String> {
-    let mut lines = inbox::lines(shared).await?;
-    lines.retain(|l| !l.replay);
-    lines.reverse();
-    Ok(lines)
+    let lines = inbox::lines(shared).await?;
+    Ok(inbox::select(&lines, &inbox::Filter::default())
+        .into_iter()
+        .cloned()
+        .collect())
 }
 
 /// `start` and `limit` (Mailpit's pagination); a bad value is an error naming it.
