@@ -209,7 +209,10 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     // The SMTP message, parsed from its exact bytes.
     let m = &out["messages"][smtp.as_str()];
     let s = &m["summary"];
-    assert_eq!(s["From"], json!({"Name": "Shop", "Address": "shop@example.org"}));
+    assert_eq!(
+        s["From"],
+        json!({"Name": "Shop", "Address": "shop@example.org"})
+    );
     assert_eq!(
         s["To"],
         json!([{"Name": "Kim", "Address": "kim@example.org"}])
@@ -223,8 +226,14 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     assert_eq!(s["MessageID"], "receipt-1@example.org");
     assert_eq!(s["Subject"], "Your receipt");
     assert_eq!(s["Size"], raw.len());
-    assert!(s["Date"].as_str().unwrap().starts_with("2026-12-01T10:00:00"));
-    assert_eq!(s["Text"].as_str().unwrap().trim_end(), "Thanks Kim. Total: 12 EUR.");
+    assert!(s["Date"]
+        .as_str()
+        .unwrap()
+        .starts_with("2026-12-01T10:00:00"));
+    assert_eq!(
+        s["Text"].as_str().unwrap().trim_end(),
+        "Thanks Kim. Total: 12 EUR."
+    );
     assert!(s["HTML"].as_str().unwrap().contains("<b>Kim</b>"));
     assert_eq!(
         s["ListUnsubscribe"]["Links"],
@@ -237,9 +246,15 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     assert_eq!(att["Checksums"]["SHA256"], attachment_sha);
     assert_eq!(m["source"].as_str().unwrap().as_bytes(), &raw[..]);
     assert_eq!(m["headers"]["Subject"], json!(["Your receipt"]));
-    assert_eq!(m["headers"]["Message-Id"], json!(["<receipt-1@example.org>"]));
+    assert_eq!(
+        m["headers"]["Message-Id"],
+        json!(["<receipt-1@example.org>"])
+    );
     assert!(m["html"].as_str().unwrap().contains("<b>Kim</b>"));
-    assert_eq!(m["text"].as_str().unwrap().trim_end(), "Thanks Kim. Total: 12 EUR.");
+    assert_eq!(
+        m["text"].as_str().unwrap().trim_end(),
+        "Thanks Kim. Total: 12 EUR."
+    );
 
     // An HTTP email: a synthesized source Mailpit's client reads like any other.
     let m = &out["messages"][welcome.as_str()];
@@ -250,6 +265,10 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
         .unwrap()
         .contains("X-Fake-Provider-Source: synthesized"));
     assert_eq!(m["headers"]["To"], json!(["lee@example.org"]));
+    assert_eq!(
+        m["headers"]["X-Fake-Provider-Source"],
+        json!(["synthesized"])
+    );
     // No HTML part: Mailpit answers 404, and the client throws.
     assert!(
         m["html"]["error"].as_str().unwrap_or("").contains("404"),
@@ -257,7 +276,10 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
         show(&m["html"])
     );
     let s = &out["messages"][sale.as_str()]["summary"];
-    assert_eq!(s["From"], json!({"Name": "Shop", "Address": "shop@example.org"}));
+    assert_eq!(
+        s["From"],
+        json!({"Name": "Shop", "Address": "shop@example.org"})
+    );
     assert_eq!(
         s["ListUnsubscribe"]["Links"],
         json!(["https://shop.example/u/max"])
@@ -298,7 +320,10 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     assert_eq!(out["waited"]["ID"], json!(smtp), "{}", show(&out["waited"]));
 
     assert_eq!(out["deleted"], "ok", "{}", show(&out["deleted"]));
-    assert_eq!(ids(&out["afterDelete"]), [sms.as_str(), sale.as_str(), smtp.as_str()]);
+    assert_eq!(
+        ids(&out["afterDelete"]),
+        [sms.as_str(), sale.as_str(), smtp.as_str()]
+    );
     assert_eq!(out["deletedAll"], "ok");
     assert_eq!(out["afterDeleteAll"]["total"], 0);
     assert_eq!(out["infoAfter"]["Messages"], 0);

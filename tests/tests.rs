@@ -21,9 +21,9 @@ mod damage;
 #[cfg(feature = "crash-points")]
 mod crash;
 mod defects;
-mod fake_provider;
-mod fake_mailpit;
 mod fake_inbox_api;
+mod fake_mailpit;
+mod fake_provider;
 mod file_modes;
 mod first_contact;
 mod generate;

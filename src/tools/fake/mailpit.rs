@@ -100,7 +100,11 @@ fn one_path(path: &str) -> Option<(String, Part)> {
 }
 
 fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
-    typed(status, "text/plain; charset=utf-8", body.into().into_bytes())
+    typed(
+        status,
+        "text/plain; charset=utf-8",
+        body.into().into_bytes(),
+    )
 }
 
 fn typed(status: StatusCode, kind: &'static str, body: Vec<u8>) -> Response<Body> {
@@ -222,9 +226,7 @@ async fn delete(shared: &Shared, body: &[u8]) -> Response<Body> {
                         None => return text(StatusCode::BAD_REQUEST, "IDs must be strings"),
                     }
                 }
-                Some(_) => {
-                    return text(StatusCode::BAD_REQUEST, "IDs must be an array of strings")
-                }
+                Some(_) => return text(StatusCode::BAD_REQUEST, "IDs must be an array of strings"),
             },
             Err(e) => return text(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")),
         }
@@ -451,16 +453,16 @@ impl View {
         let cc = all("Cc");
         // Envelope recipients the headers do not name: Mailpit's Bcc.
         let bcc = match &l.envelope {
-            Some(e) => e
-                .to
-                .iter()
-                .filter(|r| {
-                    !to.iter()
-                        .chain(&cc)
-                        .any(|a| a.address.eq_ignore_ascii_case(r))
-                })
-                .map(|r| Addr::plain(r))
-                .collect(),
+            Some(e) => {
+                e.to.iter()
+                    .filter(|r| {
+                        !to.iter()
+                            .chain(&cc)
+                            .any(|a| a.address.eq_ignore_ascii_case(r))
+                    })
+                    .map(|r| Addr::plain(r))
+                    .collect()
+            }
             None => all("Bcc"),
         };
         let return_path = match &l.envelope {
@@ -635,12 +637,27 @@ impl View {
             if let Some(f) = &self.from {
                 map.insert("From".into(), vec![f.address.clone()]);
             }
-            map.insert("To".into(), self.to.iter().map(|a| a.address.clone()).collect());
+            map.insert(
+                "To".into(),
+                self.to.iter().map(|a| a.address.clone()).collect(),
+            );
         }
         for h in &self.m.headers {
             map.entry(canonical(&h.name))
                 .or_default()
                 .push(h.value.clone());
+        }
+        // An HTTP email: the headers of the source made for it, as a client reading `/raw`
+        // sees them (MIME-Version, Content-Type...).
+        if !self.m.raw_received && self.m.channel == "email" {
+            if let Some(p) = mail_parser::MessageParser::default().parse_headers(&self.m.raw) {
+                map.clear();
+                for (name, value) in p.headers_raw() {
+                    map.entry(canonical(name))
+                        .or_default()
+                        .push(value.trim().to_string());
+                }
+            }
         }
         json!(map)
     }
