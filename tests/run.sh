@@ -14,6 +14,7 @@
 #   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root;
 #   - Debian's chromium at /usr/bin/chromium (tests/unsubscribe.rs drives it with Playwright
 #     for Python, tests/support/browser.py), with apt-get when run as root;
+#   - Debian's swaks (tests/fake_smtp.rs sends through it), with apt-get when run as root;
 #   - Debian's PostgreSQL server (initdb, pg_ctl under /usr/lib/postgresql/*/bin: the
 #     PostgreSQL store's tests start throwaway clusters, tests/common/pg.rs), with apt-get when
 #     run as root.
@@ -137,6 +138,16 @@ if [ ! -x /usr/bin/chromium ]; then
     apt_install chromium
   else
     echo "tests/run.sh: the browser tests need /usr/bin/chromium: install it (apt-get install chromium)." >&2
+    exit 1
+  fi
+fi
+
+# -- swaks (tests/fake_smtp.rs: an SMTP client we did not write, against the fake provider)
+if ! command -v swaks >/dev/null 2>&1; then
+  if as_root; then
+    apt_install swaks
+  else
+    echo "tests/run.sh: the fake provider's SMTP tests need swaks: install it (apt-get install swaks)." >&2
     exit 1
   fi
 fi

@@ -24,6 +24,7 @@ mod defects;
 mod fake_inbox_api;
 mod fake_mailpit;
 mod fake_provider;
+mod fake_smtp;
 mod file_modes;
 mod first_contact;
 mod generate;

@@ -953,6 +953,17 @@ pub struct FakeProviderArgs {
     /// The {account} of the callback URLs (name or id).
     #[arg(long, value_name = "ACCOUNT", default_value = "1")]
     pub callback_account: String,
+    /// SMTP: inject a failure, PHASE=P[:CODE], repeatable. Phases: connect (CODE instead of
+    /// the greeting, default 421), mail, rcpt, data (refuse the command, default 451; 5xx
+    /// allowed) and drop-after-accept (stored, then the connection closed without the 250).
+    #[arg(long = "smtp-chaos", value_name = "PHASE=P[:CODE]")]
+    pub smtp_chaos: Vec<String>,
+    /// SMTP: largest message accepted (advertised in SIZE; 552 past it), e.g. 25MiB.
+    #[arg(long, value_name = "SIZE", default_value = "25MiB")]
+    pub smtp_max_size: String,
+    /// SMTP: close a session idle this long (421), e.g. 30s.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub smtp_idle_timeout: String,
 }
 
 #[derive(Args, Debug)]

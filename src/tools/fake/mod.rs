@@ -17,7 +17,7 @@ mod inbox;
 mod journal;
 mod mailpit;
 mod server;
-mod smtp;
+pub mod smtp;
 
 pub use server::{run, Server};
 
@@ -52,6 +52,8 @@ pub struct Config {
     pub request_log: Option<PathBuf>,
     /// Send a signed delivery callback for every accepted message (`--callbacks`).
     pub callbacks: Option<callbacks::Callbacks>,
+    /// The SMTP listener (`--smtp`): size limit, chaos, AUTH, STARTTLS identity.
+    pub smtp: smtp::Settings,
 }
 
 impl Config {
@@ -66,6 +68,7 @@ impl Config {
             twilio_opted_out: Vec::new(),
             request_log: None,
             callbacks: None,
+            smtp: smtp::Settings::default(),
         }
     }
 
@@ -92,6 +95,7 @@ impl Config {
                 .as_deref()
                 .map(|url| callbacks::Callbacks::from_env(url, &a.callback_account))
                 .transpose()?,
+            smtp: smtp::Settings::from_args(a)?,
         })
     }
 }
@@ -153,7 +157,11 @@ impl Rng {
 
 /// `sendonce fake-provider`: bind, print `listening on ADDR`, serve until SIGTERM or Ctrl-C.
 pub fn run_cli(a: &FakeProviderArgs, rt: &tokio::runtime::Runtime) -> Result<()> {
-    let config = Config::from_args(a)?;
+    let mut config = Config::from_args(a)?;
+    if let Some(at) = a.smtp {
+        // Before the address lines: a client that read them finds the certificate file.
+        config.smtp.tls = Some(smtp::Tls::generate(&config.log, &[at.ip()])?);
+    }
     rt.block_on(async {
         // Signal handlers first: a test may send SIGTERM as soon as it reads the address.
         let stop = crate::shutdown::stop_signal()?;
