@@ -1,8 +1,7 @@
 //! The fake provider's Mailpit-compatible API checked with a client nobody here wrote: the
 //! `mailpit-api` npm package (tests/support/mailpit, installed by tests/run.sh) lists, reads,
-//! searches, waits for and deletes messages sent over the fake's HTTP endpoints, plus one
-//! received over SMTP (a line as the SMTP listener writes it, the message built by Python's
-//! `email` package).
+//! searches, waits for and deletes messages sent over the fake's HTTP endpoints and one sent
+//! to its SMTP listener by Python's smtplib (built by Python's `email` package).
 
 use crate::common::{client, rt, Env, Fake};
 use serde_json::{json, Value};
@@ -10,11 +9,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// A multipart message (text, HTML, one attachment) built by Python's email package: the exact
-/// bytes, and the attachment's SHA-256.
-fn python_message() -> (Vec<u8>, String) {
+/// A multipart message (text, HTML, one attachment) built by Python's email package and sent
+/// with smtplib to `port` (envelope: bounce@ to kim@ and audit@): the exact bytes, and the
+/// attachment's SHA-256.
+fn smtp_send(port: u16) -> (Vec<u8>, String) {
     let script = r#"
-import hashlib, sys
+import hashlib, smtplib, sys
 from email.message import EmailMessage
 from email import policy
 m = EmailMessage(policy=policy.SMTP)
@@ -28,11 +28,15 @@ m.set_content("Thanks Kim. Total: 12 EUR.\n")
 m.add_alternative("<p>Thanks <b>Kim</b>. Total: 12 EUR.</p>\n", subtype="html")
 data = b"line one\nline two\n"
 m.add_attachment(data, maintype="text", subtype="plain", filename="receipt.txt")
+raw = m.as_bytes()
+with smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=10) as s:
+    refused = s.sendmail("bounce@example.org", ["kim@example.org", "audit@example.org"], raw)
+    assert not refused, refused
 sys.stderr.write(hashlib.sha256(data).hexdigest())
-sys.stdout.buffer.write(m.as_bytes())
+sys.stdout.buffer.write(raw)
 "#;
     let out = Command::new("python3")
-        .args(["-c", script])
+        .args(["-c", script, &port.to_string()])
         .output()
         .expect("run python3 (tests/run.sh puts the venv's first on PATH)");
     assert!(
@@ -90,20 +94,9 @@ fn ids(list: &Value) -> Vec<String> {
 fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     let env = Env::new();
     let log = env.path("deliveries.jsonl");
-    // A message received over SMTP, as the listener records it (exact bytes + envelope): the
-    // oldest in the inbox.
-    let (raw, attachment_sha) = python_message();
-    use base64::Engine;
-    let smtp_line = json!({
-        "job_id": "", "idempotency_key": "", "channel": "email",
-        "from": "shop@example.org", "to": "kim@example.org", "subject": "Your receipt",
-        "body": "Thanks Kim. Total: 12 EUR.\n", "at": 1_700_000_000_000i64, "replay": false,
-        "message_id": "fake-0000smtp",
-        "raw_base64": base64::engine::general_purpose::STANDARD.encode(&raw),
-        "envelope": {"from": "bounce@example.org", "to": ["kim@example.org", "audit@example.org"]},
-    });
-    std::fs::write(&log, format!("{smtp_line}\n")).unwrap();
-    let fake = Fake::start(&log, &[]);
+    let (fake, smtp_addr) = Fake::start_with_smtp(&log, &[]);
+    // A message over SMTP first: the oldest in the inbox.
+    let (raw, attachment_sha) = smtp_send(smtp_addr.port());
     let c = client();
     let (welcome, sale, sms) = rt().block_on(async {
         let send = |key: &'static str, body: Value| {
@@ -150,7 +143,14 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
         .await;
         (welcome, sale, sms)
     });
-    let smtp = "fake-0000smtp".to_string();
+    let smtp = {
+        let lines = fake.lines();
+        assert!(
+            lines[0].envelope.is_some(),
+            "the first line is not the SMTP message"
+        );
+        lines[0].message_id.clone()
+    };
 
     // Endpoints the npm client does not call: /api/v1/message/{ID}/html and a search without
     // a query.

@@ -31,13 +31,19 @@ impl SmtpFake {
         let log = dir.path().join("deliveries.jsonl");
         let stderr = dir.path().join("stderr.txt");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sendonce"));
-        cmd.args(["fake-provider", "--listen", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-            .arg("--log")
-            .arg(&log)
-            .args(extra)
-            .env_remove("SENDONCE_FAKE_SMTP_AUTH")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+        cmd.args([
+            "fake-provider",
+            "--listen",
+            "127.0.0.1:0",
+            "--smtp",
+            "127.0.0.1:0",
+        ])
+        .arg("--log")
+        .arg(&log)
+        .args(extra)
+        .env_remove("SENDONCE_FAKE_SMTP_AUTH")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"));
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -89,7 +95,12 @@ impl SmtpFake {
 
     fn json(&self, path: &str) -> Value {
         let (status, body) = self.get(path);
-        assert_eq!(status, 200, "GET {path}: {}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            status,
+            200,
+            "GET {path}: {}",
+            String::from_utf8_lossy(&body)
+        );
         serde_json::from_slice(&body).expect("JSON")
     }
 
@@ -121,7 +132,10 @@ impl SmtpFake {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{CLIENT} output {e}: {}", String::from_utf8_lossy(&out.stdout))
+            panic!(
+                "{CLIENT} output {e}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
         })
     }
 }
@@ -172,7 +186,10 @@ fn python_messages_come_back_byte_exact_and_parsed_the_same() {
         let py = &report["parsed"];
         assert_eq!(m["subject"], py["subject"], "{kind}: {m}");
         let from = py["from"].as_str().expect("from");
-        assert!(from.contains(m["from"].as_str().expect("from")), "{kind}: {m}");
+        assert!(
+            from.contains(m["from"].as_str().expect("from")),
+            "{kind}: {m}"
+        );
         assert_eq!(m["to"][0], py["to"], "{kind}: {m}");
         assert_eq!(
             lf(m["text"].as_str().unwrap_or("")),
@@ -188,8 +205,10 @@ fn python_messages_come_back_byte_exact_and_parsed_the_same() {
     assert_eq!(fake.messages().len(), 4);
     // The latin-1 body survived as bytes, not as a UTF-8 re-encoding.
     let lines = sendonce::provider::deliverylog::read_lines(&fake.log).expect("log");
-    assert!(lines.iter().any(|l| l.subject.as_deref() == Some("Olá João ✓")
-        && l.envelope.as_ref().map(|e| e.to[0].as_str()) == Some("joão@exemplo.org")));
+    assert!(lines
+        .iter()
+        .any(|l| l.subject.as_deref() == Some("Olá João ✓")
+            && l.envelope.as_ref().map(|e| e.to[0].as_str()) == Some("joão@exemplo.org")));
 }
 
 #[test]
@@ -200,12 +219,23 @@ fn swaks_with_tls_and_auth_delivers_once() {
         .args(["--from", "shop@example.org", "--to", "kim@example.org"])
         .args(["--tls", "--tls-verify", "--tls-ca-path"])
         .arg(fake.cert())
-        .args(["--auth", "LOGIN", "--auth-user", "kim", "--auth-password", "pw"])
+        .args([
+            "--auth",
+            "LOGIN",
+            "--auth-user",
+            "kim",
+            "--auth-password",
+            "pw",
+        ])
         .args(["--header", "Subject: from swaks"])
         .output()
         .expect("swaks (tests/run.sh installs Debian's swaks package)");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "swaks: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "swaks: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("235 2.7.0"), "{text}");
     let msgs = fake.messages();
     assert_eq!(msgs.len(), 1, "{msgs:?}");
@@ -243,14 +273,28 @@ fn each_refusal_phase_answers_its_code_and_stores_nothing() {
             .chain(report["error"][0].as_i64())
             .collect();
         assert!(codes.contains(&code), "{chaos}: {report}");
-        assert!(report["error"].is_object() || report["error"].is_array(), "{chaos}: {report}");
+        assert!(
+            report["error"].is_object() || report["error"].is_array(),
+            "{chaos}: {report}"
+        );
         assert!(fake.messages().is_empty(), "{chaos}: something was stored");
     }
     // Bad values are refused before anything listens (exit 2, the flag named).
-    for bad in ["smile=0.1", "rcpt=2", "mail=0.5:250", "drop-after-accept=1:451"] {
+    for bad in [
+        "smile=0.1",
+        "rcpt=2",
+        "mail=0.5:250",
+        "drop-after-accept=1:451",
+    ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = Command::new(env!("CARGO_BIN_EXE_sendonce"))
-            .args(["fake-provider", "--listen", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
+            .args([
+                "fake-provider",
+                "--listen",
+                "127.0.0.1:0",
+                "--smtp",
+                "127.0.0.1:0",
+            ])
             .arg("--log")
             .arg(dir.path().join("log"))
             .args(["--smtp-chaos", bad])
@@ -281,17 +325,37 @@ fn configured_auth_refuses_wrong_and_missing_credentials_and_never_logs_the_pass
     let out = Command::new("swaks")
         .args(["--server", &format!("127.0.0.1:{}", fake.smtp)])
         .args(["--from", "shop@example.org", "--to", "lee@example.org"])
-        .args(["--tls", "--auth", "LOGIN", "--auth-user", "kim", "--auth-password", password])
+        .args([
+            "--tls",
+            "--auth",
+            "LOGIN",
+            "--auth-user",
+            "kim",
+            "--auth-password",
+            password,
+        ])
         .output()
         .expect("swaks");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(fake.messages().len(), 2);
     for file in [fake.log.clone(), fake.stderr.clone()] {
         let text = std::fs::read(&file).expect("read");
         let text = String::from_utf8_lossy(&text);
-        assert!(!text.contains(password), "the password is in {}", file.display());
+        assert!(
+            !text.contains(password),
+            "the password is in {}",
+            file.display()
+        );
         let b64 = base64::engine::general_purpose::STANDARD.encode(password);
-        assert!(!text.contains(&b64), "the encoded password is in {}", file.display());
+        assert!(
+            !text.contains(&b64),
+            "the encoded password is in {}",
+            file.display()
+        );
     }
 }
 
@@ -338,7 +402,10 @@ fn pipelined_commands_errors_and_dot_stuffing_over_a_raw_socket() {
     assert!(done[0].starts_with("250 2.0.0 OK queued as "), "{done:?}");
     let id = done[0].rsplit(' ').next().unwrap();
     let (_, raw) = fake.get(&format!("/messages/{id}/raw"));
-    assert_eq!(&raw[..], b"Subject: dots\r\n\r\n.leading dot\r\nbare\nLF kept\r\n..\r\n");
+    assert_eq!(
+        &raw[..],
+        b"Subject: dots\r\n\r\n.leading dot\r\nbare\nLF kept\r\n..\r\n"
+    );
     let m = fake.json(&format!("/messages/{id}"));
     assert_eq!(m["envelope"]["from"], "", "{m}");
     assert_eq!(m["envelope"]["to"][1], "lee@example.org", "{m}");
@@ -352,7 +419,10 @@ fn pipelined_commands_errors_and_dot_stuffing_over_a_raw_socket() {
 
 #[test]
 fn oversized_long_lines_and_slow_clients_are_cut() {
-    let fake = SmtpFake::start(&["--smtp-max-size", "1000", "--smtp-idle-timeout", "1s"], &[]);
+    let fake = SmtpFake::start(
+        &["--smtp-max-size", "1000", "--smtp-idle-timeout", "1s"],
+        &[],
+    );
     let connect = || {
         let s = TcpStream::connect(("127.0.0.1", fake.smtp)).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -374,7 +444,9 @@ fn oversized_long_lines_and_slow_clients_are_cut() {
     assert!(got[0].starts_with("552 "), "{got:?}");
     assert!(got[1].starts_with("250 "), "{got:?}");
     assert!(fake.messages().is_empty());
-    assert!(ehlo.iter().all(|l| l.starts_with("250") || l.starts_with("354")));
+    assert!(ehlo
+        .iter()
+        .all(|l| l.starts_with("250") || l.starts_with("354")));
     // A command line past 64 KiB: 500, and the third closes the connection.
     let long = vec![b'A'; 70 << 10];
     for _ in 0..3 {
@@ -438,10 +510,17 @@ fn sendonce_smtp_provider_delivers_a_campaign_to_the_fake_over_starttls() {
         fake.smtp,
         fake.cert().display()
     );
-    let r = env.run(&["--json", "run", "--once", "--provider", &spec, "--tick", "50ms"]);
+    let r = env.run(&[
+        "--json",
+        "run",
+        "--once",
+        "--provider",
+        &spec,
+        "--tick",
+        "50ms",
+    ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
-    let st: Value =
-        serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
+    let st: Value = serde_json::from_str(&env.ok(&["--json", "campaign", "status", &cid])).unwrap();
     assert_eq!(st["sent"], n, "{st}");
     assert_eq!(st["in_doubt"], 0, "{st}");
     let msgs = fake.messages();

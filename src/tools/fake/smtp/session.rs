@@ -115,17 +115,17 @@ impl Session {
                 enhanced(code)
             )));
         }
-        self.send(&format!(
-            "220 {HOST} ESMTP sendonce fake-provider ready"
-        ))
-        .await?;
+        self.send(&format!("220 {HOST} ESMTP sendonce fake-provider ready"))
+            .await?;
         loop {
             let line = match self.read_command().await? {
                 Got::Line(l) => l,
                 Got::TooLong => {
                     self.long_lines += 1;
                     if self.long_lines >= MAX_LONG_LINES {
-                        return Err(End::Say("421 4.7.0 too many lines too long, closing".into()));
+                        return Err(End::Say(
+                            "421 4.7.0 too many lines too long, closing".into(),
+                        ));
                     }
                     self.bad_reply("500 5.5.2 line too long").await?;
                     continue;
@@ -156,8 +156,10 @@ impl Session {
                         .await?
                 }
                 "HELP" => {
-                    self.send("214 2.0.0 EHLO HELO MAIL RCPT DATA RSET NOOP VRFY HELP QUIT STARTTLS AUTH")
-                        .await?
+                    self.send(
+                        "214 2.0.0 EHLO HELO MAIL RCPT DATA RSET NOOP VRFY HELP QUIT STARTTLS AUTH",
+                    )
+                    .await?
                 }
                 "QUIT" => {
                     self.send("221 2.0.0 bye").await?;
@@ -255,7 +257,9 @@ impl Session {
 
     async fn helo(&mut self, ehlo: bool, arg: &str) -> Step<()> {
         if arg.is_empty() {
-            return self.bad_reply("501 5.5.4 a domain or address is required").await;
+            return self
+                .bad_reply("501 5.5.4 a domain or address is required")
+                .await;
         }
         self.reset();
         self.helo = true;
@@ -289,13 +293,17 @@ impl Session {
             return self.bad_reply("503 5.5.1 send EHLO or HELO first").await;
         }
         if self.mail.is_some() {
-            return self.bad_reply("503 5.5.1 a transaction is already open (RSET first)").await;
+            return self
+                .bad_reply("503 5.5.1 a transaction is already open (RSET first)")
+                .await;
         }
         if self.settings().auth.is_some() && !self.authed {
             return self.bad_reply("530 5.7.0 authentication required").await;
         }
         let Some(rest) = strip_prefix_ci(arg, "FROM:") else {
-            return self.bad_reply("501 5.5.4 syntax: MAIL FROM:<address> [parameters]").await;
+            return self
+                .bad_reply("501 5.5.4 syntax: MAIL FROM:<address> [parameters]")
+                .await;
         };
         let Some((path, params)) = split_path(rest) else {
             return self.bad_reply("501 5.1.7 bad sender address syntax").await;
@@ -317,7 +325,11 @@ impl Session {
                     Err(_) => return self.bad_reply("501 5.5.4 bad SIZE parameter").await,
                 },
                 "BODY" if v.eq_ignore_ascii_case("7BIT") || v.eq_ignore_ascii_case("8BITMIME") => {}
-                "BODY" => return self.bad_reply("501 5.5.4 BODY must be 7BIT or 8BITMIME").await,
+                "BODY" => {
+                    return self
+                        .bad_reply("501 5.5.4 BODY must be 7BIT or 8BITMIME")
+                        .await
+                }
                 "SMTPUTF8" if v.is_empty() => utf8 = true,
                 "AUTH" => {}
                 _ => {
@@ -331,7 +343,10 @@ impl Session {
             return self.bad_reply(bad).await;
         }
         if let Some(code) = self.chaos(Phase::Mail) {
-            let r = format!("{code} {} injected failure (--smtp-chaos mail)", enhanced(code));
+            let r = format!(
+                "{code} {} injected failure (--smtp-chaos mail)",
+                enhanced(code)
+            );
             return self.send(&r).await;
         }
         self.mail = Some(Mail {
@@ -363,10 +378,14 @@ impl Session {
             return self.bad_reply("501 5.5.4 syntax: RCPT TO:<address>").await;
         };
         let Some((path, params)) = split_path(rest) else {
-            return self.bad_reply("501 5.1.3 bad recipient address syntax").await;
+            return self
+                .bad_reply("501 5.1.3 bad recipient address syntax")
+                .await;
         };
         if !params.trim().is_empty() {
-            return self.bad_reply("555 5.5.4 RCPT parameters not recognized").await;
+            return self
+                .bad_reply("555 5.5.4 RCPT parameters not recognized")
+                .await;
         }
         if let Some(bad) = self.check_address(path, utf8, false) {
             return self.bad_reply(bad).await;
@@ -375,7 +394,10 @@ impl Session {
             return self.send("452 4.5.3 too many recipients").await;
         }
         if let Some(code) = self.chaos(Phase::Rcpt) {
-            let r = format!("{code} {} injected failure (--smtp-chaos rcpt)", enhanced(code));
+            let r = format!(
+                "{code} {} injected failure (--smtp-chaos rcpt)",
+                enhanced(code)
+            );
             return self.send(&r).await;
         }
         self.rcpts.push(path.to_string());
@@ -393,7 +415,10 @@ impl Session {
             return self.bad_reply("501 5.5.4 DATA takes no argument").await;
         }
         if let Some(code) = self.chaos(Phase::Data) {
-            let r = format!("{code} {} injected failure (--smtp-chaos data)", enhanced(code));
+            let r = format!(
+                "{code} {} injected failure (--smtp-chaos data)",
+                enhanced(code)
+            );
             return self.send(&r).await;
         }
         self.send("354 end data with <CR><LF>.<CR><LF>").await?;
@@ -403,7 +428,9 @@ impl Session {
         if too_big {
             let max = self.settings().max_size;
             return self
-                .send(&format!("552 5.3.4 message exceeds the limit of {max} bytes"))
+                .send(&format!(
+                    "552 5.3.4 message exceeds the limit of {max} bytes"
+                ))
                 .await;
         }
         let req = crate::tools::fake::inbox::request_from_smtp(Envelope { from, to }, raw);
@@ -511,7 +538,9 @@ impl Session {
             return self.bad_reply("503 5.5.1 already authenticated").await;
         }
         if self.mail.is_some() {
-            return self.bad_reply("503 5.5.1 AUTH is not allowed during a transaction").await;
+            return self
+                .bad_reply("503 5.5.1 AUTH is not allowed during a transaction")
+                .await;
         }
         let (mech, initial) = match arg.split_once(' ') {
             Some((m, i)) => (m, Some(i.trim().to_string())),
@@ -542,15 +571,23 @@ impl Session {
                     None => self.auth_line("334 VXNlcm5hbWU6").await?,
                 };
                 let Some(user) = user.as_deref().and_then(decode) else {
-                    return self.bad_reply("501 5.7.0 authentication cancelled or malformed").await;
+                    return self
+                        .bad_reply("501 5.7.0 authentication cancelled or malformed")
+                        .await;
                 };
                 let pass = self.auth_line("334 UGFzc3dvcmQ6").await?;
                 let Some(password) = pass.as_deref().and_then(decode) else {
-                    return self.bad_reply("501 5.7.0 authentication cancelled or malformed").await;
+                    return self
+                        .bad_reply("501 5.7.0 authentication cancelled or malformed")
+                        .await;
                 };
                 (user, password)
             }
-            _ => return self.bad_reply("504 5.5.4 unrecognized authentication mechanism").await,
+            _ => {
+                return self
+                    .bad_reply("504 5.5.4 unrecognized authentication mechanism")
+                    .await
+            }
         };
         let ok = match &self.settings().auth {
             Some(c) => c.accepts(&user, &password),
@@ -560,7 +597,8 @@ impl Session {
             self.authed = true;
             self.send("235 2.7.0 authentication successful").await
         } else {
-            self.bad_reply("535 5.7.8 authentication credentials invalid").await
+            self.bad_reply("535 5.7.8 authentication credentials invalid")
+                .await
         }
     }
 }

@@ -56,7 +56,8 @@ impl Tls {
         params
             .distinguished_name
             .push(DnType::CommonName, "localhost");
-        let mut all: Vec<IpAddr> = vec![[127, 0, 0, 1].into(), std::net::Ipv6Addr::LOCALHOST.into()];
+        let mut all: Vec<IpAddr> =
+            vec![[127, 0, 0, 1].into(), std::net::Ipv6Addr::LOCALHOST.into()];
         all.extend(ips.iter().filter(|ip| !ip.is_unspecified()));
         all.dedup();
         for ip in all {
