@@ -526,7 +526,7 @@ pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
         parsed
             .as_ref()
             .and_then(|p| p.header_raw(name))
-            .map(|v| unfold(v))
+            .map(unfold)
     };
     let from = parsed
         .as_ref()
