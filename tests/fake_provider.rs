@@ -162,14 +162,21 @@ async fn accepts_replays_conflicts_validates_and_filters() {
             r.json::<Vec<DeliveryLine>>().await.unwrap()
         }
     };
-    assert_eq!(get("").await.len(), 4);
-    let to_a = get("?to=a%40example.com").await;
+    // Replays are hidden unless asked for: 3 deliveries, 4 lines.
+    let all = get("").await;
+    assert_eq!(all.len(), 3);
+    assert!(all.iter().all(|l| !l.replay));
+    let with_replays = get("?replays=true").await;
+    assert_eq!(with_replays.len(), 4);
+    assert_eq!(with_replays.iter().filter(|l| l.replay).count(), 1);
+    let to_a = get("?to=a%40example.com&replays=true").await;
     assert_eq!(to_a.len(), 3);
     assert!(to_a.iter().all(|l| l.to == "a@example.com"));
+    assert_eq!(get("?to=a%40example.com").await.len(), 2);
     let phone = get("?to=%2B14155550100").await;
     assert_eq!(phone.len(), 1);
     assert_eq!(phone[0].job_id, "j3");
-    let both = get("?to=a@example.com&job_id=j1").await;
+    let both = get("?to=a@example.com&job_id=j1&replays=true").await;
     assert_eq!(both.len(), 2);
     assert!(both.iter().all(|l| l.job_id == "j1"));
     assert_eq!(get("?job_id=j4").await.len(), 1);

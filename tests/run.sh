@@ -9,6 +9,8 @@
 #   - a Python virtual environment at ${CARGO_TARGET_DIR:-target}/test-venv with the pinned
 #     packages of tests/requirements.txt (pip, from PyPI, only when the requirements or the
 #     python3 first on PATH changed since the last run: a second run is fast and offline);
+#   - the mailpit-api npm client in tests/support/mailpit/node_modules (npm ci from the
+#     committed lock, only when the lock or node changed; node and npm must be on PATH);
 #   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root;
 #   - Debian's chromium at /usr/bin/chromium (tests/unsubscribe.rs drives it with Playwright
 #     for Python, tests/support/browser.py), with apt-get when run as root;
@@ -98,6 +100,27 @@ fi
   echo "tests/run.sh: aiosmtpd or playwright does not import from $venv; delete that directory and rerun." >&2
   exit 1
 }
+
+# -- node and the mailpit-api npm client (tests/fake_mailpit.rs runs it, tests/support/mailpit):
+# `npm ci` from the committed lock, only when the lock or node changed since the last run.
+mailpit_dir=tests/support/mailpit
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "tests/run.sh: the Mailpit API test needs node (18 or newer) and npm on PATH." >&2
+  echo "  Debian/Ubuntu: apt-get install nodejs npm" >&2
+  exit 1
+fi
+npm_want="lock-sha256 $(sha256sum "$mailpit_dir/package-lock.json" | cut -d' ' -f1) node $(node --version)"
+npm_stamp="$mailpit_dir/node_modules/.sendonce-stamp"
+if [ -f "$npm_stamp" ] && [ "$(cat "$npm_stamp")" = "$npm_want" ]; then
+  echo "npm packages of $mailpit_dir are up to date"
+else
+  echo "installing $mailpit_dir/package-lock.json with npm ci (needs the npm registry the first time)"
+  if ! (cd "$mailpit_dir" && npm ci --no-audit --no-fund --loglevel=error); then
+    echo "tests/run.sh: npm ci failed in $mailpit_dir (no network to the npm registry?)." >&2
+    exit 1
+  fi
+  printf '%s\n' "$npm_want" > "$npm_stamp"
+fi
 
 # -- openssl
 if ! command -v openssl >/dev/null 2>&1; then

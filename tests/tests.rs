@@ -22,6 +22,8 @@ mod damage;
 mod crash;
 mod defects;
 mod fake_hostile;
+mod fake_inbox_api;
+mod fake_mailpit;
 mod fake_provider;
 // The fake provider's web inbox in headless Chromium.
 mod fake_web;

@@ -267,6 +267,14 @@ impl Message {
         }
         self.raw = raw;
     }
+
+    /// The header's values, in order (case-insensitive name).
+    pub(crate) fn header<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> {
+        self.headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_str())
+    }
 }
 
 /// Which front door accepted the line.

@@ -98,6 +98,12 @@ enum Msg {
     Write(Box<Request>, Reply),
     /// Empty the delivery log (`DELETE /messages`); the key table stays.
     Clear(oneshot::Sender<std::result::Result<(), String>>),
+    /// Remove the deliveries (and their replays) with these message ids from the log
+    /// (`DELETE /api/v1/messages` with `IDs`); answers how many deliveries went.
+    Delete(
+        Vec<String>,
+        oneshot::Sender<std::result::Result<usize, String>>,
+    ),
     Stop,
 }
 
@@ -122,6 +128,7 @@ pub(crate) struct Journal {
 struct Writer {
     changed: tokio::sync::watch::Sender<u64>,
     log: File,
+    log_path: PathBuf,
     keys_file: File,
     idempotent: bool,
     /// key -> (first message id, payload hash).
@@ -191,6 +198,7 @@ impl Journal {
         let mut w = Writer {
             changed: changed_tx,
             log,
+            log_path: log_path.to_path_buf(),
             keys_file,
             idempotent,
             keys,
@@ -252,6 +260,18 @@ impl Journal {
             .unwrap_or_else(|_| Err("the journal writer stopped during the request".into()))
     }
 
+    /// Remove the deliveries with these ids (and their replays) from the log, durably, after
+    /// the groups queued before it; how many deliveries were removed. The key table is kept,
+    /// as for `clear`.
+    pub(crate) async fn delete(&self, ids: Vec<String>) -> std::result::Result<usize, String> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Delete(ids, reply))
+            .map_err(|_| "the journal writer has stopped".to_string())?;
+        rx.await
+            .unwrap_or_else(|_| Err("the journal writer stopped during the request".into()))
+    }
+
     /// Finish the queued groups and stop the writer thread.
     pub(crate) fn close(&self) {
         let _ = self.tx.send(Msg::Stop);
@@ -268,16 +288,19 @@ impl Writer {
         while !stop {
             let mut group = Vec::new();
             let mut clear = None;
+            let mut delete = None;
             match rx.recv() {
                 Ok(Msg::Write(r, reply)) => group.push((*r, reply)),
                 Ok(Msg::Clear(reply)) => clear = Some(reply),
+                Ok(Msg::Delete(ids, reply)) => delete = Some((ids, reply)),
                 Ok(Msg::Stop) | Err(_) => return,
             }
-            while group.len() < MAX_GROUP && clear.is_none() {
+            while group.len() < MAX_GROUP && clear.is_none() && delete.is_none() {
                 match rx.try_recv() {
                     Ok(Msg::Write(r, reply)) => group.push((*r, reply)),
                     // After this group is written: what was sent before the clear goes.
                     Ok(Msg::Clear(reply)) => clear = Some(reply),
+                    Ok(Msg::Delete(ids, reply)) => delete = Some((ids, reply)),
                     Ok(Msg::Stop) => {
                         stop = true;
                         break;
@@ -294,7 +317,37 @@ impl Writer {
                 self.changed.send_modify(|n| *n += 1);
                 let _ = reply.send(done);
             }
+            if let Some((ids, reply)) = delete {
+                let done = self.remove(&ids).map_err(|e| e.message);
+                if let Err(e) = &done {
+                    tracing::error!("fake provider: {e}");
+                }
+                self.changed.send_modify(|n| *n += 1);
+                let _ = reply.send(done);
+            }
         }
+    }
+
+    /// Rewrite the log without the lines of these message ids (a new file renamed over the
+    /// old one, then reopened for appending): a crash leaves the old log or the new one.
+    fn remove(&mut self, ids: &[String]) -> Result<usize> {
+        let ctx = |what: &str| format!("{what} {}", self.log_path.display());
+        let text = std::fs::read(&self.log_path).map_err(|e| Error::io(&ctx("cannot read"), e))?;
+        let mut kept = Vec::with_capacity(text.len());
+        let mut removed = 0;
+        for line in text.split_inclusive(|b| *b == b'\n') {
+            // A line that does not parse (torn, foreign) is kept as it is.
+            match serde_json::from_slice::<DeliveryLine>(line) {
+                Ok(l) if ids.contains(&l.message_id) => removed += usize::from(!l.replay),
+                _ => kept.extend_from_slice(line),
+            }
+        }
+        if removed == 0 {
+            return Ok(0);
+        }
+        crate::files::write_atomic(&self.log_path, &kept)?;
+        self.log = open_append(&self.log_path)?;
+        Ok(removed)
     }
 
     /// Commit one group and answer each of its requests.
@@ -404,5 +457,60 @@ impl Writer {
                 .map_err(|e| Error::io("writing the key table", e))?;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(key: &str, to: &str) -> Request {
+        Request {
+            job_id: "j".into(),
+            idempotency_key: key.into(),
+            channel: "email".into(),
+            from: None,
+            to: to.into(),
+            subject: None,
+            body: "hi".into(),
+            metadata: None,
+            api: None,
+            headers: None,
+            id_style: IdStyle::Fake,
+            raw: None,
+            envelope: None,
+        }
+    }
+
+    #[test]
+    fn delete_removes_a_delivery_and_its_replays_and_appending_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log.jsonl");
+        let j = Journal::open(&log, true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let id = |v: std::result::Result<Verdict, String>| match v {
+                Ok(Verdict::Delivered { message_id, .. }) => message_id,
+                other => panic!("{other:?}"),
+            };
+            let a = id(j.submit_then(request("a", "a@x.org"), |_| {}).await);
+            assert_eq!(id(j.submit_then(request("a", "a@x.org"), |_| {}).await), a);
+            let b = id(j.submit_then(request("b", "b@x.org"), |_| {}).await);
+            assert_eq!(j.delete(vec![a.clone(), "nope".into()]).await, Ok(1));
+            assert_eq!(j.delete(vec!["nope".into()]).await, Ok(0));
+            let c = id(j.submit_then(request("c", "c@x.org"), |_| {}).await);
+            let ids: Vec<String> = crate::provider::deliverylog::read_lines(&log)
+                .unwrap()
+                .into_iter()
+                .map(|l| l.message_id)
+                .collect();
+            assert_eq!(ids, [b, c]);
+            // The key table stays: a retry of the deleted message is a replay.
+            assert_eq!(id(j.submit_then(request("a", "a@x.org"), |_| {}).await), a);
+        });
+        j.close();
     }
 }

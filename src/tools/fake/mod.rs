@@ -18,6 +18,7 @@ pub mod callbacks;
 mod guard;
 mod inbox;
 mod journal;
+mod mailpit;
 mod server;
 pub mod smtp;
 mod web;

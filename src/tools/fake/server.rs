@@ -195,6 +195,9 @@ async fn handle(
     if super::web::is_ours(req.method(), &path) {
         return Ok(super::web::handle(&shared, req).await);
     }
+    if super::mailpit::owns(&path) {
+        return Ok(super::mailpit::handle(&shared, req).await);
+    }
     if path != "/messages/outbound" {
         let query = req.uri().query();
         if let Some(r) = super::assertions::route(&shared, req.method(), &path, query).await {
