@@ -26,8 +26,8 @@ mod fake_inbox_api;
 mod fake_mailpit;
 mod fake_provider;
 // The fake provider's web inbox in headless Chromium.
-mod fake_web;
 mod fake_smtp;
+mod fake_web;
 mod file_modes;
 mod first_contact;
 mod generate;

@@ -522,12 +522,7 @@ fn decode_entities(s: &str) -> String {
 /// message and the job id from `X-Sendonce-Job` (empty when the sender is not sendonce).
 pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
     let parsed = mail_parser::MessageParser::default().parse(&raw);
-    let header = |name: &str| {
-        parsed
-            .as_ref()
-            .and_then(|p| p.header_raw(name))
-            .map(unfold)
-    };
+    let header = |name: &str| parsed.as_ref().and_then(|p| p.header_raw(name)).map(unfold);
     let from = parsed
         .as_ref()
         .and_then(|p| p.from())

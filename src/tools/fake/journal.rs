@@ -473,6 +473,7 @@ mod tests {
             to: to.into(),
             subject: None,
             body: "hi".into(),
+            html: None,
             metadata: None,
             api: None,
             headers: None,
