@@ -47,19 +47,36 @@ pub fn create_dir_all_private(path: &Path) -> io::Result<()> {
 /// Write `bytes` to `path` so a reader sees the old file, or the whole new one, never a part:
 /// a temporary file beside it ([`FILE_MODE`]), synced, then renamed over `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> crate::error::Result<()> {
+    replace(path, bytes).map(drop)
+}
+
+/// [`write_atomic`], and the new file, open for appending: the handle is taken before the
+/// rename, so a caller that goes on appending never writes to the file it replaced. The
+/// directory is synced after the rename, so the new name survives a power cut.
+pub fn replace(path: &Path, bytes: &[u8]) -> crate::error::Result<std::fs::File> {
     use std::io::Write;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp);
-    let written = options()
-        .write(true)
-        .create(true)
-        .truncate(true)
+    // A leftover of an earlier process with this pid: append mode cannot truncate it.
+    let _ = std::fs::remove_file(&tmp);
+    let made = options()
+        .read(true)
+        .append(true)
+        .create_new(true)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()).map(|_| f))
+        .and_then(|f| std::fs::rename(&tmp, path).map(|_| f));
+    let file = made.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         crate::error::Error::io(&format!("cannot write {}", path.display()), e)
-    })
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| crate::error::Error::io(&format!("cannot sync {}", dir.display()), e))?;
+    Ok(file)
 }

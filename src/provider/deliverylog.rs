@@ -56,12 +56,13 @@ pub struct Envelope {
 }
 
 /// Read every complete, well-formed line of a delivery log. A torn last line (a writer killed
-/// mid-append, never acknowledged) is skipped.
+/// mid-append, never acknowledged) is skipped, even one cut inside a multi-byte character: each
+/// line is decoded on its own.
 pub fn read_lines(path: &Path) -> Result<Vec<DeliveryLine>> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| Error::io(&format!("cannot read {}", path.display()), e))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+    Ok(bytes
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice(l).ok())
         .collect())
 }

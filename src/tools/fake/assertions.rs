@@ -93,12 +93,8 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
 }
 
 async fn clear(shared: &Shared) -> Response<Body> {
-    let before = match inbox::lines(shared).await {
-        Ok(l) => l.iter().filter(|l| !l.replay).count(),
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
-    };
     match shared.journal.clear().await {
-        Ok(()) => reply(StatusCode::OK, json!({"deleted": before})),
+        Ok(deleted) => reply(StatusCode::OK, json!({"deleted": deleted})),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }

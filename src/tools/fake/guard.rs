@@ -29,6 +29,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// HTTP connections served at once (`--max-connections`); past it a new connection gets `503`
 /// with `Connection: close` once its request head is in (or after 1 s), and is closed.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections over the cap that are being answered 503 at once; more are closed unanswered.
+pub(super) const MAX_REFUSING: usize = 64;
 /// An oversized body up to this size is read (and discarded) before its 413; a larger one is
 /// answered at once and its connection closed.
 const OVERSIZE_DRAIN: usize = 8 << 20;

@@ -104,8 +104,9 @@ fn parse_since(v: &str) -> Result<i64, String> {
         .ok_or_else(|| format!("since must be unix milliseconds or an RFC 3339 time, got {v:?}"))
 }
 
-/// The pairs of a query string, `%XX`-decoded. A `+` stays a plus (E.164 numbers), it is not
-/// read as a space.
+/// The pairs of a query string, decoded as browsers, `URLSearchParams` and Python's `requests`
+/// encode them (`+` is a space, `%2B` a plus), except in `to` and `from`: an address or a
+/// phone number has no space, so there a `+` stays a plus (`?to=+14155550100` typed by hand).
 pub(crate) fn form_urlencoded_pairs(query: Option<&str>) -> Vec<(String, String)> {
     query
         .unwrap_or("")
@@ -113,9 +114,21 @@ pub(crate) fn form_urlencoded_pairs(query: Option<&str>) -> Vec<(String, String)
         .filter(|s| !s.is_empty())
         .map(|kv| {
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (percent_decode(k), percent_decode(v))
+            let k = percent_decode(&k.replace('+', " "));
+            let v = match k.as_str() {
+                "to" | "from" => percent_decode(v),
+                _ => percent_decode(&v.replace('+', " ")),
+            };
+            (k, v)
         })
         .collect()
+}
+
+/// One value of a query string, decoded as [`form_urlencoded_pairs`] does.
+pub(crate) fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    form_urlencoded_pairs(query)
+        .into_iter()
+        .find_map(|(k, v)| (k == key).then_some(v))
 }
 
 /// `%XX` decoding; anything else is kept as is.
@@ -395,11 +408,8 @@ pub(crate) fn links(text: &str, html: Option<&str>, headers: &[Header]) -> Vec<S
         .iter()
         .filter(|h| h.name.eq_ignore_ascii_case("list-unsubscribe"))
     {
-        for part in h.value.split(',') {
-            let p = part.trim();
-            if let Some(u) = p.strip_prefix('<').and_then(|p| p.strip_suffix('>')) {
-                add(u.to_string());
-            }
+        for u in unsubscribe_links(&h.value) {
+            add(u);
         }
     }
     for u in urls_in(text) {
@@ -411,6 +421,24 @@ pub(crate) fn links(text: &str, html: Option<&str>, headers: &[Header]) -> Vec<S
         }
     }
     out
+}
+
+/// The `<...>` URLs of a `List-Unsubscribe` value that are http(s) or mailto (RFC 2369); any
+/// other scheme (`javascript:`) is left out.
+pub(crate) fn unsubscribe_links(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .filter_map(|p| p.trim().strip_prefix('<')?.strip_suffix('>'))
+        .map(str::trim)
+        .filter(|u| linkable(u))
+        .map(str::to_string)
+        .collect()
+}
+
+/// An http, https or mailto URL (the only links the inbox lists).
+fn linkable(u: &str) -> bool {
+    let l = u.to_ascii_lowercase();
+    l.starts_with("http://") || l.starts_with("https://") || l.starts_with("mailto:")
 }
 
 /// `http://`, `https://` and `mailto:` URLs in plain text, up to white space or a closing
@@ -469,8 +497,7 @@ fn hrefs_in(html: &str) -> Vec<String> {
         };
         i = next;
         let v = decode_entities(value.trim());
-        let l = v.to_ascii_lowercase();
-        if l.starts_with("http://") || l.starts_with("https://") || l.starts_with("mailto:") {
+        if linkable(&v) {
             out.push(v);
         }
     }
@@ -591,8 +618,9 @@ mod tests {
         assert!(!f.matches(&line("lee@example.org", "Welcome!", false)));
         let f = Filter::parse(Some("replays=true&to=%2B14155550100")).unwrap();
         assert!(f.matches(&line("+14155550100", "x", true)));
-        let f = Filter::parse(Some("to=+14155550100")).unwrap();
+        let f = Filter::parse(Some("to=+14155550100&subject=Confirm+your%2Baddress")).unwrap();
         assert_eq!(f.to.as_deref(), Some("+14155550100"));
+        assert_eq!(f.subject.as_deref(), Some("Confirm your+address"));
         assert!(Filter::parse(Some("channel=fax"))
             .unwrap_err()
             .contains("channel"));
@@ -610,7 +638,7 @@ mod tests {
     fn links_come_from_header_text_and_html() {
         let headers = vec![Header {
             name: "List-Unsubscribe".into(),
-            value: "<mailto:u@x.example>, <https://x.example/u/1>".into(),
+            value: "<mailto:u@x.example>, <https://x.example/u/1>, <javascript:alert(1)>".into(),
         }];
         let l = links(
             "See https://x.example/u/1. Or (https://x.example/p).",

@@ -97,7 +97,7 @@ type Reply = oneshot::Sender<std::result::Result<Verdict, String>>;
 enum Msg {
     Write(Box<Request>, Reply),
     /// Empty the delivery log (`DELETE /messages`); the key table stays.
-    Clear(oneshot::Sender<std::result::Result<(), String>>),
+    Clear(oneshot::Sender<std::result::Result<usize, String>>),
     /// Remove the deliveries (and their replays) with these message ids from the log
     /// (`DELETE /api/v1/messages` with `IDs`); answers how many deliveries went.
     Delete(
@@ -249,9 +249,10 @@ impl Journal {
         self.changed.clone()
     }
 
-    /// Empty the delivery log, durably, after the groups queued before it. The key table is
-    /// kept: a retry of a message sent before the clear is still a replay (and is not listed).
-    pub(crate) async fn clear(&self) -> std::result::Result<(), String> {
+    /// Empty the delivery log, durably, after the groups queued before it; the number of
+    /// messages (replays not counted) it held. The key table is kept: a retry of a message
+    /// sent before the clear is still a replay (and is not listed).
+    pub(crate) async fn clear(&self) -> std::result::Result<usize, String> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Msg::Clear(reply))
@@ -345,8 +346,9 @@ impl Writer {
         if removed == 0 {
             return Ok(0);
         }
-        crate::files::write_atomic(&self.log_path, &kept)?;
-        self.log = open_append(&self.log_path)?;
+        // The new file's handle is open before the rename: once the rename is done, the writer
+        // can never be left appending to the unlinked old log.
+        self.log = crate::files::replace(&self.log_path, &kept)?;
         Ok(removed)
     }
 
@@ -371,12 +373,18 @@ impl Writer {
         self.changed.send_modify(|n| *n += 1);
     }
 
-    /// Empty the delivery log and make that durable (`DELETE /messages`).
-    fn truncate(&mut self) -> Result<()> {
+    /// Empty the delivery log and make that durable (`DELETE /messages`); how many messages
+    /// it held (replays not counted).
+    fn truncate(&mut self) -> Result<usize> {
+        let held = crate::provider::deliverylog::read_lines(&self.log_path)?
+            .iter()
+            .filter(|l| !l.replay)
+            .count();
         self.log
             .set_len(0)
             .and_then(|_| self.log.sync_all())
-            .map_err(|e| Error::io("emptying the delivery log", e))
+            .map_err(|e| Error::io("emptying the delivery log", e))?;
+        Ok(held)
     }
 
     fn commit(&mut self, group: &[(Request, Reply)]) -> Result<Vec<Verdict>> {

@@ -6,9 +6,8 @@
 //! and To are the phone numbers and whose Text is the body. Nothing is marked read.
 
 use super::inbox::{self, Message};
-use super::server::{reply, Body, Shared, MAX_BODY};
+use super::server::{reply, Body, Shared};
 use crate::provider::deliverylog::DeliveryLine;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request as HttpRequest, Response, StatusCode};
@@ -34,10 +33,12 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest<Incoming>) -> Respo
     let method = req.method().clone();
     match (&method, path.as_str()) {
         (&Method::GET, "/api/v1/messages") => list(shared, query, None).await,
-        (&Method::DELETE, "/api/v1/messages") => match read_body(req).await {
-            Ok(body) => delete(shared, &body).await,
-            Err(e) => text(StatusCode::BAD_REQUEST, e),
-        },
+        (&Method::DELETE, "/api/v1/messages") => {
+            match super::guard::read_body(req.into_body(), &shared.config.limits).await {
+                Ok(body) => delete(shared, &body).await,
+                Err(e) => e.apply(text(StatusCode::BAD_REQUEST, e.message.clone())),
+            }
+        }
         (&Method::GET, "/api/v1/search") => match search_query(query) {
             Ok(q) => list(shared, query, Some(&q)).await,
             Err(e) => text(StatusCode::BAD_REQUEST, e),
@@ -123,14 +124,6 @@ fn server_error(e: String) -> Response<Body> {
     text(StatusCode::INTERNAL_SERVER_ERROR, e)
 }
 
-async fn read_body(req: HttpRequest<Incoming>) -> Result<Bytes, String> {
-    Limited::new(req.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .map_err(|e| format!("cannot read the body: {e}"))
-}
-
 /// Every delivery that is not a replay, newest first.
 async fn messages(shared: &Shared) -> Result<Vec<DeliveryLine>, String> {
     let lines = inbox::lines(shared).await?;
@@ -158,17 +151,9 @@ fn page(query: Option<&str>) -> Result<(usize, usize), String> {
     Ok((start, limit))
 }
 
-/// A form value as browsers and `URLSearchParams` send it: `+` is a space, `%2B` a plus.
-fn form_value(query: Option<&str>, key: &str) -> Option<String> {
-    query?.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        (inbox::percent_decode(k) == key).then(|| inbox::percent_decode(&v.replace('+', " ")))
-    })
-}
-
 /// `query=` of the search endpoints, required.
 fn search_query(query: Option<&str>) -> Result<Search, String> {
-    let q = form_value(query, "query").unwrap_or_default();
+    let q = inbox::query_value(query, "query").unwrap_or_default();
     if q.trim().is_empty() {
         return Err("Error: no search query".into());
     }
@@ -232,7 +217,7 @@ async fn delete(shared: &Shared, body: &[u8]) -> Response<Body> {
         }
     };
     let done = if ids.is_empty() {
-        shared.journal.clear().await
+        shared.journal.clear().await.map(|_| ())
     } else {
         shared.journal.delete(ids).await.map(|_| ())
     };
@@ -328,7 +313,7 @@ async fn one(shared: &Shared, id: &str, part: Part, query: Option<&str>) -> Resp
         Err(e) => return server_error(e),
     };
     let line = if id == "latest" {
-        let search = form_value(query, "query")
+        let search = inbox::query_value(query, "query")
             .filter(|v| !v.trim().is_empty())
             .map(|v| Search::parse(&v));
         all.iter()
@@ -350,21 +335,8 @@ async fn one(shared: &Shared, id: &str, part: Part, query: Option<&str>) -> Resp
             v.m.text.clone().into_bytes(),
         ),
         Part::Html => match &v.m.html {
-            Some(html) => {
-                let mut r = typed(
-                    StatusCode::OK,
-                    "text/html; charset=utf-8",
-                    html.clone().into_bytes(),
-                );
-                // The message's HTML is someone else's: no script runs, nothing remote loads.
-                r.headers_mut().insert(
-                    "content-security-policy",
-                    HeaderValue::from_static(
-                        "default-src 'none'; style-src 'unsafe-inline'; img-src data: cid:; sandbox",
-                    ),
-                );
-                r
-            }
+            // The message's HTML is someone else's: no script runs, nothing remote loads.
+            Some(html) => super::web::sandboxed_html(html.clone()),
             None => not_found(),
         },
     }
@@ -535,15 +507,7 @@ impl View {
     /// The whole message (Mailpit's `Message`).
     fn full(&self) -> Value {
         let unsubscribe = self.m.header("List-Unsubscribe").next().unwrap_or("");
-        let links: Vec<String> = unsubscribe
-            .split(',')
-            .filter_map(|p| {
-                p.trim()
-                    .strip_prefix('<')
-                    .and_then(|p| p.strip_suffix('>'))
-                    .map(str::to_string)
-            })
-            .collect();
+        let links = inbox::unsubscribe_links(unsubscribe);
         let (inline, attachments) = self.attachments();
         json!({
             "ID": self.m.id,

@@ -102,6 +102,7 @@ impl Server {
             smtp.map(|l| tokio::spawn(super::smtp::serve(self.shared.clone(), l, smtp_stop)));
         let graceful = GracefulShutdown::new();
         let gate = super::guard::Gate::new(self.shared.config.limits.max_connections);
+        let refusals = super::guard::Gate::new(super::guard::MAX_REFUSING);
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             tokio::select! {
@@ -116,64 +117,90 @@ impl Server {
                         }
                     };
                     let Some(admitted) = gate.enter() else {
-                        tokio::spawn(super::guard::refuse(stream));
+                        // Answered with a 503 while few are being refused; past that, closed
+                        // at once, so a flood holds no more sockets than the two caps.
+                        if let Some(refusing) = refusals.enter() {
+                            tokio::spawn(async move {
+                                super::guard::refuse(stream).await;
+                                drop(refusing);
+                            });
+                        }
                         continue;
                     };
-                    let _ = stream.set_nodelay(true);
-                    let shared = self.shared.clone();
-                    let limits = shared.config.limits;
-                    let clock = super::guard::Clock::new();
-                    let io = super::guard::Watched::new(stream, clock.clone());
-                    let service_clock = clock.clone();
-                    let conn = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        // Ours (guard::expired) starts at a head's first byte, not when idle.
-                        .header_read_timeout(None)
-                        .max_buf_size(super::guard::MAX_HEAD)
-                        .max_header_size(super::guard::MAX_HEAD)
-                        .serve_connection(
-                            TokioIo::new(io),
-                            service_fn(move |req| {
-                                let busy = service_clock.busy();
-                                let shared = shared.clone();
-                                async move {
-                                    let _busy = busy;
-                                    handle(shared, req).await
-                                }
-                            }),
-                        );
-                    let conn = graceful.watch(conn);
-                    tokio::spawn(async move {
-                        let _admitted = admitted;
-                        // An error here is a dropped reply or a client that went away; an
-                        // expired connection is dropped (closed) as it is.
-                        tokio::select! {
-                            _ = conn => {}
-                            _ = super::guard::expired(&clock, &limits) => {}
-                        }
-                    });
+                    self.spawn_connection(stream, admitted, &graceful);
                 }
                 _ = &mut shutdown => break,
             }
         }
         drop(listener);
         let _ = stop_smtp.send(true);
-        if let Some(task) = smtp {
-            if tokio::time::timeout(DRAIN, task).await.is_err() {
-                tracing::warn!("fake provider: SMTP sessions still running after {DRAIN:?}");
+        // SMTP sessions and HTTP requests drain side by side, each for up to DRAIN.
+        let smtp_drained = async {
+            if let Some(mut task) = smtp {
+                if tokio::time::timeout(DRAIN, &mut task).await.is_err() {
+                    // Ended here, before the journal closes: no late message gets a 250.
+                    tracing::warn!("fake provider: SMTP sessions still running after {DRAIN:?}");
+                    task.abort();
+                }
             }
-        }
-        if tokio::time::timeout(DRAIN, graceful.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!("fake provider: in-flight requests still running after {DRAIN:?}");
-        }
+        };
+        let http_drained = async {
+            if tokio::time::timeout(DRAIN, graceful.shutdown())
+                .await
+                .is_err()
+            {
+                tracing::warn!("fake provider: in-flight requests still running after {DRAIN:?}");
+            }
+        };
+        tokio::join!(smtp_drained, http_drained);
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || shared.journal.close())
             .await
             .map_err(|e| Error::io("stopping the journal", std::io::Error::other(e)))?;
         Ok(())
+    }
+
+    /// Serve one admitted HTTP connection on its own task: hyper's HTTP/1 with our head limits,
+    /// the connection's clock for the idle and head timeouts, and graceful shutdown.
+    fn spawn_connection(
+        &self,
+        stream: tokio::net::TcpStream,
+        admitted: super::guard::Admitted,
+        graceful: &GracefulShutdown,
+    ) {
+        let _ = stream.set_nodelay(true);
+        let shared = self.shared.clone();
+        let limits = shared.config.limits;
+        let clock = super::guard::Clock::new();
+        let io = super::guard::Watched::new(stream, clock.clone());
+        let service_clock = clock.clone();
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            // Ours (guard::expired) starts at a head's first byte, not when idle.
+            .header_read_timeout(None)
+            .max_buf_size(super::guard::MAX_HEAD)
+            .max_header_size(super::guard::MAX_HEAD)
+            .serve_connection(
+                TokioIo::new(io),
+                service_fn(move |req| {
+                    let busy = service_clock.busy();
+                    let shared = shared.clone();
+                    async move {
+                        let _busy = busy;
+                        handle(shared, req).await
+                    }
+                }),
+            );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _admitted = admitted;
+            // An error here is a dropped reply or a client that went away; an
+            // expired connection is dropped (closed) as it is.
+            tokio::select! {
+                _ = conn => {}
+                _ = super::guard::expired(&clock, &limits) => {}
+            }
+        });
     }
 }
 

@@ -6,7 +6,6 @@
 
 use super::inbox::{self, Filter, Message};
 use super::server::{Body, Shared};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request as HttpRequest, Response, StatusCode};
@@ -15,8 +14,6 @@ use std::sync::OnceLock;
 
 /// Messages on one page of the list.
 const PAGE: usize = 100;
-/// Largest `POST /clear` body (a token field).
-const MAX_FORM: usize = 8 * 1024;
 /// Characters of an SMS text shown in the list.
 const PREVIEW: usize = 80;
 
@@ -105,9 +102,9 @@ impl ListQuery {
             channel: String::new(),
             page: 1,
         };
-        for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        for (k, v) in inbox::form_urlencoded_pairs(query) {
             let v = v.trim().to_string();
-            match k.as_ref() {
+            match k.as_str() {
                 "q" => out.q = v,
                 "to" => out.to = v,
                 "channel" => match v.as_str() {
@@ -228,14 +225,14 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
 }
 
 async fn clear(shared: &Shared, req: HttpRequest<Incoming>) -> Response<Body> {
-    let body = match Limited::new(req.into_body(), MAX_FORM).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            return notice(
-                StatusCode::PAYLOAD_TOO_LARGE,
+    let body = match super::guard::read_body(req.into_body(), &shared.config.limits).await {
+        Ok(b) => b,
+        Err(e) => {
+            return e.apply(notice(
+                StatusCode::BAD_REQUEST,
                 "Not cleared",
-                "The form was too large; nothing was deleted.",
-            )
+                "The form did not arrive whole; nothing was deleted.",
+            ))
         }
     };
     let sent = form_urlencoded::parse(&body)
@@ -254,7 +251,7 @@ async fn clear(shared: &Shared, req: HttpRequest<Incoming>) -> Response<Body> {
         );
     }
     match shared.journal.clear().await {
-        Ok(()) => redirect("/"),
+        Ok(_) => redirect("/"),
         Err(e) => failed(&e),
     }
 }
@@ -307,6 +304,12 @@ async fn html_part(shared: &Shared, id: &str) -> Response<Body> {
             "This message has no HTML part.",
         );
     };
+    sandboxed_html(html)
+}
+
+/// A message's HTML part as its own response, sandboxed (`HTML_CSP`): the web inbox's frame and
+/// Mailpit's `/view/{ID}.html` both serve it so.
+pub(super) fn sandboxed_html(html: String) -> Response<Body> {
     let mut r = Response::new(Body::new(Bytes::from(html)));
     headers(&mut r, HTML_CSP);
     r

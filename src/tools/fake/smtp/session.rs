@@ -25,6 +25,9 @@ const MAX_BAD: u32 = 20;
 const MAX_RCPT: usize = 100;
 /// How long DATA may take from 354 to the final dot.
 const DATA_TIME: Duration = Duration::from_secs(300);
+/// How long one session may last, whatever it does (a client sending NOOP every 29 s would
+/// otherwise hold a session slot for ever).
+const SESSION_TIME: Duration = Duration::from_secs(900);
 const HOST: &str = "sendonce-fake-provider";
 
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -90,7 +93,14 @@ pub(super) async fn run(
         bad: 0,
         long_lines: 0,
     };
-    if let Err(End::Say(last)) = s.dialogue().await {
+    let ended = match tokio::time::timeout(SESSION_TIME, s.dialogue()).await {
+        Ok(ended) => ended,
+        Err(_) => Err(End::Say(format!(
+            "421 4.4.2 {HOST} session longer than {} minutes, closing",
+            SESSION_TIME.as_secs() / 60
+        ))),
+    };
+    if let Err(End::Say(last)) = ended {
         let _ = s.send(&last).await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), s.io.shutdown()).await;
@@ -470,15 +480,18 @@ impl Session {
                 continue;
             };
             let mut bytes = &piece[..];
+            // RFC 5321 4.1.1.4: only CRLF "." CRLF ends the data, and only a dot after a CRLF
+            // is a stuffed one. After a bare LF a dot is content: read otherwise, a body could
+            // end early and smuggle the rest in as commands.
             if at_line_start {
-                if bytes == b".\r\n" || bytes == b".\n" {
+                if bytes == b".\r\n" {
                     return Ok((out, size > max));
                 }
                 if bytes.first() == Some(&b'.') {
                     bytes = &bytes[1..];
                 }
             }
-            at_line_start = piece.last() == Some(&b'\n');
+            at_line_start = piece.ends_with(b"\r\n");
             size += bytes.len() as u64;
             if size <= max {
                 out.extend_from_slice(bytes);
