@@ -10,18 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
-}
+use crate::common::{client, rt};
 
 /// Read until the server closes (EOF or reset) or `limit` passes; what was read and whether it
 /// closed.
@@ -368,6 +357,7 @@ fn ready_file_names_both_addresses() {
         child,
         addr: "127.0.0.1:1".parse().unwrap(),
         log: dir.path().join("d.jsonl"),
+        smtp: None,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ready.exists() {

@@ -94,7 +94,8 @@ fn ids(list: &Value) -> Vec<String> {
 fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     let env = Env::new();
     let log = env.path("deliveries.jsonl");
-    let (fake, smtp_addr) = Fake::start_with_smtp(&log, &[]);
+    let fake = Fake::start(&log, &["--smtp", "127.0.0.1:0"]);
+    let smtp_addr = fake.smtp.expect("the SMTP address");
     // A message over SMTP first: the oldest in the inbox.
     let (raw, attachment_sha) = smtp_send(smtp_addr.port());
     let c = client();

@@ -397,7 +397,10 @@ fn pipelined_commands_errors_and_dot_stuffing_over_a_raw_socket() {
     let got = replies(&mut r, 5);
     let codes: Vec<&str> = got.iter().map(|l| &l[..3]).collect();
     assert_eq!(codes, ["250", "250", "250", "250", "354"], "{got:?}");
-    let body = b"Subject: dots\r\n\r\n..leading dot\r\nbare\nLF kept\r\n...\r\n.\r\n";
+    // A dot after a bare LF is content: neither unstuffed nor the end (RFC 5321 4.1.1.4), so
+    // "\n.\nMAIL FROM" cannot smuggle a command out of a body.
+    let body =
+        b"Subject: dots\r\n\r\n..leading dot\r\nbare\nLF kept\n.\nMAIL FROM:<x@y>\r\n...\r\n.\r\n";
     w.write_all(body).unwrap();
     let done = replies(&mut r, 1);
     assert!(done[0].starts_with("250 2.0.0 OK queued as "), "{done:?}");
@@ -405,7 +408,7 @@ fn pipelined_commands_errors_and_dot_stuffing_over_a_raw_socket() {
     let (_, raw) = fake.get(&format!("/messages/{id}/raw"));
     assert_eq!(
         &raw[..],
-        b"Subject: dots\r\n\r\n.leading dot\r\nbare\nLF kept\r\n..\r\n"
+        b"Subject: dots\r\n\r\n.leading dot\r\nbare\nLF kept\n.\nMAIL FROM:<x@y>\r\n..\r\n"
     );
     let m = fake.json(&format!("/messages/{id}"));
     assert_eq!(m["envelope"]["from"], "", "{m}");
@@ -416,6 +419,47 @@ fn pipelined_commands_errors_and_dot_stuffing_over_a_raw_socket() {
     let got = replies(&mut r, 3);
     let codes: Vec<&str> = got.iter().map(|l| &l[..3]).collect();
     assert_eq!(codes, ["552", "250", "221"], "{got:?}");
+}
+
+/// Commands pipelined behind STARTTLS arrived in clear text: the server must drop them, not
+/// run them inside the TLS session (a man in the middle could inject them). Python's ssl does
+/// the handshake; a RCPT after it gets 503, so the injected MAIL was never taken.
+#[test]
+fn commands_pipelined_behind_starttls_are_discarded() {
+    let fake = SmtpFake::start(&[], &[]);
+    let script = r#"
+import json, socket, ssl, sys
+port, cafile = int(sys.argv[1]), sys.argv[2]
+raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+def reply(f):
+    while True:
+        line = f.readline().decode()
+        if line[3:4] != "-":
+            return line.strip()
+f = raw.makefile("rb")
+out = [reply(f)]
+raw.sendall(b"EHLO t\r\n"); out.append(reply(f))
+raw.sendall(b"STARTTLS\r\nMAIL FROM:<injected@example.org>\r\n"); out.append(reply(f))
+tls = ssl.create_default_context(cafile=cafile).wrap_socket(raw, server_hostname="localhost")
+g = tls.makefile("rb")
+tls.sendall(b"EHLO t\r\n"); out.append(reply(g))
+tls.sendall(b"RCPT TO:<kim@example.org>\r\n"); out.append(reply(g))
+tls.sendall(b"QUIT\r\n"); out.append(reply(g))
+print(json.dumps(out))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &fake.smtp.to_string()])
+        .arg(fake.cert())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<String> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let codes: Vec<&str> = got.iter().map(|l| &l[..3]).collect();
+    assert_eq!(codes, ["220", "250", "220", "250", "503", "221"], "{got:?}");
 }
 
 #[test]

@@ -201,6 +201,7 @@ fn start_fake(net: &Net, log: &Path, idempotent: bool, extra: &[&str]) -> Fake {
         child,
         addr,
         log: log.to_path_buf(),
+        smtp: None,
     }
 }
 

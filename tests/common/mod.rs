@@ -213,6 +213,8 @@ pub struct Fake {
     pub addr: std::net::SocketAddr,
     /// The delivery log.
     pub log: PathBuf,
+    /// The SMTP listener's address, when started with `--smtp`.
+    pub smtp: Option<std::net::SocketAddr>,
 }
 
 impl Fake {
@@ -227,20 +229,26 @@ impl Fake {
             .stderr(std::process::Stdio::inherit())
             .spawn()
             .expect("spawn sendonce fake-provider");
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut first)
-            .expect("read the address line");
-        let addr = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .parse()
-            .expect("an address");
+        // `listening on ADDR`, then with --smtp `smtp listening on ADDR`.
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = |prefix: &str| -> std::net::SocketAddr {
+            let mut l = String::new();
+            out.read_line(&mut l).expect("read an address line");
+            l.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("expected {prefix:?}..., got {l:?}"))
+                .parse()
+                .expect("an address")
+        };
+        let addr = line("listening on ");
+        let smtp = extra
+            .contains(&"--smtp")
+            .then(|| line("smtp listening on "));
         Fake {
             child,
             addr,
             log: log.to_path_buf(),
+            smtp,
         }
     }
 
@@ -540,45 +548,4 @@ pub fn output_dir(name: &str) -> PathBuf {
     let dir = tmp.parent().unwrap_or(tmp).join("test-output").join(name);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-impl Fake {
-    /// `start` with `--smtp 127.0.0.1:0` too: the fake and its SMTP listener's address (the
-    /// second stdout line, `smtp listening on ADDR`).
-    pub fn start_with_smtp(log: &Path, extra: &[&str]) -> (Fake, std::net::SocketAddr) {
-        use std::io::BufRead;
-        let mut child = Command::new(BIN)
-            .args([
-                "fake-provider",
-                "--listen",
-                "127.0.0.1:0",
-                "--smtp",
-                "127.0.0.1:0",
-            ])
-            .arg("--log")
-            .arg(log)
-            .args(extra)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("spawn sendonce fake-provider");
-        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = |prefix: &str| -> std::net::SocketAddr {
-            let mut l = String::new();
-            out.read_line(&mut l).expect("read an address line");
-            l.trim()
-                .strip_prefix(prefix)
-                .unwrap_or_else(|| panic!("expected {prefix:?}..., got {l:?}"))
-                .parse()
-                .expect("an address")
-        };
-        let addr = line("listening on ");
-        let smtp = line("smtp listening on ");
-        let fake = Fake {
-            child,
-            addr,
-            log: log.to_path_buf(),
-        };
-        (fake, smtp)
-    }
 }
