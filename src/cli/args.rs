@@ -161,8 +161,9 @@ pub enum Command {
         #[arg(long = "log", required = true)]
         logs: Vec<PathBuf>,
     },
-    /// Run an offline HTTP provider for tests and demos (use it with --provider webhook:URL,
-    /// or a twilio:, resend: or postmark: provider whose base_url points here).
+    /// Run an offline provider and inbox for tests and demos: HTTP (--provider webhook:URL, or
+    /// a twilio:, resend: or postmark: provider whose base_url points here) and SMTP (--smtp);
+    /// assert through GET /messages, Mailpit's API, or the web inbox at /.
     FakeProvider(FakeProviderArgs),
     /// The config file and settings: `config show` (effective settings and their sources,
     /// secrets masked), `config example` (a commented sendonce.toml).
@@ -890,8 +891,10 @@ pub enum DoubtsCmd {
     },
 }
 
-/// `sendonce fake-provider`: POST /send (JSON, Idempotency-Key header), GET /messages, GET /health,
-/// and Twilio-, Resend- and Postmark-compatible endpoints (point a provider's base_url here).
+/// `sendonce fake-provider`: an offline provider and inbox for tests. POST /send (JSON,
+/// Idempotency-Key header), Twilio-, Resend- and Postmark-compatible endpoints (point a
+/// provider's base_url here) and SMTP (--smtp); read back with GET /messages (filters,
+/// /messages/wait, /messages/{id}), Mailpit's /api/v1, or the web inbox at /.
 #[derive(Args, Debug)]
 pub struct FakeProviderArgs {
     /// Not used: the fake provider keeps no database. This hidden local copy keeps the global
