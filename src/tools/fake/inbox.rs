@@ -374,7 +374,7 @@ fn synthesize(headers: &[Header], l: &DeliveryLine) -> Vec<u8> {
             s.push_str(&text);
         }
         Some(html) => {
-            let b = format!("fake-{}", l.message_id);
+            let b = format!("=_part_{}", l.message_id);
             s.push_str(&format!(
                 "Content-Type: multipart/alternative; boundary=\"{b}\"\r\n\r\n"
             ));
