@@ -413,6 +413,18 @@ fn pipelined_commands_errors_and_dot_stuffing_over_a_raw_socket() {
     let m = fake.json(&format!("/messages/{id}"));
     assert_eq!(m["envelope"]["from"], "", "{m}");
     assert_eq!(m["envelope"]["to"][1], "lee@example.org", "{m}");
+    // 100 recipients per message: the 101st gets 452 (RFC 5321's "too many recipients"), the
+    // first 100 stay.
+    let mut rcpts = b"MAIL FROM:<a@example.org>\r\n".to_vec();
+    for i in 0..101 {
+        rcpts.extend_from_slice(format!("RCPT TO:<r{i}@example.org>\r\n").as_bytes());
+    }
+    w.write_all(&rcpts).unwrap();
+    let got = replies(&mut r, 102);
+    assert!(got[..101].iter().all(|l| l.starts_with("250")), "{got:?}");
+    assert!(got[101].starts_with("452"), "{:?}", got[101]);
+    w.write_all(b"RSET\r\n").unwrap();
+    assert!(replies(&mut r, 1)[0].starts_with("250"));
     // Too big for the declared size; RSET; QUIT.
     w.write_all(b"MAIL FROM:<a@example.org> SIZE=999999999999\r\nRSET\r\nQUIT\r\n")
         .unwrap();
