@@ -481,19 +481,7 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
     let text = string("text")
         .or_else(|| string("html"))
         .ok_or_else(|| invalid("give the email a `text` or an `html` body".into()))?;
-    let mut headers = BTreeMap::new();
-    match v.get("headers") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => {
-            for (k, val) in m {
-                let s = val
-                    .as_str()
-                    .ok_or_else(|| invalid(format!("header {k:?} must be a string")))?;
-                headers.insert(k.clone(), s.to_string());
-            }
-        }
-        Some(_) => return Err(invalid("`headers` must be an object".into())),
-    }
+    let headers = resend_headers(v.get("headers")).map_err(invalid)?;
     let job_id = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("x-sendonce-job"))
@@ -515,6 +503,24 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
         raw: None,
         envelope: None,
     })
+}
+
+/// Resend's `headers`: absent, or an object of strings.
+fn resend_headers(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
+    let mut headers = BTreeMap::new();
+    match v {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, val) in m {
+                let s = val
+                    .as_str()
+                    .ok_or_else(|| format!("header {k:?} must be a string"))?;
+                headers.insert(k.clone(), s.to_string());
+            }
+        }
+        Some(_) => return Err("`headers` must be an object".into()),
+    }
+    Ok(headers)
 }
 
 // ---------------------------------------------------------------------------------------------
