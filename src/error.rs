@@ -22,6 +22,8 @@ pub enum ErrorKind {
     KeyReused,
     /// A request body larger than the server takes.
     TooLarge,
+    /// Too many attempts in a short time (dashboard logins): wait and try again.
+    Limited,
     /// The database stayed locked longer than the busy timeout.
     Busy,
     /// The database file is unusable (not SQLite, too new, corrupt) or a query failed.
@@ -87,6 +89,9 @@ impl Error {
     }
     pub fn key_reused(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::KeyReused, message)
+    }
+    pub fn limited(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Limited, message)
     }
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::TooLarge, message)

@@ -24,7 +24,8 @@ pub fn for_error(err: &Error) -> i32 {
         | ErrorKind::Unauthorized
         | ErrorKind::Forbidden
         | ErrorKind::KeyReused
-        | ErrorKind::TooLarge => USAGE,
+        | ErrorKind::TooLarge
+        | ErrorKind::Limited => USAGE,
         ErrorKind::ClosedOutput => SUCCESS,
         ErrorKind::Conflict
         | ErrorKind::Busy

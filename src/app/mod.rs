@@ -3,6 +3,7 @@
 //! (serde `Serialize`, the future API's wire format), never the store's rows.
 
 pub mod accounts;
+pub mod admins;
 pub mod campaigns;
 pub mod check;
 pub mod config;

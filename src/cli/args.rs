@@ -108,6 +108,11 @@ pub enum Command {
     /// API tokens of an account (for `sendonce serve`): shown once, stored as SHA-256.
     #[command(subcommand)]
     Token(TokenCmd),
+    /// Dashboard admins (`sendonce serve` at /admin/): create, list, password, remove. The
+    /// password is read from SENDONCE_ADMIN_PASSWORD, from --password-stdin, or asked on the
+    /// terminal; never from a flag.
+    #[command(subcommand)]
+    Admin(AdminCmd),
     /// Campaigns: create, approve, pause, resume, cancel, status, report.
     #[command(subcommand)]
     Campaign(CampaignCmd),
@@ -456,6 +461,48 @@ pub enum SuppressCmd {
         /// Account id or name.
         #[arg(long)]
         account: String,
+    },
+}
+
+/// Where an admin's password comes from (never a flag: flags show in `ps`).
+#[derive(Args, Debug, Clone)]
+pub struct PasswordInput {
+    /// Read the password from the first line of standard input (else SENDONCE_ADMIN_PASSWORD,
+    /// else a prompt on the terminal). At least 12 characters.
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCmd {
+    /// Make a dashboard admin of one account; it sees and changes only that account's data.
+    Create {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Login name (no spaces; names are never reused).
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        password: PasswordInput,
+    },
+    /// Admins (never their passwords): id, account, name, created, removed.
+    List {
+        /// Only this account's (id or name).
+        #[arg(long)]
+        account: Option<String>,
+    },
+    /// Set a new password; the admin's sessions end.
+    Password {
+        /// Login name.
+        name: String,
+        #[command(flatten)]
+        password: PasswordInput,
+    },
+    /// Remove an admin: it can no longer log in and its sessions end.
+    Remove {
+        /// Login name.
+        name: String,
     },
 }
 

@@ -2,6 +2,7 @@
 //! input of a use case in `app`, calls it, and prints either text for people or the use case's
 //! output as one JSON document (`--json`). Exit codes come from `exit`.
 
+mod admins;
 pub mod args;
 mod campaigns;
 pub mod config;
@@ -102,6 +103,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::List(cmd) => lists::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
         Command::Token(cmd) => tokens::command(cli, cmd),
+        Command::Admin(cmd) => admins::command(cli, cmd),
         Command::Campaign(cmd) => campaigns::command(cli, cmd, rt),
         Command::Run(a) => run::run(cli, a, rt),
         Command::Serve(a) => serve::serve(cli, a, rt),

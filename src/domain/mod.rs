@@ -7,6 +7,7 @@ pub mod clock;
 pub mod content;
 pub mod headers;
 pub mod links;
+pub mod login;
 pub mod model;
 pub mod optin;
 pub mod retry;

@@ -24,6 +24,7 @@ pub fn status_for(kind: ErrorKind) -> (StatusCode, &'static str) {
         ErrorKind::Conflict => (StatusCode::CONFLICT, "conflict"),
         ErrorKind::KeyReused => (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
         ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+        ErrorKind::Limited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
         ErrorKind::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
         ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
         ErrorKind::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),

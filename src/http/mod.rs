@@ -6,8 +6,10 @@
 //! returns.
 
 mod auth;
+pub mod dashboard;
 mod error;
 mod hooks;
+pub mod limiter;
 mod messages;
 mod metrics;
 mod openapi;
@@ -103,6 +105,7 @@ fn router(st: AppState, s: &Settings) -> Router {
         .merge(resources::routes())
         .merge(hooks::routes())
         .merge(pages::routes())
+        .merge(dashboard::routes())
         .fallback(ops::not_found)
         .layer(DefaultBodyLimit::max(s.body_limit))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(

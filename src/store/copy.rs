@@ -54,6 +54,8 @@ pub const TABLES: &[&str] = &[
     "api_messages",
     "list_confirmations",
     "webhook_events",
+    "admins",
+    "admin_sessions",
 ];
 
 /// What the source holds, counted before the copy and compared with the target's own count

@@ -11,6 +11,7 @@ mod directory;
 pub mod doctor;
 mod ledger;
 mod lists;
+mod logins;
 mod messages;
 mod notify;
 mod optin;
@@ -42,6 +43,7 @@ pub use optin::{Confirmation, MemberKey, MemberState, Optin};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, Suppressions};
+pub use logins::{LoginRow, Logins, NewLogin, SessionRow};
 pub use tokens::{NewToken, TokenRow, Tokens};
 pub use webhooks::{Applied, WebhookAction, Webhooks};
 
@@ -65,6 +67,7 @@ pub trait Storage:
     + RateLimits
     + Admin
     + Tokens
+    + Logins
     + Webhooks
     + Send
     + std::marker::Sync
@@ -85,6 +88,7 @@ impl<T> Storage for T where
         + RateLimits
         + Admin
         + Tokens
+        + Logins
         + Webhooks
         + Send
         + std::marker::Sync

@@ -9,15 +9,15 @@ use super::confirm::failed;
 use super::{message, render};
 use crate::app::optin::{self, Signed, Signup};
 use crate::error::ErrorKind;
+use crate::http::limiter::Limiter;
 use crate::http::{blocking, AppState};
 use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::Extension;
-use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The routes of this page, as (method, path).
 pub const ROUTES: &[(&str, &str)] = &[("GET", "/subscribe/{list}"), ("POST", "/subscribe")];
@@ -27,8 +27,6 @@ pub const SIGNUP_BURST: u32 = 5;
 pub const SIGNUP_PER_MINUTE: u32 = 5;
 /// Largest signup form body read, in bytes.
 const FORM_LIMIT: usize = 16 * 1024;
-/// Client addresses remembered before full buckets are forgotten.
-const MAX_TRACKED: usize = 10_000;
 
 pub fn routes() -> axum::Router<AppState> {
     let limiter = Arc::new(Limiter::new(SIGNUP_BURST, SIGNUP_PER_MINUTE));
@@ -38,54 +36,6 @@ pub fn routes() -> axum::Router<AppState> {
         .layer(Extension(limiter))
 }
 
-/// Token buckets by client address (IPv6 by /64, what one host usually holds).
-pub struct Limiter {
-    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
-    burst: f64,
-    per_sec: f64,
-}
-
-impl Limiter {
-    pub fn new(burst: u32, per_minute: u32) -> Limiter {
-        Limiter {
-            buckets: Mutex::new(HashMap::new()),
-            burst: f64::from(burst),
-            per_sec: f64::from(per_minute) / 60.0,
-        }
-    }
-
-    /// Take one token for `ip` at `now`: `Ok` or how long until the next one.
-    pub fn take(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
-        let key = match ip {
-            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
-                let s = v6.segments();
-                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-            }
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        // A poisoned lock only means another request panicked mid-update: the map is usable.
-        let mut map = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() >= MAX_TRACKED {
-            let (burst, rate) = (self.burst, self.per_sec);
-            map.retain(|_, (t, at)| *t + now.duration_since(*at).as_secs_f64() * rate < burst);
-            if map.len() >= MAX_TRACKED {
-                // Over MAX_TRACKED addresses signing up within minutes: memory stays bounded,
-                // and everyone starts again from a full bucket.
-                tracing::warn!("signup rate limit: too many client addresses, buckets reset");
-                map.clear();
-            }
-        }
-        let (tokens, at) = map.entry(key).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.per_sec).min(self.burst);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            return Ok(());
-        }
-        Err(Duration::from_secs_f64((1.0 - *tokens) / self.per_sec))
-    }
-}
 
 async fn form(State(st): State<AppState>, Path(list): Path<String>) -> Response {
     match blocking(&st, move |s| optin::public_list(s, &list)).await {
@@ -211,29 +161,6 @@ async fn submit(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bucket_allows_the_burst_then_refills() {
-        let l = Limiter::new(5, 5);
-        let ip: IpAddr = "192.0.2.7".parse().unwrap();
-        let t0 = Instant::now();
-        for _ in 0..5 {
-            assert!(l.take(ip, t0).is_ok());
-        }
-        let wait = l.take(ip, t0).unwrap_err();
-        assert!(wait <= Duration::from_secs(12), "{wait:?}");
-        // Another address has its own bucket; the same /64 shares one.
-        assert!(l.take("192.0.2.8".parse().unwrap(), t0).is_ok());
-        let a: IpAddr = "2001:db8::1".parse().unwrap();
-        let b: IpAddr = "2001:db8::2".parse().unwrap();
-        for _ in 0..5 {
-            assert!(l.take(a, t0).is_ok());
-        }
-        assert!(l.take(b, t0).is_err());
-        // 12 s later one token is back.
-        assert!(l.take(ip, t0 + Duration::from_secs(12)).is_ok());
-        assert!(l.take(ip, t0 + Duration::from_secs(12)).is_err());
-    }
 
     #[test]
     fn form_fields_first_value_wins() {

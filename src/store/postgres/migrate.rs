@@ -4,11 +4,18 @@
 use crate::error::{Error, Result};
 
 /// The migrations, in order: (version, name, SQL).
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "0001_init",
-    include_str!("../../../schema/postgres/0001_init.sql"),
-)];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "0001_init",
+        include_str!("../../../schema/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        "0002_logins",
+        include_str!("../../../schema/postgres/0002_logins.sql"),
+    ),
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;

@@ -54,6 +54,7 @@ mod optin;
 mod ratelimit;
 mod segment;
 mod suppressions;
+mod logins;
 mod tokens;
 mod webhooks;
 // migrate-store's target (kept last: easy to merge).

@@ -18,6 +18,7 @@ mod notify;
 mod optin;
 mod ratelimit;
 mod segment;
+mod logins;
 mod tokens;
 mod unsubscribe;
 mod webhooks;
@@ -79,6 +80,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ),
     ("0011_guard", include_str!("../../../schema/0011_guard.sql")),
     ("0012_moved", include_str!("../../../schema/0012_moved.sql")),
+    ("0013_logins", include_str!("../../../schema/0013_logins.sql")),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
