@@ -20,6 +20,7 @@ mod damage;
 // Real processes killed at named crash points: only with the `crash-points` feature.
 #[cfg(feature = "crash-points")]
 mod crash;
+mod dashboard;
 mod defects;
 mod fake_hostile;
 mod fake_inbox_api;

@@ -38,7 +38,12 @@ impl From<LoginRow> for Admin {
 }
 
 /// Make an admin of `account` (id or name) called `name` with `password`.
-pub fn create(store: &dyn Storage, account: &str, name: &str, password: &Password) -> Result<Admin> {
+pub fn create(
+    store: &dyn Storage,
+    account: &str,
+    name: &str,
+    password: &Password,
+) -> Result<Admin> {
     let name = login::checked_name(name)?;
     let account_id = store.resolve_account(account)?;
     let hash = login::hash_password(password)?;

@@ -60,8 +60,13 @@ pub trait Logins: Send + Sync {
     /// Remove admin `name` at `now` and end its sessions; `NotFound` as above.
     fn remove_login(&self, name: &str, now: i64) -> Result<LoginRow>;
     /// Start a session for admin `login_id` (its expired sessions are deleted on the way).
-    fn create_session(&self, login_id: i64, hash: &[u8; 32], now: i64, expires_at: i64)
-        -> Result<()>;
+    fn create_session(
+        &self,
+        login_id: i64,
+        hash: &[u8; 32],
+        now: i64,
+        expires_at: i64,
+    ) -> Result<()>;
     /// The live session whose hash is `hash`: not past `expires_at`, seen within `idle_ms`, its
     /// admin not removed. `last_seen_at` becomes `now` when older than `seen_every_ms`.
     fn session(

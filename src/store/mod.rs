@@ -37,13 +37,13 @@ pub use lists::{
     AudienceCounts, AudienceQuery, ConfirmContent, LinkList, LinkState, ListChange, ListRow, Lists,
     NewList, OptIn, UnsubscribeChange, UnsubscribeRequest,
 };
+pub use logins::{LoginRow, Logins, NewLogin, SessionRow};
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
 pub use notify::{Notifications, NotifyRow};
 pub use optin::{Confirmation, MemberKey, MemberState, Optin};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, Suppressions};
-pub use logins::{LoginRow, Logins, NewLogin, SessionRow};
 pub use tokens::{NewToken, TokenRow, Tokens};
 pub use webhooks::{Applied, WebhookAction, Webhooks};
 

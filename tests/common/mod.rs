@@ -1,6 +1,7 @@
 //! Shared test helpers: a temp dir with a database, and running the real binary.
 #![allow(dead_code)]
 
+pub mod dashboard;
 pub mod pg;
 
 use serde_json::Value;

@@ -3,7 +3,10 @@
 //! `app::admins::login`, a per-client-address limit on top of the store's per-admin one, and
 //! the session cookie set or cleared.
 
-use super::{cookie, fail, over_https, render, same_origin, see_other, set_cookie, Posted, PREFIX, SESSION_COOKIE};
+use super::{
+    cookie, fail, over_https, render, same_origin, see_other, set_cookie, Posted, PREFIX,
+    SESSION_COOKIE,
+};
 use crate::app::admins;
 use crate::domain::login::{login_nonce, Password};
 use crate::http::limiter::Limiter;
@@ -60,7 +63,13 @@ fn next_page(next: Option<&str>) -> String {
 }
 
 /// The form, with a fresh nonce in a cookie and in a hidden field.
-fn login_page(st: &AppState, h: &HeaderMap, next: &str, error: Option<&str>, status: StatusCode) -> Response {
+fn login_page(
+    st: &AppState,
+    h: &HeaderMap,
+    next: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
     let nonce = match login_nonce() {
         Ok(n) => n,
         Err(e) => return fail(None, &e),
@@ -106,7 +115,13 @@ async fn submit(
     body: Bytes,
 ) -> Response {
     let Ok(c) = serde_urlencoded::from_bytes::<Credentials>(&body) else {
-        return login_page(&st, &h, "/admin/campaigns", Some("The form did not parse."), StatusCode::BAD_REQUEST);
+        return login_page(
+            &st,
+            &h,
+            "/admin/campaigns",
+            Some("The form did not parse."),
+            StatusCode::BAD_REQUEST,
+        );
     };
     let next = next_page(c.next.as_deref());
     let nonce_ok = cookie(&h, NONCE_COOKIE).is_some_and(|n| {
@@ -117,11 +132,20 @@ async fn submit(
         return login_page(&st, &h, &next, Some(msg), StatusCode::FORBIDDEN);
     }
     if let Err(wait) = limiter.take(peer.ip(), Instant::now()) {
-        let msg = format!("Too many attempts from here; try again in {} s.", wait.as_secs() + 1);
+        let msg = format!(
+            "Too many attempts from here; try again in {} s.",
+            wait.as_secs() + 1
+        );
         return login_page(&st, &h, &next, Some(&msg), StatusCode::TOO_MANY_REQUESTS);
     }
     let Some(password) = Password::presented(c.password) else {
-        return login_page(&st, &h, &next, Some("Wrong name or password."), StatusCode::UNAUTHORIZED);
+        return login_page(
+            &st,
+            &h,
+            &next,
+            Some("Wrong name or password."),
+            StatusCode::UNAUTHORIZED,
+        );
     };
     let name = c.name;
     match blocking(&st, move |s| admins::login(s, &name, &password)).await {
@@ -134,7 +158,10 @@ async fn submit(
                 header::SET_COOKIE,
                 set_cookie(SESSION_COOKIE, started.token.expose(), secure, None),
             );
-            cookies.append(header::SET_COOKIE, set_cookie(NONCE_COOKIE, "", secure, Some(0)));
+            cookies.append(
+                header::SET_COOKIE,
+                set_cookie(NONCE_COOKIE, "", secure, Some(0)),
+            );
             res
         }
         Err(e) if admins::is_refusal(&e) => {
@@ -160,7 +187,11 @@ fn capitalised(s: &str) -> String {
 #[derive(Debug, Deserialize)]
 struct Nothing {}
 
-async fn logout(State(st): State<AppState>, h: HeaderMap, Posted(session, _): Posted<Nothing>) -> Response {
+async fn logout(
+    State(st): State<AppState>,
+    h: HeaderMap,
+    Posted(session, _): Posted<Nothing>,
+) -> Response {
     let token = session.token.expose().to_string();
     if let Err(e) = blocking(&st, move |s| admins::logout(s, &token)).await {
         return fail(Some(&session), &e);
@@ -180,7 +211,12 @@ mod tests {
     #[test]
     fn next_stays_on_the_dashboard() {
         assert_eq!(next_page(Some("/admin/lists?q=a")), "/admin/lists?q=a");
-        for bad in ["https://evil.example/", "//evil.example/admin/", "/u/x", "/admin/\\evil"] {
+        for bad in [
+            "https://evil.example/",
+            "//evil.example/admin/",
+            "/u/x",
+            "/admin/\\evil",
+        ] {
             assert_eq!(next_page(Some(bad)), "/admin/campaigns", "{bad}");
         }
         assert_eq!(next_page(None), "/admin/campaigns");

@@ -54,7 +54,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("admin/layout.html", include_str!("templates/layout.html")),
     ("admin/login.html", include_str!("templates/login.html")),
     ("admin/error.html", include_str!("templates/error.html")),
-    ("admin/campaigns.html", include_str!("templates/campaigns.html")),
+    (
+        "admin/campaigns.html",
+        include_str!("templates/campaigns.html"),
+    ),
 ];
 
 fn env() -> &'static Environment<'static> {
@@ -118,7 +121,10 @@ impl<T: DeserializeOwned + Send> FromRequest<AppState> for Posted<T> {
 }
 
 /// The fields of a posted form, after its CSRF token was checked.
-pub fn form_fields<T: DeserializeOwned>(session: &Session, body: &Bytes) -> crate::error::Result<T> {
+pub fn form_fields<T: DeserializeOwned>(
+    session: &Session,
+    body: &Bytes,
+) -> crate::error::Result<T> {
     let csrf = form_urlencoded::parse(body)
         .find(|(k, _)| k == "csrf")
         .map(|(_, v)| v.into_owned())
@@ -137,7 +143,10 @@ pub fn same_origin(h: &HeaderMap) -> crate::error::Result<()> {
         }
     }
     if let Some(origin) = h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        let host = h.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let host = h
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
         let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
         if origin == "null" || origin_host != host {
             return Err(cross());
@@ -287,13 +296,19 @@ mod tests {
     #[test]
     fn cookies_are_read_and_set_safely() {
         let mut h = HeaderMap::new();
-        h.append(header::COOKIE, HeaderValue::from_static("a=1; sendonce_session=xyz"));
+        h.append(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; sendonce_session=xyz"),
+        );
         assert_eq!(cookie(&h, SESSION_COOKIE).as_deref(), Some("xyz"));
         assert_eq!(cookie(&h, "b"), None);
         let c = set_cookie(SESSION_COOKIE, "v", true, None);
         let c = c.to_str().unwrap();
         assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict") && c.contains("Secure"));
-        assert!(!set_cookie("n", "v", false, Some(0)).to_str().unwrap().contains("Secure"));
+        assert!(!set_cookie("n", "v", false, Some(0))
+            .to_str()
+            .unwrap()
+            .contains("Secure"));
     }
 
     #[test]
@@ -301,11 +316,20 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
         assert!(same_origin(&h).is_ok());
-        h.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:8080"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:8080"),
+        );
         assert!(same_origin(&h).is_ok());
-        h.insert(header::ORIGIN, HeaderValue::from_static("http://evil.example"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://evil.example"),
+        );
         assert!(same_origin(&h).is_err());
-        h.insert(header::ORIGIN, HeaderValue::from_static("http://127.0.0.1:8080"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://127.0.0.1:8080"),
+        );
         h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
         assert!(same_origin(&h).is_err());
     }

@@ -36,7 +36,6 @@ pub fn routes() -> axum::Router<AppState> {
         .layer(Extension(limiter))
 }
 
-
 async fn form(State(st): State<AppState>, Path(list): Path<String>) -> Response {
     match blocking(&st, move |s| optin::public_list(s, &list)).await {
         Ok(l) => render(

@@ -154,7 +154,13 @@ impl Logins for PgStore {
         })
     }
 
-    fn create_session(&self, login_id: i64, hash: &[u8; 32], now: i64, expires_at: i64) -> Result<()> {
+    fn create_session(
+        &self,
+        login_id: i64,
+        hash: &[u8; 32],
+        now: i64,
+        expires_at: i64,
+    ) -> Result<()> {
         let hash = hash.to_vec();
         self.run(move |pool| async move {
             let mut c = pool.get().await?;
@@ -175,11 +181,20 @@ impl Logins for PgStore {
         })
     }
 
-    fn session(&self, hash: &[u8; 32], now: i64, idle_ms: i64, seen_every_ms: i64) -> Result<Option<SessionRow>> {
+    fn session(
+        &self,
+        hash: &[u8; 32],
+        now: i64,
+        idle_ms: i64,
+        seen_every_ms: i64,
+    ) -> Result<Option<SessionRow>> {
         let hash = hash.to_vec();
         self.run(move |pool| async move {
             let c = pool.get().await?;
-            let Some(row) = live_session(&c, &hash, now, idle_ms).await.map_err(Error::from)? else {
+            let Some(row) = live_session(&c, &hash, now, idle_ms)
+                .await
+                .map_err(Error::from)?
+            else {
                 return Ok(None);
             };
             if row.last_seen_at > now - seen_every_ms {

@@ -47,6 +47,7 @@ mod directory;
 pub(crate) mod doctor;
 mod ledger;
 mod lists;
+mod logins;
 mod messages;
 mod migrate;
 mod notify;
@@ -54,7 +55,6 @@ mod optin;
 mod ratelimit;
 mod segment;
 mod suppressions;
-mod logins;
 mod tokens;
 mod webhooks;
 // migrate-store's target (kept last: easy to merge).

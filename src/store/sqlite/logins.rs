@@ -28,7 +28,12 @@ fn live_login(c: &Connection, name: &str) -> Result<Option<LoginRow>> {
     .optional()?)
 }
 
-fn live_session(c: &Connection, hash: &[u8; 32], now: i64, idle_ms: i64) -> Result<Option<SessionRow>> {
+fn live_session(
+    c: &Connection,
+    hash: &[u8; 32],
+    now: i64,
+    idle_ms: i64,
+) -> Result<Option<SessionRow>> {
     Ok(c.prepare_cached(&format!(
         "SELECT {COLS}, s.id, s.created_at, s.expires_at, s.last_seen_at
          FROM admin_sessions s JOIN admins a ON a.id = s.admin_id
@@ -112,7 +117,13 @@ impl Logins for SqliteStore {
         })
     }
 
-    fn create_session(&self, login_id: i64, hash: &[u8; 32], now: i64, expires_at: i64) -> Result<()> {
+    fn create_session(
+        &self,
+        login_id: i64,
+        hash: &[u8; 32],
+        now: i64,
+        expires_at: i64,
+    ) -> Result<()> {
         self.write(|tx| {
             tx.execute(
                 "DELETE FROM admin_sessions WHERE admin_id = ?1 AND expires_at <= ?2",
@@ -127,7 +138,13 @@ impl Logins for SqliteStore {
         })
     }
 
-    fn session(&self, hash: &[u8; 32], now: i64, idle_ms: i64, seen_every_ms: i64) -> Result<Option<SessionRow>> {
+    fn session(
+        &self,
+        hash: &[u8; 32],
+        now: i64,
+        idle_ms: i64,
+        seen_every_ms: i64,
+    ) -> Result<Option<SessionRow>> {
         let Some(row) = self.read(|c| live_session(c, hash, now, idle_ms))? else {
             return Ok(None);
         };

@@ -13,12 +13,12 @@ pub mod export;
 pub(crate) mod guard;
 mod ledger;
 mod lists;
+mod logins;
 mod messages;
 mod notify;
 mod optin;
 mod ratelimit;
 mod segment;
-mod logins;
 mod tokens;
 mod unsubscribe;
 mod webhooks;
@@ -80,7 +80,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ),
     ("0011_guard", include_str!("../../../schema/0011_guard.sql")),
     ("0012_moved", include_str!("../../../schema/0012_moved.sql")),
-    ("0013_logins", include_str!("../../../schema/0013_logins.sql")),
+    (
+        "0013_logins",
+        include_str!("../../../schema/0013_logins.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
