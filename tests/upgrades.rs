@@ -7,7 +7,7 @@ use crate::common::{deliveries, Env};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const RELEASED: i64 = 12;
+const RELEASED: i64 = 13;
 
 fn fixture(n: i64) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/schema-{n:02}.db"))
@@ -170,6 +170,10 @@ fn each_released_schema_upgrades_reads_back_and_finishes_without_resending() {
         if n >= 9 {
             let lists = env.ok(&["list", "list", "--account", "acme"]);
             assert!(lists.contains("weekly"), "schema-{n:02}: {lists}");
+        }
+        if n >= 13 {
+            let admins = env.ok(&["admin", "list"]);
+            assert!(admins.contains("ana"), "schema-{n:02}: {admins}");
         }
 
         // The in-progress campaign goes on: the queued rows and the never-called lease are
