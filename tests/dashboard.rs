@@ -457,7 +457,7 @@ fn session_cookie(a: &Answer) -> Option<String> {
 
 #[test]
 fn cookies_csrf_of_the_login_form_and_next() {
-    let (_env, server) = setup();
+    let (env, server) = setup();
     let creds = [("name", "ana"), ("password", PASSWORD)];
     // Behind a proxy that speaks HTTPS: Secure on both cookies.
     let https = raw_login(
@@ -489,7 +489,7 @@ fn cookies_csrf_of_the_login_form_and_next() {
         assert!(session_cookie(&r).is_none(), "{headers:?}");
     }
     // next= leads to a dashboard page, never off it.
-    for (next, to) in [
+    for (i, (next, to)) in [
         (
             "/admin/campaigns?status=sent",
             "/admin/campaigns?status=sent",
@@ -500,9 +500,18 @@ fn cookies_csrf_of_the_login_form_and_next() {
         ("/admin/\\evil.example", "/admin/campaigns"),
         ("javascript:alert(1)", "/admin/campaigns"),
         ("/u/unsubscribe", "/admin/campaigns"),
-    ] {
-        let mut fields = creds.to_vec();
-        fields.push(("next", next));
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // One admin per login: the per-admin limit allows LOGIN_BURST at once.
+        let name = format!("n{i}");
+        create_admin(&env, "acme", &name);
+        let fields = [
+            ("name", name.as_str()),
+            ("password", PASSWORD),
+            ("next", next),
+        ];
         let r = raw_login(&server.base, &[], &fields, true);
         assert_eq!(r.status, 303, "{next}");
         assert_eq!(r.location(), Some(to), "next={next}");

@@ -192,6 +192,8 @@ fn park_in_doubt(env: &Env, cid: i64) -> i64 {
     let now = sendonce::domain::clock::now_ms();
     assert_eq!(s.start_due_campaigns(now).unwrap(), vec![cid]);
     while !s.build_list_chunk(cid, 100).unwrap() {}
+    // The rows are due from the moment they were built.
+    let now = sendonce::domain::clock::now_ms() + 1;
     let claimed = s
         .claim(&ClaimRequest {
             campaign_id: cid,

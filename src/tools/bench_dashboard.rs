@@ -87,15 +87,17 @@ impl Ids {
     fn substitute(&self, route: &str) -> Option<String> {
         let mut out = Vec::new();
         for seg in route.split('/') {
-            out.push(match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-                Some("id") => self.campaign.to_string(),
-                Some("list") => self.list.to_string(),
-                Some("subscriber") => self.subscriber.to_string(),
-                Some("send_id") => self.send_id.to_string(),
-                Some("token") => self.token.to_string(),
-                Some(_) => return None,
-                None => seg.to_string(),
-            });
+            out.push(
+                match seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    Some("id") => self.campaign.to_string(),
+                    Some("list") => self.list.to_string(),
+                    Some("subscriber") => self.subscriber.to_string(),
+                    Some("send_id") => self.send_id.to_string(),
+                    Some("token") => self.token.to_string(),
+                    Some(_) => return None,
+                    None => seg.to_string(),
+                },
+            );
         }
         Some(out.join("/"))
     }
@@ -153,9 +155,18 @@ fn seed(store: &SqliteStore, n: u64) -> Result<(Ids, States)> {
         error: "timed out after the request was sent".into(),
     };
     let send_id = move_rows(store, campaign, in_doubt, &mut token, Some(&doubt))?;
-    app::admins::create(store, "bench", "bench", &Password::new(ADMIN_PASSWORD.into())?)?;
+    app::admins::create(
+        store,
+        "bench",
+        "bench",
+        &Password::new(ADMIN_PASSWORD.into())?,
+    )?;
     let api = app::tokens::create(store, "bench", "bench", Scope::Read)?;
-    let list = store.campaign_lists(campaign)?.first().copied().unwrap_or(0);
+    let list = store
+        .campaign_lists(campaign)?
+        .first()
+        .copied()
+        .unwrap_or(0);
     let states = States {
         sent: store.bench_count(campaign, "sent")?,
         failed: store.bench_count(campaign, "failed")?,
@@ -271,7 +282,11 @@ impl Client {
         let nonce = field_value(&body, "nonce")
             .ok_or_else(|| Error::internal("the login page has no nonce"))?;
         let fields: String = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs([("name", "bench"), ("password", ADMIN_PASSWORD), ("nonce", &nonce)])
+            .extend_pairs([
+                ("name", "bench"),
+                ("password", ADMIN_PASSWORD),
+                ("nonce", &nonce),
+            ])
             .finish();
         let res = http
             .post(format!("{base}/admin/login"))
