@@ -198,3 +198,50 @@ fn bench_on_postgres_runs_both_loops_and_leaves_the_database_empty() {
         "1"
     );
 }
+
+/// `bench --only dashboard` on a small campaign: every GET route of the dashboard timed (or
+/// named as not timed), the states of the sends seeded as asked, and the table's flags.
+#[test]
+fn bench_times_every_dashboard_page() {
+    let env = Env::new();
+    let out = env.ok(&["--json", "bench", "--only", "dashboard", "--scale", "4000"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["recipients"], 4000, "{doc:#}");
+    let st = &doc["states"];
+    let total: u64 = ["sent", "failed", "in_doubt", "queued", "suppressed"]
+        .iter()
+        .map(|k| st[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 4000, "{st}");
+    for k in ["sent", "failed", "in_doubt", "queued", "suppressed"] {
+        assert!(st[k].as_u64().unwrap() > 0, "{k}: {st}");
+    }
+    assert!(st["sent"].as_u64().unwrap() > 3000, "{st}");
+    let pages = doc["pages"].as_array().unwrap();
+    let skipped = doc["skipped"].as_array().unwrap();
+    for (method, route) in sendonce::http::dashboard::route_list() {
+        if method != "GET" {
+            continue;
+        }
+        let timed = pages.iter().any(|p| p["route"] == route);
+        let named = skipped
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with(&format!("{route}:")));
+        assert!(timed || named, "{route} neither timed nor named: {doc:#}");
+    }
+    for p in pages {
+        let status = p["status"].as_u64().unwrap();
+        assert!(status == 200 || status == 303, "{p}");
+        let (median, max) = (
+            p["median_ms"].as_f64().unwrap(),
+            p["max_ms"].as_f64().unwrap(),
+        );
+        assert!(median > 0.0 && max >= median, "{p}");
+        assert_eq!(p["slow"], median > 100.0, "{p}");
+    }
+    let campaigns = pages
+        .iter()
+        .find(|p| p["path"] == "/admin/campaigns")
+        .expect("the campaigns page was timed");
+    assert_eq!(campaigns["status"], 200, "{campaigns}");
+}

@@ -2289,3 +2289,177 @@ fn audience_with_lists_answers_the_same_on_every_backend() {
     );
     same_on_both(audience_script);
 }
+
+// ---- Logins: the dashboard's admins and sessions, on both backends --------------------------
+
+/// The `Logins` contract with a clock the test holds (the `now` arguments): create (duplicate
+/// name, unknown account), list per account, sessions that expire, go idle and have their
+/// `last_seen_at` written at most once per `seen_every`, a new password and a removal that end
+/// every session, and a removed admin that cannot be found to log in.
+#[test]
+fn logins_and_sessions_keep_their_contract_on_every_backend() {
+    use sendonce::error::ErrorKind;
+    use sendonce::store::NewLogin;
+    for b in ledger_backends() {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let name = b.name;
+        let acme = s.add_account("acme").unwrap();
+        let other = s.add_account("other").unwrap();
+        let new = |account_id, name, password_hash| NewLogin {
+            account_id,
+            name,
+            password_hash,
+            created_at: 1_000,
+        };
+        let ana = s.create_login(&new(acme, "ana", "$argon2id$h1")).unwrap();
+        let al = s.create_login(&new(acme, "al", "$argon2id$h2")).unwrap();
+        let bo = s.create_login(&new(other, "bo", "$argon2id$h3")).unwrap();
+        let dup = s
+            .create_login(&new(other, "ana", "$argon2id$h4"))
+            .unwrap_err();
+        assert_eq!(dup.kind, ErrorKind::Conflict, "{name}: {dup}");
+        let nobody = s
+            .create_login(&new(9_999, "zed", "$argon2id$h5"))
+            .unwrap_err();
+        assert_eq!(nobody.kind, ErrorKind::NotFound, "{name}: {nobody}");
+        let names = |acct| -> Vec<String> {
+            s.logins(acct)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.name)
+                .collect()
+        };
+        assert_eq!(names(Some(acme)), ["ana", "al"], "{name}");
+        assert_eq!(names(Some(other)), ["bo"], "{name}");
+        assert_eq!(names(None), ["ana", "al", "bo"], "{name}");
+        let row = s.login_by_name("ana").unwrap().expect("ana");
+        assert_eq!(
+            (row.id, row.account_id, row.password_hash.as_str()),
+            (ana, acme, "$argon2id$h1"),
+            "{name}"
+        );
+        assert!(s.login_by_name("nobody").unwrap().is_none(), "{name}");
+
+        // A session: live until it expires or idles, last_seen_at written at most once per
+        // `seen_every`.
+        let (idle, every) = (10_000, 1_000);
+        let t0 = 5_000_000;
+        let h1 = [1u8; 32];
+        s.create_session(ana, &h1, t0, t0 + 50_000).unwrap();
+        let seen = |now| {
+            s.session(&h1, now, idle, every)
+                .unwrap()
+                .map(|r| r.last_seen_at)
+        };
+        let live = s.session(&h1, t0 + 10, idle, every).unwrap().expect("live");
+        assert_eq!(
+            (
+                live.login.id,
+                live.created_at,
+                live.expires_at,
+                live.last_seen_at
+            ),
+            (ana, t0, t0 + 50_000, t0),
+            "{name}"
+        );
+        assert_eq!(seen(t0 + every - 1), Some(t0), "{name}: written too soon");
+        assert_eq!(seen(t0 + every), Some(t0 + every), "{name}: not written");
+        assert_eq!(seen(t0 + every + 500), Some(t0 + every), "{name}");
+        let last = t0 + every;
+        assert_eq!(seen(last + idle - 1), Some(last + idle - 1), "{name}");
+        let last = last + idle - 1;
+        assert_eq!(seen(last + idle), None, "{name}: idle too long, still live");
+        // Expiry: seen often enough, the session still ends at expires_at.
+        let h2 = [2u8; 32];
+        s.create_session(al, &h2, t0, t0 + 3 * every).unwrap();
+        for k in 1..3 {
+            assert!(
+                s.session(&h2, t0 + k * every, idle, every)
+                    .unwrap()
+                    .is_some(),
+                "{name}"
+            );
+        }
+        assert!(
+            s.session(&h2, t0 + 3 * every, idle, every)
+                .unwrap()
+                .is_none(),
+            "{name}: expired, still live"
+        );
+        assert!(
+            s.session(&[9u8; 32], t0, idle, every).unwrap().is_none(),
+            "{name}"
+        );
+
+        // end_session ends one session only; an unknown hash is no error.
+        let (h3, h4) = ([3u8; 32], [4u8; 32]);
+        s.create_session(bo, &h3, t0, t0 + 50_000).unwrap();
+        s.create_session(bo, &h4, t0, t0 + 50_000).unwrap();
+        s.end_session(&h3).unwrap();
+        s.end_session(&[8u8; 32]).unwrap();
+        assert!(
+            s.session(&h3, t0 + 1, idle, every).unwrap().is_none(),
+            "{name}"
+        );
+        assert!(
+            s.session(&h4, t0 + 1, idle, every).unwrap().is_some(),
+            "{name}"
+        );
+
+        // A new password ends every session of its admin (not another admin's).
+        let h5 = [5u8; 32];
+        s.create_session(ana, &h5, t0, t0 + 50_000).unwrap();
+        s.create_session(al, &[6u8; 32], t0, t0 + 50_000).unwrap();
+        let changed = s.set_password("ana", "$argon2id$new").unwrap();
+        assert_eq!(changed.id, ana, "{name}");
+        assert!(
+            s.session(&h5, t0 + 1, idle, every).unwrap().is_none(),
+            "{name}"
+        );
+        assert!(
+            s.session(&[6u8; 32], t0 + 1, idle, every)
+                .unwrap()
+                .is_some(),
+            "{name}"
+        );
+        let row = s.login_by_name("ana").unwrap().expect("ana");
+        assert_eq!(row.password_hash, "$argon2id$new", "{name}");
+        let e = s.set_password("nobody", "$argon2id$x").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NotFound, "{name}: {e}");
+
+        // Removal: sessions end, no login by name, still listed, the name is not reused.
+        let removed = s.remove_login("bo", t0 + 7).unwrap();
+        assert_eq!(
+            (removed.id, removed.removed_at),
+            (bo, Some(t0 + 7)),
+            "{name}"
+        );
+        assert!(
+            s.session(&h4, t0 + 2, idle, every).unwrap().is_none(),
+            "{name}"
+        );
+        assert!(s.login_by_name("bo").unwrap().is_none(), "{name}");
+        let listed = s.logins(Some(other)).unwrap();
+        assert_eq!(listed.len(), 1, "{name}");
+        assert_eq!(listed[0].removed_at, Some(t0 + 7), "{name}");
+        for e in [
+            s.remove_login("bo", t0 + 8).unwrap_err(),
+            s.set_password("bo", "$argon2id$y").unwrap_err(),
+        ] {
+            assert_eq!(e.kind, ErrorKind::NotFound, "{name}: {e}");
+        }
+        let again = s
+            .create_login(&new(other, "bo", "$argon2id$z"))
+            .unwrap_err();
+        assert_eq!(again.kind, ErrorKind::Conflict, "{name}: {again}");
+        // A session made for a removed admin is not live either.
+        let _ = s.create_session(bo, &[7u8; 32], t0, t0 + 50_000);
+        assert!(
+            s.session(&[7u8; 32], t0 + 1, idle, every)
+                .unwrap()
+                .is_none(),
+            "{name}"
+        );
+    }
+}

@@ -285,6 +285,8 @@ pub struct BenchArgs {
     /// and through three lists overlapping by a third, with the plans of its statements.
     /// http: a load test of `serve --worker` with the fake provider on loopback (--clients,
     /// --seconds): requests/s, p50/p99 latency, deliveries = accepted, duplicates 0.
+    /// dashboard: every GET page of `serve`'s dashboard timed (median and max of 7) on a
+    /// campaign of --scale recipients; a median over 100 ms is flagged.
     #[arg(long, value_enum)]
     pub only: Option<BenchSection>,
     /// Concurrent clients of the http section.
@@ -300,6 +302,7 @@ pub struct BenchArgs {
 pub enum BenchSection {
     ListBuild,
     Http,
+    Dashboard,
 }
 
 #[derive(Subcommand, Debug)]

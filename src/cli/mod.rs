@@ -271,6 +271,15 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
     if a.only == Some(BenchSection::Http) {
         return bench_http(a, rt);
     }
+    if a.only == Some(BenchSection::Dashboard) {
+        let opts = crate::tools::bench_dashboard::Options {
+            recipients: scale,
+            sync: opts.sync,
+            dir: opts.dir.clone(),
+        };
+        let report = crate::tools::bench_dashboard::run(&opts, rt)?;
+        return Ok(Output::ok(to_json(&report), report.table()));
+    }
     if a.only == Some(BenchSection::ListBuild) {
         let report = crate::tools::bench::run_list_build(&opts)?;
         return Ok(Output::ok(to_json(&report), report.table()));

@@ -371,7 +371,7 @@ impl Workspace {
     }
 
     /// A new, empty database (refuses to reuse one: figures must come from a fresh file).
-    fn fresh(&self, name: &str) -> Result<(PathBuf, SqliteStore)> {
+    pub(crate) fn fresh(&self, name: &str) -> Result<(PathBuf, SqliteStore)> {
         let path = self.path(name);
         if path.exists() {
             return Err(Error::invalid(format!(
@@ -408,7 +408,11 @@ fn setup_campaign(store: &SqliteStore, n: u64) -> Result<i64> {
 /// [`setup_campaign`], the campaign targeting `lists` lists that hold every subscriber
 /// (`SqliteStore::bench_seed_memberships`; none: the whole account). Returns the campaign id
 /// and the number of memberships.
-fn setup_campaign_in_lists(store: &SqliteStore, n: u64, lists: usize) -> Result<(i64, u64)> {
+pub(crate) fn setup_campaign_in_lists(
+    store: &SqliteStore,
+    n: u64,
+    lists: usize,
+) -> Result<(i64, u64)> {
     let account = store.add_account("bench")?;
     store.bench_seed_subscribers(account, n)?;
     store.bench_seed_suppressions(account, OPTED_OUT_EVERY)?;

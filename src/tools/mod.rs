@@ -1,6 +1,7 @@
 //! Tools around the product: the demo, the benchmark, the fake provider and crash points.
 
 pub mod bench;
+pub mod bench_dashboard;
 pub mod bench_http;
 pub mod bench_pg;
 pub mod crash;

@@ -15,7 +15,7 @@
 //!   A small script (`/admin/static/dashboard.js`, `script-src 'self'`) refreshes live numbers;
 //!   every page works without it.
 
-mod login;
+pub mod login;
 mod overview;
 
 use super::pages::environment_with;
