@@ -194,7 +194,15 @@ async fn create(
             if status.is_server_error() {
                 return fail(Some(&session), &e);
             }
-            form_page(&st, &session, form, Some(e.message), status).await
+            // An unknown list or a refused field: the form's fault, the form again.
+            form_page(
+                &st,
+                &session,
+                form,
+                Some(e.message),
+                StatusCode::BAD_REQUEST,
+            )
+            .await
         }
     }
 }
