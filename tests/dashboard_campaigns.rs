@@ -299,7 +299,7 @@ fn every_action_goes_through_a_confirmation_and_forged_posts_change_nothing() {
         let c = a.get(&format!("/admin/campaigns/{id}/{action}"));
         assert_eq!(c.status, 200);
         assert!(c.body.contains(&format!("Yes, {action}")), "{}", c.body);
-        assert_eq!(status(&env, &id)["status"].as_str().unwrap() != after, true);
+        assert_ne!(status(&env, &id)["status"].as_str().unwrap(), after);
         let r = a.post(&format!("/admin/campaigns/{id}/{action}"), &[]);
         assert_eq!(r.status, 303, "{action}: {}", r.body);
         assert_eq!(
