@@ -36,12 +36,11 @@ struct Who {
     subscriber: String,
 }
 
-/// Who a preview is for when the reader named nobody: the first recipient of the campaign, or
-/// the account's first subscriber before the list is built.
+/// Who a preview is for when the reader named nobody: the account's first subscriber (one
+/// indexed row; the page says why when that one would not receive the campaign). Not the
+/// campaign's first send: that is an ordered read of every send of the campaign (0.85 s on a
+/// million-recipient campaign).
 fn default_subscriber(s: &dyn Storage, c: &Campaign) -> Result<String> {
-    if let Some(first) = s.report_page(c.id, 0, 1)?.into_iter().next() {
-        return Ok(first.address);
-    }
     let account = c.account_id.to_string();
     let page = subscribers::Page {
         account: &account,
