@@ -2460,6 +2460,68 @@ fn logins_and_sessions_keep_their_contract_on_every_backend() {
                 .unwrap()
                 .is_none(),
             "{name}"
+/// The dashboard's recipients search (`report_search`): an address prefix (a range, never a
+/// LIKE pattern), a send state, both, keyset pages on the send id, the same on every backend.
+#[test]
+fn a_report_search_narrows_by_prefix_and_state_the_same_on_every_backend() {
+    use sendonce::domain::model::SendStatus;
+    use sendonce::store::ReportSearch;
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 12);
+        let t0 = now_ms();
+        let a = f.claim(12, 1, t0, None);
+        let u1 = a.rows.iter().find(|r| r.address == "u1@x.com").unwrap();
+        let u3 = a.rows.iter().find(|r| r.address == "u3@x.com").unwrap();
+        f.s.record(&[failed(u1.id, 1), accepted(u3.id, 1)], t0 + 1)
+            .unwrap();
+        let search = |prefix: Option<&str>, status: Option<SendStatus>, after: i64, limit| {
+            let q = ReportSearch {
+                prefix: prefix.map(str::to_string),
+                status,
+                after,
+                limit,
+            };
+            let rows = f.s.report_search(f.cid, &q).unwrap();
+            assert!(rows.windows(2).all(|w| w[0].send_id < w[1].send_id));
+            rows.into_iter()
+                .map(|r| (r.send_id, r.address, r.status))
+                .collect::<Vec<_>>()
+        };
+        let ones = search(Some("u1"), None, 0, 100);
+        let addrs: HashSet<&str> = ones.iter().map(|r| r.1.as_str()).collect();
+        assert_eq!(
+            addrs,
+            HashSet::from(["u1@x.com", "u10@x.com", "u11@x.com"]),
+            "{}",
+            f.backend
+        );
+        let first = search(Some("u1"), None, 0, 2);
+        let rest = search(Some("u1"), None, first[1].0, 2);
+        assert_eq!((first.len(), rest.len()), (2, 1), "{}", f.backend);
+        assert_eq!(rest[0], ones[2], "{}", f.backend);
+        assert_eq!(
+            search(None, Some(SendStatus::Failed), 0, 100),
+            vec![(u1.id, "u1@x.com".to_string(), "failed".to_string())],
+            "{}",
+            f.backend
+        );
+        assert_eq!(search(None, Some(SendStatus::Sent), 0, 100).len(), 1);
+        assert_eq!(search(None, Some(SendStatus::Leased), 0, 100).len(), 10);
+        assert_eq!(
+            search(Some("u1"), Some(SendStatus::Leased), 0, 100).len(),
+            2
+        );
+        assert!(search(Some("u_"), None, 0, 100).is_empty(), "{}", f.backend);
+        assert!(search(Some("u%"), None, 0, 100).is_empty(), "{}", f.backend);
+        assert!(search(Some("x"), None, 0, 100).is_empty(), "{}", f.backend);
+        assert_eq!(search(None, None, 0, 100).len(), 12, "{}", f.backend);
+        assert_eq!(
+            f.s.report_search(4242, &ReportSearch::default())
+                .unwrap_err()
+                .kind,
+            sendonce::error::ErrorKind::NotFound,
+            "{}",
+            f.backend
         );
     }
 }

@@ -22,6 +22,7 @@ mod damage;
 mod crash;
 mod dashboard;
 mod dashboard_isolation;
+mod dashboard_campaigns;
 mod defects;
 mod fake_hostile;
 mod fake_inbox_api;

@@ -494,6 +494,105 @@ pub fn report_page(store: &dyn Storage, id: i64, after: i64, limit: usize) -> Re
     })
 }
 
+/// The recipients of campaign `id` whose normalised address starts with `prefix` (email
+/// addresses are compared lower-cased) and/or whose send is in state `status`, after send id
+/// `after`, at most `limit` (the dashboard's search).
+pub fn report_search(
+    store: &dyn Storage,
+    id: i64,
+    prefix: Option<&str>,
+    status: Option<&str>,
+    after: i64,
+    limit: usize,
+) -> Result<ReportPage> {
+    let limit = super::limits::count_in("limit", limit, super::limits::PAGE)?;
+    let status = status
+        .map(|s| {
+            crate::domain::model::SendStatus::parse(s).ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown send state {s:?} (queued, leased, sent, failed, suppressed, \
+                     in_doubt, cancelled)"
+                ))
+            })
+        })
+        .transpose()?;
+    let prefix = prefix
+        .map(|p| p.trim().to_lowercase())
+        .filter(|p| !p.is_empty());
+    let q = crate::store::ReportSearch {
+        prefix,
+        status,
+        after,
+        limit,
+    };
+    let lines: Vec<ReportLine> = store
+        .report_search(id, &q)?
+        .into_iter()
+        .map(ReportLine::from)
+        .collect();
+    let next_after = super::limits::next_after(lines.len(), limit, lines.last().map(|l| l.send_id));
+    Ok(ReportPage {
+        campaign_id: id,
+        lines,
+        next_after,
+    })
+}
+
+/// The report's CSV columns.
+pub const REPORT_CSV_HEADER: [&str; 8] = [
+    "send_id",
+    "job_id",
+    "address",
+    "status",
+    "attempts",
+    "provider_message_id",
+    "reason",
+    "sent_at",
+];
+
+/// Every recipient of campaign `id` as CSV to `out` (the CLI's `campaign report` and the
+/// dashboard's download): cells a spreadsheet would run as formulas neutralised, times in
+/// RFC 3339. A failed write is `ErrorKind::ClosedOutput` when the reader went away.
+pub fn write_report_csv(store: &dyn Storage, id: i64, out: &mut impl std::io::Write) -> Result<()> {
+    let mut csvw = csv::Writer::from_writer(out);
+    csvw.write_record(REPORT_CSV_HEADER).map_err(csv_output)?;
+    report(store, id, |r| {
+        csvw.write_record([
+            r.send_id.to_string(),
+            csv_cell(r.job_id),
+            csv_cell(r.address),
+            r.status,
+            r.attempts.to_string(),
+            csv_cell(r.provider_message_id.unwrap_or_default()),
+            csv_cell(r.reason.unwrap_or_default()),
+            r.sent_at
+                .map(crate::domain::clock::format_ms)
+                .unwrap_or_default(),
+        ])
+        .map_err(csv_output)
+    })?;
+    csvw.flush().map_err(Error::output)
+}
+
+/// A failed write of CSV output; a closed pipe stays recognisable as one.
+fn csv_output(e: csv::Error) -> Error {
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => Error::output(io),
+        other => Error::invalid(format!("cannot write the CSV report: {other:?}")),
+    }
+}
+
+/// A CSV cell a spreadsheet will not run as a formula (OWASP "CSV injection"): text starting
+/// with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'`. A phone number
+/// `+351...` reads `'+351...` in the file and shows as `+351...` in a spreadsheet.
+pub fn csv_cell(s: String) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,6 +80,17 @@ pub struct ReportRow {
     pub sent_at: Option<i64>,
 }
 
+/// A narrowed page of a campaign's report (the dashboard's recipients search): sends whose
+/// normalised address starts with `prefix` and/or in `status`, send id after `after`, at most
+/// `limit`, in send id order.
+#[derive(Debug, Clone, Default)]
+pub struct ReportSearch {
+    pub prefix: Option<String>,
+    pub status: Option<crate::domain::model::SendStatus>,
+    pub after: i64,
+    pub limit: usize,
+}
+
 /// One subscriber as a campaign sees it: the variables its message is rendered from and
 /// whether it would receive the message, for preview and test sends.
 #[derive(Debug, Clone)]
@@ -133,6 +144,9 @@ pub trait Campaigns: Send + Sync {
     /// One page of a campaign's report: the recipients whose send id is after `after`, at
     /// most `limit` of them, in send id order (the HTTP API's cursor paging).
     fn report_page(&self, id: i64, after: i64, limit: usize) -> Result<Vec<ReportRow>>;
+    /// A page of a campaign's report narrowed by address prefix and/or send state
+    /// ([`ReportSearch`]); without either it is [`Campaigns::report_page`].
+    fn report_search(&self, id: i64, q: &ReportSearch) -> Result<Vec<ReportRow>>;
     /// The account a send (of a campaign or a transactional message) belongs to; `None` when
     /// there is no send `send_id`. Front doors check it before acting on a send id.
     fn send_account(&self, send_id: i64) -> Result<Option<i64>>;

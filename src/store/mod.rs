@@ -27,7 +27,7 @@ pub use admin::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Sy
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
 pub use campaigns::{
-    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, StatusCounts,
+    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, ReportSearch, StatusCounts,
 };
 pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
 pub use ledger::{

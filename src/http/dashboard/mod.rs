@@ -16,7 +16,9 @@
 //!   every page works without it.
 
 pub mod login;
+pub(super) mod campaigns;
 mod overview;
+pub(crate) mod sandbox;
 
 use super::pages::environment_with;
 use super::{blocking, AppState};
@@ -40,13 +42,14 @@ pub const FORM_LIMIT: usize = 64 * 1024;
 
 /// The dashboard's routes, as (method, path), for the tests that visit every page.
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [login::ROUTES, overview::ROUTES].concat()
+    [login::ROUTES, overview::ROUTES, campaigns::ROUTES].concat()
 }
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .merge(login::routes())
         .merge(overview::routes())
+        .merge(campaigns::routes())
 }
 
 /// Every dashboard template, by name (auto-escaped), over the pages' templates.
@@ -57,6 +60,26 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "admin/campaigns.html",
         include_str!("templates/campaigns.html"),
+    ),
+    (
+        "admin/campaign.html",
+        include_str!("templates/campaign.html"),
+    ),
+    (
+        "admin/campaign_new.html",
+        include_str!("templates/campaign_new.html"),
+    ),
+    (
+        "admin/campaign_confirm.html",
+        include_str!("templates/campaign_confirm.html"),
+    ),
+    (
+        "admin/campaign_preview.html",
+        include_str!("templates/campaign_preview.html"),
+    ),
+    (
+        "admin/campaign_recipients.html",
+        include_str!("templates/campaign_recipients.html"),
     ),
 ];
 

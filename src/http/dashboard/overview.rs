@@ -1,26 +1,66 @@
-//! `/admin/campaigns`: the account's campaigns with their status.
+//! `/admin/campaigns`: the account's campaigns, newest first, 50 a page, with their status; a
+//! campaign approved, sending or paused also shows its progress per send state (a
+//! `<progress>` bar, refreshed by the dashboard script through its `progress.json`).
 
 use super::{fail, page, Signed};
 use crate::app::campaigns;
 use crate::http::{blocking, AppState};
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::response::Response;
 use axum::routing::get;
+use serde::Deserialize;
 
 pub const ROUTES: &[(&str, &str)] = &[("GET", "/admin/campaigns")];
+
+/// Campaigns on one page of the list.
+const PAGE: usize = 50;
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new().route("/admin/campaigns", get(list))
 }
 
-async fn list(State(st): State<AppState>, Signed(session): Signed) -> Response {
+#[derive(Debug, Default, Deserialize)]
+struct Paging {
+    /// A campaign id: the page starts below it (newest first).
+    before: Option<i64>,
+}
+
+async fn list(
+    State(st): State<AppState>,
+    Signed(session): Signed,
+    Query(q): Query<Paging>,
+) -> Response {
     let account = session.admin.account_id.to_string();
-    match blocking(&st, move |s| campaigns::list(s, Some(&account), None)).await {
-        Ok(list) => page(
+    let found = blocking(&st, move |s| {
+        let all = campaigns::list(s, Some(&account), None)?.campaigns;
+        let shown: Vec<_> = all
+            .into_iter()
+            .filter(|c| q.before.is_none_or(|b| c.id < b))
+            .take(PAGE + 1)
+            .collect();
+        let mut rows = Vec::new();
+        for c in shown.iter().take(PAGE) {
+            // Counting walks a campaign's sends: only for the campaigns still moving.
+            let live = matches!(c.status.as_str(), "approved" | "sending" | "paused");
+            let p = if live {
+                Some(super::campaigns::Progress::from(campaigns::status(
+                    s, c.id,
+                )?))
+            } else {
+                None
+            };
+            rows.push(minijinja::context! { c => c, p => p });
+        }
+        let next = (shown.len() > PAGE).then(|| shown[PAGE - 1].id);
+        Ok((rows, next))
+    })
+    .await;
+    match found {
+        Ok((rows, next)) => page(
             &session,
             "campaigns",
             "admin/campaigns.html",
-            minijinja::context! { title => "Campaigns", campaigns => list.campaigns },
+            minijinja::context! { title => "Campaigns", campaigns => rows, next => next },
         ),
         Err(e) => fail(Some(&session), &e),
     }

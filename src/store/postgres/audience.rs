@@ -665,6 +665,10 @@ impl Campaigns for PgStore {
         super::campaigns::report_page(self, id, after, limit)
     }
 
+    fn report_search(&self, id: i64, q: &crate::store::ReportSearch) -> Result<Vec<ReportRow>> {
+        super::campaigns::report_search(self, id, q)
+    }
+
     fn send_account(&self, send_id: i64) -> Result<Option<i64>> {
         super::campaigns::send_account(self, send_id)
     }

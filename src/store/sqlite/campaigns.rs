@@ -8,7 +8,7 @@ use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
 use crate::store::{
-    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, StatusCounts,
+    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, ReportSearch, StatusCounts,
 };
 use rusqlite::{named_params, params, OptionalExtension, Transaction};
 use std::collections::BTreeMap;
@@ -325,6 +325,43 @@ impl Campaigns for SqliteStore {
                 .query_map(params![id, c.account_id, after, limit], report_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
+        })
+    }
+
+    fn report_search(&self, id: i64, q: &ReportSearch) -> Result<Vec<ReportRow>> {
+        let c = self.campaign(id)?;
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        // The prefix is a range of UNIQUE (campaign_id, address) (sqlite_autoindex_sends_2);
+        // U+10FFFF sorts after every character an address can hold (BINARY collation).
+        let upper = q.prefix.as_ref().map(|p| format!("{p}\u{10FFFF}"));
+        let mut sql = format!(
+            "SELECT {REPORT_COLS} FROM sends WHERE campaign_id = ?1 AND account_id = ?2 AND id > ?3"
+        );
+        if q.prefix.is_some() {
+            sql.push_str(" AND address >= ?4 AND address < ?5");
+        }
+        if q.status.is_some() {
+            sql.push_str(" AND status = ?6");
+        }
+        sql.push_str(" ORDER BY id LIMIT ?7");
+        let status = q.status.map(|s| s.as_str());
+        self.read(|conn| {
+            let mut st = conn.prepare(&sql)?;
+            for (i, v) in [(4, q.prefix.as_deref()), (5, upper.as_deref()), (6, status)] {
+                if sql.contains(&format!("?{i}")) {
+                    st.raw_bind_parameter(i, v)?;
+                }
+            }
+            st.raw_bind_parameter(1, id)?;
+            st.raw_bind_parameter(2, c.account_id)?;
+            st.raw_bind_parameter(3, q.after)?;
+            st.raw_bind_parameter(7, limit)?;
+            let mut rows = st.raw_query();
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                out.push(report_row(r)?);
+            }
+            Ok(out)
         })
     }
 

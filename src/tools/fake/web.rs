@@ -20,10 +20,6 @@ const PREVIEW: usize = 80;
 /// Every page but the HTML part's: no script, styles inline, the HTML part framed from here.
 const PAGE_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
      frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-/// The HTML part, even opened on its own: a unique origin, no script, no remote load.
-const HTML_CSP: &str = "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'; \
-     frame-ancestors 'self'; base-uri 'none'; form-action 'none'";
-
 const TEMPLATES: &[(&str, &str)] = &[
     ("fake/inbox.html", include_str!("templates/inbox.html")),
     ("fake/message.html", include_str!("templates/message.html")),
@@ -307,12 +303,10 @@ async fn html_part(shared: &Shared, id: &str) -> Response<Body> {
     sandboxed_html(html)
 }
 
-/// A message's HTML part as its own response, sandboxed (`HTML_CSP`): the web inbox's frame and
-/// Mailpit's `/view/{ID}.html` both serve it so.
+/// A message's HTML part as its own response, sandboxed: the web inbox's frame and Mailpit's
+/// `/view/{ID}.html` both serve it through the dashboard's one implementation.
 pub(super) fn sandboxed_html(html: String) -> Response<Body> {
-    let mut r = Response::new(Body::new(Bytes::from(html)));
-    headers(&mut r, HTML_CSP);
-    r
+    crate::http::dashboard::sandbox::sandboxed_html(html)
 }
 
 /// A message id as one path segment (ids are `fake-<hex>`, SIDs or UUIDs: kept as they are).
