@@ -15,8 +15,11 @@
 //!   A small script (`/admin/static/dashboard.js`, `script-src 'self'`) refreshes live numbers;
 //!   every page works without it.
 
+mod doubts;
 mod login;
 mod overview;
+mod settings;
+mod tokens;
 
 use super::pages::environment_with;
 use super::{blocking, AppState};
@@ -40,13 +43,23 @@ pub const FORM_LIMIT: usize = 64 * 1024;
 
 /// The dashboard's routes, as (method, path), for the tests that visit every page.
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [login::ROUTES, overview::ROUTES].concat()
+    [
+        login::ROUTES,
+        overview::ROUTES,
+        doubts::ROUTES,
+        tokens::ROUTES,
+        settings::ROUTES,
+    ]
+    .concat()
 }
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .merge(login::routes())
         .merge(overview::routes())
+        .merge(doubts::routes())
+        .merge(tokens::routes())
+        .merge(settings::routes())
 }
 
 /// Every dashboard template, by name (auto-escaped), over the pages' templates.
@@ -58,6 +71,21 @@ const TEMPLATES: &[(&str, &str)] = &[
         "admin/campaigns.html",
         include_str!("templates/campaigns.html"),
     ),
+    ("admin/doubts.html", include_str!("templates/doubts.html")),
+    (
+        "admin/doubt_confirm.html",
+        include_str!("templates/doubt_confirm.html"),
+    ),
+    ("admin/tokens.html", include_str!("templates/tokens.html")),
+    (
+        "admin/token_created.html",
+        include_str!("templates/token_created.html"),
+    ),
+    (
+        "admin/token_revoke.html",
+        include_str!("templates/token_revoke.html"),
+    ),
+    ("admin/settings.html", include_str!("templates/settings.html")),
 ];
 
 fn env() -> &'static Environment<'static> {
