@@ -92,9 +92,17 @@ fn doubts_are_resolved_through_confirmations() {
     let list = ana.get("/admin/doubts");
     assert_eq!(list.status, 200);
     for i in 0..3 {
-        assert!(list.body.contains(&format!("user{i}@example.com")), "{}", list.body);
+        assert!(
+            list.body.contains(&format!("user{i}@example.com")),
+            "{}",
+            list.body
+        );
     }
-    assert!(list.body.contains("no provider configured"), "{}", list.body);
+    assert!(
+        list.body.contains("no provider configured"),
+        "{}",
+        list.body
+    );
     let (s1, s2, s3) = (ids[0], ids[1], ids[2]);
     let path = |id: i64| format!("/admin/doubts/{id}/resolve");
 
@@ -116,7 +124,11 @@ fn doubts_are_resolved_through_confirmations() {
     let theirs = bo.get("/admin/doubts");
     assert_eq!(theirs.status, 200);
     assert!(!theirs.body.contains("example.com"), "{}", theirs.body);
-    assert!(theirs.body.contains("No send is in doubt"), "{}", theirs.body);
+    assert!(
+        theirs.body.contains("No send is in doubt"),
+        "{}",
+        theirs.body
+    );
     assert_eq!(row(&report(&env, &cid), s1)["status"], "in_doubt");
 
     let out = output_dir("dashboard");
@@ -151,22 +163,34 @@ fn doubts_are_resolved_through_confirmations() {
     let rows = report(&env, &cid);
     let (r1, r2, r3) = (row(&rows, s1), row(&rows, s2), row(&rows, s3));
     assert_eq!(r1["status"], "sent", "{r1}");
-    assert!(r1["reason"].as_str().unwrap().contains("ana (dashboard)"), "{r1}");
+    assert!(
+        r1["reason"].as_str().unwrap().contains("ana (dashboard)"),
+        "{r1}"
+    );
     assert_eq!(r2["status"], "queued", "{r2}");
-    assert!(r2["reason"].as_str().unwrap().contains("ana (dashboard)"), "{r2}");
+    assert!(
+        r2["reason"].as_str().unwrap().contains("ana (dashboard)"),
+        "{r2}"
+    );
     assert_eq!(r3["status"], "in_doubt", "{r3}");
     // Deciding again on a decided send: a conflict that names its state.
     let again = ana.post(&path(s1), &[("as", "requeue")]);
     assert_eq!(again.status, 409, "{}", again.body);
     assert!(again.body.contains("not in_doubt"), "{}", again.body);
-    for name in ["doubts-list-360", "doubts-confirm-360", "doubts-resolved-360"] {
+    for name in [
+        "doubts-list-360",
+        "doubts-confirm-360",
+        "doubts-resolved-360",
+    ] {
         crate::common::assert_png(&out.join(format!("{name}.png")), 2000, None);
     }
 }
 
 /// The token text on the "new token" page: `so_` and 43 base64url characters.
 fn token_in(text: &str) -> String {
-    let at = text.find("so_").unwrap_or_else(|| panic!("no token in {text}"));
+    let at = text
+        .find("so_")
+        .unwrap_or_else(|| panic!("no token in {text}"));
     let t: String = text[at..]
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
@@ -285,7 +309,11 @@ fn a_token_is_made_shown_once_used_and_revoked() {
         if let Ok(bytes) = std::fs::read(&f) {
             let hay = String::from_utf8_lossy(&bytes);
             assert!(!hay.contains(&token), "the token is in {}", f.display());
-            assert!(!hay.contains(&token[3..]), "the token is in {}", f.display());
+            assert!(
+                !hay.contains(&token[3..]),
+                "the token is in {}",
+                f.display()
+            );
         }
     }
     for name in ["tokens-list-360", "tokens-created-360", "tokens-revoke-360"] {
@@ -329,7 +357,12 @@ fn settings_show_the_configuration_and_doctor_without_secrets() {
     let text = v["records"]["settings"]["text"].as_str().unwrap();
     assert!(text.contains(&env.db.display().to_string()), "{text}");
     let ana = Admin::login(&server.base, "ana", PASSWORD);
-    for path in ["/admin/settings", "/admin/settings?fresh=1", "/admin/doubts", "/admin/tokens"] {
+    for path in [
+        "/admin/settings",
+        "/admin/settings?fresh=1",
+        "/admin/doubts",
+        "/admin/tokens",
+    ] {
         let page = ana.get(path);
         assert_eq!(page.status, 200, "{path}");
         for secret in [FAKE_SECRET, "smtp-H3-fake-password-123"] {

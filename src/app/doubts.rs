@@ -280,10 +280,8 @@ mod tests {
 
     #[test]
     fn route_labels_never_show_the_spec() {
-        let cfg: crate::config::Config = toml::from_str(
-            "[[route]]\nchannel = \"sms\"\nprovider = \"twilio:AC1\"\n",
-        )
-        .unwrap();
+        let cfg: crate::config::Config =
+            toml::from_str("[[route]]\nchannel = \"sms\"\nprovider = \"twilio:AC1\"\n").unwrap();
         let r = RouteSource {
             config: Some(&cfg),
             provider: Some("smtp://u:secret@host:25"),

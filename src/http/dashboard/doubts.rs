@@ -19,9 +19,10 @@ pub const ROUTES: &[(&str, &str)] = &[
 ];
 
 pub fn routes() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route("/admin/doubts", get(list))
-        .route("/admin/doubts/{send_id}/resolve", get(confirm).post(resolve))
+    axum::Router::new().route("/admin/doubts", get(list)).route(
+        "/admin/doubts/{send_id}/resolve",
+        get(confirm).post(resolve),
+    )
 }
 
 #[derive(Debug, Deserialize, Default)]

@@ -85,7 +85,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "admin/token_revoke.html",
         include_str!("templates/token_revoke.html"),
     ),
-    ("admin/settings.html", include_str!("templates/settings.html")),
+    (
+        "admin/settings.html",
+        include_str!("templates/settings.html"),
+    ),
 ];
 
 fn env() -> &'static Environment<'static> {

@@ -35,7 +35,10 @@ async fn show(
     let ops = st.ops.clone();
     let fresh = q.fresh.as_deref() == Some("1");
     let got = blocking(&st, move |_| {
-        let origin = ops.db_from.clone().unwrap_or(crate::config::Origin::Default);
+        let origin = ops
+            .db_from
+            .clone()
+            .unwrap_or(crate::config::Origin::Default);
         let shown = config::show(
             ops.config.as_deref(),
             (&ops.db, &origin),

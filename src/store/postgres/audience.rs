@@ -9,8 +9,8 @@ use crate::domain::links::Links;
 use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
 use crate::store::{
-    AccountDoubtRow, Audience, Campaign, Campaigns, DoubtRow, ImportReport, NewCampaign, NewSubscriber,
-    RecipientRow, ReportRow, SkippedRow, StatusCounts,
+    AccountDoubtRow, Audience, Campaign, Campaigns, DoubtRow, ImportReport, NewCampaign,
+    NewSubscriber, RecipientRow, ReportRow, SkippedRow, StatusCounts,
 };
 use deadpool_postgres::Transaction;
 use std::collections::{BTreeMap, BTreeSet};

@@ -116,11 +116,14 @@ pub(super) const ACCOUNT_DOUBTS_SAME: &str = "SELECT s.campaign_id, c.name, c.ch
      WHERE s.campaign_id = ?2 AND s.status = 'in_doubt' AND s.id > ?3 AND s.account_id = ?1
      ORDER BY s.id LIMIT ?4";
 
-/// The rows in doubt of the account's campaigns after the cursor's campaign.
+/// The rows in doubt of the account's campaigns after the cursor's campaign. `CROSS JOIN`
+/// keeps campaigns as the outer loop (rowid range), so each campaign's rows come from
+/// `sends_doubt` already in order and the page stops at `LIMIT` without sorting.
 pub(super) const ACCOUNT_DOUBTS_NEXT: &str = "SELECT s.campaign_id, c.name, c.channel, s.id, \
      s.job_id, s.address, s.attempts, s.doubt_since, s.last_error
-     FROM campaigns c JOIN sends s INDEXED BY sends_doubt ON s.campaign_id = c.id
-     WHERE c.account_id = ?1 AND c.id > ?2 AND s.status = 'in_doubt' AND s.account_id = ?1
+     FROM campaigns c CROSS JOIN sends s INDEXED BY sends_doubt
+     WHERE s.campaign_id = c.id AND c.account_id = ?1 AND c.id > ?2 AND s.status = 'in_doubt'
+       AND s.account_id = ?1
      ORDER BY c.id, s.id LIMIT ?3";
 
 fn doubt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountDoubtRow> {

@@ -269,7 +269,7 @@ impl Webhooks for SqliteStore {
 /// The delivery reports of one job (the `webhook_events_job` index).
 const DELIVERY_EVENTS: &str = "SELECT id, job_id, source, kind, delivery, action, received_at
      FROM webhook_events
-     WHERE account_id = ?1 AND job_id = ?2 AND delivery IS NOT NULL ORDER BY id";
+     WHERE account_id = ?1 AND job_id = ?2 AND delivery IS NOT NULL";
 
 /// Statements of this module whose plans `hot_query_plans` reports (tests/ledger.rs).
 pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
