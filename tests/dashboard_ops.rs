@@ -350,8 +350,9 @@ fn settings_show_the_configuration_and_doctor_without_secrets() {
             {"record": "settings"},
             {"screenshot": "settings-360"},
             {"no_overflow": true},
-            {"follow": "check again"},
             {"expect_text": "checked just now"},
+            {"follow": "check again"},
+            {"expect_text": "s ago"},
         ]),
     );
     let text = v["records"]["settings"]["text"].as_str().unwrap();

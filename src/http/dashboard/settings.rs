@@ -1,7 +1,8 @@
 //! `/admin/settings`: this server's effective configuration (`app::config::show`: each setting
 //! with its source, secrets told only as set or not) and the `doctor` findings on its database
 //! (`app::doctor::run`), each with its level and hint. The doctor's report is reused for
-//! [`DOCTOR_FOR`] since its `quick_check` reads the whole file.
+//! [`DOCTOR_FOR`] since its `quick_check` reads the whole file (about 4 s on a file of a
+//! million sends), and runs once at a time.
 
 use super::{fail, page, Signed};
 use crate::app::{config, doctor};
@@ -16,6 +17,8 @@ pub const ROUTES: &[(&str, &str)] = &[("GET", "/admin/settings")];
 
 /// How long a doctor report is shown again before the next request runs it anew.
 pub const DOCTOR_FOR: Duration = Duration::from_secs(60);
+/// "Check again" runs the doctor anew only if its last report is at least this old.
+pub const FRESH_AFTER: Duration = Duration::from_secs(10);
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new().route("/admin/settings", get(show))
@@ -65,18 +68,18 @@ async fn show(
     }
 }
 
-/// The doctor's report: the last one if younger than [`DOCTOR_FOR`] (and not `fresh`), else a
-/// new one. Returns the report, its age, and how long it took when made now.
+/// The doctor's report: the last one if younger than [`DOCTOR_FOR`] (or, asked `fresh`, than
+/// [`FRESH_AFTER`]), else a new one. One run at a time: a request that comes while the doctor
+/// runs waits for it and shows its report, so no number of requests runs more than one scan.
+/// Returns the report, its age, and how long it took when made now.
 fn doctor_report(
     ops: &crate::http::Ops,
     fresh: bool,
 ) -> crate::error::Result<(doctor::Report, Duration, Option<Duration>)> {
-    if !fresh {
-        if let Ok(last) = ops.doctor.lock() {
-            if let Some((at, r)) = last.as_ref().filter(|(at, _)| at.elapsed() < DOCTOR_FOR) {
-                return Ok((r.clone(), at.elapsed(), None));
-            }
-        }
+    let mut last = ops.doctor.lock().unwrap_or_else(|p| p.into_inner());
+    let keep = if fresh { FRESH_AFTER } else { DOCTOR_FOR };
+    if let Some((at, r)) = last.as_ref().filter(|(at, _)| at.elapsed() < keep) {
+        return Ok((r.clone(), at.elapsed(), None));
     }
     let started = Instant::now();
     let report = doctor::run(&doctor::Request {
@@ -86,8 +89,6 @@ fn doctor_report(
         provider: ops.provider.clone(),
     })?;
     let took = started.elapsed();
-    if let Ok(mut last) = ops.doctor.lock() {
-        *last = Some((Instant::now(), report.clone()));
-    }
+    *last = Some((Instant::now(), report.clone()));
     Ok((report, Duration::ZERO, Some(took)))
 }
