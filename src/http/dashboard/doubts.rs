@@ -105,7 +105,7 @@ async fn confirm(
     Query(q): Query<As>,
 ) -> Response {
     let account = session.admin.account_id;
-    let checked = send_id(&id).and_then(|id| Ok((id, choice(q.choice.as_deref())?)));
+    let checked = send_id(&id).and_then(|id| choice(q.choice.as_deref()).map(|c| (id, c)));
     let (id, as_sent) = match checked {
         Ok(v) => v,
         Err(e) => return fail(Some(&session), &e),
@@ -132,7 +132,7 @@ async fn resolve(
     Posted(session, form): Posted<As>,
 ) -> Response {
     let account = session.admin.account_id;
-    let checked = send_id(&id).and_then(|id| Ok((id, choice(form.choice.as_deref())?)));
+    let checked = send_id(&id).and_then(|id| choice(form.choice.as_deref()).map(|c| (id, c)));
     let (id, as_sent) = match checked {
         Ok(v) => v,
         Err(e) => return fail(Some(&session), &e),
