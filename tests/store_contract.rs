@@ -2523,5 +2523,56 @@ fn a_report_search_narrows_by_prefix_and_state_the_same_on_every_backend() {
             "{}",
             f.backend
         );
+/// The dashboard's account-wide queue of rows in doubt: paged by (campaign, send) on every
+/// backend, never another account's rows; delivery reports looked up per job.
+#[test]
+fn rows_in_doubt_of_an_account_are_paged_on_every_backend() {
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 5);
+        let t0 = now_ms();
+        let c = f.claim(10, 1, t0, None);
+        assert_eq!(c.rows.len(), 5, "{}", f.backend);
+        f.s.mark_dispatched(&keys(&c), t0, 1000).unwrap();
+        let later = f.claim(10, 2, t0 + 10_000, None);
+        assert_eq!(later.in_doubt, 5, "{}", f.backend);
+        let mut seen = Vec::new();
+        let mut after = (0, 0);
+        loop {
+            let page = f.s.account_doubts(f.acct, after, 2).unwrap();
+            assert!(page.len() <= 2, "{}", f.backend);
+            let Some(last) = page.last() else { break };
+            after = (last.campaign_id, last.send_id);
+            for r in &page {
+                assert_eq!(r.campaign_id, f.cid, "{}", f.backend);
+                assert_eq!(r.channel, "email", "{}", f.backend);
+                assert_eq!(r.attempts, 1, "{}", f.backend);
+                assert!(r.doubt_since.is_some(), "{}", f.backend);
+            }
+            seen.extend(page.iter().map(|r| r.send_id));
+        }
+        let mut want: Vec<i64> = c.rows.iter().map(|r| r.id).collect();
+        want.sort();
+        assert_eq!(seen, want, "{}: every row once, in order", f.backend);
+        assert!(
+            f.s.account_doubts(f.acct + 1000, (0, 0), 10)
+                .unwrap()
+                .is_empty(),
+            "{}",
+            f.backend
+        );
+        let first = f.s.account_doubts(f.acct, (0, 0), 10).unwrap();
+        let jobs: Vec<String> = first.iter().map(|r| r.job_id.clone()).collect();
+        assert!(f.s.delivery_events(f.acct, &jobs).unwrap().is_empty());
+        let too_many = vec!["j".to_string(); 101];
+        assert!(
+            f.s.delivery_events(f.acct, &too_many).is_err(),
+            "{}",
+            f.backend
+        );
+        f.s.resolve_doubt_by(want[0], true, "ana (dashboard)")
+            .unwrap();
+        let rest = f.s.account_doubts(f.acct, (0, 0), 10).unwrap();
+        assert_eq!(rest.len(), 4, "{}", f.backend);
+        assert_eq!(rest[0].send_id, want[1], "{}", f.backend);
     }
 }

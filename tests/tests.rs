@@ -23,6 +23,7 @@ mod crash;
 mod dashboard;
 mod dashboard_isolation;
 mod dashboard_campaigns;
+mod dashboard_ops;
 mod defects;
 mod fake_hostile;
 mod fake_inbox_api;

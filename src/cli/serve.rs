@@ -9,9 +9,8 @@ use crate::error::{Error, Result};
 use std::io::Write;
 
 pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
-    let file = crate::config::Config::load(a.config.as_deref())?
-        .map(|c| c.serve)
-        .unwrap_or_default();
+    let loaded = crate::config::Config::load(a.config.as_deref())?;
+    let file = loaded.as_ref().map(|c| c.serve.clone()).unwrap_or_default();
     let pick = |flag: &Option<String>, file: &Option<String>, default: &str| {
         flag.clone()
             .or_else(|| file.clone())
@@ -30,6 +29,14 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
         keys: link_keys()?,
         links: app::run::links(a.config.as_deref(), a.public_url.as_deref())?,
+        ops: crate::http::Ops {
+            db: cli.db.clone(),
+            db_from: cli.db_from.clone(),
+            config: a.config.clone(),
+            provider: a.provider.clone(),
+            file: loaded,
+            doctor: Default::default(),
+        },
     };
     let with_worker = a.worker || file.worker == Some(true);
     if !with_worker && a.provider.is_some() {

@@ -50,6 +50,26 @@ pub struct Settings {
     pub keys: Option<crate::domain::links::Keys>,
     /// Public base URL and keys, if the public URL is configured.
     pub links: Option<crate::domain::links::Links>,
+    /// What the dashboard's settings page and doctor look at.
+    pub ops: Ops,
+}
+
+/// The server's own configuration as the dashboard's settings page shows it: the database and
+/// where its path came from, the config file flag, the worker's default provider spec (never
+/// shown: only its kind), and the config file read at start (for route labels).
+#[derive(Debug, Default)]
+pub struct Ops {
+    pub db: std::path::PathBuf,
+    pub db_from: Option<crate::config::Origin>,
+    /// `--config`, when given.
+    pub config: Option<std::path::PathBuf>,
+    /// `--provider` (or `SENDONCE_PROVIDER`).
+    pub provider: Option<String>,
+    /// The config file in effect, read at start.
+    pub file: Option<crate::config::Config>,
+    /// The last doctor report and when it was made (the settings page reuses it for a
+    /// minute: `quick_check` reads the whole file).
+    pub doctor: std::sync::Mutex<Option<(Instant, crate::app::doctor::Report)>>,
 }
 
 /// What the handlers share.
@@ -68,6 +88,8 @@ pub struct AppState {
     /// The public base URL and keys, when the public URL is configured (links this server
     /// writes itself: confirmation messages, callback URLs).
     pub links: Option<Arc<crate::domain::links::Links>>,
+    /// The server's configuration (settings page, doctor, route labels).
+    pub ops: Arc<Ops>,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -169,6 +191,7 @@ pub fn serve(
             body_limit: s.body_limit,
             keys: s.keys.take().map(Arc::new),
             links: s.links.take().map(Arc::new),
+            ops: Arc::new(std::mem::take(&mut s.ops)),
         };
         let app = router(st, &s);
         bound(addr);

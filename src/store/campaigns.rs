@@ -123,6 +123,21 @@ pub struct DoubtRow {
     pub reason: Option<String>,
 }
 
+/// One row in doubt of an account, with its campaign (the dashboard's account-wide queue).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountDoubtRow {
+    pub campaign_id: i64,
+    pub campaign_name: String,
+    /// The campaign's channel (`email` or `sms`).
+    pub channel: String,
+    pub send_id: i64,
+    pub job_id: String,
+    pub address: String,
+    pub attempts: i64,
+    pub doubt_since: Option<i64>,
+    pub reason: Option<String>,
+}
+
 /// Campaigns and their sends, as the CLI (and later the HTTP API) manage them.
 pub trait Campaigns: Send + Sync {
     /// Create a draft; returns its id.
@@ -154,6 +169,15 @@ pub trait Campaigns: Send + Sync {
     fn recipient(&self, campaign_id: i64, subscriber_id: i64) -> Result<RecipientRow>;
     /// The rows in doubt.
     fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>>;
+    /// One page of the rows in doubt of every campaign of `account_id`, in (campaign id, send
+    /// id) order, after the key `after` (`(0, 0)`: from the start), at most `limit`. Read
+    /// through the `sends_doubt` partial index: its cost follows the rows in doubt.
+    fn account_doubts(
+        &self,
+        account_id: i64,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<AccountDoubtRow>>;
     /// An operator's decision on a row in doubt: delivered (`as_sent`), or not and may be
     /// sent again. Completes the campaign if that was the last open row.
     fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()>;

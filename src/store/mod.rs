@@ -27,7 +27,8 @@ pub use admin::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Sy
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
 pub use campaigns::{
-    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, ReportSearch, StatusCounts,
+    AccountDoubtRow, Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow,
+    ReportSearch, StatusCounts,
 };
 pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
 pub use ledger::{
@@ -45,7 +46,7 @@ pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, Suppressions};
 pub use tokens::{NewToken, TokenRow, Tokens};
-pub use webhooks::{Applied, WebhookAction, Webhooks};
+pub use webhooks::{Applied, DeliveryEvent, WebhookAction, Webhooks};
 
 use crate::error::Result;
 use std::path::Path;

@@ -57,6 +57,18 @@ pub enum Applied {
     Replay(WebhookAction),
 }
 
+/// A delivery report received for a job (what the dashboard shows beside a row in doubt).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryEvent {
+    pub job_id: String,
+    pub source: String,
+    pub kind: String,
+    /// `sent` or `failed`.
+    pub delivery: String,
+    pub action: WebhookAction,
+    pub received_at: i64,
+}
+
 /// Provider webhook events of an account.
 pub trait Webhooks: Send + Sync {
     /// Record `event` (from `source`, body hash `body_sha256`) for `account_id` and apply its
@@ -70,4 +82,8 @@ pub trait Webhooks: Send + Sync {
         body_sha256: &str,
         now: i64,
     ) -> Result<Applied>;
+
+    /// The delivery reports of `account_id` for these jobs (at most 100 job ids), in event id
+    /// order; one search of the `webhook_events_job` index per job.
+    fn delivery_events(&self, account_id: i64, job_ids: &[String]) -> Result<Vec<DeliveryEvent>>;
 }

@@ -19,6 +19,9 @@ pub mod login;
 pub(super) mod campaigns;
 mod overview;
 pub(crate) mod sandbox;
+mod doubts;
+mod settings;
+mod tokens;
 
 use super::pages::environment_with;
 use super::{blocking, AppState};
@@ -42,7 +45,15 @@ pub const FORM_LIMIT: usize = 64 * 1024;
 
 /// The dashboard's routes, as (method, path), for the tests that visit every page.
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [login::ROUTES, overview::ROUTES, campaigns::ROUTES].concat()
+    [
+        login::ROUTES,
+        overview::ROUTES,
+        campaigns::ROUTES,
+        doubts::ROUTES,
+        tokens::ROUTES,
+        settings::ROUTES,
+    ]
+    .concat()
 }
 
 pub fn routes() -> axum::Router<AppState> {
@@ -50,6 +61,9 @@ pub fn routes() -> axum::Router<AppState> {
         .merge(login::routes())
         .merge(overview::routes())
         .merge(campaigns::routes())
+        .merge(doubts::routes())
+        .merge(tokens::routes())
+        .merge(settings::routes())
 }
 
 /// Every dashboard template, by name (auto-escaped), over the pages' templates.
@@ -80,6 +94,24 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "admin/campaign_recipients.html",
         include_str!("templates/campaign_recipients.html"),
+    ),
+    ("admin/doubts.html", include_str!("templates/doubts.html")),
+    (
+        "admin/doubt_confirm.html",
+        include_str!("templates/doubt_confirm.html"),
+    ),
+    ("admin/tokens.html", include_str!("templates/tokens.html")),
+    (
+        "admin/token_created.html",
+        include_str!("templates/token_created.html"),
+    ),
+    (
+        "admin/token_revoke.html",
+        include_str!("templates/token_revoke.html"),
+    ),
+    (
+        "admin/settings.html",
+        include_str!("templates/settings.html"),
     ),
 ];
 

@@ -9,8 +9,8 @@ use crate::domain::links::Links;
 use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
 use crate::store::{
-    Audience, Campaign, Campaigns, DoubtRow, ImportReport, NewCampaign, NewSubscriber,
-    RecipientRow, ReportRow, SkippedRow, StatusCounts,
+    AccountDoubtRow, Audience, Campaign, Campaigns, DoubtRow, ImportReport, NewCampaign,
+    NewSubscriber, RecipientRow, ReportRow, SkippedRow, StatusCounts,
 };
 use deadpool_postgres::Transaction;
 use std::collections::{BTreeMap, BTreeSet};
@@ -675,6 +675,15 @@ impl Campaigns for PgStore {
 
     fn doubts(&self, campaign_id: i64) -> Result<Vec<DoubtRow>> {
         super::campaigns::doubts(self, campaign_id)
+    }
+
+    fn account_doubts(
+        &self,
+        account_id: i64,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<AccountDoubtRow>> {
+        super::campaigns::account_doubts(self, account_id, after, limit)
     }
 
     fn resolve_doubt(&self, send_id: i64, as_sent: bool) -> Result<()> {

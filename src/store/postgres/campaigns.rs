@@ -13,7 +13,7 @@ use super::PgStore;
 use crate::domain::address::Channel;
 use crate::domain::model::SendStatus;
 use crate::error::{Error, Result};
-use crate::store::{Campaign, Campaigns, DoubtRow, RecipientRow, ReportRow};
+use crate::store::{AccountDoubtRow, Campaign, Campaigns, DoubtRow, RecipientRow, ReportRow};
 use deadpool_postgres::Transaction;
 
 /// How many rows `report` reads per query.
@@ -268,6 +268,64 @@ pub(super) fn doubts(s: &PgStore, campaign_id: i64) -> Result<Vec<DoubtRow>> {
             })
             .collect())
     })
+}
+
+/// The rest of the cursor's campaign, then the account's next campaigns: the same two reads
+/// as SQLite's, through the partial index `sends_doubt`.
+pub(super) fn account_doubts(
+    s: &PgStore,
+    account_id: i64,
+    after: (i64, i64),
+    limit: usize,
+) -> Result<Vec<AccountDoubtRow>> {
+    let limit = limit as i64;
+    s.run(move |pool| async move {
+        let c = pool.get().await?;
+        let mut rows: Vec<AccountDoubtRow> = c
+            .query(
+                "SELECT s.campaign_id, c.name, c.channel, s.id, s.job_id, s.address, s.attempts,
+                        s.doubt_since, s.last_error
+                 FROM sends s JOIN campaigns c ON c.id = s.campaign_id
+                 WHERE s.campaign_id = $2 AND s.status = 'in_doubt' AND s.id > $3
+                   AND s.account_id = $1
+                 ORDER BY s.id LIMIT $4",
+                &[&account_id, &after.0, &after.1, &limit],
+            )
+            .await?
+            .iter()
+            .map(pg_doubt_row)
+            .collect();
+        let left = limit - rows.len() as i64;
+        if left > 0 {
+            let next = c
+                .query(
+                    "SELECT s.campaign_id, c.name, c.channel, s.id, s.job_id, s.address,
+                            s.attempts, s.doubt_since, s.last_error
+                     FROM campaigns c JOIN sends s ON s.campaign_id = c.id
+                     WHERE c.account_id = $1 AND c.id > $2 AND s.status = 'in_doubt'
+                       AND s.account_id = $1
+                     ORDER BY c.id, s.id LIMIT $3",
+                    &[&account_id, &after.0, &left],
+                )
+                .await?;
+            rows.extend(next.iter().map(pg_doubt_row));
+        }
+        Ok(rows)
+    })
+}
+
+fn pg_doubt_row(r: &tokio_postgres::Row) -> AccountDoubtRow {
+    AccountDoubtRow {
+        campaign_id: r.get(0),
+        campaign_name: r.get(1),
+        channel: r.get(2),
+        send_id: r.get(3),
+        job_id: r.get(4),
+        address: r.get(5),
+        attempts: r.get(6),
+        doubt_since: r.get(7),
+        reason: r.get(8),
+    }
 }
 
 /// One subscriber as a campaign sees it (see [`RecipientRow`]).

@@ -16,7 +16,7 @@ use super::PgStore;
 use crate::domain::model::{CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB};
 use crate::domain::webhook::{Effect, Event, Source};
 use crate::error::{Error, Result};
-use crate::store::{Applied, WebhookAction, Webhooks};
+use crate::store::{Applied, DeliveryEvent, WebhookAction, Webhooks};
 use deadpool_postgres::Transaction;
 
 /// The advisory lock class of webhook events (the two-key form: its own key space, apart from
@@ -262,6 +262,43 @@ impl Webhooks for PgStore {
         self.run(move |pool| async move {
             let mut c = pool.get().await?;
             transaction!(c, tx => apply_tx(&tx, &hook).await)
+        })
+    }
+
+    fn delivery_events(&self, account_id: i64, job_ids: &[String]) -> Result<Vec<DeliveryEvent>> {
+        if job_ids.len() > 100 {
+            return Err(Error::invalid("at most 100 jobs at a time"));
+        }
+        let jobs = job_ids.to_vec();
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let rows = c
+                .query(
+                    "SELECT id, job_id, source, kind, delivery, action, received_at
+                     FROM webhook_events
+                     WHERE account_id = $1 AND job_id = ANY($2) AND delivery IS NOT NULL
+                     ORDER BY id",
+                    &[&account_id, &jobs],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    let action: String = r.get(5);
+                    let action = WebhookAction::parse(&action).ok_or_else(|| {
+                        Error::damaged(format!(
+                            "webhook_events.action holds an unknown value {action:?}"
+                        ))
+                    })?;
+                    Ok(DeliveryEvent {
+                        job_id: r.get(1),
+                        source: r.get(2),
+                        kind: r.get(3),
+                        delivery: r.get(4),
+                        action,
+                        received_at: r.get(6),
+                    })
+                })
+                .collect()
         })
     }
 }

@@ -8,7 +8,8 @@ use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
 use crate::store::{
-    Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow, ReportSearch, StatusCounts,
+    AccountDoubtRow, Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow,
+    ReportSearch, StatusCounts,
 };
 use rusqlite::{named_params, params, OptionalExtension, Transaction};
 use std::collections::BTreeMap;
@@ -106,6 +107,37 @@ pub(super) fn complete_if_done(tx: &Transaction<'_>, campaign_id: i64, now: i64)
         .prepare_cached(COMPLETE_IF_DONE)?
         .execute(params![campaign_id, now])?;
     Ok(n == 1)
+}
+
+/// The rows in doubt of the cursor's campaign after its send id.
+pub(super) const ACCOUNT_DOUBTS_SAME: &str = "SELECT s.campaign_id, c.name, c.channel, s.id, \
+     s.job_id, s.address, s.attempts, s.doubt_since, s.last_error
+     FROM sends s INDEXED BY sends_doubt JOIN campaigns c ON c.id = s.campaign_id
+     WHERE s.campaign_id = ?2 AND s.status = 'in_doubt' AND s.id > ?3 AND s.account_id = ?1
+     ORDER BY s.id LIMIT ?4";
+
+/// The rows in doubt of the account's campaigns after the cursor's campaign. `CROSS JOIN`
+/// keeps campaigns as the outer loop (rowid range), so each campaign's rows come from
+/// `sends_doubt` already in order and the page stops at `LIMIT` without sorting.
+pub(super) const ACCOUNT_DOUBTS_NEXT: &str = "SELECT s.campaign_id, c.name, c.channel, s.id, \
+     s.job_id, s.address, s.attempts, s.doubt_since, s.last_error
+     FROM campaigns c CROSS JOIN sends s INDEXED BY sends_doubt
+     WHERE s.campaign_id = c.id AND c.account_id = ?1 AND c.id > ?2 AND s.status = 'in_doubt'
+       AND s.account_id = ?1
+     ORDER BY c.id, s.id LIMIT ?3";
+
+fn doubt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountDoubtRow> {
+    Ok(AccountDoubtRow {
+        campaign_id: r.get(0)?,
+        campaign_name: r.get(1)?,
+        channel: r.get(2)?,
+        send_id: r.get(3)?,
+        job_id: r.get(4)?,
+        address: r.get(5)?,
+        attempts: r.get(6)?,
+        doubt_since: r.get(7)?,
+        reason: r.get(8)?,
+    })
 }
 
 impl Campaigns for SqliteStore {
@@ -395,6 +427,34 @@ impl Campaigns for SqliteStore {
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Two range reads of `sends_doubt`: the rest of the cursor's campaign, then the next
+    /// campaigns of the account (campaigns in id order, each one's rows in doubt in id order).
+    fn account_doubts(
+        &self,
+        account_id: i64,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<AccountDoubtRow>> {
+        let limit = limit as i64;
+        self.read(|conn| {
+            let mut rows = Vec::new();
+            let mut st = conn.prepare_cached(ACCOUNT_DOUBTS_SAME)?;
+            let same = st.query_map(params![account_id, after.0, after.1, limit], doubt_row)?;
+            for r in same {
+                rows.push(r?);
+            }
+            let left = limit - rows.len() as i64;
+            if left > 0 {
+                let mut st = conn.prepare_cached(ACCOUNT_DOUBTS_NEXT)?;
+                let next = st.query_map(params![account_id, after.0, left], doubt_row)?;
+                for r in next {
+                    rows.push(r?);
+                }
+            }
             Ok(rows)
         })
     }

@@ -7,7 +7,7 @@ use super::SqliteStore;
 use crate::domain::model::{CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB};
 use crate::domain::webhook::{Effect, Event, Source};
 use crate::error::{Error, Result};
-use crate::store::{Applied, WebhookAction, Webhooks};
+use crate::store::{Applied, DeliveryEvent, WebhookAction, Webhooks};
 use rusqlite::{params, OptionalExtension, Transaction};
 
 const FIND_EVENT: &str = "SELECT body_sha256, action FROM webhook_events
@@ -220,7 +220,56 @@ impl Webhooks for SqliteStore {
     ) -> Result<Applied> {
         self.write(|tx| apply_tx(tx, account_id, source, event, body_sha256, now))
     }
+
+    fn delivery_events(&self, account_id: i64, job_ids: &[String]) -> Result<Vec<DeliveryEvent>> {
+        if job_ids.len() > 100 {
+            return Err(Error::invalid("at most 100 jobs at a time"));
+        }
+        self.read(|c| {
+            let mut st = c.prepare_cached(DELIVERY_EVENTS)?;
+            let mut out = Vec::new();
+            for job in job_ids {
+                let rows = st.query_map(params![account_id, job], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, i64>(6)?,
+                    ))
+                })?;
+                for row in rows {
+                    out.push(row?);
+                }
+            }
+            out.sort_by_key(|r| r.0);
+            out.into_iter()
+                .map(|(_, job_id, source, kind, delivery, action, received_at)| {
+                    let action = WebhookAction::parse(&action).ok_or_else(|| {
+                        Error::damaged(format!(
+                            "webhook_events.action holds an unknown value {action:?}"
+                        ))
+                    })?;
+                    Ok(DeliveryEvent {
+                        job_id,
+                        source,
+                        kind,
+                        delivery,
+                        action,
+                        received_at,
+                    })
+                })
+                .collect()
+        })
+    }
 }
+
+/// The delivery reports of one job (the `webhook_events_job` index).
+const DELIVERY_EVENTS: &str = "SELECT id, job_id, source, kind, delivery, action, received_at
+     FROM webhook_events
+     WHERE account_id = ?1 AND job_id = ?2 AND delivery IS NOT NULL";
 
 /// Statements of this module whose plans `hot_query_plans` reports (tests/ledger.rs).
 pub(super) fn hot_queries() -> Vec<(&'static str, String)> {
