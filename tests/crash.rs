@@ -87,6 +87,7 @@ fn check(db: &Path, campaigns: &[&str], log: &Path) -> serde_json::Value {
         c.args(["--campaign", id]);
     }
     let out = c.arg("--log").arg(log).output().unwrap();
+    assert_counters_match(db);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "check output: {e}: {}",
@@ -94,6 +95,25 @@ fn check(db: &Path, campaigns: &[&str], log: &Path) -> serde_json::Value {
         )
     });
     doc
+}
+
+/// The per-campaign counters the dashboard reads (`campaign_counts`, kept by triggers) equal a
+/// count of the sends themselves, whatever the kills interrupted.
+fn assert_counters_match(db: &Path) {
+    let c = rusqlite::Connection::open(db).expect("open db");
+    c.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    let rows = |sql: &str| -> Vec<(i64, String, i64)> {
+        let mut st = c.prepare(sql).unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    let counted = rows(
+        "SELECT campaign_id, status, count(*) FROM sends GROUP BY 1, 2 ORDER BY 1, 2",
+    );
+    let kept = rows("SELECT campaign_id, status, n FROM campaign_counts WHERE n <> 0 ORDER BY 1, 2");
+    assert_eq!(kept, counted, "campaign_counts disagrees with the sends");
 }
 
 fn assert_pass(doc: &serde_json::Value, what: &str) {

@@ -36,6 +36,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
             provider: a.provider.clone(),
             file: loaded,
             doctor: Default::default(),
+            doctor_running: Default::default(),
         },
     };
     let with_worker = a.worker || file.worker == Some(true);

@@ -67,9 +67,11 @@ pub struct Ops {
     pub provider: Option<String>,
     /// The config file in effect, read at start.
     pub file: Option<crate::config::Config>,
-    /// The last doctor report and when it was made (the settings page reuses it for a
-    /// minute: `quick_check` reads the whole file).
-    pub doctor: std::sync::Mutex<Option<(Instant, crate::app::doctor::Report)>>,
+    /// The last doctor report, when it was made and how long it took (the settings page
+    /// reuses it for a minute: `quick_check` reads the whole file).
+    pub doctor: std::sync::Mutex<Option<(Instant, crate::app::doctor::Report, Duration)>>,
+    /// True while a doctor run for the settings page is under way.
+    pub doctor_running: AtomicBool,
 }
 
 /// What the handlers share.

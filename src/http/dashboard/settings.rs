@@ -1,8 +1,8 @@
 //! `/admin/settings`: this server's effective configuration (`app::config::show`: each setting
 //! with its source, secrets told only as set or not) and the `doctor` findings on its database
-//! (`app::doctor::run`), each with its level and hint. The doctor's report is reused for
-//! [`DOCTOR_FOR`] since its `quick_check` reads the whole file (about 4 s on a file of a
-//! million sends), and runs once at a time.
+//! (`app::doctor::run`), each with its level and hint. The doctor runs on a thread of its own,
+//! one run at a time, and its report is reused for [`DOCTOR_FOR`]: its `quick_check` reads the
+//! whole file (about 4 s on a file of a million sends), which no page request waits for.
 
 use super::{fail, page, Signed};
 use crate::app::{config, doctor};
@@ -11,6 +11,8 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use axum::routing::get;
 use serde::Deserialize;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const ROUTES: &[(&str, &str)] = &[("GET", "/admin/settings")];
@@ -47,48 +49,65 @@ async fn show(
             (&ops.db, &origin),
             &crate::config::process_env,
         )?;
-        let (report, age, took) = doctor_report(&ops, fresh)?;
-        Ok((shown, report, age, took))
+        Ok((shown, doctor_report(&ops, fresh)))
     })
     .await;
     match got {
-        Ok((shown, report, age, took)) => page(
-            &session,
-            "settings",
-            "admin/settings.html",
-            minijinja::context! {
-                title => "Settings",
-                shown => shown,
-                doctor => report,
-                age_s => age.as_secs(),
-                took_ms => took.map(|t| t.as_millis() as u64),
-            },
-        ),
+        Ok((shown, (report, running))) => {
+            let age_s = report.as_ref().map(|(at, _, _)| at.elapsed().as_secs());
+            let took_ms = report.as_ref().map(|(_, _, t)| t.as_millis() as u64);
+            page(
+                &session,
+                "settings",
+                "admin/settings.html",
+                minijinja::context! {
+                    title => "Settings",
+                    shown => shown,
+                    doctor => report.map(|(_, r, _)| r),
+                    running => running,
+                    age_s => age_s,
+                    took_ms => took_ms,
+                },
+            )
+        }
         Err(e) => fail(Some(&session), &e),
     }
 }
 
-/// The doctor's report: the last one if younger than [`DOCTOR_FOR`] (or, asked `fresh`, than
-/// [`FRESH_AFTER`]), else a new one. One run at a time: a request that comes while the doctor
-/// runs waits for it and shows its report, so no number of requests runs more than one scan.
-/// Returns the report, its age, and how long it took when made now.
+/// The last doctor report (when it was made, the report, how long it took) and whether a run
+/// is under way. The page never waits for the doctor (its `quick_check` reads the whole file):
+/// when the report is older than [`DOCTOR_FOR`] (asked `fresh`: [`FRESH_AFTER`]) or missing, a
+/// run starts on a thread of its own, unless one already runs, and the page shows what it has.
 fn doctor_report(
-    ops: &crate::http::Ops,
+    ops: &Arc<crate::http::Ops>,
     fresh: bool,
-) -> crate::error::Result<(doctor::Report, Duration, Option<Duration>)> {
-    let mut last = ops.doctor.lock().unwrap_or_else(|p| p.into_inner());
+) -> (Option<(Instant, doctor::Report, Duration)>, bool) {
+    let last = ops
+        .doctor
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     let keep = if fresh { FRESH_AFTER } else { DOCTOR_FOR };
-    if let Some((at, r)) = last.as_ref().filter(|(at, _)| at.elapsed() < keep) {
-        return Ok((r.clone(), at.elapsed(), None));
+    let stale = last.as_ref().is_none_or(|(at, _, _)| at.elapsed() >= keep);
+    if stale && !ops.doctor_running.swap(true, Ordering::SeqCst) {
+        let ops = ops.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let run = doctor::run(&doctor::Request {
+                db: ops.db.clone(),
+                full: false,
+                config: ops.config.clone(),
+                provider: ops.provider.clone(),
+            });
+            match run {
+                Ok(report) => {
+                    *ops.doctor.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some((Instant::now(), report, started.elapsed()));
+                }
+                Err(e) => tracing::warn!(error = %e, "the settings page's doctor run failed"),
+            }
+            ops.doctor_running.store(false, Ordering::SeqCst);
+        });
     }
-    let started = Instant::now();
-    let report = doctor::run(&doctor::Request {
-        db: ops.db.clone(),
-        full: false,
-        config: ops.config.clone(),
-        provider: ops.provider.clone(),
-    })?;
-    let took = started.elapsed();
-    *last = Some((Instant::now(), report.clone()));
-    Ok((report, Duration::ZERO, Some(took)))
+    (last, ops.doctor_running.load(Ordering::SeqCst))
 }
