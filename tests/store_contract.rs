@@ -2460,6 +2460,10 @@ fn logins_and_sessions_keep_their_contract_on_every_backend() {
                 .unwrap()
                 .is_none(),
             "{name}"
+        );
+    }
+}
+
 /// The dashboard's recipients search (`report_search`): an address prefix (a range, never a
 /// LIKE pattern), a send state, both, keyset pages on the send id, the same on every backend.
 #[test]
@@ -2523,6 +2527,9 @@ fn a_report_search_narrows_by_prefix_and_state_the_same_on_every_backend() {
             "{}",
             f.backend
         );
+    }
+}
+
 /// The dashboard's account-wide queue of rows in doubt: paged by (campaign, send) on every
 /// backend, never another account's rows; delivery reports looked up per job.
 #[test]
