@@ -356,7 +356,7 @@ pub fn members(store: &dyn Storage, q: &MembersQuery<'_>) -> Result<Members> {
     let lower = search.map(str::to_lowercase);
     let after = q.after.filter(|a| !a.is_empty());
     let order = match (search, lower.as_deref()) {
-        (Some(s), _) if s.starts_with('+') || s.starts_with(|c: char| c.is_ascii_digit()) => {
+        (Some(s), _) if super::suppressions::channel_of(s) == Channel::Sms => {
             MemberOrder::Phone { prefix: s, after }
         }
         (Some(_), Some(l)) => MemberOrder::Email { prefix: l, after },

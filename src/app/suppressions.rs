@@ -107,13 +107,13 @@ pub struct Page {
     pub next: Option<String>,
 }
 
-/// The channel a search or an address typed in a form is for: a phone number starts with `+`
-/// or a digit, anything else is an email address.
+/// The channel a search or an address typed in a form is for: text with an `@` or a letter
+/// is (the start of) an email address, anything else a phone number.
 pub fn channel_of(text: &str) -> Channel {
-    if text.starts_with('+') || text.starts_with(|c: char| c.is_ascii_digit()) {
-        Channel::Sms
-    } else {
+    if text.contains('@') || text.chars().any(char::is_alphabetic) {
         Channel::Email
+    } else {
+        Channel::Sms
     }
 }
 

@@ -15,8 +15,10 @@
 //!   A small script (`/admin/static/dashboard.js`, `script-src 'self'`) refreshes live numbers;
 //!   every page works without it.
 
+mod lists;
 mod login;
 mod overview;
+mod suppressions;
 
 use super::pages::environment_with;
 use super::{blocking, AppState};
@@ -40,13 +42,21 @@ pub const FORM_LIMIT: usize = 64 * 1024;
 
 /// The dashboard's routes, as (method, path), for the tests that visit every page.
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
-    [login::ROUTES, overview::ROUTES].concat()
+    [
+        login::ROUTES,
+        overview::ROUTES,
+        lists::ROUTES,
+        suppressions::ROUTES,
+    ]
+    .concat()
 }
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .merge(login::routes())
         .merge(overview::routes())
+        .merge(lists::routes())
+        .merge(suppressions::routes())
 }
 
 /// Every dashboard template, by name (auto-escaped), over the pages' templates.
@@ -57,6 +67,26 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "admin/campaigns.html",
         include_str!("templates/campaigns.html"),
+    ),
+    ("admin/lists.html", include_str!("templates/lists.html")),
+    ("admin/list.html", include_str!("templates/list.html")),
+    ("admin/list_new.html", include_str!("templates/list_new.html")),
+    (
+        "admin/list_unsubscribe.html",
+        include_str!("templates/list_unsubscribe.html"),
+    ),
+    ("admin/import.html", include_str!("templates/import.html")),
+    (
+        "admin/import_preview.html",
+        include_str!("templates/import_preview.html"),
+    ),
+    (
+        "admin/suppressions.html",
+        include_str!("templates/suppressions.html"),
+    ),
+    (
+        "admin/suppressions_remove.html",
+        include_str!("templates/suppressions_remove.html"),
     ),
 ];
 
