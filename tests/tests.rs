@@ -21,6 +21,7 @@ mod damage;
 #[cfg(feature = "crash-points")]
 mod crash;
 mod dashboard;
+mod dashboard_audience;
 mod defects;
 mod fake_hostile;
 mod fake_inbox_api;

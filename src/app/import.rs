@@ -916,16 +916,25 @@ mod tests {
 
     #[test]
     fn preview_shows_valid_rows_and_every_error_with_its_line() {
-        let csv = b"email,name,city\na@x.com,Ann,Oslo\nnot-an-address,Bob,\nA@x.com,Dup,\n".to_vec();
+        let csv =
+            b"email,name,city\na@x.com,Ann,Oslo\nnot-an-address,Bob,\nA@x.com,Dup,\n".to_vec();
         let p = preview("upload.csv", csv, CsvFormat::default()).expect("preview");
         assert_eq!((p.valid, p.invalid), (1, 2));
         assert_eq!(p.rows[0].email.as_deref(), Some("a@x.com"));
         assert_eq!(p.rows[0].attrs, ["city=Oslo"]);
         assert_eq!(p.errors[0].line, 3);
         assert_eq!(p.errors[1].line, 4);
-        assert!(p.errors[1].reason.contains("duplicate"), "{}", p.errors[1].reason);
-        let e = preview("x.csv", b"email\n\xff\xfe@x\n".to_vec(), CsvFormat::default())
-            .expect_err("not UTF-8");
+        assert!(
+            p.errors[1].reason.contains("duplicate"),
+            "{}",
+            p.errors[1].reason
+        );
+        let e = preview(
+            "x.csv",
+            b"email\n\xff\xfe@x\n".to_vec(),
+            CsvFormat::default(),
+        )
+        .expect_err("not UTF-8");
         assert!(e.message.contains("UTF-8"), "{}", e.message);
     }
 

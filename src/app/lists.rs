@@ -413,7 +413,10 @@ pub struct Membership {
 /// its phone number.
 fn unsubscribe_address(s: &crate::store::SubscriberRow) -> Result<(Channel, String)> {
     match (&s.email, &s.phone) {
-        (Some(e), _) => Ok((Channel::Email, crate::domain::address::normalize_email(e)?.1)),
+        (Some(e), _) => Ok((
+            Channel::Email,
+            crate::domain::address::normalize_email(e)?.1,
+        )),
         (None, Some(p)) => Ok((Channel::Sms, p.clone())),
         (None, None) => Err(Error::damaged(format!(
             "subscriber {} has neither an email address nor a phone number",

@@ -136,7 +136,9 @@ pub fn page(
         None => None,
         Some(a) => {
             let (c, addr) = a.split_once(':').ok_or_else(|| {
-                crate::error::Error::invalid(format!("the page cursor {a:?} is not channel:address"))
+                crate::error::Error::invalid(format!(
+                    "the page cursor {a:?} is not channel:address"
+                ))
             })?;
             Some((c.parse::<Channel>()?, addr))
         }

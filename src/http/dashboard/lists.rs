@@ -23,8 +23,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/admin/lists/new"),
     ("GET", "/admin/lists/{list}"),
     ("POST", "/admin/lists/{list}/subscribers"),
-    ("GET", "/admin/lists/{list}/subscribers/{subscriber}/unsubscribe"),
-    ("POST", "/admin/lists/{list}/subscribers/{subscriber}/unsubscribe"),
+    (
+        "GET",
+        "/admin/lists/{list}/subscribers/{subscriber}/unsubscribe",
+    ),
+    (
+        "POST",
+        "/admin/lists/{list}/subscribers/{subscriber}/unsubscribe",
+    ),
     ("GET", "/admin/lists/{list}/import"),
     ("POST", "/admin/lists/{list}/import"),
     ("POST", "/admin/lists/{list}/import/commit"),
@@ -117,7 +123,11 @@ async fn create(State(st): State<AppState>, Posted(session, f): Posted<NewList>)
         if f.name.trim().is_empty() {
             return Err(Error::invalid("the list needs a name"));
         }
-        let optin = if f.optin.is_empty() { "single" } else { &f.optin };
+        let optin = if f.optin.is_empty() {
+            "single"
+        } else {
+            &f.optin
+        };
         lists::create(
             s,
             &NewListRequest {
@@ -344,7 +354,9 @@ impl ImportForm {
                 "csv" => {
                     f.file = base64::engine::general_purpose::STANDARD
                         .decode(bytes.as_ref())
-                        .map_err(|_| Error::invalid("the previewed file did not come back whole"))?;
+                        .map_err(|_| {
+                            Error::invalid("the previewed file did not come back whole")
+                        })?;
                 }
                 _ => {}
             }

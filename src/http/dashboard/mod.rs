@@ -70,7 +70,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     ),
     ("admin/lists.html", include_str!("templates/lists.html")),
     ("admin/list.html", include_str!("templates/list.html")),
-    ("admin/list_new.html", include_str!("templates/list_new.html")),
+    (
+        "admin/list_new.html",
+        include_str!("templates/list_new.html"),
+    ),
     (
         "admin/list_unsubscribe.html",
         include_str!("templates/list_unsubscribe.html"),

@@ -348,7 +348,10 @@ async fn withdraw_queued(
 }
 
 impl Lists for PgStore {
-    fn list_members(&self, q: &crate::store::MemberPage<'_>) -> Result<Vec<crate::store::MemberRow>> {
+    fn list_members(
+        &self,
+        q: &crate::store::MemberPage<'_>,
+    ) -> Result<Vec<crate::store::MemberRow>> {
         self.member_page(q)
     }
 

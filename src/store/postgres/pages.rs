@@ -7,8 +7,7 @@ use super::PgStore;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::store::{
-    prefix_bounds, MemberOrder, MemberPage, MemberRow, Suppression, SubscriberRow,
-    SuppressionPage,
+    prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow, Suppression, SuppressionPage,
 };
 use tokio_postgres::Row;
 
@@ -112,11 +111,9 @@ impl PgStore {
         let account = q.account_id;
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
         let Some((channel, prefix)) = q.search else {
-            let (ch, address) = q
-                .after
-                .map_or((String::new(), String::new()), |(c, a)| {
-                    (c.as_str().to_string(), a.to_string())
-                });
+            let (ch, address) = q.after.map_or((String::new(), String::new()), |(c, a)| {
+                (c.as_str().to_string(), a.to_string())
+            });
             return self.run(move |pool| async move {
                 let c = pool.get().await?;
                 let rows = c

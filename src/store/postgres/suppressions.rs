@@ -66,10 +66,7 @@ impl crate::store::Suppressions for PgStore {
         })
     }
 
-    fn suppressions_page(
-        &self,
-        q: &crate::store::SuppressionPage<'_>,
-    ) -> Result<Vec<Suppression>> {
+    fn suppressions_page(&self, q: &crate::store::SuppressionPage<'_>) -> Result<Vec<Suppression>> {
         self.suppression_page(q)
     }
 

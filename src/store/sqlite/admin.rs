@@ -320,10 +320,7 @@ impl Suppressions for SqliteStore {
         })
     }
 
-    fn suppressions_page(
-        &self,
-        q: &crate::store::SuppressionPage<'_>,
-    ) -> Result<Vec<Suppression>> {
+    fn suppressions_page(&self, q: &crate::store::SuppressionPage<'_>) -> Result<Vec<Suppression>> {
         self.read(|c| super::pages::suppressions(c, q))
     }
 

@@ -185,7 +185,10 @@ fn variable_counts_sql(channel: Channel, filter: &str) -> String {
 }
 
 impl Lists for SqliteStore {
-    fn list_members(&self, q: &crate::store::MemberPage<'_>) -> Result<Vec<crate::store::MemberRow>> {
+    fn list_members(
+        &self,
+        q: &crate::store::MemberPage<'_>,
+    ) -> Result<Vec<crate::store::MemberRow>> {
         self.read(|c| super::pages::members(c, q))
     }
 

@@ -5,8 +5,7 @@
 use super::codec;
 use crate::error::Result;
 use crate::store::{
-    prefix_bounds, MemberOrder, MemberPage, MemberRow, Suppression, SubscriberRow,
-    SuppressionPage,
+    prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow, Suppression, SuppressionPage,
 };
 use rusqlite::{named_params, Connection, Row};
 
