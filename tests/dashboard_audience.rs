@@ -81,7 +81,7 @@ fn lists_import_unsubscribe_and_suppressions_in_the_browser() {
             {"no_overflow": true},
             {"click": "Create list", "keyboard": true},
             {"expect_text": "List created."},
-            {"fill": {"Email": "Ann@Example.org", "Name": "Ann"}},
+            {"fill": {"Email": "Ann@Example.org", "Name (optional)": "Ann"}},
             {"click": "Add subscriber", "keyboard": true},
             {"expect_text": "Subscriber added."},
             {"expect_text": "Ann@Example.org"},
