@@ -71,10 +71,6 @@ fn id(text: &str) -> Result<i64> {
 struct Flash {
     #[serde(default)]
     done: Option<String>,
-    #[serde(default)]
-    imported: Option<u64>,
-    #[serde(default)]
-    skipped: Option<u64>,
 }
 
 async fn all(
@@ -159,8 +155,12 @@ struct Browse {
     status: Option<String>,
     #[serde(default)]
     after: Option<String>,
-    #[serde(flatten)]
-    flash: Flash,
+    #[serde(default)]
+    done: Option<String>,
+    #[serde(default)]
+    imported: Option<u64>,
+    #[serde(default)]
+    skipped: Option<u64>,
 }
 
 async fn show(
@@ -205,7 +205,7 @@ async fn show(
                 members => members.members,
                 next => members.next.as_deref().map(next_query),
                 q => q, status => status,
-                done => b.flash.done, imported => b.flash.imported, skipped => b.flash.skipped,
+                done => b.done, imported => b.imported, skipped => b.skipped,
             },
         ),
         Err(e) => fail(Some(&session), &e),
