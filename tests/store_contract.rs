@@ -2583,3 +2583,136 @@ fn rows_in_doubt_of_an_account_are_paged_on_every_backend() {
         assert_eq!(rest[0].send_id, want[1], "{}", f.backend);
     }
 }
+
+/// The dashboard's keyset pages: a list's members in id order and by address prefix, and
+/// suppressions in key order and by prefix, each page after the previous one's last key.
+fn pages_script(s: &dyn Storage) -> Vec<String> {
+    use sendonce::store::{MemberOrder, MemberPage, NewList, OptIn, SuppressionPage};
+    let mut out = Vec::new();
+    let acct = s.add_account("acme").unwrap();
+    let other = s.add_account("other").unwrap();
+    let list = s
+        .create_list(&NewList {
+            account_id: acct,
+            name: "news",
+            description: None,
+            optin: OptIn::Single,
+            public: false,
+            confirm: Default::default(),
+        })
+        .unwrap();
+    for (i, e) in ["bob@x.org", "ann@x.org", "abe@y.org", "carl@x.org"]
+        .iter()
+        .enumerate()
+    {
+        let sub = sendonce::app::import::subscriber(
+            Some(e),
+            Some(&format!("+4512345{i:03}")),
+            None,
+            None,
+            &[],
+        )
+        .unwrap();
+        s.add_subscriber(acct, &sub, &[list]).unwrap();
+    }
+    let outsider =
+        sendonce::app::import::subscriber(Some("ann@z.org"), None, None, None, &[]).unwrap();
+    s.add_subscriber(other, &outsider, &[]).unwrap();
+    let page = |order, limit| {
+        s.list_members(&MemberPage {
+            account_id: acct,
+            list_id: list,
+            membership: None,
+            order,
+            limit,
+        })
+        .map(|rows| {
+            rows.iter()
+                .map(|r| format!("{:?} {}", r.email_norm, r.membership))
+                .collect::<Vec<_>>()
+        })
+    };
+    out.push(format!(
+        "ids: {}",
+        said(page(MemberOrder::Id { after: 0 }, 2))
+    ));
+    out.push(format!(
+        "ids after 2: {}",
+        said(page(MemberOrder::Id { after: 2 }, 2))
+    ));
+    for (prefix, after) in [
+        ("a", None),
+        ("a", Some("abe@y.org")),
+        ("an", None),
+        ("z", None),
+    ] {
+        out.push(format!(
+            "email {prefix} after {after:?}: {}",
+            said(page(MemberOrder::Email { prefix, after }, 10))
+        ));
+    }
+    out.push(format!(
+        "phone: {}",
+        said(page(
+            MemberOrder::Phone {
+                prefix: "+451234500",
+                after: Some("+4512345000")
+            },
+            10
+        ))
+    ));
+    for a in ["b@x.org", "a@x.org", "ab@x.org", "c@x.org"] {
+        s.suppress(acct, Channel::Email, a, "r", "manual").unwrap();
+    }
+    s.suppress(acct, Channel::Sms, "+4511", "r", "manual")
+        .unwrap();
+    s.suppress(other, Channel::Email, "a@other.org", "r", "manual")
+        .unwrap();
+    let sup = |search, after, limit| {
+        s.suppressions_page(&SuppressionPage {
+            account_id: acct,
+            search,
+            after,
+            limit,
+        })
+        .map(|rows| {
+            rows.iter()
+                .map(|r| format!("{} {}", r.channel, r.address))
+                .collect::<Vec<_>>()
+        })
+    };
+    out.push(format!("sup: {}", said(sup(None, None, 3))));
+    out.push(format!(
+        "sup after: {}",
+        said(sup(None, Some((Channel::Email, "b@x.org")), 3))
+    ));
+    out.push(format!(
+        "sup a: {}",
+        said(sup(Some((Channel::Email, "a")), None, 10))
+    ));
+    out.push(format!(
+        "sup a after a@x.org: {}",
+        said(sup(
+            Some((Channel::Email, "a")),
+            Some((Channel::Email, "a@x.org")),
+            10
+        ))
+    ));
+    out
+}
+
+#[test]
+fn dashboard_pages_answer_the_same_on_every_backend() {
+    let env = common::Env::new();
+    let s = (backends()[0].fresh)(&env);
+    let got = pages_script(&*s);
+    assert_eq!(
+        got[4], "email a after Some(\"abe@y.org\"): ok [\"Some(\\\"ann@x.org\\\") subscribed\"]",
+        "{got:#?}"
+    );
+    assert_eq!(
+        got[9], "sup a: ok [\"email a@x.org\", \"email ab@x.org\"]",
+        "{got:#?}"
+    );
+    same_on_both(pages_script);
+}

@@ -24,6 +24,7 @@ mod dashboard;
 mod dashboard_isolation;
 mod dashboard_campaigns;
 mod dashboard_ops;
+mod dashboard_audience;
 mod defects;
 mod fake_hostile;
 mod fake_inbox_api;

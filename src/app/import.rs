@@ -433,7 +433,7 @@ fn not_utf8(file: &str, line: u64) -> Error {
 struct CsvInput {
     file: String,
     format: CsvFormat,
-    rdr: csv::Reader<RowBound<std::io::BufReader<std::fs::File>>>,
+    rdr: csv::Reader<RowBound<std::io::BufReader<Box<dyn Read>>>>,
     shared: Rc<Shared>,
     record: csv::ByteRecord,
 }
@@ -443,6 +443,11 @@ impl CsvInput {
         let file = path.display().to_string();
         let f =
             std::fs::File::open(path).map_err(|e| Error::io(&format!("cannot read {file}"), e))?;
+        CsvInput::from_reader(file, Box::new(f), format)
+    }
+
+    /// A CSV input over any byte source, named `file` in messages.
+    fn from_reader(file: String, f: Box<dyn Read>, format: CsvFormat) -> Result<CsvInput> {
         let mut input = std::io::BufReader::with_capacity(64 * 1024, f);
         // A UTF-8 byte order mark (spreadsheet exports) is not part of the first column's name.
         // `fill_buf` may return fewer bytes than the mark on a pipe; then it is simply kept.
@@ -686,7 +691,119 @@ pub fn read_csv_with(
     keep_invalid: bool,
     format: CsvFormat,
 ) -> Result<Vec<(u64, Result<NewSubscriber>)>> {
-    let mut input = CsvInput::open(path, format)?;
+    rows_of(CsvInput::open(path, format)?, keep_invalid, format)
+}
+
+/// The largest CSV file the dashboard takes in one upload.
+pub const MAX_CSV: usize = 5 * 1024 * 1024;
+
+/// [`read_csv_with`] for a file already in memory (a dashboard upload, at most [`MAX_CSV`]
+/// bytes), named `name` in messages: the same parser, limits, checks and line numbers.
+pub fn read_csv_bytes(
+    name: &str,
+    bytes: Vec<u8>,
+    keep_invalid: bool,
+    format: CsvFormat,
+) -> Result<Vec<(u64, Result<NewSubscriber>)>> {
+    if bytes.len() > MAX_CSV {
+        return Err(Error::invalid(format!(
+            "{name} is {} bytes, larger than the {} limit for an upload; nothing was imported",
+            bytes.len(),
+            size(MAX_CSV as u64)
+        )));
+    }
+    let reader: Box<dyn Read> = Box::new(std::io::Cursor::new(bytes));
+    rows_of(
+        CsvInput::from_reader(name.to_string(), reader, format)?,
+        keep_invalid,
+        format,
+    )
+}
+
+/// How many rows a [`Preview`] shows.
+pub const PREVIEW_ROWS: usize = 20;
+
+/// One row of a [`Preview`]: what the import would write for it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PreviewRow {
+    pub line: u64,
+    /// Normalised (lower case).
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub name: Option<String>,
+    pub status: String,
+    /// The other columns, `key=value`, in the file's order.
+    pub attrs: Vec<String>,
+}
+
+/// A row the import would leave out, with its line and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RowError {
+    pub line: u64,
+    pub reason: String,
+}
+
+/// What importing a CSV file would do, found by the import's own parser and checks without
+/// writing anything: the first [`PREVIEW_ROWS`] valid rows, every invalid row, the counts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Preview {
+    pub rows: Vec<PreviewRow>,
+    pub errors: Vec<RowError>,
+    pub valid: u64,
+    pub invalid: u64,
+}
+
+/// Preview the import of the CSV `bytes` (named `name` in messages) in `format`. A problem
+/// with the whole file (not UTF-8, no `email` or `phone` column, too large) is an error.
+pub fn preview(name: &str, bytes: Vec<u8>, format: CsvFormat) -> Result<Preview> {
+    let rows = read_csv_bytes(name, bytes, true, format)?;
+    let mut p = Preview {
+        rows: Vec::new(),
+        errors: Vec::new(),
+        valid: 0,
+        invalid: 0,
+    };
+    for (line, row) in rows {
+        match row {
+            Ok(s) => {
+                p.valid += 1;
+                if p.rows.len() < PREVIEW_ROWS {
+                    p.rows.push(preview_row(line, s));
+                }
+            }
+            Err(e) => {
+                p.invalid += 1;
+                p.errors.push(RowError {
+                    line,
+                    reason: e.message,
+                });
+            }
+        }
+    }
+    Ok(p)
+}
+
+fn preview_row(line: u64, s: NewSubscriber) -> PreviewRow {
+    let attrs = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&s.attrs)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    PreviewRow {
+        line,
+        email: s.email.map(|e| e.1),
+        phone: s.phone,
+        name: s.name,
+        status: s.status,
+        attrs,
+    }
+}
+
+fn rows_of(
+    mut input: CsvInput,
+    keep_invalid: bool,
+    format: CsvFormat,
+) -> Result<Vec<(u64, Result<NewSubscriber>)>> {
     let (header_line, cells) = input.header()?;
     let cols = Columns::new(&input.file, header_line, &cells, format.delimiter)?;
     let mut out = Vec::new();
@@ -795,6 +912,30 @@ mod tests {
         index.feed(b"\nb\n");
         assert_eq!(index.line_at(2), 2);
         assert_eq!(index.line_at(5), 3);
+    }
+
+    #[test]
+    fn preview_shows_valid_rows_and_every_error_with_its_line() {
+        let csv =
+            b"email,name,city\na@x.com,Ann,Oslo\nnot-an-address,Bob,\nA@x.com,Dup,\n".to_vec();
+        let p = preview("upload.csv", csv, CsvFormat::default()).expect("preview");
+        assert_eq!((p.valid, p.invalid), (1, 2));
+        assert_eq!(p.rows[0].email.as_deref(), Some("a@x.com"));
+        assert_eq!(p.rows[0].attrs, ["city=Oslo"]);
+        assert_eq!(p.errors[0].line, 3);
+        assert_eq!(p.errors[1].line, 4);
+        assert!(
+            p.errors[1].reason.contains("duplicate"),
+            "{}",
+            p.errors[1].reason
+        );
+        let e = preview(
+            "x.csv",
+            b"email\n\xff\xfe@x\n".to_vec(),
+            CsvFormat::default(),
+        )
+        .expect_err("not UTF-8");
+        assert!(e.message.contains("UTF-8"), "{}", e.message);
     }
 
     #[test]

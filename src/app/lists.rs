@@ -299,3 +299,176 @@ pub fn audience(store: &dyn Storage, id: i64) -> Result<Audience> {
     })?;
     Ok(Audience::new(Some(id), c.channel, lists, c.filter, counts))
 }
+
+/// The most members one page of [`members`] shows.
+pub const MEMBERS_PAGE: usize = 100;
+
+/// One member of a list, as the dashboard shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Member {
+    pub id: i64,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub name: Option<String>,
+    /// The subscriber's status (`confirmed`, `pending`, ...).
+    pub status: String,
+    /// The membership's status in this list (`subscribed`, `unsubscribed`, `pending`).
+    pub membership: String,
+    #[serde(serialize_with = "crate::domain::clock::ser_ms")]
+    pub created_at: i64,
+}
+
+/// A page of a list's members, and the cursor of the next page (`None`: this is the last).
+#[derive(Debug, Clone, Serialize)]
+pub struct Members {
+    pub members: Vec<Member>,
+    pub next: Option<String>,
+}
+
+/// Which members of a list to show: `search` is the start of an email address or of a phone
+/// number (`+` or a digit first), `membership` one membership status, `after` the cursor a
+/// previous page gave.
+#[derive(Debug, Clone, Copy)]
+pub struct MembersQuery<'a> {
+    pub account: &'a str,
+    pub list: i64,
+    pub search: Option<&'a str>,
+    pub membership: Option<&'a str>,
+    pub after: Option<&'a str>,
+}
+
+/// One page of a list's members ([`MEMBERS_PAGE`] at most), through an index: the list's
+/// memberships in id order, or the account's email or phone index over the searched prefix.
+/// A list of another account is `NotFound`.
+pub fn members(store: &dyn Storage, q: &MembersQuery<'_>) -> Result<Members> {
+    use crate::store::{MemberOrder, MemberPage};
+    let account_id = store.resolve_account(q.account)?;
+    let list = store.find_list(account_id, &q.list.to_string())?;
+    let membership = q.membership.map(str::trim).filter(|m| !m.is_empty());
+    if let Some(m) = membership {
+        if !["subscribed", "unsubscribed", "pending"].contains(&m) {
+            return Err(Error::invalid(format!(
+                "unknown membership status {m:?} (subscribed, unsubscribed or pending)"
+            )));
+        }
+    }
+    let search = q.search.map(str::trim).filter(|s| !s.is_empty());
+    let lower = search.map(str::to_lowercase);
+    let after = q.after.filter(|a| !a.is_empty());
+    let order = match (search, lower.as_deref()) {
+        (Some(s), _) if super::suppressions::channel_of(s) == Channel::Sms => {
+            MemberOrder::Phone { prefix: s, after }
+        }
+        (Some(_), Some(l)) => MemberOrder::Email { prefix: l, after },
+        _ => MemberOrder::Id {
+            after: after.map_or(Ok(0), |a| {
+                a.parse::<i64>()
+                    .map_err(|_| Error::invalid(format!("the page cursor {a:?} is not an id")))
+            })?,
+        },
+    };
+    let rows = store.list_members(&MemberPage {
+        account_id,
+        list_id: list.id,
+        membership,
+        order,
+        limit: MEMBERS_PAGE,
+    })?;
+    let next = (rows.len() == MEMBERS_PAGE)
+        .then(|| rows.last())
+        .flatten()
+        .and_then(|r| match order {
+            MemberOrder::Id { .. } => Some(r.subscriber.id.to_string()),
+            MemberOrder::Email { .. } => r.email_norm.clone(),
+            MemberOrder::Phone { .. } => r.subscriber.phone.clone(),
+        });
+    let members = rows
+        .into_iter()
+        .map(|r| Member {
+            id: r.subscriber.id,
+            email: r.subscriber.email,
+            phone: r.subscriber.phone,
+            name: r.subscriber.name,
+            status: r.subscriber.status,
+            membership: r.membership,
+            created_at: r.subscriber.created_at,
+        })
+        .collect();
+    Ok(Members { members, next })
+}
+
+/// The source recorded by an unsubscribe made from the dashboard.
+pub const DASHBOARD_SOURCE: &str = "dashboard";
+
+/// A subscriber's membership of a list, before an unsubscribe: who, which list, its status
+/// there (`None`: not a member).
+#[derive(Debug, Clone, Serialize)]
+pub struct Membership {
+    pub list: List,
+    pub subscriber: super::subscribers::Subscriber,
+    pub status: Option<String>,
+}
+
+/// The channel and normalised address an unsubscribe of `s` goes by: its email address, else
+/// its phone number.
+fn unsubscribe_address(s: &crate::store::SubscriberRow) -> Result<(Channel, String)> {
+    match (&s.email, &s.phone) {
+        (Some(e), _) => Ok((
+            Channel::Email,
+            crate::domain::address::normalize_email(e)?.1,
+        )),
+        (None, Some(p)) => Ok((Channel::Sms, p.clone())),
+        (None, None) => Err(Error::damaged(format!(
+            "subscriber {} has neither an email address nor a phone number",
+            s.id
+        ))),
+    }
+}
+
+/// Subscriber `subscriber` (an id) in list `list` (an id) of `account`: `NotFound` when either
+/// is not the account's.
+pub fn membership(
+    store: &dyn Storage,
+    account: &str,
+    list: i64,
+    subscriber: i64,
+) -> Result<Membership> {
+    let account_id = store.resolve_account(account)?;
+    let list = store.find_list(account_id, &list.to_string())?;
+    let row = store.find_subscriber(account_id, &subscriber.to_string())?;
+    if row.id != subscriber {
+        return Err(Error::not_found(format!("no subscriber {subscriber}")));
+    }
+    let (channel, address) = unsubscribe_address(&row)?;
+    let state = store.link_state(account_id, channel, &address, &[list.id])?;
+    let status = state.lists.into_iter().next().and_then(|l| l.status);
+    Ok(Membership {
+        list: list.into(),
+        subscriber: row.into(),
+        status,
+    })
+}
+
+/// Unsubscribe a subscriber from one list as its unsubscribe link would: the membership becomes
+/// `unsubscribed` (kept, so adding the address again does not resubscribe it), no suppression.
+/// Returns how many memberships changed (0: it was not subscribed).
+pub fn unsubscribe_member(
+    store: &dyn Storage,
+    account: &str,
+    list: i64,
+    subscriber: i64,
+) -> Result<u64> {
+    let m = membership(store, account, list, subscriber)?;
+    let account_id = m.list.account_id;
+    let row = store.find_subscriber(account_id, &subscriber.to_string())?;
+    let (channel, address) = unsubscribe_address(&row)?;
+    let change = store.unsubscribe(&crate::store::UnsubscribeRequest {
+        account_id,
+        channel,
+        address: &address,
+        lists: &[list],
+        everything: false,
+        source: DASHBOARD_SOURCE,
+    })?;
+    Ok(change.memberships)
+}

@@ -101,7 +101,35 @@ pub fn import_csv(store: &dyn Storage, req: &ImportRequest<'_>) -> Result<Import
     let rows = import::read_csv_with(req.file, req.skip_invalid, req.format)?;
     let report =
         store.import_subscribers_with(account, rows, req.skip_invalid, &lists, req.links)?;
-    Ok(Imported {
+    Ok(imported(report))
+}
+
+/// A CSV file already in memory (a dashboard upload), to import into lists.
+#[derive(Debug, Clone)]
+pub struct UploadRequest<'a> {
+    pub account: &'a str,
+    /// The file's name, for messages.
+    pub name: &'a str,
+    pub bytes: Vec<u8>,
+    pub skip_invalid: bool,
+    pub format: CsvFormat,
+    pub lists: &'a [String],
+    pub links: Option<&'a Links>,
+}
+
+/// [`import_csv`] for an uploaded file: the same parser (`import::read_csv_bytes`), the same
+/// one transaction.
+pub fn import_upload(store: &dyn Storage, req: UploadRequest<'_>) -> Result<Imported> {
+    let account = store.resolve_account(req.account)?;
+    let lists = super::lists::resolve(store, account, req.lists)?;
+    let rows = import::read_csv_bytes(req.name, req.bytes, req.skip_invalid, req.format)?;
+    let report =
+        store.import_subscribers_with(account, rows, req.skip_invalid, &lists, req.links)?;
+    Ok(imported(report))
+}
+
+fn imported(report: crate::store::ImportReport) -> Imported {
+    Imported {
         imported: report.imported,
         existing: report.existing,
         skipped: report
@@ -112,7 +140,7 @@ pub fn import_csv(store: &dyn Storage, req: &ImportRequest<'_>) -> Result<Import
                 reason: s.reason,
             })
             .collect(),
-    })
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

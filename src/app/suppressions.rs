@@ -96,3 +96,104 @@ pub fn list(store: &dyn Storage, account: &str) -> Result<Suppressions> {
         .collect();
     Ok(Suppressions { suppressions })
 }
+
+/// The most suppressions one page of [`page`] shows.
+pub const PAGE: usize = 100;
+
+/// A page of suppressions and the cursor of the next (`None`: the last page).
+#[derive(Debug, Clone, Serialize)]
+pub struct Page {
+    pub suppressions: Vec<Suppression>,
+    pub next: Option<String>,
+}
+
+/// The channel a search or an address typed in a form is for: text with an `@` or a letter
+/// is (the start of) an email address, anything else a phone number.
+pub fn channel_of(text: &str) -> Channel {
+    if text.contains('@') || text.chars().any(char::is_alphabetic) {
+        Channel::Email
+    } else {
+        Channel::Sms
+    }
+}
+
+/// One page ([`PAGE`] at most) of `account`'s suppressions through the primary key: all in
+/// (channel, address) order, or with `search` the addresses that start with it (lower-cased
+/// for email). `after` is the cursor a previous page gave (`channel:address`).
+pub fn page(
+    store: &dyn Storage,
+    account: &str,
+    search: Option<&str>,
+    after: Option<&str>,
+) -> Result<Page> {
+    let account_id = store.resolve_account(account)?;
+    let search = search.map(str::trim).filter(|s| !s.is_empty());
+    let lowered = search.map(|s| match channel_of(s) {
+        Channel::Email => (Channel::Email, s.to_lowercase()),
+        Channel::Sms => (Channel::Sms, s.to_string()),
+    });
+    let after = match after.filter(|a| !a.is_empty()) {
+        None => None,
+        Some(a) => {
+            let (c, addr) = a.split_once(':').ok_or_else(|| {
+                crate::error::Error::invalid(format!(
+                    "the page cursor {a:?} is not channel:address"
+                ))
+            })?;
+            Some((c.parse::<Channel>()?, addr))
+        }
+    };
+    let rows = store.suppressions_page(&crate::store::SuppressionPage {
+        account_id,
+        search: lowered.as_ref().map(|(c, s)| (*c, s.as_str())),
+        after,
+        limit: PAGE,
+    })?;
+    let next = (rows.len() == PAGE)
+        .then(|| rows.last())
+        .flatten()
+        .map(|r| format!("{}:{}", r.channel, r.address));
+    let suppressions = rows
+        .into_iter()
+        .map(|s| Suppression {
+            channel: s.channel,
+            address: s.address,
+            reason: s.reason,
+            source: s.source,
+            created_at: s.created_at,
+        })
+        .collect();
+    Ok(Page { suppressions, next })
+}
+
+/// [`remove`] with the reason someone gave and who they are (`Session::decided_by`). The
+/// store keeps no removed rows, so the reason goes to the log, with the account, channel and
+/// who decided. An empty reason is refused.
+pub fn remove_with_reason(
+    store: &dyn Storage,
+    account: &str,
+    entry: &Entry,
+    reason: &str,
+    by: &str,
+) -> Result<Removed> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(crate::error::Error::invalid(
+            "give a reason for taking the address off the suppression list",
+        ));
+    }
+    if reason.len() > 1024 {
+        return Err(crate::error::Error::invalid(
+            "the reason is longer than the 1 KiB limit",
+        ));
+    }
+    let removed = remove(store, account, entry)?;
+    tracing::info!(
+        account = account,
+        channel = %entry.channel,
+        reason = reason,
+        by = by,
+        "suppression removed"
+    );
+    Ok(removed)
+}

@@ -155,8 +155,74 @@ pub struct UnsubscribeChange {
     pub suppressed: bool,
 }
 
+/// The order and search of a page of a list's members ([`Lists::list_members`]).
+#[derive(Debug, Clone, Copy)]
+pub enum MemberOrder<'a> {
+    /// Every member in subscriber id order, the ids after `after`.
+    Id { after: i64 },
+    /// Members whose normalised email address starts with `prefix` (lower case), in address
+    /// order, the addresses after `after`.
+    Email {
+        prefix: &'a str,
+        after: Option<&'a str>,
+    },
+    /// Members whose phone number (E.164) starts with `prefix`, in number order, after `after`.
+    Phone {
+        prefix: &'a str,
+        after: Option<&'a str>,
+    },
+}
+
+/// A page of a list's members to read: a keyset page of at most `limit` rows, optionally of
+/// one membership status (`subscribed`, `unsubscribed`, `pending`).
+#[derive(Debug, Clone, Copy)]
+pub struct MemberPage<'a> {
+    pub account_id: i64,
+    pub list_id: i64,
+    pub membership: Option<&'a str>,
+    pub order: MemberOrder<'a>,
+    pub limit: usize,
+}
+
+/// One member of a list: the subscriber (never a removed one), its normalised email address
+/// (the keyset of an email search) and the membership's status.
+#[derive(Debug, Clone)]
+pub struct MemberRow {
+    pub subscriber: crate::store::SubscriberRow,
+    pub email_norm: Option<String>,
+    pub membership: String,
+}
+
+/// The bounds of a keyset page over the values that start with `prefix`, after `after`:
+/// `(low, high)`, a value `v` is in the page when `low <= v < high` and `v != after`. `high`
+/// is `prefix` with its last character moved up by one, so the range is every value that
+/// starts with `prefix` in byte order (SQLite's BINARY, PostgreSQL's "C" collation).
+pub fn prefix_bounds(prefix: &str, after: Option<&str>) -> (String, String) {
+    let low = match after {
+        Some(a) if a > prefix => a.to_string(),
+        _ => prefix.to_string(),
+    };
+    let mut high: Vec<char> = prefix.chars().collect();
+    loop {
+        match high.pop() {
+            None => return (low, char::MAX.to_string()),
+            Some(c) => {
+                let next = (u32::from(c) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+                if let Some(n) = next {
+                    high.push(n);
+                    return (low, high.into_iter().collect());
+                }
+            }
+        }
+    }
+}
+
 /// Lists and memberships.
 pub trait Lists: Send + Sync {
+    /// A keyset page of a list's members (`q.list_id` must be a list of `q.account_id`: the
+    /// caller checked it), read through an index: the list's memberships in id order, or the
+    /// account's address index over the search prefix.
+    fn list_members(&self, q: &MemberPage<'_>) -> Result<Vec<MemberRow>>;
     /// What an unsubscribe link of `account_id` for `address` on `channel` and `lists` covers
     /// now. `NotFound` when the account does not exist or a list belongs to another account.
     fn link_state(

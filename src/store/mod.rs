@@ -35,8 +35,9 @@ pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
 pub use lists::{
-    AudienceCounts, AudienceQuery, ConfirmContent, LinkList, LinkState, ListChange, ListRow, Lists,
-    NewList, OptIn, UnsubscribeChange, UnsubscribeRequest,
+    prefix_bounds, AudienceCounts, AudienceQuery, ConfirmContent, LinkList, LinkState, ListChange,
+    ListRow, Lists, MemberOrder, MemberPage, MemberRow, NewList, OptIn, UnsubscribeChange,
+    UnsubscribeRequest,
 };
 pub use logins::{LoginRow, Logins, NewLogin, SessionRow};
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
@@ -44,7 +45,7 @@ pub use notify::{Notifications, NotifyRow};
 pub use optin::{Confirmation, MemberKey, MemberState, Optin};
 pub use ratelimit::{Grant, RateLimits};
 pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
-pub use suppressions::{Suppression, Suppressions};
+pub use suppressions::{Suppression, SuppressionPage, Suppressions};
 pub use tokens::{NewToken, TokenRow, Tokens};
 pub use webhooks::{Applied, DeliveryEvent, WebhookAction, Webhooks};
 

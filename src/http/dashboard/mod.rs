@@ -21,6 +21,8 @@ mod overview;
 pub(crate) mod sandbox;
 mod doubts;
 mod settings;
+mod lists;
+mod suppressions;
 mod tokens;
 
 use super::pages::environment_with;
@@ -52,6 +54,8 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         doubts::ROUTES,
         tokens::ROUTES,
         settings::ROUTES,
+        lists::ROUTES,
+        suppressions::ROUTES,
     ]
     .concat()
 }
@@ -64,6 +68,8 @@ pub fn routes() -> axum::Router<AppState> {
         .merge(doubts::routes())
         .merge(tokens::routes())
         .merge(settings::routes())
+        .merge(lists::routes())
+        .merge(suppressions::routes())
 }
 
 /// Every dashboard template, by name (auto-escaped), over the pages' templates.
@@ -112,6 +118,29 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "admin/settings.html",
         include_str!("templates/settings.html"),
+    ),
+    ("admin/lists.html", include_str!("templates/lists.html")),
+    ("admin/list.html", include_str!("templates/list.html")),
+    (
+        "admin/list_new.html",
+        include_str!("templates/list_new.html"),
+    ),
+    (
+        "admin/list_unsubscribe.html",
+        include_str!("templates/list_unsubscribe.html"),
+    ),
+    ("admin/import.html", include_str!("templates/import.html")),
+    (
+        "admin/import_preview.html",
+        include_str!("templates/import_preview.html"),
+    ),
+    (
+        "admin/suppressions.html",
+        include_str!("templates/suppressions.html"),
+    ),
+    (
+        "admin/suppressions_remove.html",
+        include_str!("templates/suppressions_remove.html"),
     ),
 ];
 

@@ -348,6 +348,13 @@ async fn withdraw_queued(
 }
 
 impl Lists for PgStore {
+    fn list_members(
+        &self,
+        q: &crate::store::MemberPage<'_>,
+    ) -> Result<Vec<crate::store::MemberRow>> {
+        self.member_page(q)
+    }
+
     fn link_state(
         &self,
         account_id: i64,

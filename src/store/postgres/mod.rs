@@ -52,6 +52,7 @@ mod messages;
 mod migrate;
 mod notify;
 mod optin;
+mod pages;
 mod ratelimit;
 mod segment;
 mod suppressions;

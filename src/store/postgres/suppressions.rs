@@ -66,6 +66,10 @@ impl crate::store::Suppressions for PgStore {
         })
     }
 
+    fn suppressions_page(&self, q: &crate::store::SuppressionPage<'_>) -> Result<Vec<Suppression>> {
+        self.suppression_page(q)
+    }
+
     fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
         self.run(move |pool| async move {
             let c = pool.get().await?;

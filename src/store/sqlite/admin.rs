@@ -320,6 +320,10 @@ impl Suppressions for SqliteStore {
         })
     }
 
+    fn suppressions_page(&self, q: &crate::store::SuppressionPage<'_>) -> Result<Vec<Suppression>> {
+        self.read(|c| super::pages::suppressions(c, q))
+    }
+
     fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
         self.account_exists(account_id)?;
         self.read(|c| {

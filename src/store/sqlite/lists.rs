@@ -185,6 +185,13 @@ fn variable_counts_sql(channel: Channel, filter: &str) -> String {
 }
 
 impl Lists for SqliteStore {
+    fn list_members(
+        &self,
+        q: &crate::store::MemberPage<'_>,
+    ) -> Result<Vec<crate::store::MemberRow>> {
+        self.read(|c| super::pages::members(c, q))
+    }
+
     fn link_state(
         &self,
         account_id: i64,

@@ -17,6 +17,7 @@ mod logins;
 mod messages;
 mod notify;
 mod optin;
+mod pages;
 mod ratelimit;
 mod segment;
 mod tokens;

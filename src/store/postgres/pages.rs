@@ -1,0 +1,155 @@
+//! Keyset pages the dashboard reads on PostgreSQL, statement for statement those of
+//! `sqlite/pages.rs`. The ranges and the order use the column's own collation, so that the
+//! indexes serve them; `starts_with` keeps a prefix search exact under any collation (in a
+//! "C" database, as the tests' clusters are, the pages are SQLite's byte for byte).
+
+use super::PgStore;
+use crate::domain::address::Channel;
+use crate::error::{Error, Result};
+use crate::store::{
+    prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow, Suppression, SuppressionPage,
+};
+use tokio_postgres::Row;
+
+const MEMBER_COLS: &str = "s.id, s.account_id, s.email, s.phone, s.name, s.status, s.attrs,
+    s.created_at, s.email_norm, m.status";
+
+fn member_from_row(r: &Row) -> MemberRow {
+    MemberRow {
+        subscriber: SubscriberRow {
+            id: r.get(0),
+            account_id: r.get(1),
+            email: r.get(2),
+            phone: r.get(3),
+            name: r.get(4),
+            status: r.get(5),
+            attrs: r.get(6),
+            created_at: r.get(7),
+        },
+        email_norm: r.get(8),
+        membership: r.get(9),
+    }
+}
+
+fn suppression_from_row(r: &Row) -> Result<Suppression> {
+    let channel: String = r.get(0);
+    Ok(Suppression {
+        channel: channel.parse::<Channel>().map_err(|_| {
+            Error::damaged(format!(
+                "suppressions.channel holds {channel:?}, which is not a channel"
+            ))
+        })?,
+        address: r.get(1),
+        reason: r.get(2),
+        source: r.get(3),
+        created_at: r.get(4),
+    })
+}
+
+impl PgStore {
+    /// A page of a list's members (see `Lists::list_members`).
+    pub(super) fn member_page(&self, q: &MemberPage<'_>) -> Result<Vec<MemberRow>> {
+        let (account, list) = (q.account_id, q.list_id);
+        let membership = q.membership.map(str::to_string);
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let (column, prefix, after) = match q.order {
+            MemberOrder::Id { after } => {
+                return self.run(move |pool| async move {
+                    let c = pool.get().await?;
+                    let rows = c
+                        .query(
+                            &format!(
+                                "SELECT {MEMBER_COLS} FROM list_members m
+                                 JOIN subscribers s ON s.id = m.subscriber_id
+                                 WHERE m.list_id = $1 AND m.subscriber_id > $2
+                                   AND s.account_id = $3 AND s.removed_at IS NULL
+                                   AND ($4::text IS NULL OR m.status = $4)
+                                 ORDER BY m.subscriber_id LIMIT $5"
+                            ),
+                            &[&list, &after, &account, &membership, &limit],
+                        )
+                        .await?;
+                    Ok(rows.iter().map(member_from_row).collect())
+                })
+            }
+            MemberOrder::Email { prefix, after } => ("email_norm", prefix, after),
+            MemberOrder::Phone { prefix, after } => ("phone", prefix, after),
+        };
+        let (low, high) = prefix_bounds(prefix, after);
+        let (prefix, after) = (prefix.to_string(), after.map(str::to_string));
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let rows = c
+                .query(
+                    &format!(
+                        "SELECT {MEMBER_COLS} FROM subscribers s
+                         JOIN list_members m ON m.list_id = $1 AND m.subscriber_id = s.id
+                         WHERE s.account_id = $2 AND s.{column} >= $3 AND s.{column} < $4
+                           AND starts_with(s.{column}, $5)
+                           AND s.{column} IS DISTINCT FROM $6::text AND s.removed_at IS NULL
+                           AND ($7::text IS NULL OR m.status = $7)
+                         ORDER BY s.{column} LIMIT $8"
+                    ),
+                    &[
+                        &list,
+                        &account,
+                        &low,
+                        &high,
+                        &prefix,
+                        &after,
+                        &membership,
+                        &limit,
+                    ],
+                )
+                .await?;
+            Ok(rows.iter().map(member_from_row).collect())
+        })
+    }
+
+    /// A page of an account's suppressions (see `Suppressions::suppressions_page`).
+    pub(super) fn suppression_page(&self, q: &SuppressionPage<'_>) -> Result<Vec<Suppression>> {
+        let account = q.account_id;
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let Some((channel, prefix)) = q.search else {
+            let (ch, address) = q.after.map_or((String::new(), String::new()), |(c, a)| {
+                (c.as_str().to_string(), a.to_string())
+            });
+            return self.run(move |pool| async move {
+                let c = pool.get().await?;
+                let rows = c
+                    .query(
+                        "SELECT channel, address, reason, source, created_at FROM suppressions
+                         WHERE account_id = $1 AND (channel, address) > ($2, $3)
+                         ORDER BY channel, address LIMIT $4",
+                        &[&account, &ch, &address, &limit],
+                    )
+                    .await?;
+                rows.iter().map(suppression_from_row).collect()
+            });
+        };
+        let after = q.after.filter(|(c, _)| *c == channel).map(|(_, a)| a);
+        let (low, high) = prefix_bounds(prefix, after);
+        let (prefix, after) = (prefix.to_string(), after.map(str::to_string));
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            let rows = c
+                .query(
+                    "SELECT channel, address, reason, source, created_at FROM suppressions
+                     WHERE account_id = $1 AND channel = $2 AND address >= $3 AND address < $4
+                       AND starts_with(address, $5) AND address IS DISTINCT FROM $6::text
+                     ORDER BY address LIMIT $7",
+                    &[
+                        &account,
+                        &channel.as_str(),
+                        &low,
+                        &high,
+                        &prefix,
+                        &after,
+                        &limit,
+                    ],
+                )
+                .await?;
+            rows.iter().map(suppression_from_row).collect()
+        })
+    }
+}

@@ -1,0 +1,130 @@
+//! Keyset pages the dashboard reads on SQLite: a list's members (in id order, or an address
+//! prefix through the account's address indexes) and an account's suppressions (through the
+//! primary key). Each statement reads at most one page of index entries past its start.
+
+use super::codec;
+use crate::error::Result;
+use crate::store::{
+    prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow, Suppression, SuppressionPage,
+};
+use rusqlite::{named_params, Connection, Row};
+
+const MEMBER_COLS: &str = "s.id, s.account_id, s.email, s.phone, s.name, s.status, s.attrs,
+    s.created_at, s.email_norm, m.status";
+
+fn member_from_row(r: &Row<'_>) -> rusqlite::Result<MemberRow> {
+    Ok(MemberRow {
+        subscriber: SubscriberRow {
+            id: r.get(0)?,
+            account_id: r.get(1)?,
+            email: r.get(2)?,
+            phone: r.get(3)?,
+            name: r.get(4)?,
+            status: r.get(5)?,
+            attrs: r.get(6)?,
+            created_at: r.get(7)?,
+        },
+        email_norm: r.get(8)?,
+        membership: r.get(9)?,
+    })
+}
+
+/// A page of a list's members (see `Lists::list_members`).
+pub(super) fn members(c: &Connection, q: &MemberPage<'_>) -> Result<Vec<MemberRow>> {
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    let (column, prefix, after) = match q.order {
+        MemberOrder::Id { after } => {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {MEMBER_COLS} FROM list_members m
+                 JOIN subscribers s ON s.id = m.subscriber_id
+                 WHERE m.list_id = :list AND m.subscriber_id > :after
+                   AND s.account_id = :account AND s.removed_at IS NULL
+                   AND (:membership IS NULL OR m.status = :membership)
+                 ORDER BY m.subscriber_id LIMIT :limit"
+            ))?;
+            let rows = st
+                .query_map(
+                    named_params! {
+                        ":list": q.list_id, ":after": after, ":account": q.account_id,
+                        ":membership": q.membership, ":limit": limit,
+                    },
+                    member_from_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            return Ok(rows);
+        }
+        MemberOrder::Email { prefix, after } => ("email_norm", prefix, after),
+        MemberOrder::Phone { prefix, after } => ("phone", prefix, after),
+    };
+    let (low, high) = prefix_bounds(prefix, after);
+    let mut st = c.prepare_cached(&format!(
+        "SELECT {MEMBER_COLS} FROM subscribers s
+         JOIN list_members m ON m.list_id = :list AND m.subscriber_id = s.id
+         WHERE s.account_id = :account AND s.{column} >= :low AND s.{column} < :high
+           AND s.{column} IS NOT :after AND s.removed_at IS NULL
+           AND (:membership IS NULL OR m.status = :membership)
+         ORDER BY s.{column} LIMIT :limit"
+    ))?;
+    let rows = st
+        .query_map(
+            named_params! {
+                ":list": q.list_id, ":account": q.account_id, ":low": low, ":high": high,
+                ":after": after, ":membership": q.membership, ":limit": limit,
+            },
+            member_from_row,
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
+}
+
+fn suppression_from_row(r: &Row<'_>) -> rusqlite::Result<Suppression> {
+    Ok(Suppression {
+        channel: codec::get(r, 0, "suppressions")?,
+        address: r.get(1)?,
+        reason: r.get(2)?,
+        source: r.get(3)?,
+        created_at: r.get(4)?,
+    })
+}
+
+/// A page of an account's suppressions (see `Suppressions::suppressions_page`).
+pub(super) fn suppressions(c: &Connection, q: &SuppressionPage<'_>) -> Result<Vec<Suppression>> {
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    let rows = match q.search {
+        None => {
+            let (channel, address) = q.after.map_or(("", ""), |(c, a)| (c.as_str(), a));
+            c.prepare_cached(
+                "SELECT channel, address, reason, source, created_at FROM suppressions
+                 WHERE account_id = :account AND (channel, address) > (:channel, :address)
+                 ORDER BY channel, address LIMIT :limit",
+            )?
+            .query_map(
+                named_params! {
+                    ":account": q.account_id, ":channel": channel, ":address": address,
+                    ":limit": limit,
+                },
+                suppression_from_row,
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+        }
+        Some((channel, prefix)) => {
+            let after = q.after.filter(|(c, _)| *c == channel).map(|(_, a)| a);
+            let (low, high) = prefix_bounds(prefix, after);
+            c.prepare_cached(
+                "SELECT channel, address, reason, source, created_at FROM suppressions
+                 WHERE account_id = :account AND channel = :channel
+                   AND address >= :low AND address < :high AND address IS NOT :after
+                 ORDER BY address LIMIT :limit",
+            )?
+            .query_map(
+                named_params! {
+                    ":account": q.account_id, ":channel": channel.as_str(), ":low": low,
+                    ":high": high, ":after": after, ":limit": limit,
+                },
+                suppression_from_row,
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+        }
+    };
+    Ok(rows)
+}
