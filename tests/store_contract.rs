@@ -2707,7 +2707,7 @@ fn dashboard_pages_answer_the_same_on_every_backend() {
     let s = (backends()[0].fresh)(&env);
     let got = pages_script(&*s);
     assert_eq!(
-        got[4], "email a after Some(\"abe@y.org\"): ok [\"Some(\\\"ann@x.org\\\") subscribed\"]",
+        got[3], "email a after Some(\"abe@y.org\"): ok [\"Some(\\\"ann@x.org\\\") subscribed\"]",
         "{got:#?}"
     );
     assert_eq!(

@@ -25,6 +25,7 @@ mod dashboard_isolation;
 mod dashboard_campaigns;
 mod dashboard_ops;
 mod dashboard_audience;
+mod dashboard_tour;
 mod defects;
 mod fake_hostile;
 mod fake_inbox_api;

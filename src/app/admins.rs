@@ -102,17 +102,22 @@ fn refused() -> Error {
     Error::unauthorized("wrong name or password")
 }
 
-/// Log in as `name` with `password`. At most [`LOGIN_BURST`] attempts per admin at once, then
+/// Log in as `name` with `password`. At most [`LOGIN_BURST`] attempts per name at once, then
 /// one every [`LOGIN_EVERY_SECS`] s (`Limited`), counted in the store so that every server
-/// process shares them. A name nobody has costs the same hashing time as a wrong password.
+/// process shares them. The bucket is taken before the name is looked up and is keyed by the
+/// name's hash, so a name nobody has is limited exactly like a real one, and costs the same
+/// hashing time as a wrong password: neither answer tells whether the name exists.
 pub fn login(store: &dyn Storage, name: &str, password: &Password) -> Result<Started> {
+    use sha2::{Digest, Sha256};
     let now = clock::now_ms();
-    let Some(row) = store.login_by_name(name.trim())? else {
-        let _ = login::verify_password(password, login::decoy_hash());
-        return Err(refused());
-    };
+    let name = name.trim();
+    let key: String = Sha256::digest(name.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let grant = store.take_tokens(
-        &format!("dashboard-login:{}", row.id),
+        &format!("dashboard-login:{key}"),
         1,
         1.0 / f64::from(LOGIN_EVERY_SECS),
         LOGIN_BURST,
@@ -124,6 +129,10 @@ pub fn login(store: &dyn Storage, name: &str, password: &Password) -> Result<Sta
             (grant.wait_ms + 999) / 1000
         )));
     }
+    let Some(row) = store.login_by_name(name)? else {
+        let _ = login::verify_password(password, login::decoy_hash());
+        return Err(refused());
+    };
     if !login::verify_password(password, &row.password_hash)? {
         return Err(refused());
     }

@@ -99,7 +99,12 @@ impl Ids {
                 },
             );
         }
-        Some(out.join("/"))
+        let path = out.join("/");
+        // A confirmation page asks which decision it confirms.
+        if route.ends_with("/resolve") {
+            return Some(format!("{path}?as=sent"));
+        }
+        Some(path)
     }
 }
 

@@ -105,13 +105,16 @@ async fn confirm(
     Query(q): Query<As>,
 ) -> Response {
     let account = session.admin.account_id;
-    let checked = send_id(&id).and_then(|id| choice(q.choice.as_deref()).map(|c| (id, c)));
-    let (id, as_sent) = match checked {
+    let id = match send_id(&id) {
         Ok(v) => v,
         Err(e) => return fail(Some(&session), &e),
     };
-    match blocking(&st, move |s| doubts::owned_send(s, account, id)).await {
-        Ok(()) => page(
+    // Whose send first: another account's id is 404 whatever the query says.
+    if let Err(e) = blocking(&st, move |s| doubts::owned_send(s, account, id)).await {
+        return fail(Some(&session), &e);
+    }
+    match choice(q.choice.as_deref()) {
+        Ok(as_sent) => page(
             &session,
             "doubts",
             "admin/doubt_confirm.html",

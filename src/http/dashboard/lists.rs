@@ -383,11 +383,12 @@ impl ImportForm {
 /// An import form's session checks, before anything is read from the store: same origin, the
 /// CSRF token, then the fields.
 async fn import_fields(
+    st: &AppState,
     session: &crate::app::admins::Session,
     h: &HeaderMap,
     m: Multipart,
 ) -> std::result::Result<ImportForm, Response> {
-    same_origin(h).map_err(|e| fail(Some(session), &e))?;
+    same_origin(h, st).map_err(|e| fail(Some(session), &e))?;
     let f = ImportForm::read(m)
         .await
         .map_err(|e| fail(Some(session), &e))?;
@@ -404,7 +405,7 @@ async fn import_preview(
     h: HeaderMap,
     m: Multipart,
 ) -> Response {
-    let f = match import_fields(&session, &h, m).await {
+    let f = match import_fields(&st, &session, &h, m).await {
         Ok(f) => f,
         Err(res) => return res,
     };
@@ -441,7 +442,7 @@ async fn import_commit(
     h: HeaderMap,
     m: Multipart,
 ) -> Response {
-    let f = match import_fields(&session, &h, m).await {
+    let f = match import_fields(&st, &session, &h, m).await {
         Ok(f) => f,
         Err(res) => return res,
     };

@@ -55,7 +55,11 @@ pub struct Next {
 /// Where to go after logging in: a dashboard path of ours, never another site.
 fn next_page(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with("/admin/") && !n.starts_with("//") && !n.contains('\\') => {
+        Some(n)
+            if n.starts_with("/admin/")
+                && !n.contains('\\')
+                && n.bytes().all(|b| (0x21..0x7f).contains(&b)) =>
+        {
             n.to_string()
         }
         _ => "/admin/campaigns".to_string(),
@@ -127,7 +131,7 @@ async fn submit(
     let nonce_ok = cookie(&h, NONCE_COOKIE).is_some_and(|n| {
         !n.is_empty() && crate::domain::token::same_hash(n.as_bytes(), c.nonce.as_bytes())
     });
-    if same_origin(&h).is_err() || !nonce_ok {
+    if same_origin(&h, &st).is_err() || !nonce_ok {
         let msg = "This form is stale or came from another site. Try again.";
         return login_page(&st, &h, &next, Some(msg), StatusCode::FORBIDDEN);
     }

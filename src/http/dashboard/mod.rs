@@ -43,7 +43,7 @@ pub const SESSION_COOKIE: &str = "sendonce_session";
 /// Where every dashboard page lives.
 pub const PREFIX: &str = "/admin";
 /// Largest form body a dashboard page reads (a CSV import's is `import::MAX_CSV`).
-pub const FORM_LIMIT: usize = 64 * 1024;
+pub const FORM_LIMIT: usize = 4 * 1024 * 1024;
 
 /// The dashboard's routes, as (method, path), for the tests that visit every page.
 pub fn route_list() -> Vec<(&'static str, &'static str)> {
@@ -190,7 +190,7 @@ impl<T: DeserializeOwned + Send> FromRequest<AppState> for Posted<T> {
     async fn from_request(req: Request, st: &AppState) -> Result<Self, Response> {
         let (mut parts, body) = req.into_parts();
         let Signed(session) = Signed::from_request_parts(&mut parts, st).await?;
-        if let Err(e) = same_origin(&parts.headers) {
+        if let Err(e) = same_origin(&parts.headers, st) {
             return Err(fail(Some(&session), &e));
         }
         let bytes = axum::body::to_bytes(body, FORM_LIMIT).await.map_err(|_| {
@@ -218,23 +218,43 @@ pub fn form_fields<T: DeserializeOwned>(
         .map_err(|e| Error::invalid(format!("the form's fields do not parse: {e}")))
 }
 
-/// `Forbidden` when the browser says the request came from another site.
-pub fn same_origin(h: &HeaderMap) -> crate::error::Result<()> {
+/// `Forbidden` when the browser says the request came from another site: `Sec-Fetch-Site` other
+/// than same-origin, or an `Origin` whose host is neither the request's `Host`, nor a proxy's
+/// `X-Forwarded-Host`, nor the host of the configured public URL (behind a reverse proxy the
+/// `Host` header is often the proxy's upstream address).
+pub fn same_origin(h: &HeaderMap, st: &AppState) -> crate::error::Result<()> {
+    let public = st.links.as_ref().map(|l| l.base().to_string());
+    same_origin_as(h, public.as_deref())
+}
+
+fn same_origin_as(h: &HeaderMap, public: Option<&str>) -> crate::error::Result<()> {
     let cross = || Error::forbidden("this form was posted from another site; nothing was changed");
     if let Some(site) = h.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
         if !matches!(site, "same-origin" | "none") {
             return Err(cross());
         }
     }
-    if let Some(origin) = h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-        let host = h
-            .get(header::HOST)
+    let Some(origin) = h.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let host_of = |url: &str| -> String {
+        let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+        rest.split('/').next().unwrap_or("").to_ascii_lowercase()
+    };
+    let origin_host = host_of(origin);
+    let header_host = |name: header::HeaderName| {
+        h.get(name)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
-        if origin == "null" || origin_host != host {
-            return Err(cross());
-        }
+            .map(|v| v.trim().to_ascii_lowercase())
+    };
+    let allowed = [
+        header_host(header::HOST),
+        header_host(header::HeaderName::from_static("x-forwarded-host")),
+        public.map(host_of),
+    ];
+    let known = allowed.iter().flatten().any(|a| *a == origin_host);
+    if origin == "null" || origin_host.is_empty() || !known {
+        return Err(cross());
     }
     Ok(())
 }
@@ -399,22 +419,29 @@ mod tests {
     fn cross_site_posts_are_refused() {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
-        assert!(same_origin(&h).is_ok());
+        assert!(same_origin_as(&h, None).is_ok());
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
-        assert!(same_origin(&h).is_ok());
+        assert!(same_origin_as(&h, None).is_ok());
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://evil.example"),
         );
-        assert!(same_origin(&h).is_err());
+        assert!(same_origin_as(&h, None).is_err());
+        // Behind a proxy: the public URL's host is this site too.
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://mail.example.org"),
+        );
+        assert!(same_origin_as(&h, None).is_err());
+        assert!(same_origin_as(&h, Some("https://mail.example.org/")).is_ok());
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
         h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(same_origin(&h).is_err());
+        assert!(same_origin_as(&h, None).is_err());
     }
 }

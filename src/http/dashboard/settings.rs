@@ -39,7 +39,7 @@ async fn show(
 ) -> Response {
     let ops = st.ops.clone();
     let fresh = q.fresh.as_deref() == Some("1");
-    let got = blocking(&st, move |_| {
+    let got = blocking(&st, move |s| {
         let origin = ops
             .db_from
             .clone()
@@ -49,11 +49,15 @@ async fn show(
             (&ops.db, &origin),
             &crate::config::process_env,
         )?;
-        Ok((shown, doctor_report(&ops, fresh)))
+        // The doctor looks at the whole server: on a server of several accounts its details
+        // (campaign ids, counts, routes) can be another account's, so only each finding's
+        // name, level and hint are shown there.
+        let shared = crate::app::accounts::list(s)?.accounts.len() > 1;
+        Ok((shown, doctor_report(&ops, fresh), shared))
     })
     .await;
     match got {
-        Ok((shown, (report, running))) => {
+        Ok((shown, (report, running), shared)) => {
             let age_s = report.as_ref().map(|(at, _, _)| at.elapsed().as_secs());
             let took_ms = report.as_ref().map(|(_, _, t)| t.as_millis() as u64);
             page(
@@ -65,6 +69,7 @@ async fn show(
                     shown => shown,
                     doctor => report.map(|(_, r, _)| r),
                     running => running,
+                    shared => shared,
                     age_s => age_s,
                     took_ms => took_ms,
                 },
@@ -92,6 +97,14 @@ fn doctor_report(
     if stale && !ops.doctor_running.swap(true, Ordering::SeqCst) {
         let ops = ops.clone();
         std::thread::spawn(move || {
+            // Whatever happens to the run (a panic included), the flag is cleared.
+            struct Done(Arc<crate::http::Ops>);
+            impl Drop for Done {
+                fn drop(&mut self) {
+                    self.0.doctor_running.store(false, Ordering::SeqCst);
+                }
+            }
+            let _done = Done(ops.clone());
             let started = Instant::now();
             let run = doctor::run(&doctor::Request {
                 db: ops.db.clone(),
@@ -106,7 +119,6 @@ fn doctor_report(
                 }
                 Err(e) => tracing::warn!(error = %e, "the settings page's doctor run failed"),
             }
-            ops.doctor_running.store(false, Ordering::SeqCst);
         });
     }
     (last, ops.doctor_running.load(Ordering::SeqCst))
