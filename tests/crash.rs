@@ -109,10 +109,10 @@ fn assert_counters_match(db: &Path) {
             .collect::<rusqlite::Result<_>>()
             .unwrap()
     };
-    let counted = rows(
-        "SELECT campaign_id, status, count(*) FROM sends GROUP BY 1, 2 ORDER BY 1, 2",
-    );
-    let kept = rows("SELECT campaign_id, status, n FROM campaign_counts WHERE n <> 0 ORDER BY 1, 2");
+    let counted =
+        rows("SELECT campaign_id, status, count(*) FROM sends GROUP BY 1, 2 ORDER BY 1, 2");
+    let kept =
+        rows("SELECT campaign_id, status, n FROM campaign_counts WHERE n <> 0 ORDER BY 1, 2");
     assert_eq!(kept, counted, "campaign_counts disagrees with the sends");
 }
 

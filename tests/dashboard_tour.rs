@@ -113,8 +113,21 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
     // Part two: a campaign to the same list, its calls answered by nobody: in doubt.
     let body = env.write("body.txt", "Second {{ name }}\n");
     let second = env.ok(&[
-        "campaign", "create", "--account", "acme", "--name", "Second", "--channel", "email",
-        "--from", "news@example.org", "--subject", "Second", "--list", "Tour", "--body-file",
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        "Second",
+        "--channel",
+        "email",
+        "--from",
+        "news@example.org",
+        "--subject",
+        "Second",
+        "--list",
+        "Tour",
+        "--body-file",
         body.to_str().unwrap(),
     ]);
     env.ok(&["campaign", "approve", &second]);

@@ -21,10 +21,10 @@ mod damage;
 #[cfg(feature = "crash-points")]
 mod crash;
 mod dashboard;
-mod dashboard_isolation;
-mod dashboard_campaigns;
-mod dashboard_ops;
 mod dashboard_audience;
+mod dashboard_campaigns;
+mod dashboard_isolation;
+mod dashboard_ops;
 mod dashboard_tour;
 mod defects;
 mod fake_hostile;

@@ -550,27 +550,43 @@ pub const REPORT_CSV_HEADER: [&str; 8] = [
     "sent_at",
 ];
 
+/// Rows read per page by [`write_report_csv`].
+const CSV_PAGE: usize = 1000;
+
 /// Every recipient of campaign `id` as CSV to `out` (the CLI's `campaign report` and the
 /// dashboard's download): cells a spreadsheet would run as formulas neutralised, times in
 /// RFC 3339. A failed write is `ErrorKind::ClosedOutput` when the reader went away.
+
 pub fn write_report_csv(store: &dyn Storage, id: i64, out: &mut impl std::io::Write) -> Result<()> {
     let mut csvw = csv::Writer::from_writer(out);
     csvw.write_record(REPORT_CSV_HEADER).map_err(csv_output)?;
-    report(store, id, |r| {
-        csvw.write_record([
-            r.send_id.to_string(),
-            csv_cell(r.job_id),
-            csv_cell(r.address),
-            r.status,
-            r.attempts.to_string(),
-            csv_cell(r.provider_message_id.unwrap_or_default()),
-            csv_cell(r.reason.unwrap_or_default()),
-            r.sent_at
-                .map(crate::domain::clock::format_ms)
-                .unwrap_or_default(),
-        ])
-        .map_err(csv_output)
-    })?;
+    // Keyset pages, each its own short read: no statement or read transaction stays open while
+    // the rows are written to a reader that may be slow (a browser's download, a pipe).
+    let mut after = 0;
+    loop {
+        let page = store.report_page(id, after, CSV_PAGE)?;
+        let Some(last) = page.last() else { break };
+        after = last.send_id;
+        let full = page.len() == CSV_PAGE;
+        for r in page {
+            csvw.write_record([
+                r.send_id.to_string(),
+                csv_cell(r.job_id),
+                csv_cell(r.address),
+                r.status,
+                r.attempts.to_string(),
+                csv_cell(r.provider_message_id.unwrap_or_default()),
+                csv_cell(r.reason.unwrap_or_default()),
+                r.sent_at
+                    .map(crate::domain::clock::format_ms)
+                    .unwrap_or_default(),
+            ])
+            .map_err(csv_output)?;
+        }
+        if !full {
+            break;
+        }
+    }
     csvw.flush().map_err(Error::output)
 }
 

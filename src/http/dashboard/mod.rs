@@ -15,13 +15,13 @@
 //!   A small script (`/admin/static/dashboard.js`, `script-src 'self'`) refreshes live numbers;
 //!   every page works without it.
 
-pub mod login;
 pub(super) mod campaigns;
+mod doubts;
+mod lists;
+pub mod login;
 mod overview;
 pub(crate) mod sandbox;
-mod doubts;
 mod settings;
-mod lists;
 mod suppressions;
 mod tokens;
 

@@ -87,11 +87,7 @@ fn doctor_report(
     ops: &Arc<crate::http::Ops>,
     fresh: bool,
 ) -> (Option<(Instant, doctor::Report, Duration)>, bool) {
-    let last = ops
-        .doctor
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let last = ops.doctor.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let keep = if fresh { FRESH_AFTER } else { DOCTOR_FOR };
     let stale = last.as_ref().is_none_or(|(at, _, _)| at.elapsed() >= keep);
     if stale && !ops.doctor_running.swap(true, Ordering::SeqCst) {

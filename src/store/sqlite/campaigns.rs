@@ -368,7 +368,11 @@ impl Campaigns for SqliteStore {
         let upper = q.prefix.as_ref().map(|p| format!("{p}\u{10FFFF}"));
         // Without a prefix, `sends_campaign_order` (0014) gives the campaign's sends in id
         // order: a page reads its rows and stops, no sort of the whole campaign.
-        let campaign = if q.prefix.is_some() { "campaign_id" } else { "campaign_id + 0" };
+        let campaign = if q.prefix.is_some() {
+            "campaign_id"
+        } else {
+            "campaign_id + 0"
+        };
         let mut sql = format!(
             "SELECT {REPORT_COLS} FROM sends WHERE {campaign} = ?1 AND account_id = ?2 AND id > ?3"
         );

@@ -85,7 +85,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0013_logins",
         include_str!("../../../schema/0013_logins.sql"),
     ),
-    ("0014_counts", include_str!("../../../schema/0014_counts.sql")),
+    (
+        "0014_counts",
+        include_str!("../../../schema/0014_counts.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
