@@ -83,6 +83,9 @@ struct Ids {
     token: i64,
 }
 
+/// The address the bench suppresses (the removal confirmation page names it).
+const BENCH_SUPPRESSED: &str = "bench-suppressed@example.org";
+
 impl Ids {
     fn substitute(&self, route: &str) -> Option<String> {
         let mut out = Vec::new();
@@ -103,6 +106,9 @@ impl Ids {
         // A confirmation page asks which decision it confirms.
         if route.ends_with("/resolve") {
             return Some(format!("{path}?as=sent"));
+        }
+        if route.ends_with("/suppressions/remove") {
+            return Some(format!("{path}?address={BENCH_SUPPRESSED}"));
         }
         Some(path)
     }
@@ -167,6 +173,13 @@ fn seed(store: &SqliteStore, n: u64) -> Result<(Ids, States)> {
         &Password::new(ADMIN_PASSWORD.into())?,
     )?;
     let api = app::tokens::create(store, "bench", "bench", Scope::Read)?;
+    // One suppression the removal's confirmation page can name.
+    app::suppressions::add(
+        store,
+        "bench",
+        &app::suppressions::Entry::new(crate::domain::address::Channel::Email, BENCH_SUPPRESSED)?,
+        "bench",
+    )?;
     let list = store
         .campaign_lists(campaign)?
         .first()
