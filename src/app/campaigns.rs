@@ -556,7 +556,6 @@ const CSV_PAGE: usize = 1000;
 /// Every recipient of campaign `id` as CSV to `out` (the CLI's `campaign report` and the
 /// dashboard's download): cells a spreadsheet would run as formulas neutralised, times in
 /// RFC 3339. A failed write is `ErrorKind::ClosedOutput` when the reader went away.
-
 pub fn write_report_csv(store: &dyn Storage, id: i64, out: &mut impl std::io::Write) -> Result<()> {
     let mut csvw = csv::Writer::from_writer(out);
     csvw.write_record(REPORT_CSV_HEADER).map_err(csv_output)?;
