@@ -176,6 +176,7 @@ fn lists_import_unsubscribe_and_suppressions_in_the_browser() {
     ] {
         crate::common::assert_png(&out.join(format!("{shot}.png")), 2000, None);
     }
+    env.assert_counters();
 }
 
 /// A multipart body with `fields` and the file `csv` (field `file`).

@@ -715,7 +715,10 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP INDEX sends_campaign_order; DROP TRIGGER sends_count_insert;
+            "DROP TRIGGER list_members_count_insert; DROP TRIGGER list_members_count_update;
+             DROP TRIGGER list_members_count_delete; DROP TRIGGER lists_count_delete;
+             DROP TABLE list_counts;
+             DROP INDEX sends_campaign_order; DROP TRIGGER sends_count_insert;
              DROP TRIGGER sends_count_update; DROP TRIGGER sends_count_delete;
              DROP TABLE campaign_counts; DROP TABLE admin_sessions; DROP TABLE admins;
              DROP TABLE guard; DROP TABLE guard_epochs; DROP TABLE webhook_events; DROP TABLE list_confirmations;

@@ -282,6 +282,7 @@ fn three_overlapping_lists_send_once_per_address_and_count_what_they_drop() {
     );
     assert!(got.contains_key("outsider7@example.com") && got.contains_key("u10@example.com"));
     assert_ledger_holds(&env, &whole, &before_w);
+    env.assert_counters();
 }
 
 /// A sent campaign's ledger holds what its audience counts said: `would_receive` rows sent,
@@ -429,6 +430,7 @@ fn list_errors_are_clear_and_write_nothing() {
         )
         .unwrap_err();
     assert!(err.to_string().contains("frozen"), "{err}");
+    env.assert_counters();
 }
 
 /// Killed after the second committed chunk of a list-targeted campaign's build, then run

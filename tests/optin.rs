@@ -388,6 +388,7 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
         serde_json::from_str(&env.ok(&["--json", "campaign", "audience", &whole])).unwrap();
     assert_eq!(audience["would_receive"], 2, "{audience}");
     assert_eq!(audience["unconfirmed"], 1, "{audience}");
+    env.assert_counters();
 }
 
 #[test]
@@ -724,4 +725,5 @@ fn a_signup_does_not_revive_a_removed_or_suppressed_address() {
     );
     assert_eq!(status, 200);
     assert_eq!(membership(&env, "bo@example.org", "open"), "subscribed");
+    env.assert_counters();
 }

@@ -1009,6 +1009,12 @@ fn the_directory_answers_the_same_on_every_backend() {
         }
         t.push(said(s.account_id_by_name("other")));
         t.push(said(s.account_id_by_name("nope")));
+        assert_eq!(s.account_count().unwrap(), 2);
+        assert_eq!(s.account_name(other).unwrap(), "other");
+        t.push(said(s.account_count()));
+        for id in [acct, other, 99] {
+            t.push(said(s.account_name(id)));
+        }
         let accounts = |t: &mut Vec<String>| {
             for a in s.accounts().unwrap() {
                 t.push(format!(

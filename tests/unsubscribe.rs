@@ -314,6 +314,7 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
         "the account-wide campaign skips bob (suppressed); ana left only the list"
     );
     assert_eq!(got.len(), 3 + 3, "exactly those messages arrived");
+    env.assert_counters();
 }
 
 async fn post_form(url: &str, content_type: &str, body: String) -> (u16, String) {
@@ -419,6 +420,7 @@ fn one_click_posts_unsubscribe_once_and_get_changes_nothing() {
             "{page}"
         );
     });
+    env.assert_counters();
 }
 
 /// A refused link's page: the plain "not valid" page, nothing internal.

@@ -77,6 +77,11 @@ pub fn list(store: &dyn Storage) -> Result<Accounts> {
     Ok(Accounts { accounts })
 }
 
+/// How many accounts this server holds.
+pub fn count(store: &dyn Storage) -> Result<u64> {
+    store.account_count()
+}
+
 /// An account's settings after `update`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Updated {

@@ -152,12 +152,7 @@ pub fn account_list(
     let jobs: Vec<String> = rows.iter().map(|r| r.job_id.clone()).collect();
     let mut reports = store.delivery_events(account_id, &jobs)?;
     let account_name = match routes.names_accounts() {
-        true => store
-            .accounts()?
-            .into_iter()
-            .find(|a| a.id == account_id)
-            .map(|a| a.name)
-            .unwrap_or_default(),
+        true => store.account_name(account_id)?,
         false => String::new(),
     };
     let next = match (more, rows.last()) {

@@ -181,7 +181,7 @@ pub fn eml(store: &dyn Storage, p: &Preview, routes: Option<&Routes>) -> Result<
     let settings = match routes {
         Some(routes) => {
             let c = store.campaign(p.campaign_id)?;
-            let account = account_name(store, c.account_id)?;
+            let account = store.account_name(c.account_id)?;
             let route = routes.for_campaign(c.account_id, &account, c.channel)?;
             route.provider.email_settings().cloned().unwrap_or_default()
         }
@@ -239,7 +239,7 @@ pub fn test_send(
         link.as_deref(),
     )?;
     msg.subject = msg.subject.map(|s| format!("{TEST_SUBJECT_PREFIX}{s}"));
-    let account = account_name(store, c.account_id)?;
+    let account = store.account_name(c.account_id)?;
     let route = routes.for_campaign(c.account_id, &account, c.channel)?;
     let res = rt.block_on(crate::worker::send_one(&route, &msg))?;
     let (outcome, provider_message_id, error) = match res {
@@ -269,15 +269,6 @@ pub struct TestTarget<'a> {
     pub to: &'a str,
     pub subscriber: Option<&'a str>,
     pub links: Option<&'a Links>,
-}
-
-fn account_name(store: &dyn Storage, id: i64) -> Result<String> {
-    store
-        .accounts()?
-        .into_iter()
-        .find(|a| a.id == id)
-        .map(|a| a.name)
-        .ok_or_else(|| Error::not_found(format!("unknown account id {id}")))
 }
 
 /// The first confirmed subscriber (by id) the campaign would send to.

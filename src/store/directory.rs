@@ -58,6 +58,11 @@ pub trait Directory: Send + Sync {
     fn resolve_account(&self, key: &str) -> Result<i64>;
     fn account_id_by_name(&self, name: &str) -> Result<i64>;
     fn accounts(&self) -> Result<Vec<AccountRow>>;
+    /// How many accounts the store holds (one indexed count; `accounts` counts each one's
+    /// subscribers).
+    fn account_count(&self) -> Result<u64>;
+    /// The name of account `id`; an unknown id is `NotFound`.
+    fn account_name(&self, id: i64) -> Result<String>;
     /// The SMS opt-out footer of an account (None: none).
     fn sms_footer(&self, account: i64) -> Result<Option<String>>;
     /// Set (or, with None, clear) the footer the account's new SMS campaigns get.

@@ -127,6 +127,44 @@ impl Env {
     pub fn count(&self, sql: &str) -> i64 {
         self.sqlite().query_row(sql, [], |r| r.get(0)).expect(sql)
     }
+
+    /// The counters the dashboard reads instead of counting (`campaign_counts` of 0014,
+    /// `list_counts` of 0015, both kept by triggers) equal a full count of the rows.
+    pub fn assert_counters(&self) {
+        assert_counters(&self.db);
+    }
+}
+
+/// See [`Env::assert_counters`]; for a database file that is not an `Env`'s.
+pub fn assert_counters(db: &Path) {
+    let c = rusqlite::Connection::open(db).expect("open db");
+    c.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    let rows = |sql: &str| -> Vec<(i64, String, i64)> {
+        let mut st = c.prepare(sql).expect(sql);
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    };
+    assert_eq!(
+        rows("SELECT campaign_id, status, n FROM campaign_counts WHERE n <> 0 ORDER BY 1, 2"),
+        rows("SELECT campaign_id, status, count(*) FROM sends GROUP BY 1, 2 ORDER BY 1, 2"),
+        "campaign_counts disagrees with the sends"
+    );
+    assert_eq!(
+        rows("SELECT list_id, status, n FROM list_counts WHERE n <> 0 ORDER BY 1, 2"),
+        rows("SELECT list_id, status, count(*) FROM list_members GROUP BY 1, 2 ORDER BY 1, 2"),
+        "list_counts disagrees with the memberships"
+    );
+    let negative: i64 = c
+        .query_row(
+            "SELECT (SELECT count(*) FROM campaign_counts WHERE n < 0)
+                  + (SELECT count(*) FROM list_counts WHERE n < 0)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(negative, 0, "a counter went below zero");
 }
 
 /// Through the store's API only: an account with `n` email subscribers (`u0@x.com`, …) and a

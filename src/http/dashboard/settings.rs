@@ -52,7 +52,7 @@ async fn show(
         // The doctor looks at the whole server: on a server of several accounts its details
         // (campaign ids, counts, routes) can be another account's, so only each finding's
         // name, level and hint are shown there.
-        let shared = crate::app::accounts::list(s)?.accounts.len() > 1;
+        let shared = crate::app::accounts::count(s)? > 1;
         Ok((shown, doctor_report(&ops, fresh), shared))
     })
     .await;

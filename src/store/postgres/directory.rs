@@ -77,6 +77,27 @@ impl Directory for PgStore {
         found.ok_or_else(|| Error::not_found(format!("unknown account name {name:?}")))
     }
 
+    fn account_name(&self, id: i64) -> Result<String> {
+        let found: Option<String> = self.run(move |pool| async move {
+            let c = pool.get().await?;
+            Ok(c.query_opt("SELECT name FROM accounts WHERE id = $1", &[&id])
+                .await?
+                .map(|r| r.get(0)))
+        })?;
+        found.ok_or_else(|| Error::not_found(format!("unknown account id {id}")))
+    }
+
+    fn account_count(&self) -> Result<u64> {
+        self.run(|pool| async move {
+            let c = pool.get().await?;
+            let n: i64 = c
+                .query_one("SELECT count(*) FROM accounts", &[])
+                .await?
+                .get(0);
+            Ok(n as u64)
+        })
+    }
+
     fn accounts(&self) -> Result<Vec<AccountRow>> {
         self.run(|pool| async move {
             let c = pool.get().await?;

@@ -75,6 +75,21 @@ impl Directory for SqliteStore {
         found.ok_or_else(|| Error::not_found(format!("unknown account name {name:?}")))
     }
 
+    fn account_name(&self, id: i64) -> Result<String> {
+        let found: Option<String> = self.read(|c| {
+            Ok(c.query_row("SELECT name FROM accounts WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?)
+        })?;
+        found.ok_or_else(|| Error::not_found(format!("unknown account id {id}")))
+    }
+
+    fn account_count(&self) -> Result<u64> {
+        self.read(|c| {
+            let n: i64 = c.query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))?;
+            Ok(n as u64)
+        })
+    }
+
     fn accounts(&self) -> Result<Vec<AccountRow>> {
         self.read(|c| {
             let mut st = c.prepare(

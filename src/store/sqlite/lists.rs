@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 
 const LIST_COLS: &str = "l.id, l.account_id, l.name, l.description, l.optin, l.created_at,
     l.public, l.confirm_from, l.confirm_subject, l.confirm_body,
-    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'subscribed'),
-    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'unsubscribed'),
-    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'pending')";
+    (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'subscribed'),
+    (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'unsubscribed'),
+    (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'pending')";
 
 fn list_from_row(r: &Row<'_>) -> rusqlite::Result<ListRow> {
     let count =

@@ -89,6 +89,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0014_counts",
         include_str!("../../../schema/0014_counts.sql"),
     ),
+    (
+        "0015_list_counts",
+        include_str!("../../../schema/0015_list_counts.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.

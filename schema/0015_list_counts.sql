@@ -1,0 +1,31 @@
+-- 0015_list_counts: what the list pages show without counting memberships. `list_counts` keeps,
+-- per list and membership state, how many members are in that state; triggers on
+-- `list_members` keep it in the same transaction as every insert, state change and delete,
+-- whatever code path made it (the same pattern as 0014's campaign_counts), and a removed list's
+-- counters go with it. The tests compare both tables with a full count of the rows
+-- (tests/common/mod.rs, `assert_counters`: after the crash runs, the list, opt-in, unsubscribe
+-- and dashboard tests, and every fixture's upgrade). Append-only.
+CREATE TABLE list_counts (
+    list_id INTEGER NOT NULL,
+    status  TEXT NOT NULL,
+    n       INTEGER NOT NULL,
+    PRIMARY KEY (list_id, status)
+) WITHOUT ROWID;
+INSERT INTO list_counts (list_id, status, n)
+    SELECT list_id, status, count(*) FROM list_members GROUP BY list_id, status;
+CREATE TRIGGER list_members_count_insert AFTER INSERT ON list_members BEGIN
+    INSERT INTO list_counts (list_id, status, n) VALUES (new.list_id, new.status, 1)
+        ON CONFLICT (list_id, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER list_members_count_update AFTER UPDATE OF status, list_id ON list_members
+    WHEN old.status IS NOT new.status OR old.list_id IS NOT new.list_id BEGIN
+    UPDATE list_counts SET n = n - 1 WHERE list_id = old.list_id AND status = old.status;
+    INSERT INTO list_counts (list_id, status, n) VALUES (new.list_id, new.status, 1)
+        ON CONFLICT (list_id, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER list_members_count_delete AFTER DELETE ON list_members BEGIN
+    UPDATE list_counts SET n = n - 1 WHERE list_id = old.list_id AND status = old.status;
+END;
+CREATE TRIGGER lists_count_delete AFTER DELETE ON lists BEGIN
+    DELETE FROM list_counts WHERE list_id = old.id;
+END;
