@@ -1,5 +1,7 @@
--- 0015_list_counts: what the list pages show without counting memberships. `list_counts` keeps,
--- per list and membership state, how many members are in that state; triggers on
+-- 0015_list_counts: what the list pages show without counting memberships, and indexes for
+-- the recipients page's failed/suppressed filter and the list page's membership filter (at
+-- the end). `list_counts` keeps, per list and membership state, how many members are in that
+-- state; triggers on
 -- `list_members` keep it in the same transaction as every insert, state change and delete,
 -- whatever code path made it (the same pattern as 0014's campaign_counts), and a removed list's
 -- counters go with it. The tests compare both tables with a full count of the rows
@@ -29,3 +31,11 @@ END;
 CREATE TRIGGER lists_count_delete AFTER DELETE ON lists BEGIN
     DELETE FROM list_counts WHERE list_id = old.id;
 END;
+-- A campaign's failed and suppressed sends in id order, for the recipients page's state filter
+-- (in doubt has sends_doubt, queued and leased sends_claim). Only a send entering or leaving
+-- those states touches it; the send path's statements never name them.
+CREATE INDEX sends_unsent ON sends(campaign_id) WHERE status IN ('failed', 'suppressed');
+-- A list's members who are not subscribed (unsubscribed, pending: few among many), in
+-- subscriber order, for the list page's membership filter.
+CREATE INDEX list_members_state ON list_members(list_id, status, subscriber_id)
+    WHERE status <> 'subscribed';

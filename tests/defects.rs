@@ -717,7 +717,7 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
         .execute_batch(
             "DROP TRIGGER list_members_count_insert; DROP TRIGGER list_members_count_update;
              DROP TRIGGER list_members_count_delete; DROP TRIGGER lists_count_delete;
-             DROP TABLE list_counts;
+             DROP TABLE list_counts; DROP INDEX sends_unsent; DROP INDEX list_members_state;
              DROP INDEX sends_campaign_order; DROP TRIGGER sends_count_insert;
              DROP TRIGGER sends_count_update; DROP TRIGGER sends_count_delete;
              DROP TABLE campaign_counts; DROP TABLE admin_sessions; DROP TABLE admins;

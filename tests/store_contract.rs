@@ -2704,6 +2704,30 @@ fn pages_script(s: &dyn Storage) -> Vec<String> {
             10
         ))
     ));
+    // Prefixes whose byte-order upper bound ("z" -> "{", "zoe9" -> "zoe:") sorts before the
+    // prefix under a linguistic collation (ICU puts punctuation before digits and letters).
+    let zoe = sendonce::app::import::subscriber(Some("zoe9@x.org"), None, None, None, &[]).unwrap();
+    s.add_subscriber(acct, &zoe, &[list]).unwrap();
+    s.suppress(acct, Channel::Email, "z9@x.org", "r", "manual")
+        .unwrap();
+    for prefix in ["z", "zoe9"] {
+        out.push(format!(
+            "email {prefix}: {}",
+            said(page(
+                MemberOrder::Email {
+                    prefix,
+                    after: None
+                },
+                10
+            ))
+        ));
+    }
+    for prefix in ["z", "z9"] {
+        out.push(format!(
+            "sup {prefix}: {}",
+            said(sup(Some((Channel::Email, prefix)), None, 10))
+        ));
+    }
     out
 }
 
@@ -2720,5 +2744,50 @@ fn dashboard_pages_answer_the_same_on_every_backend() {
         got[9], "sup a: ok [\"email a@x.org\", \"email ab@x.org\"]",
         "{got:#?}"
     );
+    assert_eq!(
+        got[got.len() - 3],
+        "email zoe9: ok [\"Some(\\\"zoe9@x.org\\\") subscribed\"]",
+        "{got:#?}"
+    );
+    assert_eq!(
+        got[got.len() - 1],
+        "sup z9: ok [\"email z9@x.org\"]",
+        "{got:#?}"
+    );
     same_on_both(pages_script);
+}
+
+/// The same pages on a PostgreSQL database whose collation is linguistic (ICU, en-US), where a
+/// prefix is not a range of the column's order: they must still find every match, in the
+/// order SQLite gives.
+#[test]
+fn dashboard_pages_are_exact_under_a_linguistic_collation() {
+    let env = common::Env::new();
+    let want = pages_script(&*(backends()[0].fresh)(&env));
+    let pg = common::pg::shared();
+    pg.psql(
+        "postgres",
+        "CREATE DATABASE icu_pages TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'
+         LOCALE 'C.utf8'",
+    );
+    let opts = OpenOptions {
+        create: true,
+        ..Default::default()
+    };
+    let s = sendonce::store::open(std::path::Path::new(&pg.url("icu_pages")), &opts)
+        .expect("open the ICU database");
+    assert_eq!(
+        pg.psql("icu_pages", "SELECT 'zoe:' < 'zoe9' AND 'z{' < 'za'")
+            .trim(),
+        "t",
+        "the database's collation must put punctuation first for this test to mean anything"
+    );
+    let got = pages_script(&*s);
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(
+            w, g,
+            "step {i}: SQLite said the first, PostgreSQL (ICU) the second"
+        );
+    }
+    assert_eq!(want.len(), got.len());
 }

@@ -361,12 +361,23 @@ fn field_value(body: &str, name: &str) -> Option<String> {
     Some(body[start..start + end].to_string())
 }
 
-/// The query variants a page offers: a search when it has a field `q`, its next page when it
-/// links to itself with a cursor (`after=`, `page=`, `cursor=`, `before=`).
+/// The query variants a page offers: a search when it has a field `q`, each state of its
+/// `status` filter, its next page when it links to itself with a cursor (`after=`, `page=`,
+/// `cursor=`, `before=`).
 fn variants(path: &str, body: &str) -> Vec<String> {
     let mut out = Vec::new();
     if body.contains("name=\"q\"") {
         out.push(format!("{path}?q=reader12"));
+    }
+    // Every state a `status` filter offers (a rare state is where a walk would be slow).
+    if let Some(i) = body.find("name=\"status\"") {
+        let select = &body[i..body[i..].find("</select>").map_or(body.len(), |e| i + e)];
+        for part in select.split("<option value=\"").skip(1) {
+            match part.split('"').next() {
+                Some(v) if !v.is_empty() => out.push(format!("{path}?status={v}")),
+                _ => {}
+            }
+        }
     }
     let href = format!("href=\"{path}?");
     let mut rest = body;
@@ -496,6 +507,13 @@ mod tests {
         assert_eq!(
             variants("/admin/x", body),
             ["/admin/x?q=reader12", "/admin/x?after=9&q=a"]
+        );
+        let body = r#"<select name="status"><option value="">any</option>
+            <option value="failed">failed</option><option value="in_doubt" selected>in_doubt</option>
+            </select><select name="other"><option value="x">x</option></select>"#;
+        assert_eq!(
+            variants("/admin/x", body),
+            ["/admin/x?status=failed", "/admin/x?status=in_doubt"]
         );
     }
 }

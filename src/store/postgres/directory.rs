@@ -80,9 +80,11 @@ impl Directory for PgStore {
     fn account_name(&self, id: i64) -> Result<String> {
         let found: Option<String> = self.run(move |pool| async move {
             let c = pool.get().await?;
-            Ok(c.query_opt("SELECT name FROM accounts WHERE id = $1", &[&id])
-                .await?
-                .map(|r| r.get(0)))
+            Ok(
+                c.query_opt("SELECT name FROM accounts WHERE id = $1", &[&id])
+                    .await?
+                    .map(|r| r.get(0)),
+            )
         })?;
         found.ok_or_else(|| Error::not_found(format!("unknown account id {id}")))
     }

@@ -15,6 +15,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0002_logins",
         include_str!("../../../schema/postgres/0002_logins.sql"),
     ),
+    (
+        3,
+        "0003_prefix_order",
+        include_str!("../../../schema/postgres/0003_prefix_order.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

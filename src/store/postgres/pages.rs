@@ -1,7 +1,8 @@
 //! Keyset pages the dashboard reads on PostgreSQL, statement for statement those of
-//! `sqlite/pages.rs`. The ranges and the order use the column's own collation, so that the
-//! indexes serve them; `starts_with` keeps a prefix search exact under any collation (in a
-//! "C" database, as the tests' clusters are, the pages are SQLite's byte for byte).
+//! `sqlite/pages.rs`. A prefix search compares and orders in the "C" collation (byte order,
+//! as SQLite), whatever the database's: under a linguistic collation a prefix is not a range
+//! of the column's own order. The "C" indexes of `postgres/0003_prefix_order` serve those
+//! ranges; `starts_with` keeps the match exact.
 
 use super::PgStore;
 use crate::domain::address::Channel;
@@ -84,11 +85,11 @@ impl PgStore {
                     &format!(
                         "SELECT {MEMBER_COLS} FROM subscribers s
                          JOIN list_members m ON m.list_id = $1 AND m.subscriber_id = s.id
-                         WHERE s.account_id = $2 AND s.{column} >= $3 AND s.{column} < $4
-                           AND starts_with(s.{column}, $5)
+                         WHERE s.account_id = $2 AND s.{column} COLLATE \"C\" >= $3
+                           AND s.{column} COLLATE \"C\" < $4 AND starts_with(s.{column}, $5)
                            AND s.{column} IS DISTINCT FROM $6::text AND s.removed_at IS NULL
                            AND ($7::text IS NULL OR m.status = $7)
-                         ORDER BY s.{column} LIMIT $8"
+                         ORDER BY s.{column} COLLATE \"C\" LIMIT $8"
                     ),
                     &[
                         &list,
@@ -135,9 +136,10 @@ impl PgStore {
             let rows = c
                 .query(
                     "SELECT channel, address, reason, source, created_at FROM suppressions
-                     WHERE account_id = $1 AND channel = $2 AND address >= $3 AND address < $4
-                       AND starts_with(address, $5) AND address IS DISTINCT FROM $6::text
-                     ORDER BY address LIMIT $7",
+                     WHERE account_id = $1 AND channel = $2 AND address COLLATE \"C\" >= $3
+                       AND address COLLATE \"C\" < $4 AND starts_with(address, $5)
+                       AND address IS DISTINCT FROM $6::text
+                     ORDER BY address COLLATE \"C\" LIMIT $7",
                     &[
                         &account,
                         &channel.as_str(),

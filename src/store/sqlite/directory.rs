@@ -77,8 +77,12 @@ impl Directory for SqliteStore {
 
     fn account_name(&self, id: i64) -> Result<String> {
         let found: Option<String> = self.read(|c| {
-            Ok(c.query_row("SELECT name FROM accounts WHERE id = ?1", [id], |r| r.get(0))
-                .optional()?)
+            Ok(
+                c.query_row("SELECT name FROM accounts WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .optional()?,
+            )
         })?;
         found.ok_or_else(|| Error::not_found(format!("unknown account id {id}")))
     }

@@ -34,12 +34,18 @@ pub(super) fn members(c: &Connection, q: &MemberPage<'_>) -> Result<Vec<MemberRo
     let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
     let (column, prefix, after) = match q.order {
         MemberOrder::Id { after } => {
+            // A list's unsubscribed or pending members are few among many: read them through
+            // list_members_state (0015) instead of walking the whole list.
+            let rare = matches!(q.membership, Some(m) if m != "subscribed");
+            let state = match rare {
+                true => "m.status = :membership AND m.status <> 'subscribed'",
+                false => "(:membership IS NULL OR m.status = :membership)",
+            };
             let mut st = c.prepare_cached(&format!(
                 "SELECT {MEMBER_COLS} FROM list_members m
                  JOIN subscribers s ON s.id = m.subscriber_id
-                 WHERE m.list_id = :list AND m.subscriber_id > :after
+                 WHERE m.list_id = :list AND {state} AND m.subscriber_id > :after
                    AND s.account_id = :account AND s.removed_at IS NULL
-                   AND (:membership IS NULL OR m.status = :membership)
                  ORDER BY m.subscriber_id LIMIT :limit"
             ))?;
             let rows = st
