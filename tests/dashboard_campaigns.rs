@@ -159,6 +159,16 @@ fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
 
     // The HTML part is served under the sandboxing CSP; the CSV is the whole report.
     let a = Admin::login(&server.base, "ana", PASSWORD);
+    // The route is named by its kind, never by its spec (it holds the fake's URL here).
+    let shown = a.get(&format!("/admin/campaigns/{id}"));
+    assert!(
+        shown
+            .body
+            .contains("Provider: default (webhook); this server's worker sends it"),
+        "{}",
+        shown.body
+    );
+    assert!(!shown.body.contains(&fake.url("/send")), "{}", shown.body);
     let html = a.get(&format!(
         "/admin/campaigns/{id}/preview/html?subscriber=user2@example.com"
     ));
@@ -267,7 +277,8 @@ fn every_action_goes_through_a_confirmation_and_forged_posts_change_nothing() {
     let a = Admin::login(&server.base, "ana", PASSWORD);
     let page = a.get(&format!("/admin/campaigns/{id}"));
     assert!(
-        page.body.contains("no worker in this server"),
+        page.body
+            .contains("Provider: no provider configured; no worker in this server"),
         "{}",
         page.body
     );

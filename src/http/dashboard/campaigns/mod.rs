@@ -298,14 +298,30 @@ async fn show(
     Query(q): Query<Done>,
 ) -> Response {
     let worker = match &st.worker_alive {
-        None => "no worker in this server: a separate `sendonce run` (or `serve --worker`) sends it",
-        Some(a) if a.load(std::sync::atomic::Ordering::Relaxed) => {
-            "this server's worker sends it, through the route serve was given for this account and channel"
+        None => {
+            "no worker in this server: a separate `sendonce run` (or `serve --worker`) sends it"
         }
+        Some(a) if a.load(std::sync::atomic::Ordering::Relaxed) => "this server's worker sends it",
         Some(_) => "this server's worker has stopped (see the server log)",
     };
-    match owned(&st, &session, &id, shown).await {
-        Ok(v) => {
+    let ops = st.ops.clone();
+    let found = owned(&st, &session, &id, move |s, c| {
+        // The route's label names the config file's route and the provider's kind, never
+        // the spec (it can hold a key).
+        let routes = crate::app::doubts::RouteSource {
+            config: ops.file.as_ref(),
+            provider: ops.provider.as_deref(),
+        };
+        let route = routes.label(
+            c.account_id,
+            &s.account_name(c.account_id)?,
+            &c.channel.to_string(),
+        );
+        Ok((shown(s, c)?, route))
+    })
+    .await;
+    match found {
+        Ok((v, route)) => {
             let actions: Vec<&str> = Action::ALL
                 .iter()
                 .filter(|a| a.allowed(&v.progress.status))
@@ -315,7 +331,7 @@ async fn show(
                 title => format!("Campaign {}", v.campaign["name"].as_str().unwrap_or("")),
                 c => v.campaign, p => v.progress, audience => v.audience,
                 per_minute => v.per_minute, started => v.started, finished => v.finished,
-                actions => actions, worker => worker, flash => flash(&q.done),
+                actions => actions, worker => worker, route => route, flash => flash(&q.done),
             };
             page(&session, "campaigns", "admin/campaign.html", ctx)
         }
