@@ -164,7 +164,7 @@ fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
     assert!(
         shown
             .body
-            .contains("Provider: default (webhook); this server's worker sends it"),
+            .contains("Provider: default (webhook); this server&#x27;s worker sends it"),
         "{}",
         shown.body
     );
