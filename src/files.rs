@@ -71,12 +71,39 @@ pub fn replace(path: &Path, bytes: &[u8]) -> crate::error::Result<std::fs::File>
         let _ = std::fs::remove_file(&tmp);
         crate::error::Error::io(&format!("cannot write {}", path.display()), e)
     })?;
+    sync_parent(path)?;
+    Ok(file)
+}
+
+/// Sync the directory that holds `path`, so that a name just made in it (a created or
+/// renamed file) survives a power cut: fsyncing a file makes its data durable, not its name.
+pub fn sync_parent(path: &Path) -> crate::error::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| crate::error::Error::io(&format!("cannot sync {}", dir.display()), e))?;
-    Ok(file)
+        .map_err(|e| crate::error::Error::io(&format!("cannot sync {}", dir.display()), e))
+}
+
+/// Open `path` for appending (and reading), creating it with [`FILE_MODE`] if missing; a
+/// file it creates has its name synced ([`sync_parent`]) before it is returned, so lines
+/// fsynced to it later are never lost with the name.
+pub fn open_append(path: &Path) -> crate::error::Result<std::fs::File> {
+    let ctx = || format!("cannot open {}", path.display());
+    match options().read(true).append(true).open(path) {
+        Ok(f) => Ok(f),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let f = options()
+                .read(true)
+                .append(true)
+                .create(true)
+                .open(path)
+                .map_err(|e| crate::error::Error::io(&ctx(), e))?;
+            sync_parent(path)?;
+            Ok(f)
+        }
+        Err(e) => Err(crate::error::Error::io(&ctx(), e)),
+    }
 }

@@ -14,16 +14,16 @@ use std::time::{Duration, Instant};
 // ---------------------------------------------------------------- helpers
 
 /// splitmix64: small, seedable, good enough for schedules.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
@@ -33,7 +33,7 @@ fn soak() -> bool {
 }
 
 /// The fake provider with or without idempotency keys.
-fn start_fake(log: &Path, idempotent: bool, extra: &[&str]) -> Fake {
+pub(crate) fn start_fake(log: &Path, idempotent: bool, extra: &[&str]) -> Fake {
     let mut args = vec![if idempotent {
         "--idempotent"
     } else {
@@ -44,12 +44,12 @@ fn start_fake(log: &Path, idempotent: bool, extra: &[&str]) -> Fake {
 }
 
 /// The webhook provider spec that reaches `fake` (with its key window when idempotent).
-fn webhook_spec(fake: &Fake, idempotent: bool) -> String {
+pub(crate) fn webhook_spec(fake: &Fake, idempotent: bool) -> String {
     let window = if idempotent { "&key_window=24h" } else { "" };
     format!("webhook:{}/send#timeout=5s{window}", fake.base())
 }
 
-fn worker_cmd(db: &Path, spec: &str, id: &str, extra: &[&str]) -> Command {
+pub(crate) fn worker_cmd(db: &Path, spec: &str, id: &str, extra: &[&str]) -> Command {
     let mut c = Command::new(BIN);
     c.arg("--db").arg(db).arg("-q");
     c.args([
@@ -74,13 +74,13 @@ fn worker_cmd(db: &Path, spec: &str, id: &str, extra: &[&str]) -> Command {
     c
 }
 
-fn killed(status: std::process::ExitStatus) -> bool {
+pub(crate) fn killed(status: std::process::ExitStatus) -> bool {
     use std::os::unix::process::ExitStatusExt;
     status.signal() == Some(libc::SIGKILL)
 }
 
 /// Run `sendonce check` and return its JSON report.
-fn check(db: &Path, campaigns: &[&str], log: &Path) -> serde_json::Value {
+pub(crate) fn check(db: &Path, campaigns: &[&str], log: &Path) -> serde_json::Value {
     let mut c = Command::new(BIN);
     c.arg("--db").arg(db).arg("--json").arg("check");
     for id in campaigns {
@@ -97,7 +97,7 @@ fn check(db: &Path, campaigns: &[&str], log: &Path) -> serde_json::Value {
     doc
 }
 
-fn assert_pass(doc: &serde_json::Value, what: &str) {
+pub(crate) fn assert_pass(doc: &serde_json::Value, what: &str) {
     assert_eq!(doc["pass"], true, "{what}: checker failed: {doc:#}");
     for k in [
         "lost",
@@ -111,7 +111,7 @@ fn assert_pass(doc: &serde_json::Value, what: &str) {
 }
 
 /// A database with `n` subscribers and one approved email campaign, ready to send.
-fn template(env: &Env, n: usize) -> String {
+pub(crate) fn template(env: &Env, n: usize) -> String {
     let (_acct, cid) = env.setup_campaign(n);
     env.ok(&["campaign", "approve", &cid]);
     cid
@@ -137,7 +137,7 @@ fn copy_db(from: &Path, to: &Path) {
 }
 
 /// Run workers until one exits normally (the campaign is done); returns its exit code.
-fn run_to_completion(db: &Path, spec: &str, extra: &[&str]) -> i32 {
+pub(crate) fn run_to_completion(db: &Path, spec: &str, extra: &[&str]) -> i32 {
     for attempt in 0..20 {
         let st = worker_cmd(db, spec, &format!("finisher-{attempt}"), extra)
             .status()
@@ -388,7 +388,7 @@ fn windows_of(
 
 /// Arrival times of every request the fake provider received, by idempotency key
 /// (`--request-log` lines are JSON: `{"at": unix ms, "method", "path", "key", ...}`).
-fn requests(log: &Path) -> HashMap<String, Vec<i64>> {
+pub(crate) fn requests(log: &Path) -> HashMap<String, Vec<i64>> {
     let mut out: HashMap<String, Vec<i64>> = HashMap::new();
     for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
         // The fake is killed with the workers at times: a torn last line is not a request.

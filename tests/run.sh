@@ -15,6 +15,8 @@
 #   - Debian's chromium at /usr/bin/chromium (tests/unsubscribe.rs drives it with Playwright
 #     for Python, tests/support/browser.py), with apt-get when run as root;
 #   - Debian's swaks (tests/fake_smtp.rs sends through it), with apt-get when run as root;
+#   - Debian's fuse3 (fusermount3, libfuse3: tests/powerloss.rs mounts a FUSE filesystem that
+#     drops unsynced writes, tests/support/powercut.py), with apt-get when run as root;
 #   - Debian's PostgreSQL server (initdb, pg_ctl under /usr/lib/postgresql/*/bin: the
 #     PostgreSQL store's tests start throwaway clusters, tests/common/pg.rs), with apt-get when
 #     run as root.
@@ -160,6 +162,20 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     echo "tests/run.sh: the PostgreSQL store's tests need the PostgreSQL server: install it (apt-get install postgresql)." >&2
     exit 1
   fi
+fi
+
+# -- fuse3 (fusermount3 and libfuse3: tests/powerloss.rs mounts tests/support/powercut.py)
+if ! command -v fusermount3 >/dev/null 2>&1 || ! ls /lib/*/libfuse3.so.3 /usr/lib/*/libfuse3.so.3 2>/dev/null | grep -q .; then
+  if as_root; then
+    apt_install fuse3
+  else
+    echo "tests/run.sh: the power-loss tests need FUSE 3: install it (apt-get install fuse3)." >&2
+    exit 1
+  fi
+fi
+if [ ! -c /dev/fuse ]; then
+  echo "tests/run.sh: the power-loss tests need /dev/fuse (a container needs --device /dev/fuse)." >&2
+  exit 1
 fi
 
 # -- iproute2 (`ip netns`: tests/pg_crash.rs runs workers on simulated hosts; root only)

@@ -49,6 +49,9 @@ mod notify;
 mod ops_http;
 mod optin;
 mod pg;
+// Power cuts on a FUSE filesystem that drops unsynced writes: needs the `crash-points` feature.
+#[cfg(feature = "crash-points")]
+mod powerloss;
 mod providers_http;
 mod ratelimit;
 mod readme;

@@ -223,6 +223,13 @@ fn identify(conn: &Connection, path: &Path) -> Result<Identity> {
 fn configure(conn: &Connection, sync: Option<Sync>, busy: Duration) -> rusqlite::Result<()> {
     conn.busy_timeout(busy)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Power-loss suite only (tests/powerloss.rs): its control run weakens every writing
+    // connection to NORMAL, to show that the suite catches what FULL prevents.
+    #[cfg(feature = "crash-points")]
+    let sync = match (sync, std::env::var("SENDONCE_TEST_SYNC").as_deref()) {
+        (Some(_), Ok("normal")) => Some(Sync::Normal),
+        (s, _) => s,
+    };
     if let Some(sync) = sync {
         conn.pragma_update(
             None,

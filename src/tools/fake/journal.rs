@@ -145,12 +145,7 @@ pub(crate) fn keys_path(log: &Path) -> PathBuf {
 /// Open for appending; end a torn last line (a writer killed mid-append) so ours parse.
 fn open_append(path: &Path) -> Result<File> {
     let ctx = |what: &str| format!("{what} {}", path.display());
-    let mut f = crate::files::options()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| Error::io(&ctx("cannot open"), e))?;
+    let mut f = crate::files::open_append(path)?;
     let len = f
         .metadata()
         .map_err(|e| Error::io(&ctx("cannot stat"), e))?
