@@ -501,3 +501,109 @@ fn the_suite_catches_an_outbox_without_fsync() {
         Summary(&r)
     );
 }
+
+// ---------------------------------------------------------------- notify
+
+fn notify(state: &Path, spec: &str, key: &str, to: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["-q", "notify", "--provider", spec, "--key", key, "--to", to])
+        .args([
+            "--from",
+            "ci@example.org",
+            "--subject",
+            "build",
+            "--message",
+            "done",
+        ])
+        .arg("--state")
+        .arg(state)
+        .env_remove("SENDONCE_CRASH_AT")
+        .env("SENDONCE_TEST_NOTIFY_LEASE_MS", "1000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+/// `sendonce notify` keeps its ledger in a state file (SQLite) on the cut disk: a first run is
+/// killed and the power cut at a random moment, the retry runs with the power on. A remote
+/// provider without idempotency keys sees each message at most once, and exactly once when the
+/// retry says sent (exit 0); in doubt (exit 3) only where the call may have gone out.
+#[test]
+fn power_cuts_during_notify_send_each_message_at_most_once() {
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0x6e6f_7469_6679);
+    println!("notify power cuts: seed {seed}");
+    let env = Env::new();
+    let (disk, mnt) = (env.path("disk"), env.path("mnt"));
+    std::fs::create_dir_all(&disk).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    let fake = start_fake(
+        &env.path("deliveries.jsonl"),
+        false,
+        &["--latency", "1ms..30ms"],
+    );
+    let spec = webhook_spec(&fake, false);
+    let state = mnt.join("notify.db");
+    let mut r = Report::default();
+    let mut outcomes = Vec::new();
+    // Cuts by where they landed: [killed before the call, killed after it, finished without
+    // a call (impossible), finished].
+    let mut windows = [0u64; 4];
+    for k in 0..(cuts_wanted() / 2).max(20) {
+        let (key, to) = (format!("job-{k}"), format!("dev{k}@example.com"));
+        let boot = Mounted::boot(&disk, &mnt, rng.next());
+        let mut first = notify(&state, &spec, &key, &to).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(rng.below(250)));
+        let finished = first.try_wait().unwrap().is_some();
+        let _ = first.kill(); // SIGKILL, if it has not finished
+        first.wait().unwrap();
+        // The cut landed after the call went out and before the first run ended.
+        let called = fake.lines().iter().any(|l| l.to == to);
+        windows[usize::from(finished) * 2 + usize::from(called)] += 1;
+        parse_cut(&boot.cut(), &mut r);
+        r.cuts += 1;
+        let boot = Mounted::boot(&disk, &mnt, rng.next());
+        let retry = notify(&state, &spec, &key, &to).status().unwrap();
+        boot.shutdown();
+        outcomes.push((to, retry.code()));
+    }
+    let mut per_to: std::collections::HashMap<String, u64> = Default::default();
+    for line in fake.lines() {
+        *per_to.entry(line.to).or_default() += 1;
+    }
+    let (mut sent, mut doubt) = (0, 0);
+    for (to, code) in &outcomes {
+        let got = per_to.get(to).copied().unwrap_or(0);
+        match code {
+            Some(0) => {
+                sent += 1;
+                assert_eq!(
+                    got, 1,
+                    "{to}: the retry said sent; deliveries {got} (seed {seed})"
+                );
+            }
+            Some(3) => {
+                doubt += 1;
+                assert!(
+                    got <= 1,
+                    "{to}: in doubt, delivered {got} times (seed {seed})"
+                );
+            }
+            other => panic!("{to}: notify's retry exited {other:?} (seed {seed})"),
+        }
+    }
+    println!(
+        "notify: {} cuts (killed before its call {}, killed after it {}, finished {}), \
+         retries sent {sent}, in doubt {doubt}; {:?}",
+        r.cuts,
+        windows[0],
+        windows[1],
+        windows[3],
+        Summary(&r)
+    );
+    assert!(r.writes_dropped > 0, "no cut dropped an unsynced write");
+    assert!(
+        windows[0] > 0 && windows[1] + windows[3] > 0,
+        "the cuts never landed on both sides of the call: {windows:?}"
+    );
+}

@@ -407,11 +407,23 @@ fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<
             addrs,
         )?;
     }
+    // Power-loss suite only (tests/powerloss.rs): a short lease, so that a retry after a cut
+    // mid-call does not wait 30 s to find the row in doubt.
+    #[cfg(feature = "crash-points")]
+    let lease = std::env::var("SENDONCE_TEST_NOTIFY_LEASE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(
+            std::time::Duration::from_secs(30),
+            std::time::Duration::from_millis,
+        );
+    #[cfg(not(feature = "crash-points"))]
+    let lease = std::time::Duration::from_secs(30);
     let cfg = worker::Config {
         once: true,
         batch: 100,
         concurrency: req.to.len().clamp(1, 64),
-        lease: std::time::Duration::from_secs(30),
+        lease,
         tick: std::time::Duration::from_millis(200),
         max_attempts: 5,
         drain_deadline: std::time::Duration::from_secs(10),
