@@ -3,7 +3,9 @@
 -- the end). `list_counts` keeps, per list and membership state, how many members are in that
 -- state; triggers on
 -- `list_members` keep it in the same transaction as every insert, state change and delete,
--- whatever code path made it (the same pattern as 0014's campaign_counts), and a removed list's
+-- whatever code path made it short of an INSERT OR REPLACE (a REPLACE's delete fires no trigger
+-- without recursive_triggers; no statement of sendonce replaces a membership or a send; the
+-- same pattern as 0014's campaign_counts), and a removed list's
 -- counters go with it. The tests compare both tables with a full count of the rows
 -- (tests/common/mod.rs, `assert_counters`: after the crash runs, the list, opt-in, unsubscribe
 -- and dashboard tests, and every fixture's upgrade). Append-only.
@@ -34,7 +36,7 @@ END;
 -- A campaign's failed and suppressed sends in id order, for the recipients page's state filter
 -- (in doubt has sends_doubt, queued and leased sends_claim). Only a send entering or leaving
 -- those states touches it; the send path's statements never name them.
-CREATE INDEX sends_unsent ON sends(campaign_id) WHERE status IN ('failed', 'suppressed');
+CREATE INDEX sends_unsent ON sends(campaign_id, status) WHERE status IN ('failed', 'suppressed');
 -- A list's members who are not subscribed (unsubscribed, pending: few among many), in
 -- subscriber order, for the list page's membership filter.
 CREATE INDEX list_members_state ON list_members(list_id, status, subscriber_id)

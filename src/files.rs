@@ -87,23 +87,17 @@ pub fn sync_parent(path: &Path) -> crate::error::Result<()> {
         .map_err(|e| crate::error::Error::io(&format!("cannot sync {}", dir.display()), e))
 }
 
-/// Open `path` for appending (and reading), creating it with [`FILE_MODE`] if missing; a
-/// file it creates has its name synced ([`sync_parent`]) before it is returned, so lines
-/// fsynced to it later are never lost with the name.
+/// Open `path` for appending (and reading), creating it with [`FILE_MODE`] if missing, then
+/// sync its directory ([`sync_parent`]) before returning it, whether or not this call created
+/// it: another process may have created it a moment ago and not synced its name yet, and lines
+/// fsynced to the file are only as durable as its name.
 pub fn open_append(path: &Path) -> crate::error::Result<std::fs::File> {
-    let ctx = || format!("cannot open {}", path.display());
-    match options().read(true).append(true).open(path) {
-        Ok(f) => Ok(f),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let f = options()
-                .read(true)
-                .append(true)
-                .create(true)
-                .open(path)
-                .map_err(|e| crate::error::Error::io(&ctx(), e))?;
-            sync_parent(path)?;
-            Ok(f)
-        }
-        Err(e) => Err(crate::error::Error::io(&ctx(), e)),
-    }
+    let f = options()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| crate::error::Error::io(&format!("cannot open {}", path.display()), e))?;
+    sync_parent(path)?;
+    Ok(f)
 }

@@ -185,6 +185,8 @@ struct Report {
     /// In doubt with no request at the (remote) provider: parked by a cut before its call.
     in_doubt_never_called: u64,
     integrity_failures: u64,
+    /// Opt-outs that committed and survived, summed over the rounds.
+    optouts: u64,
     docs: Vec<serde_json::Value>,
 }
 
@@ -238,8 +240,10 @@ fn new_round(n: usize) -> (Env, PathBuf, PathBuf, String) {
     let cid = template(&env, n);
     let disk = env.path("disk");
     let mnt = env.path("mnt");
-    std::fs::create_dir_all(&disk).unwrap();
     std::fs::create_dir_all(&mnt).unwrap();
+    // The outbox's own directory: no sync of the database's directory (SQLite syncs it when
+    // it makes its -wal) can make the outbox's name durable by chance.
+    std::fs::create_dir_all(disk.join("out")).unwrap();
     // The template, checkpointed, is the disk's first content.
     env.sqlite()
         .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -272,17 +276,30 @@ impl Weakness {
     }
 }
 
-fn power_cuts(route: Route, weak: Weakness, cuts: u64) -> Report {
-    let seed = seed();
-    let mut rng = Rng(seed);
-    println!("power cuts: seed {seed}, route {route:?}, weakened: {weak:?}");
-    let n = 200;
-    let mut r = Report::default();
-    while r.cuts < cuts {
-        r.rounds += 1;
-        let (env, disk, mnt, cid) = new_round(n);
+/// One campaign on its own cut disk, and where its messages go.
+struct Round {
+    /// First, so it stops before the directory it writes in goes.
+    _fake: Option<Fake>,
+    env: Env,
+    disk: PathBuf,
+    mnt: PathBuf,
+    db: PathBuf,
+    cid: String,
+    spec: String,
+    /// The delivery log the checker reads: the remote fake's, or the outbox.
+    log: PathBuf,
+    route: Route,
+    weak: Weakness,
+}
+
+/// Recipients of each round's campaign.
+const RECIPIENTS: u64 = 200;
+
+impl Round {
+    fn start(route: Route, weak: Weakness, rng: &mut Rng) -> Round {
+        let (env, disk, mnt, cid) = new_round(RECIPIENTS as usize);
         let db = mnt.join("sendonce.db");
-        let fake: Option<Fake> = match route {
+        let fake = match route {
             Route::Remote => Some(start_fake(
                 &env.path("deliveries.jsonl"),
                 false,
@@ -298,77 +315,100 @@ fn power_cuts(route: Route, weak: Weakness, cuts: u64) -> Report {
         let (spec, log) = match &fake {
             Some(f) => (webhook_spec(f, false), f.log.clone()),
             None => {
-                let out = mnt.join("outbox.jsonl");
+                let out = mnt.join("out").join("outbox.jsonl");
                 (format!("outbox:{}?idempotent=false", out.display()), out)
             }
         };
         let first = Mounted::boot(&disk, &mnt, rng.next());
         adopt(&db, weak);
         first.shutdown();
-
-        let mut finished = false;
-        let mut optouts = 0u64;
-        while !finished && r.cuts < cuts {
-            let boot = Mounted::boot(&disk, &mnt, rng.next());
-            let mut procs: Vec<Child> = (0..WORKERS)
-                .map(|i| {
-                    worker(&db, &spec, &format!("w{i}-{}", r.cuts), weak)
-                        .spawn()
-                        .unwrap()
-                })
-                .collect();
-            if rng.below(2) == 0 {
-                procs.push(opt_out(&db, rng.below(n as u64), weak));
-                optouts += 1;
-            }
-            std::thread::sleep(Duration::from_millis(30 + rng.below(500)));
-            let mut refused = false;
-            for (i, p) in procs.iter_mut().enumerate() {
-                match p.try_wait().unwrap() {
-                    Some(st) if i < WORKERS && st.code() == Some(5) => refused = true,
-                    Some(st) if i < WORKERS && matches!(st.code(), Some(0) | Some(3)) => {
-                        finished = true
-                    }
-                    Some(st) if i < WORKERS => panic!("worker exited {st:?}"),
-                    _ => {}
-                }
-                let _ = p.kill(); // SIGKILL
-                p.wait().unwrap();
-            }
-            let said = boot.cut();
-            parse_cut(&said, &mut r);
-            r.cuts += 1;
-            if refused {
-                r.guard_refusals += 1;
-                let b = Mounted::boot(&disk, &mnt, rng.next());
-                adopt(&db, weak);
-                b.shutdown();
-            }
+        Round {
+            _fake: fake,
+            env,
+            disk,
+            mnt,
+            db,
+            cid,
+            spec,
+            log,
+            route,
+            weak,
         }
+    }
 
-        // Power stays on: finish the campaign, then count.
-        let last = Mounted::boot(&disk, &mnt, rng.next());
+    /// Boot, run the workers (and maybe an opt-out) for a random moment, kill everything and
+    /// cut the power. True when a worker had finished the campaign before the cut.
+    fn cut_once(&self, rng: &mut Rng, r: &mut Report) -> bool {
+        let boot = Mounted::boot(&self.disk, &self.mnt, rng.next());
+        let mut procs: Vec<Child> = (0..WORKERS)
+            .map(|i| {
+                worker(&self.db, &self.spec, &format!("w{i}-{}", r.cuts), self.weak)
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        if rng.below(2) == 0 {
+            procs.push(opt_out(&self.db, rng.below(RECIPIENTS), self.weak));
+        }
+        std::thread::sleep(Duration::from_millis(30 + rng.below(500)));
+        let (mut refused, mut finished) = (false, false);
+        for (i, p) in procs.iter_mut().enumerate() {
+            match p.try_wait().unwrap() {
+                Some(st) if i < WORKERS && st.code() == Some(5) => refused = true,
+                Some(st) if i < WORKERS && matches!(st.code(), Some(0) | Some(3)) => {
+                    finished = true
+                }
+                Some(st) if i < WORKERS => panic!("worker exited {st:?}"),
+                _ => {}
+            }
+            let _ = p.kill(); // SIGKILL
+            p.wait().unwrap();
+        }
+        parse_cut(&boot.cut(), r);
+        r.cuts += 1;
+        if refused {
+            r.guard_refusals += 1;
+            let b = Mounted::boot(&self.disk, &self.mnt, rng.next());
+            adopt(&self.db, self.weak);
+            b.shutdown();
+        }
+        finished
+    }
+
+    /// Power stays on: finish the campaign, then count what the checker finds.
+    fn finish(&self, rng: &mut Rng, r: &mut Report) {
+        let last = Mounted::boot(&self.disk, &self.mnt, rng.next());
         for attempt in 0.. {
             assert!(attempt < 20, "the finishing workers never finished");
-            let st = worker(&db, &spec, &format!("finisher-{attempt}"), weak)
-                .status()
-                .unwrap();
+            let st = worker(
+                &self.db,
+                &self.spec,
+                &format!("finisher-{attempt}"),
+                self.weak,
+            )
+            .status()
+            .unwrap();
             assert!(!killed(st));
             match st.code() {
                 Some(0) | Some(3) => break,
                 Some(5) => {
                     r.guard_refusals += 1;
-                    adopt(&db, weak);
+                    adopt(&self.db, self.weak);
                 }
                 other => panic!("finishing worker exited {other:?}"),
             }
         }
-        let ok: String = rusqlite::Connection::open(&db)
+        let ok: String = rusqlite::Connection::open(&self.db)
             .unwrap()
             .query_row("PRAGMA integrity_check", [], |row| row.get(0))
             .unwrap();
         r.integrity_failures += (ok != "ok") as u64;
-        let doc = check(&db, &[&cid], &log);
+        let optouts: i64 = rusqlite::Connection::open(&self.db)
+            .unwrap()
+            .query_row("SELECT count(*) FROM suppressions", [], |row| row.get(0))
+            .unwrap();
+        r.optouts += optouts as u64;
+        let doc = check(&self.db, &[&self.cid], &self.log);
         for (k, v) in [
             ("lost", &mut r.lost),
             ("duplicated", &mut r.duplicated),
@@ -379,11 +419,12 @@ fn power_cuts(route: Route, weak: Weakness, cuts: u64) -> Report {
         ] {
             *v += doc[k].as_u64().unwrap_or(0);
         }
-        if let Route::Remote = route {
-            r.in_doubt_never_called += never_called(&db, &cid, &env.path("requests.jsonl"));
+        if let Route::Remote = self.route {
+            let requests = self.env.path("requests.jsonl");
+            r.in_doubt_never_called += never_called(&self.db, &self.cid, &requests);
         }
         println!(
-            "round {}: {} cuts so far, {optouts} opt-outs; check: {}",
+            "round {}: {} cuts so far; check: {}",
             r.rounds,
             r.cuts,
             serde_json::json!({"lost": doc["lost"], "duplicated": doc["duplicated"],
@@ -391,6 +432,19 @@ fn power_cuts(route: Route, weak: Weakness, cuts: u64) -> Report {
         );
         r.docs.push(doc);
         last.shutdown();
+    }
+}
+
+fn power_cuts(route: Route, weak: Weakness, cuts: u64) -> Report {
+    let seed = seed();
+    let mut rng = Rng(seed);
+    println!("power cuts: seed {seed}, route {route:?}, weakened: {weak:?}");
+    let mut r = Report::default();
+    while r.cuts < cuts {
+        r.rounds += 1;
+        let round = Round::start(route, weak, &mut rng);
+        while r.cuts < cuts && !round.cut_once(&mut rng, &mut r) {}
+        round.finish(&mut rng, &mut r);
     }
     println!("{r:#?}", r = Summary(&r));
     r
@@ -417,6 +471,7 @@ impl std::fmt::Debug for Summary<'_> {
             .field("in_doubt_delivered", &r.in_doubt_delivered)
             .field("in_doubt_never_called", &r.in_doubt_never_called)
             .field("integrity_failures", &r.integrity_failures)
+            .field("optouts", &r.optouts)
             .finish()
     }
 }
@@ -452,8 +507,10 @@ fn assert_held(r: &Report, what: &str) {
         "{what}: the database went behind its watermark"
     );
     assert_eq!(r.integrity_failures, 0, "{what}: integrity_check failed");
+    assert!(r.optouts > 0, "{what}: no opt-out ever committed");
     // A cut parks in doubt at most the rows the killed workers held with their dispatch
-    // marker before calling: --concurrency per worker per cut.
+    // marker before calling: --concurrency per worker per cut, in total over the cuts (counted
+    // for the remote provider only: its request log says whether a call arrived).
     assert!(
         r.in_doubt_never_called <= r.cuts * WORKERS as u64 * CONCURRENCY,
         "{what}: {} rows in doubt never called, more than the cuts could hold",
@@ -610,6 +667,48 @@ fn power_cuts_during_notify_send_each_message_at_most_once() {
 
 // ---------------------------------------------------------------- the fake provider's log
 
+/// Eight clients posting to the fake at `url` at once until it dies; the job ids of the
+/// messages it acknowledged.
+fn post_until_killed(
+    rt: &tokio::runtime::Runtime,
+    client: &reqwest::Client,
+    url: &str,
+    cut: u64,
+) -> Vec<String> {
+    rt.block_on(async {
+        let mut tasks = Vec::new();
+        for t in 0..8 {
+            let (client, url) = (client.clone(), url.to_string());
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0.. {
+                    let job = format!("c{cut}-t{t}-m{i}");
+                    let body = serde_json::json!({"job_id": job, "to": "a@example.com",
+                        "channel": "email", "subject": "Hi", "body": "hello",
+                        "from": "news@example.com"});
+                    let res = client
+                        .post(&url)
+                        .header("Idempotency-Key", format!("key-{job}"))
+                        .json(&body)
+                        .send()
+                        .await;
+                    match res {
+                        Ok(r) if r.status().is_success() => got.push(job),
+                        Ok(r) => panic!("the fake answered {}", r.status()),
+                        Err(_) => break, // killed
+                    }
+                }
+                got
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all
+    })
+}
+
 /// `sendonce fake-provider` with its delivery log on the cut disk: a client posts messages one
 /// after another and notes each one acknowledged (200); at a random moment the fake is killed
 /// and the power cut, and it is started again on what survived. Every acknowledged message is
@@ -640,40 +739,7 @@ fn power_cuts_keep_every_message_the_fake_provider_acknowledged() {
             // SAFETY: kill(2) on the fake, our child, not reaped before this thread is joined.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         });
-        let got: Vec<String> = rt.block_on(async {
-            let mut tasks = Vec::new();
-            for t in 0..8 {
-                let (client, url) = (client.clone(), url.clone());
-                tasks.push(tokio::spawn(async move {
-                    let mut got = Vec::new();
-                    let mut i = 0;
-                    loop {
-                        let job = format!("c{cut}-t{t}-m{i}");
-                        i += 1;
-                        let body = serde_json::json!({"job_id": job, "to": "a@example.com",
-                            "channel": "email", "subject": "Hi", "body": "hello",
-                            "from": "news@example.com"});
-                        let res = client
-                            .post(&url)
-                            .header("Idempotency-Key", format!("key-{job}"))
-                            .json(&body)
-                            .send()
-                            .await;
-                        match res {
-                            Ok(r) if r.status().is_success() => got.push(job),
-                            Ok(r) => panic!("the fake answered {}", r.status()),
-                            Err(_) => break, // killed
-                        }
-                    }
-                    got
-                }));
-            }
-            let mut all = Vec::new();
-            for t in tasks {
-                all.extend(t.await.unwrap());
-            }
-            all
-        });
+        let got = post_until_killed(&rt, &client, &url, cut);
         acked.extend(got);
         killer.join().unwrap();
         let _ = fake.child.wait();

@@ -69,7 +69,7 @@ class PowerCut(fuse.Operations):
         self.ns = {"/": Node("d", 0o755)}
         self.durable_ns = {"/": self.ns["/"]}
         # Directory entry changes not yet fsynced, per directory, in order:
-        # ("link", name, node) or ("unlink", name).
+        # ("link", name, node), ("unlink", name) or ("rename", old, new, node).
         self.ns_pending = {}
         self.load(disk, "/")
 
@@ -95,8 +95,7 @@ class PowerCut(fuse.Operations):
         return n
 
     def entry(self, path, op):
-        parent, name = os.path.split(path)
-        self.ns_pending.setdefault(parent, []).append(op if op[0] == "unlink" else op)
+        self.ns_pending.setdefault(os.path.dirname(path), []).append(op)
 
     def link(self, path, node):
         self.ns[path] = node
@@ -184,7 +183,10 @@ class PowerCut(fuse.Operations):
 
     def open(self, path, flags):
         with self.mu:
-            self.node(path)
+            n = self.node(path)
+            if flags & os.O_TRUNC and n.kind == "f":
+                del n.data[:]
+                n.pending.append(("t", 0))
             return 0
 
     def unlink(self, path):
@@ -198,10 +200,13 @@ class PowerCut(fuse.Operations):
             n = self.node(old)
             if n.kind == "d":
                 raise fuse.FuseOSError(errno.EXDEV)  # nothing here renames directories
-            if new in self.ns:
-                self.unlink_entry(new)
-            self.unlink_entry(old)
-            self.link(new, n)
+            if os.path.dirname(old) != os.path.dirname(new):
+                raise fuse.FuseOSError(errno.EXDEV)  # nothing here moves across directories
+            # One entry, as a journaling filesystem makes it: a cut keeps the old name or the
+            # new one, never neither.
+            del self.ns[old]
+            self.ns[new] = n
+            self.entry(new, ("rename", os.path.basename(old), os.path.basename(new), n))
             return 0
 
     # ------------------------------------------------------------------ data
@@ -283,6 +288,9 @@ class PowerCut(fuse.Operations):
         p = os.path.join(parent, op[1])
         if op[0] == "link":
             self.durable_ns[p] = op[2]
+        elif op[0] == "rename":
+            self.durable_ns.pop(p, None)
+            self.durable_ns[os.path.join(parent, op[2])] = op[3]
         else:
             self.durable_ns.pop(p, None)
 
@@ -301,10 +309,12 @@ class PowerCut(fuse.Operations):
                     data.extend(b"\0" * (size - len(data)))
                 continue
             _, offset, chunk = op
-            if len(chunk) > SECTOR and self.rng.random() < 0.3:
-                # Torn: only the first k sectors reached the platter.
-                k = self.rng.randrange(1, (len(chunk) + SECTOR - 1) // SECTOR)
-                chunk = chunk[:k * SECTOR]
+            # Sector boundaries (absolute multiples of 512) inside the write: a torn write
+            # reached the platter up to one of them.
+            first = (offset // SECTOR + 1) * SECTOR
+            inside = range(first, offset + len(chunk), SECTOR)
+            if len(inside) > 0 and self.rng.random() < 0.3:
+                chunk = chunk[:self.rng.choice(inside) - offset]
             end = offset + len(chunk)
             if end > len(data):
                 data.extend(b"\0" * (end - len(data)))
