@@ -281,7 +281,9 @@ pub struct BenchArgs {
     /// Put the databases here and keep them (default: a temporary directory, removed after).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Run one section alone. list-build: list building for --scale subscribers, account-wide
+    /// Run one section alone. throughput: sections 1 and 2 (the two-marker loop on the
+    /// ledger's table and on a minimal 9-column row, the pipeline with the null and the outbox
+    /// provider), three rounds on fresh files, medians and each round. list-build: list building for --scale subscribers, account-wide
     /// and through three lists overlapping by a third, with the plans of its statements.
     /// http: a load test of `serve --worker` with the fake provider on loopback (--clients,
     /// --seconds): requests/s, p50/p99 latency, deliveries = accepted, duplicates 0.
@@ -300,6 +302,7 @@ pub struct BenchArgs {
 /// A section `sendonce bench --only` runs alone.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BenchSection {
+    Throughput,
     ListBuild,
     Http,
     Dashboard,

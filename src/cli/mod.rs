@@ -280,6 +280,10 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
         let report = crate::tools::bench_dashboard::run(&opts, rt)?;
         return Ok(Output::ok(to_json(&report), report.table()));
     }
+    if a.only == Some(BenchSection::Throughput) {
+        let report = crate::tools::bench_throughput::run(&opts, rt)?;
+        return Ok(Output::ok(to_json(&report), report.table()));
+    }
     if a.only == Some(BenchSection::ListBuild) {
         let report = crate::tools::bench::run_list_build(&opts)?;
         return Ok(Output::ok(to_json(&report), report.table()));

@@ -90,6 +90,12 @@ pub struct Limit {
     /// CPU seconds (all threads of the bench process) spent in the loop.
     pub cpu_seconds: f64,
     pub per_second: f64,
+    /// The same loop on a minimal 9-column row (no payload, no unique keys, no counters): what
+    /// the two markers cost without the ledger's schema.
+    pub minimal_per_second: f64,
+    pub minimal_cpu_seconds: f64,
+    /// per_second / minimal_per_second: the price of the schema, as a number.
+    pub ratio_to_minimal: f64,
 }
 
 /// Section 2, one provider: the real path through `worker::run` (campaign CAS, list building,
@@ -270,7 +276,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 
 /// CPU time (user + system) this process has used so far, in seconds: less noisy than wall
 /// time on a shared machine.
-fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     // SAFETY: getrusage only writes the struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
@@ -324,7 +330,7 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     match s.len() {
@@ -526,12 +532,38 @@ fn worker_config(opts: &Options, concurrency: usize) -> worker::Config {
     }
 }
 
-/// Section 1: the bare loop, two commits per batch (leased claim, fenced confirmation).
-fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
+/// Section 1: the bare loop, two commits per batch (leased claim, fenced confirmation), on
+/// the ledger's own table, then on a minimal row (`Limit::minimal`).
+pub(crate) fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
     let (_, store) = ws.fresh("limit.db")?;
     let cid = setup_campaign(&store, opts.recipients)?;
     build_list(&store, cid)?;
     store.checkpoint_truncate()?;
+    let mut limit = two_marker_loop(
+        opts,
+        |token, now, lease| store.bench_bare_claim(cid, opts.batch, token, now, lease),
+        |ids, token, now| store.bench_bare_confirm(ids, token, now),
+    )?;
+    let (_, bare) = ws.fresh("minimal.db")?;
+    bare.bench_minimal_seed(opts.recipients)?;
+    bare.checkpoint_truncate()?;
+    let minimal = two_marker_loop(
+        opts,
+        |token, now, lease| bare.bench_minimal_claim(opts.batch, token, now, lease),
+        |ids, token, now| bare.bench_minimal_confirm(ids, token, now),
+    )?;
+    limit.minimal_per_second = minimal.per_second;
+    limit.minimal_cpu_seconds = minimal.cpu_seconds;
+    limit.ratio_to_minimal = limit.per_second / minimal.per_second;
+    Ok(limit)
+}
+
+/// Claim a batch, confirm it, until a claim comes back empty; times the loop.
+fn two_marker_loop(
+    opts: &Options,
+    claim: impl Fn(i64, i64, i64) -> Result<crate::store::sqlite::BareClaim>,
+    confirm: impl Fn(&[i64], i64, i64) -> Result<u64>,
+) -> Result<Limit> {
     let lease_ms = LEASE.as_millis() as i64;
     let mut token = crate::domain::clock::now_ms();
     let (mut sent, mut commits) = (0u64, 0u64);
@@ -539,13 +571,12 @@ fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
     let t = Instant::now();
     loop {
         token += 1;
-        let now = crate::domain::clock::now_ms();
-        let claim = store.bench_bare_claim(cid, opts.batch, token, now, lease_ms)?;
+        let claimed = claim(token, crate::domain::clock::now_ms(), lease_ms)?;
         commits += 1;
-        if claim.ids.is_empty() {
+        if claimed.ids.is_empty() {
             break;
         }
-        sent += store.bench_bare_confirm(&claim.ids, token, crate::domain::clock::now_ms())?;
+        sent += confirm(&claimed.ids, token, crate::domain::clock::now_ms())?;
         commits += 1;
     }
     let seconds = t.elapsed().as_secs_f64();
@@ -556,6 +587,9 @@ fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
         seconds,
         cpu_seconds: cpu_seconds() - cpu,
         per_second: sent as f64 / seconds,
+        minimal_per_second: 0.0,
+        minimal_cpu_seconds: 0.0,
+        ratio_to_minimal: 0.0,
     })
 }
 
@@ -566,7 +600,7 @@ fn pipeline_concurrency(opts: &Options) -> usize {
 }
 
 /// Section 2: `worker::run` end to end on a fresh database with one provider.
-fn pipeline_run(
+pub(crate) fn pipeline_run(
     ws: &Workspace,
     opts: &Options,
     rt: &tokio::runtime::Runtime,
@@ -1162,6 +1196,15 @@ impl Report {
                 self.limit.recipients, self.limit.commits, self.limit.cpu_seconds
             ),
             format!("{}/s", thousands(self.limit.per_second)),
+        );
+        row(
+            t,
+            "1 limit",
+            format!(
+                "same loop, minimal 9-column row, cpu {:.1} s ({:.2} x it)",
+                self.limit.minimal_cpu_seconds, self.limit.ratio_to_minimal
+            ),
+            format!("{}/s", thousands(self.limit.minimal_per_second)),
         );
         for p in [&self.pipeline.null, &self.pipeline.outbox] {
             row(

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_dashboard;
 pub mod bench_http;
 pub mod bench_pg;
+pub mod bench_throughput;
 pub mod crash;
 pub mod demo;
 pub mod fake;

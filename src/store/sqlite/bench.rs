@@ -257,6 +257,86 @@ impl SqliteStore {
         })
     }
 
+    /// The minimal-row arm's table: the two markers' columns and nothing else (9 columns, one
+    /// partial claim index, no unique keys, no payload, no counters), with `n` queued rows of
+    /// campaign 1. Made only in the bench's own scratch file.
+    pub fn bench_minimal_seed(&self, n: u64) -> Result<()> {
+        self.write(|tx| {
+            tx.execute_batch(
+                "CREATE TABLE bench_minimal (
+                     id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL,
+                     status TEXT NOT NULL, visible_at INTEGER NOT NULL, lease_token INTEGER,
+                     attempts INTEGER NOT NULL DEFAULT 0, provider_message_id TEXT,
+                     updated_at INTEGER NOT NULL, sent_at INTEGER);
+                 CREATE INDEX bench_minimal_claim ON bench_minimal(campaign_id, visible_at, id)
+                     WHERE status IN ('queued', 'leased');",
+            )?;
+            tx.execute(
+                "WITH RECURSIVE seq(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM seq WHERE i < ?1)
+                 INSERT INTO bench_minimal (id, campaign_id, status, visible_at, updated_at)
+                 SELECT i, 1, 'queued', 0, 0 FROM seq",
+                [n as i64],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// [`Self::bench_bare_claim`] on the minimal row.
+    pub fn bench_minimal_claim(
+        &self,
+        batch: usize,
+        token: i64,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<BareClaim> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE bench_minimal SET status = 'leased', lease_token = :token,
+                        visible_at = :until, attempts = attempts + 1, updated_at = :now
+                 WHERE id IN (SELECT id FROM bench_minimal
+                              WHERE campaign_id = 1 AND status IN ('queued', 'leased')
+                                AND visible_at <= :now
+                              ORDER BY visible_at, id LIMIT :batch)
+                 RETURNING id",
+            )?;
+            let mut rows = st.query(named_params! {
+                ":now": now,
+                ":token": token,
+                ":until": now + lease_ms,
+                ":batch": batch as i64,
+            })?;
+            let mut out = BareClaim {
+                ids: Vec::with_capacity(batch),
+            };
+            while let Some(r) = rows.next()? {
+                out.ids.push(r.get(0)?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// [`Self::bench_bare_confirm`] on the minimal row.
+    pub fn bench_minimal_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64> {
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE bench_minimal SET status = 'sent', provider_message_id = :provider_id,
+                        sent_at = :now, updated_at = :now, lease_token = NULL
+                 WHERE id = :id AND lease_token = :token AND status = 'leased'",
+            )?;
+            let mut n = 0;
+            for &id in ids {
+                let pid = format!("null-{id:036}");
+                n += st.execute(named_params! {
+                    ":id": id,
+                    ":token": token,
+                    ":provider_id": pid,
+                    ":now": now,
+                })? as u64;
+            }
+            Ok(n)
+        })
+    }
+
     /// `PRAGMA wal_checkpoint(TRUNCATE)`: copy the WAL into the database and empty it.
     pub fn checkpoint_truncate(&self) -> Result<()> {
         let c = self.conn()?;
