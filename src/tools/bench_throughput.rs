@@ -113,6 +113,9 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<ThroughputRep
     })
 }
 
+/// A line of the table: what, the median, its CPU µs per row, the figure of a round.
+type Line<'a> = (&'a str, f64, Option<f64>, &'a dyn Fn(&Round) -> f64);
+
 impl ThroughputReport {
     /// The table for people.
     pub fn table(&self) -> String {
@@ -133,7 +136,7 @@ impl ThroughputReport {
             "rows/s (cpu µs per row)", "median"
         ));
         let d = &self.medians;
-        let lines: [(&str, f64, Option<f64>, &dyn Fn(&Round) -> f64); 4] = [
+        let lines: [Line; 4] = [
             (
                 "1 limit: two markers, ledger's table",
                 d.limit,
