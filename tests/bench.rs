@@ -34,6 +34,8 @@ fn bench_reports_every_section() {
     for p in [
         "/limit/recipients",
         "/limit/per_second",
+        "/limit/minimal_per_second",
+        "/limit/ratio_to_minimal",
         "/pipeline/null/sent",
         "/pipeline/null/per_second",
         "/pipeline/null/ratio_to_limit",
@@ -44,6 +46,7 @@ fn bench_reports_every_section() {
         "/scale/list_build_seconds",
         "/scale/run_per_second",
         "/scale/peak_rss_mib",
+        "/scale/status_ms",
         "/list_build/account_wide/us_per_row",
         "/list_build/targeted/us_per_row",
         "/list_build/targeted/seconds_per_million",
@@ -51,6 +54,7 @@ fn bench_reports_every_section() {
         "/latency/per_second",
         "/latency/ideal_per_second",
         "/latency/ratio",
+        "/latency/slot_idle_p99_ms",
         "/wal/max_mib_run",
         "/wal/max_mib_list_build",
         "/restart/ms_to_first_claim",
@@ -78,7 +82,7 @@ fn bench_reports_every_section() {
         Some(5)
     );
     assert!(doc["plans"].as_array().is_some_and(|a| a.len() >= 20));
-    assert_eq!(doc["targets"].as_array().map(|a| a.len()), Some(10));
+    assert_eq!(doc["targets"].as_array().map(|a| a.len()), Some(11));
     // The outbox really delivered one line per recipient.
     let lines = std::fs::read_to_string(dir.join("outbox.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 1998);
@@ -98,6 +102,35 @@ fn assert_list_build(lb: &serde_json::Value, n: u64) {
         let secs = lb[build]["seconds"].as_f64().unwrap();
         assert!((us - secs * 1e6 / n as f64).abs() < 1e-6, "{build}: {lb}");
     }
+}
+
+#[test]
+fn bench_runs_the_throughput_sections_alone_in_three_rounds() {
+    let env = Env::new();
+    let out = env.ok(&[
+        "--json",
+        "bench",
+        "--only",
+        "throughput",
+        "--recipients",
+        "1000",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let rounds = doc["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 3, "{doc:#}");
+    for r in rounds {
+        for k in ["limit", "minimal", "pipeline_null", "pipeline_outbox"] {
+            assert!(r[k].as_f64().is_some_and(|v| v > 0.0), "{k}: {doc:#}");
+        }
+    }
+    // The medians are medians of the rounds.
+    let mut limits: Vec<f64> = rounds
+        .iter()
+        .map(|r| r["limit"].as_f64().unwrap())
+        .collect();
+    limits.sort_by(f64::total_cmp);
+    assert_eq!(doc["medians"]["limit"].as_f64(), Some(limits[1]), "{doc:#}");
+    assert!(doc.get("scale").is_none(), "{doc:#}");
 }
 
 #[test]

@@ -50,6 +50,8 @@ const LATENCY_RUN: Duration = Duration::from_secs(2);
 /// Pause of the second connection between two campaign status reads during the scale run (a
 /// dashboard polling ten times a second).
 const STATUS_READ_GAP: Duration = Duration::from_millis(100);
+/// Status reads timed after the scale run (the report gives the median).
+const STATUS_SAMPLES: usize = 11;
 /// Timed `sendonce notify` runs after the first (which creates the state file).
 const NOTIFY_SAMPLES: usize = 5;
 /// One subscriber in this many has opted out before the campaign.
@@ -135,6 +137,9 @@ pub struct Scale {
     pub run_per_second: f64,
     /// VmHWM of that child process.
     pub peak_rss_mib: f64,
+    /// A campaign status read (`campaign status`'s query) of the whole campaign after the run:
+    /// median of `STATUS_SAMPLES`, ms. Its counters were then checked against a full count.
+    pub status_ms: f64,
 }
 
 /// One list building, timed.
@@ -206,6 +211,10 @@ pub struct Latency {
     /// Share of the run during which the `in_flight` call slots held a call: what the sender
     /// itself loses between a call's end and the next call in its slot.
     pub slot_utilisation: f64,
+    /// A call slot's idle time between one call's end and its next call: median and 99th
+    /// percentile, ms (see `slot_idle_ms`).
+    pub slot_idle_p50_ms: f64,
+    pub slot_idle_p99_ms: f64,
 }
 
 /// Section 5.
@@ -628,11 +637,14 @@ pub(crate) fn pipeline_run(
     })
 }
 
-/// A provider wrapper that adds up how long its calls took.
+/// A provider wrapper that adds up how long its calls took and keeps when each started and
+/// ended (nanoseconds from `base`), for the slots' idle times.
 struct Timed {
     inner: Arc<dyn Provider>,
     calls: AtomicU64,
     nanos: AtomicU64,
+    base: Instant,
+    spans: std::sync::Mutex<Vec<(u64, u64)>>,
 }
 
 impl Provider for Timed {
@@ -644,12 +656,55 @@ impl Provider for Timed {
         Box::pin(async move {
             let t = Instant::now();
             let res = self.inner.send(msg).await;
-            self.nanos
-                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            let (start, end) = (
+                t.duration_since(self.base).as_nanos() as u64,
+                self.base.elapsed().as_nanos() as u64,
+            );
+            self.nanos.fetch_add(end - start, Ordering::Relaxed);
             self.calls.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut spans) = self.spans.lock() {
+                spans.push((start, end));
+            }
             res
         })
     }
+}
+
+/// How long a call slot stood empty between one call's end and the next call it held, in ms,
+/// sorted. Slots are not named, so each call after the first `slots` takes the slot freed
+/// longest ago (any assignment of calls to slots gives the same total idle time; this one
+/// gives each gap as a slot would see it under a first-in first-out refill).
+fn slot_idle_ms(spans: &[(u64, u64)], slots: usize) -> Vec<f64> {
+    let mut starts: Vec<u64> = spans.iter().map(|s| s.0).collect();
+    let mut ends: Vec<u64> = spans.iter().map(|s| s.1).collect();
+    starts.sort_unstable();
+    ends.sort_unstable();
+    let mut freed = ends.iter().peekable();
+    let mut waiting = std::collections::VecDeque::new();
+    let mut idle = Vec::new();
+    for &start in starts.iter().skip(slots) {
+        while let Some(&&end) = freed.peek() {
+            if end > start {
+                break;
+            }
+            waiting.push_back(end);
+            freed.next();
+        }
+        if let Some(end) = waiting.pop_front() {
+            idle.push((start - end) as f64 / 1e6);
+        }
+    }
+    idle.sort_by(|a, b| a.total_cmp(b));
+    idle
+}
+
+/// The `q` quantile (0..=1) of sorted figures, nearest rank.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
 }
 
 /// Section 4: a provider that takes `latency` per call, `concurrency` calls in flight.
@@ -669,6 +724,8 @@ fn latency_bound(ws: &Workspace, opts: &Options, rt: &tokio::runtime::Runtime) -
         inner: provider::from_spec(&spec)?,
         calls: AtomicU64::new(0),
         nanos: AtomicU64::new(0),
+        base: Instant::now(),
+        spans: std::sync::Mutex::new(Vec::new()),
     });
     let ledger: Arc<dyn Ledger> = Arc::new(store.clone());
     let cfg = worker_config(opts, opts.concurrency);
@@ -684,7 +741,13 @@ fn latency_bound(ws: &Workspace, opts: &Options, rt: &tokio::runtime::Runtime) -
     let ideal = opts.concurrency as f64 / opts.latency.as_secs_f64();
     let calls = timed.calls.load(Ordering::Relaxed);
     let busy = timed.nanos.load(Ordering::Relaxed) as f64 / 1e9;
+    let idle = match timed.spans.lock() {
+        Ok(spans) => slot_idle_ms(&spans, opts.concurrency),
+        Err(_) => Vec::new(),
+    };
     Ok(Latency {
+        slot_idle_p50_ms: quantile(&idle, 0.5),
+        slot_idle_p99_ms: quantile(&idle, 0.99),
         mean_call_ms: if calls == 0 {
             0.0
         } else {
@@ -789,6 +852,8 @@ fn scale(ws: &Workspace, opts: &Options) -> Result<(Scale, Wal)> {
     let sent = doc["sent"].as_u64().unwrap_or(0);
     let peak = doc["peak_rss_kib"].as_u64().unwrap_or(0);
     let n_reads = reads.load(Ordering::Relaxed);
+    let status_ms = timed_status(&store, cid)?;
+    check_counters(&store, cid)?;
     Ok((
         Scale {
             subscribers: opts.scale,
@@ -800,6 +865,7 @@ fn scale(ws: &Workspace, opts: &Options) -> Result<(Scale, Wal)> {
             run_seconds,
             run_per_second: sent as f64 / run_seconds,
             peak_rss_mib: peak as f64 / 1024.0,
+            status_ms,
         },
         Wal {
             max_mib_run: mib(wal_run.load(Ordering::Relaxed)),
@@ -812,6 +878,36 @@ fn scale(ws: &Workspace, opts: &Options) -> Result<(Scale, Wal)> {
             },
         },
     ))
+}
+
+/// The median time of `STATUS_SAMPLES` status reads of a campaign, ms.
+fn timed_status(store: &SqliteStore, cid: i64) -> Result<f64> {
+    let mut ms = Vec::with_capacity(STATUS_SAMPLES);
+    for _ in 0..STATUS_SAMPLES {
+        let t = Instant::now();
+        store.status_counts(cid)?;
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(median(&ms))
+}
+
+/// The campaign's counters against a count of its rows: a figure read from counters that
+/// disagree with the rows would be worthless, so the bench fails instead.
+fn check_counters(store: &SqliteStore, cid: i64) -> Result<()> {
+    let counted = store.bench_full_counts(cid)?;
+    let kept: Vec<(String, u64)> = store
+        .status_counts(cid)?
+        .counts
+        .into_iter()
+        .filter(|(_, n)| *n != 0)
+        .map(|(s, n)| (s.to_string(), n))
+        .collect();
+    if counted != kept {
+        return Err(Error::internal(format!(
+            "campaign {cid}'s counters say {kept:?} but its rows count {counted:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// The second connection of `scale`: a separate handle, reading the campaign's status as a
@@ -1002,16 +1098,22 @@ fn targets(r: &Report) -> Vec<Target> {
     let p = &r.pipeline.null;
     vec![
         Target {
-            what: "pipeline (null) recipients/s",
-            target: ">= 100000".into(),
-            value: format!("{:.0}", p.per_second),
-            met: p.per_second >= 100_000.0,
+            what: "pipeline (null) / limit",
+            target: ">= 0.70".into(),
+            value: format!("{:.2}", p.ratio_to_limit),
+            met: p.ratio_to_limit >= 0.7,
         },
         Target {
-            what: "pipeline (null) / limit",
-            target: ">= 0.50".into(),
-            value: format!("{:.2}", p.ratio_to_limit),
-            met: p.ratio_to_limit >= 0.5,
+            what: "limit / minimal-row two-marker loop",
+            target: ">= 0.80".into(),
+            value: format!("{:.2}", r.limit.ratio_to_minimal),
+            met: r.limit.ratio_to_minimal >= 0.8,
+        },
+        Target {
+            what: "campaign status of the scale campaign (ms)",
+            target: "<= 10".into(),
+            value: format!("{:.2}", r.scale.status_ms),
+            met: r.scale.status_ms <= 10.0,
         },
         Target {
             what: "list building seconds (per 1M subscribers)",
@@ -1036,9 +1138,9 @@ fn targets(r: &Report) -> Vec<Target> {
         },
         Target {
             what: "latency-bound / ideal N/D",
-            target: ">= 0.95".into(),
+            target: ">= 0.93".into(),
             value: format!("{:.3}", r.latency.ratio),
-            met: r.latency.ratio >= 0.95,
+            met: r.latency.ratio >= 0.93,
         },
         Target {
             what: "largest WAL (MiB)",
@@ -1243,6 +1345,12 @@ impl Report {
             "throughput of that run".into(),
             format!("{}/s", thousands(sc.run_per_second)),
         );
+        row(
+            t,
+            "3 scale",
+            "campaign status after it (counters checked against a count)".into(),
+            format!("{:.2} ms", sc.status_ms),
+        );
     }
 
     /// Sections 4 to 7: provider latency, the WAL, restart and notify.
@@ -1265,6 +1373,12 @@ impl Report {
             "4 latency",
             format!("calls took {:.2} ms on average; slots busy", l.mean_call_ms),
             format!("{:.1}%", l.slot_utilisation * 100.0),
+        );
+        row(
+            t,
+            "4 latency",
+            "a slot's idle time between calls, p50 / p99".to_string(),
+            format!("{:.1} / {:.1} ms", l.slot_idle_p50_ms, l.slot_idle_p99_ms),
         );
         let w = &self.wal;
         row(
@@ -1375,5 +1489,29 @@ impl ListBuildReport {
         }
         t.push_str(&format!("\nbench took {:.1} s", self.seconds));
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{quantile, slot_idle_ms};
+
+    #[test]
+    fn a_slot_idles_from_the_end_of_its_call_to_the_start_of_the_next() {
+        // Two slots: calls (0, 10) and (0, 20) fill them; the call at 13 takes the slot freed
+        // at 10 (3 ms idle at 1 ms = 1e6 ns), the one at 25 the slot freed at 20 (5), the one
+        // at 30 the slot freed at 23 by the call that started at 13.
+        let ms = 1_000_000;
+        let spans = [
+            (0, 10 * ms),
+            (0, 20 * ms),
+            (13 * ms, 23 * ms),
+            (25 * ms, 40 * ms),
+            (30 * ms, 41 * ms),
+        ];
+        assert_eq!(slot_idle_ms(&spans, 2), vec![3.0, 5.0, 7.0]);
+        assert_eq!(quantile(&[3.0, 5.0, 7.0], 0.5), 5.0);
+        assert_eq!(quantile(&[3.0, 5.0, 7.0], 0.99), 7.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
     }
 }

@@ -344,6 +344,21 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// A campaign's sends counted row by row, per state (states with no send left out): what
+    /// its counters (`campaign_counts`) must say.
+    pub fn bench_full_counts(&self, campaign_id: i64) -> Result<Vec<(String, u64)>> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT status, count(*) FROM sends WHERE campaign_id = ?1
+                 GROUP BY status ORDER BY status",
+            )?;
+            let rows = st.query_map([campaign_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })
+    }
+
     /// Sends of a campaign in a given state (bench bookkeeping).
     pub fn bench_count(&self, campaign_id: i64, status: &str) -> Result<u64> {
         self.read(|c| {
