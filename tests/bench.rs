@@ -58,6 +58,7 @@ fn bench_reports_every_section() {
         "/wal/max_mib_run",
         "/wal/max_mib_list_build",
         "/restart/ms_to_first_claim",
+        "/restart/ms_to_first_claim_unchecked",
         "/notify/ms",
         "/notify/first_ms",
     ] {

@@ -234,8 +234,14 @@ pub struct Wal {
 pub struct Restart {
     pub backlog: u64,
     /// Median of the samples: from spawning `sendonce run` to its "first claim" log line.
+    /// It includes the start check (`quick_check` of the whole file before the first claim).
     pub ms_to_first_claim: f64,
     pub samples_ms: Vec<f64>,
+    /// The same with the start check off (`SENDONCE_START_CHECK_MAX_BYTES=0`): what the check
+    /// costs is the difference.
+    pub ms_to_first_claim_unchecked: f64,
+    /// The size of the file the start check reads, MiB.
+    pub file_mib: f64,
 }
 
 /// Section 7: `sendonce notify` as a CI job runs it, a new process per message.
@@ -959,65 +965,78 @@ fn restart(ws: &Workspace, opts: &Options) -> Result<Restart> {
     build_list(&store, cid)?;
     let backlog = store.bench_count(cid, "queued")?;
     drop(store); // the last connection checkpoints and removes the WAL, like a stopped worker
+    let file_mib = mib(std::fs::metadata(&db).map(|m| m.len()).unwrap_or(0));
     let mut samples = Vec::new();
     for _ in 0..RESTART_SAMPLES {
-        let mut cmd = child_cmd(&db)?;
-        cmd.args(["-v", "--log-format", "json"])
-            .args(run_args(opts))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let t = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| Error::io("cannot start sendonce run", e))?;
-        let Some(stderr) = child.stderr.take() else {
-            return Err(Error::db("no stderr from sendonce run"));
-        };
-        // Never hang the benchmark: a child that does not claim within a minute is stopped.
-        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        {
-            let (done, pid) = (done.clone(), child.id() as i32);
-            std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_secs(60));
-                if !done.load(std::sync::atomic::Ordering::SeqCst) {
-                    // SAFETY: kill(2) on our own child, which has not been reaped yet.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                }
-            });
-        }
-        let mut lines = BufReader::new(stderr).lines();
-        let mut first: Option<f64> = None;
-        for line in lines.by_ref() {
-            let line = line.map_err(|e| Error::io("reading sendonce run's log", e))?;
-            if line.contains("\"first claim\"") {
-                first = Some(t.elapsed().as_secs_f64() * 1000.0);
-                break;
-            }
-        }
-        // SAFETY: a plain kill(2) on the pid of the child this function spawned.
-        unsafe {
-            libc::kill(child.id() as i32, libc::SIGTERM);
-        }
-        for _ in lines {}
-        let st = child
-            .wait()
-            .map_err(|e| Error::io("waiting for sendonce run", e))?;
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
-        match first {
-            Some(ms) => samples.push(ms),
-            None => {
-                return Err(Error::db(format!(
-                    "sendonce run exited ({st}) without claiming anything"
-                )))
-            }
-        }
+        samples.push(first_claim_ms(&db, opts, true)?);
+    }
+    let mut unchecked = Vec::new();
+    for _ in 0..RESTART_SAMPLES {
+        unchecked.push(first_claim_ms(&db, opts, false)?);
     }
     Ok(Restart {
         backlog,
         ms_to_first_claim: median(&samples),
         samples_ms: samples,
+        ms_to_first_claim_unchecked: median(&unchecked),
+        file_mib,
+    })
+}
+
+/// Spawn `sendonce run` on `db` (with or without its start check) and time it to its "first
+/// claim" log line; then stop it (SIGTERM: it drains and exits).
+fn first_claim_ms(db: &Path, opts: &Options, start_check: bool) -> Result<f64> {
+    let mut cmd = child_cmd(db)?;
+    if !start_check {
+        cmd.env(crate::app::guard::START_CHECK_ENV, "0");
+    }
+    cmd.args(["-v", "--log-format", "json"])
+        .args(run_args(opts))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let t = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io("cannot start sendonce run", e))?;
+    let Some(stderr) = child.stderr.take() else {
+        return Err(Error::db("no stderr from sendonce run"));
+    };
+    // Never hang the benchmark: a child that does not claim within a minute is stopped.
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (done, pid) = (done.clone(), child.id() as i32);
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            if !done.load(std::sync::atomic::Ordering::SeqCst) {
+                // SAFETY: kill(2) on our own child, which has not been reaped yet.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        });
+    }
+    let mut lines = BufReader::new(stderr).lines();
+    let mut first: Option<f64> = None;
+    for line in lines.by_ref() {
+        let line = line.map_err(|e| Error::io("reading sendonce run's log", e))?;
+        if line.contains("\"first claim\"") {
+            first = Some(t.elapsed().as_secs_f64() * 1000.0);
+            break;
+        }
+    }
+    // SAFETY: a plain kill(2) on the pid of the child this function spawned.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    for _ in lines {}
+    let st = child
+        .wait()
+        .map_err(|e| Error::io("waiting for sendonce run", e))?;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    first.ok_or_else(|| {
+        Error::db(format!(
+            "sendonce run exited ({st}) without claiming anything"
+        ))
     })
 }
 
@@ -1406,6 +1425,15 @@ impl Report {
                 r.samples_ms.len()
             ),
             format!("{:.1} ms", r.ms_to_first_claim),
+        );
+        row(
+            t,
+            "6 restart",
+            format!(
+                "the same without the start check ({:.1} MiB quick_check)",
+                r.file_mib
+            ),
+            format!("{:.1} ms", r.ms_to_first_claim_unchecked),
         );
         let n = &self.notify;
         row(
