@@ -279,3 +279,78 @@ fn bench_times_every_dashboard_page() {
         .expect("the campaigns page was timed");
     assert_eq!(campaigns["status"], 200, "{campaigns}");
 }
+
+/// `bench --compare-pg` (here through SENDONCE_BENCH_PG, as a URL with a password would be
+/// given): the SQLite bench runs the original design's loop on PostgreSQL at 1, 2 and 4
+/// workers in the same run, names the best and adds the comparison to its targets; the
+/// database is empty again after.
+#[test]
+fn bench_compares_the_pipeline_with_the_original_loop_on_postgres() {
+    let cluster = crate::common::pg::shared();
+    let url = cluster.fresh_url();
+    let env = Env::new();
+    let mut c = env.cmd();
+    c.env("SENDONCE_BENCH_PG", &url);
+    c.args([
+        "--json",
+        "bench",
+        "--recipients",
+        "600",
+        "--batch",
+        "50",
+        "--scale",
+        "2000",
+        "--concurrency",
+        "16",
+        "--latency",
+        "20ms",
+    ]);
+    let out = c.output().expect("run sendonce bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let o = &doc["original_pg"];
+    let workers: Vec<u64> = o["per_workers"]
+        .as_array()
+        .expect("per_workers")
+        .iter()
+        .map(|w| w[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(workers, [1, 2, 4], "{doc:#}");
+    // One row per subscriber (the PostgreSQL side seeds no opt-outs).
+    assert_eq!(o["rows"], 600, "{doc:#}");
+    let best = o["best_per_second"].as_f64().unwrap_or(0.0);
+    let max = o["per_workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w[1].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(best > 0.0 && best == max, "{doc:#}");
+    let names: Vec<&str> = doc["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["what"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"pipeline (null) / original loop on PostgreSQL, best"),
+        "{names:?}"
+    );
+    let db = url
+        .split("@localhost/")
+        .nth(1)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap();
+    let left = cluster.psql(
+        db,
+        "SELECT (SELECT count(*) FROM accounts)
+              + (SELECT count(*) FROM pg_tables WHERE tablename = 'sendonce_bench_original')",
+    );
+    assert_eq!(left.trim(), "0", "the bench left rows behind");
+}

@@ -260,6 +260,19 @@ pub struct BenchArgs {
     #[arg(long = "db", value_name = "URL", env = "SENDONCE_DB")]
     pub db: Option<PathBuf>,
 
+    /// A postgres:// URL of an empty database: the SQLite bench then also runs the original
+    /// design's loop (FOR UPDATE SKIP LOCKED, mark sent before the call) there with 1, 2 and 4
+    /// workers on as many rows, and compares the pipeline with its best. Give it through
+    /// SENDONCE_BENCH_PG when it holds a password (a flag shows in `ps`). The bench empties
+    /// the database after.
+    #[arg(
+        long = "compare-pg",
+        value_name = "URL",
+        env = "SENDONCE_BENCH_PG",
+        hide_env_values = true
+    )]
+    pub compare_pg: Option<String>,
+
     /// Recipients for the limit and pipeline sections.
     #[arg(long, default_value_t = 100_000)]
     pub recipients: u64,

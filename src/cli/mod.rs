@@ -267,6 +267,7 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
         concurrency,
         scale,
         dir: a.dir.clone(),
+        compare_pg: a.compare_pg.clone(),
     };
     if a.only == Some(BenchSection::Http) {
         return bench_http(a, rt);

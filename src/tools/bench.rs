@@ -35,6 +35,9 @@ pub struct Options {
     pub scale: u64,
     /// Where to put the databases (kept); default a temporary directory, removed after.
     pub dir: Option<PathBuf>,
+    /// An empty PostgreSQL database on which to run the original design's loop in the same run
+    /// (section 2's comparison); None: not compared.
+    pub compare_pg: Option<String>,
 }
 
 /// Subscribers per list-building transaction (the worker's default).
@@ -276,6 +279,9 @@ pub struct Report {
     pub wal: Wal,
     pub restart: Restart,
     pub notify: Notify,
+    /// Section 2's comparison: the original design's loop on PostgreSQL at its best worker
+    /// count, when `--compare-pg` names a database.
+    pub original_pg: Option<super::bench_pg::OriginalBest>,
     /// Section 8: `EXPLAIN QUERY PLAN` of every statement of the send path.
     pub plans: Vec<QueryPlan>,
     pub targets: Vec<Target>,
@@ -1115,7 +1121,8 @@ fn notify(ws: &Workspace, rt: &tokio::runtime::Runtime) -> Result<Notify> {
 
 fn targets(r: &Report) -> Vec<Target> {
     let p = &r.pipeline.null;
-    vec![
+    let mut out = original_target(r);
+    out.extend([
         Target {
             what: "pipeline (null) / limit",
             target: ">= 0.70".into(),
@@ -1190,7 +1197,23 @@ fn targets(r: &Report) -> Vec<Target> {
             value: format!("{:.1}", r.notify.ms),
             met: r.notify.ms <= 50.0,
         },
-    ]
+    ]);
+    out
+}
+
+/// The pipeline against the original design's PostgreSQL loop at its best worker count, when
+/// it was measured.
+fn original_target(r: &Report) -> Vec<Target> {
+    let Some(o) = &r.original_pg else {
+        return Vec::new();
+    };
+    let ratio = r.pipeline.null.per_second / o.best_per_second;
+    vec![Target {
+        what: "pipeline (null) / original loop on PostgreSQL, best",
+        target: ">= 1.50".into(),
+        value: format!("{ratio:.2}"),
+        met: ratio >= 1.5,
+    }]
 }
 
 /// Run every section. Takes a minute or two at the default sizes.
@@ -1217,6 +1240,14 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Report> {
         Arc::new(provider::Outbox::open(&outbox_path, true)?),
         limit.per_second,
     )?;
+    let original_pg = match &opts.compare_pg {
+        Some(url) => Some(super::bench_pg::original_best(
+            url,
+            opts.recipients,
+            opts.batch,
+        )?),
+        None => None,
+    };
     let latency = latency_bound(&ws, opts, rt)?;
     let (scale, wal) = scale(&ws, opts)?;
     let account_wide = Build::new(
@@ -1252,6 +1283,7 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<Report> {
         wal,
         restart,
         notify,
+        original_pg,
         plans,
         targets: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
@@ -1336,6 +1368,23 @@ impl Report {
                     p.sent, p.cpu_seconds, p.ratio_to_limit
                 ),
                 format!("{}/s", thousands(p.per_second)),
+            );
+        }
+        if let Some(o) = &self.original_pg {
+            let each: Vec<String> = o
+                .per_workers
+                .iter()
+                .map(|(w, r)| format!("{w}: {}", thousands(*r)))
+                .collect();
+            row(
+                t,
+                "2 original (pg)",
+                format!(
+                    "SKIP LOCKED loop, PostgreSQL {}, best of {}",
+                    o.server_version,
+                    each.join(", ")
+                ),
+                format!("{}/s", thousands(o.best_per_second)),
             );
         }
         let sc = &self.scale;

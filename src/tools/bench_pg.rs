@@ -249,6 +249,82 @@ fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>)> {
     Ok((server_version, arms))
 }
 
+/// The original design's loop alone, for the SQLite bench's comparison: medians of `ROUNDS`
+/// at each of `WORKERS`, and the best of them.
+#[derive(Debug, Serialize)]
+pub struct OriginalBest {
+    pub database: String,
+    pub server_version: String,
+    pub rows: u64,
+    /// (workers, median rows/s).
+    pub per_workers: Vec<(usize, f64)>,
+    pub best_workers: usize,
+    pub best_per_second: f64,
+}
+
+/// Run the original design's loop on `url` (an empty database: it is emptied after) with
+/// `recipients` rows, batch `batch`, at 1, 2 and 4 concurrent workers.
+pub fn original_best(url: &str, recipients: u64, batch: usize) -> Result<OriginalBest> {
+    let store = Arc::new(PgStore::open(
+        url,
+        &OpenOptions {
+            create: true,
+            pool_size: (WORKERS.iter().max().copied().unwrap_or(1) + 1) as u32,
+            ..Default::default()
+        },
+    )?);
+    let database = store.shown().display().to_string();
+    if !store.bench_database_is_empty()? {
+        return Err(Error::invalid(format!(
+            "{database} holds accounts: the comparison writes into the database it is given \
+             and empties it after, so it only runs on an empty one (createdb a database for it)"
+        )));
+    }
+    let measured = original_rounds(&store, recipients, batch);
+    let cleaned = store.bench_clean();
+    let (server_version, rows, per_workers) = measured?;
+    cleaned?;
+    let (best_workers, best_per_second) = per_workers
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((0, 0.0));
+    Ok(OriginalBest {
+        database,
+        server_version,
+        rows,
+        per_workers,
+        best_workers,
+        best_per_second,
+    })
+}
+
+type Rounds = (String, u64, Vec<(usize, f64)>);
+
+fn original_rounds(store: &Arc<PgStore>, recipients: u64, batch: usize) -> Result<Rounds> {
+    let account = store.add_account("bench")?;
+    store.bench_seed_subscribers(account, recipients)?;
+    let server_version = store.server_version()?;
+    let cid = 0;
+    let queued = store.bench_original_setup(cid, account)?;
+    let mut per_workers = Vec::new();
+    for workers in WORKERS {
+        let mut rates = Vec::with_capacity(ROUNDS);
+        for _ in 0..ROUNDS {
+            store.bench_original_requeue()?;
+            let (secs, rows) = original(store, cid, batch, workers)?;
+            if rows != queued {
+                return Err(Error::internal(format!(
+                    "the original loop marked {rows} rows of {queued}"
+                )));
+            }
+            rates.push(rows as f64 / secs);
+        }
+        per_workers.push((workers, median(&rates)));
+    }
+    Ok((server_version, queued, per_workers))
+}
+
 impl Report {
     /// The table for people.
     pub fn table(&self) -> String {
