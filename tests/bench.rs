@@ -287,7 +287,11 @@ fn bench_times_every_dashboard_page() {
 #[test]
 fn bench_compares_the_pipeline_with_the_original_loop_on_postgres() {
     let cluster = crate::common::pg::shared();
-    let url = cluster.fresh_url();
+    // The cluster trusts the socket, so a password is accepted and ignored: it must still
+    // never be printed.
+    let url = cluster
+        .fresh_url()
+        .replacen("@localhost/", ":Secret-Pw-4242@localhost/", 1);
     let env = Env::new();
     let mut c = env.cmd();
     c.env("SENDONCE_BENCH_PG", &url);
@@ -311,6 +315,12 @@ fn bench_compares_the_pipeline_with_the_original_loop_on_postgres() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(
+            !String::from_utf8_lossy(stream).contains("Secret-Pw-4242"),
+            "the password was printed"
+        );
+    }
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     let o = &doc["original_pg"];
     let workers: Vec<u64> = o["per_workers"]
@@ -353,4 +363,31 @@ fn bench_compares_the_pipeline_with_the_original_loop_on_postgres() {
               + (SELECT count(*) FROM pg_tables WHERE tablename = 'sendonce_bench_original')",
     );
     assert_eq!(left.trim(), "0", "the bench left rows behind");
+}
+
+/// `--compare-pg` takes only a postgres:// URL and only with the whole SQLite bench; a refused
+/// value is not repeated (it may hold a password).
+#[test]
+fn bench_refuses_a_comparison_it_would_not_run_without_repeating_it() {
+    let env = Env::new();
+    for (value, extra, says) in [
+        (
+            "host=/tmp password=Hidden-Pw-77 dbname=x",
+            &[][..],
+            "postgres://",
+        ),
+        (
+            "postgres://u:Hidden-Pw-77@localhost/x",
+            &["--only", "throughput"][..],
+            "whole SQLite bench only",
+        ),
+    ] {
+        let mut c = env.cmd();
+        c.env("SENDONCE_BENCH_PG", value).arg("bench").args(extra);
+        let out = c.output().expect("run sendonce bench");
+        assert_eq!(out.status.code(), Some(2), "{value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains("Hidden-Pw-77"), "{err}");
+    }
 }

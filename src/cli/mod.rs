@@ -247,6 +247,21 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
             .unwrap_or(&cli.db)
             .to_string_lossy()
             .into_owned();
+    if let Some(url) = &a.compare_pg {
+        // Never repeat the value: it may hold a password.
+        if !crate::store::postgres::is_url(url) {
+            return Err(Error::invalid(
+                "--compare-pg (SENDONCE_BENCH_PG) must be a postgres:// or postgresql:// URL",
+            ));
+        }
+        if a.only.is_some() || crate::store::postgres::is_url(&db) {
+            return Err(Error::invalid(
+                "--compare-pg (SENDONCE_BENCH_PG) goes with the whole SQLite bench only: \
+                 not with --only, nor with --db postgres://… (which compares the two loops \
+                 on the PostgreSQL store itself)",
+            ));
+        }
+    }
     if crate::store::postgres::is_url(&db) {
         let opts = crate::tools::bench_pg::Options {
             url: db,

@@ -95,8 +95,9 @@ pub struct Limit {
     /// CPU seconds (all threads of the bench process) spent in the loop.
     pub cpu_seconds: f64,
     pub per_second: f64,
-    /// The same loop on a minimal 9-column row (no payload, no unique keys, no counters): what
-    /// the two markers cost without the ledger's schema.
+    /// The same loop on a minimal 9-column row (no payload, no unique keys, no counters, only
+    /// ids returned by its claim): what the two markers cost without the ledger's schema.
+    pub minimal_rows: u64,
     pub minimal_per_second: f64,
     pub minimal_cpu_seconds: f64,
     /// per_second / minimal_per_second: the price of the schema, as a number.
@@ -573,6 +574,7 @@ pub(crate) fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
         |token, now, lease| bare.bench_minimal_claim(opts.batch, token, now, lease),
         |ids, token, now| bare.bench_minimal_confirm(ids, token, now),
     )?;
+    limit.minimal_rows = minimal.recipients;
     limit.minimal_per_second = minimal.per_second;
     limit.minimal_cpu_seconds = minimal.cpu_seconds;
     limit.ratio_to_minimal = limit.per_second / minimal.per_second;
@@ -608,6 +610,7 @@ fn two_marker_loop(
         seconds,
         cpu_seconds: cpu_seconds() - cpu,
         per_second: sent as f64 / seconds,
+        minimal_rows: 0,
         minimal_per_second: 0.0,
         minimal_cpu_seconds: 0.0,
         ratio_to_minimal: 0.0,
@@ -993,7 +996,10 @@ fn restart(ws: &Workspace, opts: &Options) -> Result<Restart> {
 /// claim" log line; then stop it (SIGTERM: it drains and exits).
 fn first_claim_ms(db: &Path, opts: &Options, start_check: bool) -> Result<f64> {
     let mut cmd = child_cmd(db)?;
-    if !start_check {
+    if start_check {
+        // The default limit, whatever the caller's environment says.
+        cmd.env_remove(crate::app::guard::START_CHECK_ENV);
+    } else {
         cmd.env(crate::app::guard::START_CHECK_ENV, "0");
     }
     cmd.args(["-v", "--log-format", "json"])
@@ -1204,7 +1210,7 @@ fn targets(r: &Report) -> Vec<Target> {
 /// The pipeline against the original design's PostgreSQL loop at its best worker count, when
 /// it was measured.
 fn original_target(r: &Report) -> Vec<Target> {
-    let Some(o) = &r.original_pg else {
+    let Some(o) = r.original_pg.as_ref().filter(|o| o.best_per_second > 0.0) else {
         return Vec::new();
     };
     let ratio = r.pipeline.null.per_second / o.best_per_second;

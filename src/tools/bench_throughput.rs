@@ -75,7 +75,7 @@ fn round(opts: &Options, rt: &tokio::runtime::Runtime, n: usize) -> Result<Round
         pipeline_outbox: outbox.per_second,
         cpu_us_per_row: (
             us(limit.cpu_seconds, limit.recipients),
-            us(limit.minimal_cpu_seconds, limit.recipients),
+            us(limit.minimal_cpu_seconds, limit.minimal_rows),
             us(null.cpu_seconds, null.sent),
         ),
     })
