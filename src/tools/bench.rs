@@ -1345,7 +1345,8 @@ impl Report {
         )
     }
 
-    /// Sections 1 to 3: the bare limit, the pipeline, list building and a run at scale.
+    /// Sections 1 to 3: the bare limit, the pipeline (and the original loop when compared),
+    /// then [`Self::scale_rows`].
     fn throughput_rows(&self, t: &mut String) {
         row(
             t,
@@ -1393,6 +1394,11 @@ impl Report {
                 format!("{}/s", thousands(o.best_per_second)),
             );
         }
+        self.scale_rows(t);
+    }
+
+    /// Section 3: list building, a run at scale and a status read after it.
+    fn scale_rows(&self, t: &mut String) {
         let sc = &self.scale;
         row(
             t,
