@@ -204,14 +204,7 @@ fn bench_on_postgres_runs_both_loops_and_leaves_the_database_empty() {
         }
         assert_eq!(a["rounds"].as_array().map(Vec::len), Some(3), "{doc:#}");
     }
-    // postgres://USER@localhost/DB?host=SOCKET_DIR&port=PORT
-    let db = url
-        .split("@localhost/")
-        .nth(1)
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap();
+    let db = db_name(&url);
     let left = cluster.psql(
         db,
         "SELECT (SELECT count(*) FROM accounts) + (SELECT count(*) FROM sends)
@@ -350,13 +343,7 @@ fn bench_compares_the_pipeline_with_the_original_loop_on_postgres() {
         names.contains(&"pipeline (null) / original loop on PostgreSQL, best"),
         "{names:?}"
     );
-    let db = url
-        .split("@localhost/")
-        .nth(1)
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap();
+    let db = db_name(&url);
     let left = cluster.psql(
         db,
         "SELECT (SELECT count(*) FROM accounts)
@@ -390,4 +377,12 @@ fn bench_refuses_a_comparison_it_would_not_run_without_repeating_it() {
         assert!(err.contains(says), "{err}");
         assert!(!err.contains("Hidden-Pw-77"), "{err}");
     }
+}
+
+/// The database of a throwaway cluster's URL, postgres://USER@localhost/DB?host=DIR&port=PORT.
+fn db_name(url: &str) -> &str {
+    url.split("@localhost/")
+        .nth(1)
+        .and_then(|rest| rest.split('?').next())
+        .expect("a cluster URL")
 }

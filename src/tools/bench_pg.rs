@@ -168,13 +168,11 @@ fn original(store: &Arc<PgStore>, cid: i64, batch: usize, workers: usize) -> Res
     Ok((seconds, rows))
 }
 
-/// Run the comparison. The database must hold no account (the bench writes into it and
-/// empties it after).
-pub fn run(opts: &Options) -> Result<Report> {
-    let started = Instant::now();
-    let load_start = super::bench::load_average();
+/// Open the bench's database, refusing one that holds accounts (the bench writes into it and
+/// empties it after); the store and its name as shown (password redacted).
+fn open_empty(url: &str) -> Result<(Arc<PgStore>, String)> {
     let store = Arc::new(PgStore::open(
-        &opts.url,
+        url,
         &OpenOptions {
             create: true,
             pool_size: (WORKERS.iter().max().copied().unwrap_or(1) + 1) as u32,
@@ -189,6 +187,33 @@ pub fn run(opts: &Options) -> Result<Report> {
              database for it)"
         )));
     }
+    Ok((store, database))
+}
+
+/// One round of the original loop over its `queued` rows with `workers` workers: rows/s.
+fn original_rate(
+    store: &Arc<PgStore>,
+    cid: i64,
+    queued: u64,
+    batch: usize,
+    workers: usize,
+) -> Result<f64> {
+    store.bench_original_requeue()?;
+    let (secs, rows) = original(store, cid, batch, workers)?;
+    if rows != queued {
+        return Err(Error::internal(format!(
+            "the original loop marked {rows} rows of {queued}"
+        )));
+    }
+    Ok(rows as f64 / secs)
+}
+
+/// Run the comparison. The database must hold no account (the bench writes into it and
+/// empties it after).
+pub fn run(opts: &Options) -> Result<Report> {
+    let started = Instant::now();
+    let load_start = super::bench::load_average();
+    let (store, database) = open_empty(&opts.url)?;
     let result = measure(&store, opts);
     let cleaned = store.bench_clean();
     let (server_version, arms) = result?;
@@ -218,13 +243,7 @@ fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>)> {
     for workers in WORKERS {
         let mut rounds = Vec::new();
         for _ in 0..ROUNDS {
-            store.bench_original_requeue()?;
-            let (o_secs, o_rows) = original(store, original_cid, opts.batch, workers)?;
-            if o_rows != queued {
-                return Err(Error::internal(format!(
-                    "the original loop marked {o_rows} rows of {queued}"
-                )));
-            }
+            let o_rate = original_rate(store, original_cid, queued, opts.batch, workers)?;
             let cid = ready_campaign(store, account)?;
             let p_secs = pipeline(opts, workers)?;
             let sent = store.bench_count(cid, "sent")?;
@@ -234,7 +253,7 @@ fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>)> {
                     opts.recipients
                 )));
             }
-            rounds.push((o_rows as f64 / o_secs, sent as f64 / p_secs));
+            rounds.push((o_rate, sent as f64 / p_secs));
         }
         let original_per_second = median(&rounds.iter().map(|r| r.0).collect::<Vec<_>>());
         let pipeline_per_second = median(&rounds.iter().map(|r| r.1).collect::<Vec<_>>());
@@ -265,21 +284,7 @@ pub struct OriginalBest {
 /// Run the original design's loop on `url` (an empty database: it is emptied after) with
 /// `recipients` rows, batch `batch`, at 1, 2 and 4 concurrent workers.
 pub fn original_best(url: &str, recipients: u64, batch: usize) -> Result<OriginalBest> {
-    let store = Arc::new(PgStore::open(
-        url,
-        &OpenOptions {
-            create: true,
-            pool_size: (WORKERS.iter().max().copied().unwrap_or(1) + 1) as u32,
-            ..Default::default()
-        },
-    )?);
-    let database = store.shown().display().to_string();
-    if !store.bench_database_is_empty()? {
-        return Err(Error::invalid(format!(
-            "{database} holds accounts: the comparison writes into the database it is given \
-             and empties it after, so it only runs on an empty one (createdb a database for it)"
-        )));
-    }
+    let (store, database) = open_empty(url)?;
     let measured = original_rounds(&store, recipients, batch);
     let cleaned = store.bench_clean();
     let (server_version, rows, per_workers) = measured?;
@@ -311,14 +316,7 @@ fn original_rounds(store: &Arc<PgStore>, recipients: u64, batch: usize) -> Resul
     for workers in WORKERS {
         let mut rates = Vec::with_capacity(ROUNDS);
         for _ in 0..ROUNDS {
-            store.bench_original_requeue()?;
-            let (secs, rows) = original(store, cid, batch, workers)?;
-            if rows != queued {
-                return Err(Error::internal(format!(
-                    "the original loop marked {rows} rows of {queued}"
-                )));
-            }
-            rates.push(rows as f64 / secs);
+            rates.push(original_rate(store, cid, queued, batch, workers)?);
         }
         per_workers.push((workers, median(&rates)));
     }

@@ -5,9 +5,7 @@
 
 use super::bench::{self, Machine, Options, Workspace};
 use crate::error::Result;
-use crate::provider;
 use serde::Serialize;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Rounds of the report (its figures are their medians).
@@ -51,22 +49,7 @@ fn round(opts: &Options, rt: &tokio::runtime::Runtime, n: usize) -> Result<Round
     let dir = opts.dir.as_ref().map(|d| d.join(format!("round-{n}")));
     let ws = Workspace::new(dir.as_deref(), opts.sync)?;
     let limit = bench::limit(&ws, opts)?;
-    let null = bench::pipeline_run(
-        &ws,
-        opts,
-        rt,
-        "null",
-        Arc::new(provider::Null::new()),
-        limit.per_second,
-    )?;
-    let outbox = bench::pipeline_run(
-        &ws,
-        opts,
-        rt,
-        "outbox",
-        Arc::new(provider::Outbox::open(&ws.path("outbox.jsonl"), true)?),
-        limit.per_second,
-    )?;
+    let (null, outbox) = bench::pipelines(&ws, opts, rt, limit.per_second)?;
     let us = |cpu: f64, rows: u64| cpu * 1e6 / rows.max(1) as f64;
     Ok(Round {
         limit: limit.per_second,

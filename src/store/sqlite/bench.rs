@@ -242,18 +242,7 @@ impl SqliteStore {
                         doubt_since = NULL, last_error = NULL
                  WHERE id = :id AND lease_token = :token AND status = 'leased'",
             )?;
-            let mut n = 0;
-            for &id in ids {
-                // Same size as the null provider's message id.
-                let pid = format!("null-{id:036}");
-                n += st.execute(named_params! {
-                    ":id": id,
-                    ":token": token,
-                    ":provider_id": pid,
-                    ":now": now,
-                })? as u64;
-            }
-            Ok(n)
+            confirm_each(&mut st, ids, token, now)
         })
     }
 
@@ -323,17 +312,7 @@ impl SqliteStore {
                         sent_at = :now, updated_at = :now, lease_token = NULL
                  WHERE id = :id AND lease_token = :token AND status = 'leased'",
             )?;
-            let mut n = 0;
-            for &id in ids {
-                let pid = format!("null-{id:036}");
-                n += st.execute(named_params! {
-                    ":id": id,
-                    ":token": token,
-                    ":provider_id": pid,
-                    ":now": now,
-                })? as u64;
-            }
-            Ok(n)
+            confirm_each(&mut st, ids, token, now)
         })
     }
 
@@ -370,4 +349,25 @@ impl SqliteStore {
             Ok(n as u64)
         })
     }
+}
+
+/// Run a limit loop's fenced confirmation `st` for every row of a claim, with a provider
+/// message id the size of the null provider's; how many rows the fence let through.
+fn confirm_each(
+    st: &mut rusqlite::CachedStatement<'_>,
+    ids: &[i64],
+    token: i64,
+    now: i64,
+) -> Result<u64> {
+    let mut n = 0;
+    for &id in ids {
+        let pid = format!("null-{id:036}");
+        n += st.execute(named_params! {
+            ":id": id,
+            ":token": token,
+            ":provider_id": pid,
+            ":now": now,
+        })? as u64;
+    }
+    Ok(n)
 }
