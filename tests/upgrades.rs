@@ -1,13 +1,14 @@
 //! Frozen copies of every released schema (`tests/fixtures/schema-NN.db`, made by
 //! `tests/fixtures/make.py`): each one copied, upgraded by `init`, read back through the normal
 //! commands, and finished by `run --once` without re-sending what was sent; a database from a
-//! newer binary is refused with its bytes unchanged.
+//! newer binary is refused with its bytes unchanged. The rebuild of `sends` (0016) keeps every
+//! row and its check, and a file whose references point nowhere is refused unchanged.
 
 use crate::common::{deliveries, Env};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const RELEASED: i64 = 15;
+const RELEASED: i64 = 16;
 
 fn fixture(n: i64) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/schema-{n:02}.db"))
@@ -291,4 +292,135 @@ fn a_database_from_a_newer_binary_is_refused_unchanged() {
         "doctor changed the file"
     );
     assert_eq!(std::fs::read_to_string(&outbox).unwrap_or_default(), "");
+}
+
+/// Every column of every send, in id order, as text (what a rebuild must keep).
+fn sends_dump(db: &Path) -> Vec<Vec<String>> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c.prepare("SELECT * FROM sends ORDER BY id").unwrap();
+    let n = st.column_count();
+    let rows = st
+        .query_map([], |r| {
+            (0..n)
+                .map(|i| {
+                    Ok(match r.get_ref(i)? {
+                        rusqlite::types::ValueRef::Null => "NULL".to_string(),
+                        rusqlite::types::ValueRef::Integer(v) => v.to_string(),
+                        rusqlite::types::ValueRef::Text(t) => {
+                            format!("'{}'", String::from_utf8_lossy(t))
+                        }
+                        other => format!("{other:?}"),
+                    })
+                })
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .unwrap();
+    rows.collect::<rusqlite::Result<Vec<_>>>().unwrap()
+}
+
+#[test]
+fn the_sends_rebuild_keeps_every_row_its_check_and_its_references() {
+    let env = copied(15);
+    let before = sends_dump(&env.db);
+    assert_eq!(before.len(), 12, "the schema-15 fixture's sends");
+    let init = json(&env, &["init"]);
+    assert_eq!(init["schema_version"], RELEASED, "{init}");
+    assert_eq!(sends_dump(&env.db), before, "0016 changed a send");
+    env.assert_counters();
+
+    let c = rusqlite::Connection::open(&env.db).unwrap();
+    c.pragma_update(None, "foreign_keys", "ON").unwrap();
+    let sql: String = c
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'sends'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        !sql.contains("IN ("),
+        "the check is still an IN list: {sql}"
+    );
+    // The check still refuses a state that does not exist.
+    let bad = c.execute("UPDATE sends SET status = 'delivered' WHERE id = 1", []);
+    assert!(
+        bad.as_ref()
+            .is_err_and(|e| e.to_string().contains("CHECK constraint failed")),
+        "{bad:?}"
+    );
+    // The API message's send reference resolves to the rebuilt table, and is still enforced.
+    let fk: i64 = c
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(fk, 0);
+    let dangling = c.execute("UPDATE api_messages SET send_id = 999999", []);
+    assert!(
+        dangling
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("FOREIGN KEY constraint failed")),
+        "{dangling:?}"
+    );
+    let names: Vec<String> = c
+        .prepare(
+            "SELECT name FROM sqlite_schema WHERE tbl_name = 'sends' AND sql IS NOT NULL
+             ORDER BY name",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(
+        names,
+        [
+            "sends",
+            "sends_campaign_order",
+            "sends_claim",
+            "sends_count_delete",
+            "sends_count_insert",
+            "sends_count_update",
+            "sends_doubt",
+            "sends_unsent"
+        ],
+        "indexes and triggers made again"
+    );
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+}
+
+#[test]
+fn an_upgrade_that_would_leave_a_dangling_reference_is_refused_unchanged() {
+    let env = copied(15);
+    {
+        let c = rusqlite::Connection::open(&env.db).unwrap();
+        // With foreign keys off, the damage goes in unchecked.
+        c.pragma_update(None, "foreign_keys", "OFF").unwrap();
+        c.execute("UPDATE api_messages SET send_id = 999999", [])
+            .unwrap();
+    }
+    let before = std::fs::read(&env.db).unwrap();
+    let r = env.run(&["init"]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stderr.contains("0016_sends_check")
+            && r.stderr.contains("api_messages")
+            && r.stderr.contains("not changed"),
+        "{}",
+        r.stderr
+    );
+    let c = rusqlite::Connection::open(&env.db).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 15, "the migration was rolled back");
+    drop(c);
+    assert_eq!(
+        std::fs::read(&env.db).unwrap(),
+        before,
+        "init changed the file"
+    );
 }

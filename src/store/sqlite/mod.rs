@@ -93,6 +93,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0015_list_counts",
         include_str!("../../../schema/0015_list_counts.sql"),
     ),
+    (
+        "0016_sends_check",
+        include_str!("../../../schema/0016_sends_check.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
@@ -532,8 +536,47 @@ fn check_version(conn: &Connection) -> Result<i64> {
 
 /// Apply pending migrations, one immediate transaction each; refuse a newer database. The
 /// application id is written with the first migration (and onto files made before it existed).
+/// Foreign keys are off while migrations run, as SQLite's procedure for rebuilding a table
+/// asks (0016), and every migration must leave `PRAGMA foreign_key_check` empty before it
+/// commits; the connection's setting is restored after.
 fn migrate(conn: &Connection) -> Result<()> {
     let current = check_version(conn)?;
+    if current >= SCHEMA_VERSION {
+        return migrate_pending(conn, current);
+    }
+    let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    let done = migrate_pending(conn, current);
+    conn.pragma_update(None, "foreign_keys", fk)?;
+    done
+}
+
+/// The rows `PRAGMA foreign_key_check` reports, as an error naming the first few.
+fn foreign_key_check(conn: &Connection, migration: &str) -> Result<()> {
+    let mut st = conn.prepare("PRAGMA foreign_key_check")?;
+    let bad = st
+        .query_map([], |r| {
+            Ok(format!(
+                "{} row {} -> {}",
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<i64>>(1)?.unwrap_or_default(),
+                r.get::<_, String>(2)?
+            ))
+        })?
+        .take(5)
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Error::db(format!(
+        "migration {migration} would leave rows whose references point nowhere ({}); the file \
+         was not changed",
+        bad.join(", ")
+    )))
+}
+
+/// [`migrate`]'s work from schema version `current`.
+fn migrate_pending(conn: &Connection, current: i64) -> Result<()> {
     let app_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
     if app_id != APPLICATION_ID {
         conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -562,6 +605,7 @@ fn migrate(conn: &Connection) -> Result<()> {
             }
             conn.execute_batch(sql)
                 .map_err(|e| Error::db(format!("migration {name} failed: {e}")))?;
+            foreign_key_check(conn, name)?;
             conn.pragma_update(None, "user_version", version)?;
             Ok(true)
         };
