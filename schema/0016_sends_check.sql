@@ -3,12 +3,16 @@
 -- than two constants by building a temporary index of the list each time a statement runs,
 -- and the send path runs one fenced UPDATE per row: `sendonce bench` measured 16.3 µs of CPU
 -- per row of the two-marker loop with the IN list and 9.8 µs with this chain (same rows, same
--- machine, 2026-12-04). Same columns in the same order, same rows, same ids, same keys, indexes
--- and counter triggers (0014, 0015); `campaign_counts` is kept as it is (no row changes state).
--- SQLite's documented procedure for a table change ALTER TABLE cannot make: make the new
--- table, copy, drop the old one, rename; the migration runner turns foreign keys off around
--- it and runs `PRAGMA foreign_key_check` before the commit (api_messages.send_id refers to
--- sends by name, so it refers to the new table after the rename). Append-only.
+-- machine, 2026-12-04). Same columns in the same order, same rows, same ids, same keys, the
+-- indexes of 0001, 0014 and 0015 and the counter triggers of 0014; `campaign_counts` is kept as
+-- it is (no row changes state). SQLite's documented procedure for a table change ALTER TABLE
+-- cannot make: make the new table, copy, drop the old one, rename; the migration runner turns
+-- foreign keys off around it and runs `PRAGMA foreign_key_check` before the commit
+-- (api_messages.send_id refers to sends by name, so it refers to the new table after the
+-- rename). The rename runs with legacy_alter_table on, so that a view an operator made over
+-- `sends` (which names a table missing for that moment) does not stop the upgrade; indexes
+-- and triggers an operator put on `sends` go with the old table (README, "Upgrade").
+-- Append-only.
 CREATE TABLE sends_0016 (
     id                  INTEGER PRIMARY KEY,
     account_id          INTEGER NOT NULL REFERENCES accounts(id),
@@ -45,7 +49,9 @@ INSERT INTO sends_0016 (id, account_id, campaign_id, subscriber_id, job_id, addr
            doubt_since, provider_message_id, last_error, created_at, updated_at, sent_at
     FROM sends ORDER BY id;
 DROP TABLE sends;
+PRAGMA legacy_alter_table = ON;
 ALTER TABLE sends_0016 RENAME TO sends;
+PRAGMA legacy_alter_table = OFF;
 -- As 0001, 0014 and 0015 made them (DROP TABLE took them with the old table).
 CREATE INDEX sends_claim ON sends(campaign_id, visible_at, id) WHERE status IN ('queued', 'leased');
 CREATE INDEX sends_doubt ON sends(campaign_id) WHERE status = 'in_doubt';

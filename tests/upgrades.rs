@@ -318,6 +318,49 @@ fn sends_dump(db: &Path) -> Vec<Vec<String>> {
     rows.collect::<rusqlite::Result<Vec<_>>>().unwrap()
 }
 
+/// Every schema object but its pages: (type, name, table, SQL), by type and name.
+fn schema_objects(db: &Path) -> Vec<(String, String, String, Option<String>)> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut st = c
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name")
+        .unwrap();
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap();
+    rows.collect::<rusqlite::Result<Vec<_>>>().unwrap()
+}
+
+/// `init` of a copy of the schema-15 fixture after `damage` ran on it with foreign keys and
+/// checks off: refused with exit 5 and a message containing each of `says`, the file's bytes
+/// and schema version unchanged.
+fn upgrade_refused_unchanged(damage: &str, says: &[&str]) {
+    let env = copied(15);
+    {
+        let c = rusqlite::Connection::open(&env.db).unwrap();
+        c.execute_batch(&format!(
+            "PRAGMA foreign_keys = OFF; PRAGMA ignore_check_constraints = ON; {damage}"
+        ))
+        .unwrap();
+    }
+    let before = std::fs::read(&env.db).unwrap();
+    let r = env.run(&["init"]);
+    assert_eq!(r.code, 5, "{damage}: {}{}", r.stdout, r.stderr);
+    for s in says {
+        assert!(r.stderr.contains(s), "{damage}: no {s:?} in {}", r.stderr);
+    }
+    let c = rusqlite::Connection::open(&env.db).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 15, "{damage}: the upgrade was rolled back");
+    drop(c);
+    assert_eq!(
+        std::fs::read(&env.db).unwrap(),
+        before,
+        "{damage}: init changed the file"
+    );
+}
+
 #[test]
 fn the_sends_rebuild_keeps_every_row_its_check_and_its_references() {
     let env = copied(15);
@@ -327,6 +370,10 @@ fn the_sends_rebuild_keeps_every_row_its_check_and_its_references() {
     assert_eq!(init["schema_version"], RELEASED, "{init}");
     assert_eq!(sends_dump(&env.db), before, "0016 changed a send");
     env.assert_counters();
+    // The same tables, indexes and triggers, to the byte, as a file made by this binary.
+    let fresh = Env::new();
+    fresh.ok(&["init"]);
+    assert_eq!(schema_objects(&env.db), schema_objects(&fresh.db));
 
     let c = rusqlite::Connection::open(&env.db).unwrap();
     c.pragma_update(None, "foreign_keys", "ON").unwrap();
@@ -341,51 +388,24 @@ fn the_sends_rebuild_keeps_every_row_its_check_and_its_references() {
         !sql.contains("IN ("),
         "the check is still an IN list: {sql}"
     );
-    // The check still refuses a state that does not exist.
-    let bad = c.execute("UPDATE sends SET status = 'delivered' WHERE id = 1", []);
-    assert!(
-        bad.as_ref()
-            .is_err_and(|e| e.to_string().contains("CHECK constraint failed")),
-        "{bad:?}"
-    );
-    // The API message's send reference resolves to the rebuilt table, and is still enforced.
-    let fk: i64 = c
-        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(fk, 0);
-    let dangling = c.execute("UPDATE api_messages SET send_id = 999999", []);
-    assert!(
-        dangling
-            .as_ref()
-            .is_err_and(|e| e.to_string().contains("FOREIGN KEY constraint failed")),
-        "{dangling:?}"
-    );
-    let names: Vec<String> = c
-        .prepare(
-            "SELECT name FROM sqlite_schema WHERE tbl_name = 'sends' AND sql IS NOT NULL
-             ORDER BY name",
-        )
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
-    assert_eq!(
-        names,
-        [
-            "sends",
-            "sends_campaign_order",
-            "sends_claim",
-            "sends_count_delete",
-            "sends_count_insert",
-            "sends_count_update",
-            "sends_doubt",
-            "sends_unsent"
-        ],
-        "indexes and triggers made again"
-    );
+    for (statement, refused) in [
+        // The check still refuses a state that does not exist.
+        (
+            "UPDATE sends SET status = 'delivered' WHERE id = 1",
+            "CHECK constraint failed",
+        ),
+        // The API message's send reference resolves to the rebuilt table, still enforced.
+        (
+            "UPDATE api_messages SET send_id = 999999",
+            "FOREIGN KEY constraint failed",
+        ),
+    ] {
+        let r = c.execute(statement, []);
+        assert!(
+            r.as_ref().is_err_and(|e| e.to_string().contains(refused)),
+            "{statement}: {r:?}"
+        );
+    }
     let ok: String = c
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
@@ -393,34 +413,43 @@ fn the_sends_rebuild_keeps_every_row_its_check_and_its_references() {
 }
 
 #[test]
-fn an_upgrade_that_would_leave_a_dangling_reference_is_refused_unchanged() {
+fn an_operators_view_over_sends_survives_the_rebuild() {
     let env = copied(15);
     {
         let c = rusqlite::Connection::open(&env.db).unwrap();
-        // With foreign keys off, the damage goes in unchecked.
-        c.pragma_update(None, "foreign_keys", "OFF").unwrap();
-        c.execute("UPDATE api_messages SET send_id = 999999", [])
-            .unwrap();
-    }
-    let before = std::fs::read(&env.db).unwrap();
-    let r = env.run(&["init"]);
-    assert_ne!(r.code, 0, "{}", r.stdout);
-    assert!(
-        r.stderr.contains("0016_sends_check")
-            && r.stderr.contains("api_messages")
-            && r.stderr.contains("not changed"),
-        "{}",
-        r.stderr
-    );
-    let c = rusqlite::Connection::open(&env.db).unwrap();
-    let v: i64 = c
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        c.execute_batch(
+            "CREATE VIEW my_report AS SELECT status, count(*) AS n FROM sends GROUP BY status",
+        )
         .unwrap();
-    assert_eq!(v, 15, "the migration was rolled back");
-    drop(c);
-    assert_eq!(
-        std::fs::read(&env.db).unwrap(),
-        before,
-        "init changed the file"
+    }
+    let init = json(&env, &["init"]);
+    assert_eq!(init["schema_version"], RELEASED, "{init}");
+    let c = rusqlite::Connection::open(&env.db).unwrap();
+    let n: i64 = c
+        .query_row("SELECT sum(n) FROM my_report", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 12, "the view reads the rebuilt table");
+}
+
+#[test]
+fn an_upgrade_over_damage_is_refused_with_exit_5_and_changes_nothing() {
+    // A reference that points nowhere: found before any migration runs.
+    upgrade_refused_unchanged(
+        "UPDATE api_messages SET send_id = 999999",
+        &[
+            "point nowhere",
+            "api_messages",
+            "stays at schema 15",
+            "doctor",
+        ],
+    );
+    // A state the ledger does not know: the rebuild's check finds it.
+    upgrade_refused_unchanged(
+        "UPDATE sends SET status = 'bogus' WHERE id = 1",
+        &[
+            "0016_sends_check",
+            "CHECK constraint failed",
+            "stays at schema 15",
+        ],
     );
 }

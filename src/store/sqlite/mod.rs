@@ -537,41 +537,93 @@ fn check_version(conn: &Connection) -> Result<i64> {
 /// Apply pending migrations, one immediate transaction each; refuse a newer database. The
 /// application id is written with the first migration (and onto files made before it existed).
 /// Foreign keys are off while migrations run, as SQLite's procedure for rebuilding a table
-/// asks (0016), and every migration must leave `PRAGMA foreign_key_check` empty before it
-/// commits; the connection's setting is restored after.
+/// asks (0016); a file whose references already point nowhere is refused before anything is
+/// written, and every migration must leave `PRAGMA foreign_key_check` empty before it commits.
+/// The connection's setting is restored after.
 fn migrate(conn: &Connection) -> Result<()> {
     let current = check_version(conn)?;
     if current >= SCHEMA_VERSION {
         return migrate_pending(conn, current);
     }
+    let dangling = dangling_references(conn)?;
+    if !dangling.is_empty() {
+        return Err(upgrade_refused(
+            current,
+            &format!(
+                "it holds rows whose references point nowhere ({})",
+                dangling.join(", ")
+            ),
+        ));
+    }
     let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
     let done = migrate_pending(conn, current);
-    conn.pragma_update(None, "foreign_keys", fk)?;
-    done
+    let restored = conn.pragma_update(None, "foreign_keys", fk);
+    done?;
+    Ok(restored?)
 }
 
-/// The rows `PRAGMA foreign_key_check` reports, as an error naming the first few.
-fn foreign_key_check(conn: &Connection, migration: &str) -> Result<()> {
+/// Damage from outside sendonce that an upgrade found: refused with exit 5 (the service is
+/// not restarted on it), the file left at schema `current`.
+fn upgrade_refused(current: i64, what: &str) -> Error {
+    Error::new(
+        ErrorKind::Guarded,
+        format!(
+            "the database cannot be upgraded to schema {SCHEMA_VERSION}: {what}. That is damage \
+             from outside sendonce (a row changed or deleted by hand, a bad disk); nothing of the \
+             upgrade was committed and the file stays at schema {current}. `sendonce doctor` \
+             shows the file's state; restore a backup (`sendonce restore`) or repair those rows, \
+             then start again"
+        ),
+    )
+}
+
+/// Up to five rows `PRAGMA foreign_key_check` reports, each as `table row N -> parent`.
+fn dangling_references(conn: &Connection) -> Result<Vec<String>> {
     let mut st = conn.prepare("PRAGMA foreign_key_check")?;
     let bad = st
         .query_map([], |r| {
+            let row = r
+                .get::<_, Option<i64>>(1)?
+                .map_or_else(|| "?".to_string(), |n| n.to_string());
             Ok(format!(
-                "{} row {} -> {}",
+                "{} row {row} -> {}",
                 r.get::<_, String>(0)?,
-                r.get::<_, Option<i64>>(1)?.unwrap_or_default(),
                 r.get::<_, String>(2)?
             ))
         })?
         .take(5)
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    if bad.is_empty() {
+    Ok(bad)
+}
+
+/// One migration's SQL, then the check that it left every reference pointing somewhere. A
+/// constraint the file's rows break is damage ([`upgrade_refused`]); anything else is a
+/// failed migration. `before`: the schema version the file is at while it runs.
+fn apply_migration(conn: &Connection, name: &str, sql: &str, before: i64) -> Result<()> {
+    if let Err(e) = conn.execute_batch(sql) {
+        let constraint = matches!(
+            &e,
+            rusqlite::Error::SqliteFailure(f, _)
+                if f.code == rusqlite::ErrorCode::ConstraintViolation
+        );
+        return Err(if constraint {
+            upgrade_refused(
+                before,
+                &format!("migration {name} found rows that break {e}"),
+            )
+        } else {
+            Error::db(format!("migration {name} failed: {e}"))
+        });
+    }
+    let dangling = dangling_references(conn)?;
+    if dangling.is_empty() {
         return Ok(());
     }
     Err(Error::db(format!(
-        "migration {migration} would leave rows whose references point nowhere ({}); the file \
-         was not changed",
-        bad.join(", ")
+        "migration {name} would leave rows whose references point nowhere ({}); it was rolled \
+         back",
+        dangling.join(", ")
     )))
 }
 
@@ -603,9 +655,7 @@ fn migrate_pending(conn: &Connection, current: i64) -> Result<()> {
             if now >= version {
                 return Ok(false);
             }
-            conn.execute_batch(sql)
-                .map_err(|e| Error::db(format!("migration {name} failed: {e}")))?;
-            foreign_key_check(conn, name)?;
+            apply_migration(conn, name, sql, version - 1)?;
             conn.pragma_update(None, "user_version", version)?;
             Ok(true)
         };
