@@ -439,7 +439,7 @@ fn an_upgrade_over_damage_is_refused_with_exit_5_and_changes_nothing() {
         &[
             "point nowhere",
             "api_messages",
-            "stays at schema 15",
+            "the file at schema 15",
             "doctor",
         ],
     );
@@ -449,7 +449,7 @@ fn an_upgrade_over_damage_is_refused_with_exit_5_and_changes_nothing() {
         &[
             "0016_sends_check",
             "CHECK constraint failed",
-            "stays at schema 15",
+            "the file at schema 15",
         ],
     );
 }

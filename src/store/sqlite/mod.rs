@@ -564,16 +564,16 @@ fn migrate(conn: &Connection) -> Result<()> {
 }
 
 /// Damage from outside sendonce that an upgrade found: refused with exit 5 (the service is
-/// not restarted on it), the file left at schema `current`.
-fn upgrade_refused(current: i64, what: &str) -> Error {
+/// not restarted on it), the file left at schema `at` (the step that found it rolled back).
+fn upgrade_refused(at: i64, what: &str) -> Error {
     Error::new(
         ErrorKind::Guarded,
         format!(
             "the database cannot be upgraded to schema {SCHEMA_VERSION}: {what}. That is damage \
-             from outside sendonce (a row changed or deleted by hand, a bad disk); nothing of the \
-             upgrade was committed and the file stays at schema {current}. `sendonce doctor` \
-             shows the file's state; restore a backup (`sendonce restore`) or repair those rows, \
-             then start again"
+             from outside sendonce (a row changed or deleted by hand, a bad disk); the upgrade \
+             stopped with nothing of that step committed, the file at schema {at}. `sendonce \
+             doctor` shows the file's state; restore a backup (`sendonce restore`) or repair \
+             those rows, then start again"
         ),
     )
 }
