@@ -211,24 +211,16 @@ impl SqliteStore {
                               ORDER BY visible_at, id LIMIT :batch)
                  RETURNING id, job_id, address, vars",
             )?;
-            let mut rows = st.query(named_params! {
+            let rows = st.query(named_params! {
                 ":campaign": campaign_id,
                 ":now": now,
                 ":token": token,
                 ":until": now + lease_ms,
                 ":batch": batch as i64,
             })?;
-            let mut out = BareClaim {
-                ids: Vec::with_capacity(batch),
-            };
-            while let Some(r) = rows.next()? {
-                out.ids.push(r.get(0)?);
-                // Read the columns a sender needs, as the real claim does.
-                let _job: String = r.get(1)?;
-                let _addr: String = r.get(2)?;
-                let _vars: String = r.get(3)?;
-            }
-            Ok(out)
+            // Read the columns a sender needs (job id, address, variables), as the real
+            // claim does.
+            leased_ids(rows, batch, 3)
         })
     }
 
@@ -288,19 +280,13 @@ impl SqliteStore {
                               ORDER BY visible_at, id LIMIT :batch)
                  RETURNING id",
             )?;
-            let mut rows = st.query(named_params! {
+            let rows = st.query(named_params! {
                 ":now": now,
                 ":token": token,
                 ":until": now + lease_ms,
                 ":batch": batch as i64,
             })?;
-            let mut out = BareClaim {
-                ids: Vec::with_capacity(batch),
-            };
-            while let Some(r) = rows.next()? {
-                out.ids.push(r.get(0)?);
-            }
-            Ok(out)
+            leased_ids(rows, batch, 0)
         })
     }
 
@@ -349,6 +335,21 @@ impl SqliteStore {
             Ok(n as u64)
         })
     }
+}
+
+/// The ids a limit loop's claim returned (its first column), reading the `payload` text
+/// columns after it as a sender would.
+fn leased_ids(mut rows: rusqlite::Rows<'_>, batch: usize, payload: usize) -> Result<BareClaim> {
+    let mut out = BareClaim {
+        ids: Vec::with_capacity(batch),
+    };
+    while let Some(r) = rows.next()? {
+        out.ids.push(r.get(0)?);
+        for i in 1..=payload {
+            let _: String = r.get(i)?;
+        }
+    }
+    Ok(out)
 }
 
 /// Run a limit loop's fenced confirmation `st` for every row of a claim, with a provider
