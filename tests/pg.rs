@@ -897,3 +897,38 @@ fn the_same_webhook_or_notification_at_once_on_several_connections_is_applied_on
     );
     assert_eq!(c.psql(&db, "SELECT count(*) FROM sends").trim(), "2");
 }
+
+/// The send path's reads of one campaign go through the partial indexes written for them once
+/// most of its rows are sent: none reads every row of the campaign on each call (the
+/// completion check did, with its three states in one list, while holding the campaign row
+/// locked against every claim).
+#[test]
+fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
+    let c = pg::shared();
+    let (db, _s) = seeded(20_000);
+    c.psql(
+        &db,
+        "UPDATE sends SET status = 'sent', sent_at = 0 WHERE id > 2;
+         UPDATE sends SET status = 'in_doubt', doubt_since = 0 WHERE id = 2;",
+    );
+    let store = sendonce::store::postgres::PgStore::open(&c.url(&db), &create()).unwrap();
+    let plans = store.hot_query_plans(1).unwrap();
+    let names: Vec<&str> = plans.iter().map(|p| p.name).collect();
+    assert_eq!(
+        names,
+        [
+            "claim: candidates",
+            "next visible",
+            "reconcilable",
+            "complete if done"
+        ]
+    );
+    for p in &plans {
+        assert!(
+            !p.reads_whole_campaign(),
+            "{} reads the whole campaign:\n{}",
+            p.name,
+            p.plan.join("\n")
+        );
+    }
+}

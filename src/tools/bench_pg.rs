@@ -6,7 +6,7 @@
 
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
-use crate::store::postgres::PgStore;
+use crate::store::postgres::{PgPlan, PgStore};
 use crate::store::{Audience, Campaigns, Ledger, NewCampaign, OpenOptions};
 use serde::Serialize;
 use std::process::{Command, Stdio};
@@ -55,6 +55,9 @@ pub struct Report {
     pub concurrency: usize,
     pub rounds: usize,
     pub arms: Vec<Arm>,
+    /// The plans of the hot reads of the last campaign sent (all its rows sent, statistics
+    /// fresh), and whether each reads through its partial index.
+    pub plans: Vec<PgPlan>,
     pub load_start: f64,
     pub load_end: f64,
     pub seconds: f64,
@@ -216,7 +219,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let (store, database) = open_empty(&opts.url)?;
     let result = measure(&store, opts);
     let cleaned = store.bench_clean();
-    let (server_version, arms) = result?;
+    let (server_version, arms, plans) = result?;
     cleaned?;
     Ok(Report {
         store: "postgres",
@@ -227,24 +230,27 @@ pub fn run(opts: &Options) -> Result<Report> {
         concurrency: concurrency(opts),
         rounds: ROUNDS,
         arms,
+        plans,
         load_start,
         load_end: super::bench::load_average(),
         seconds: started.elapsed().as_secs_f64(),
     })
 }
 
-fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>)> {
+fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>, Vec<PgPlan>)> {
     let account = store.add_account("bench")?;
     store.bench_seed_subscribers(account, opts.recipients)?;
     let server_version = store.server_version()?;
     let original_cid = 0;
     let queued = store.bench_original_setup(original_cid, account)?;
     let mut arms = Vec::new();
+    let mut last = None;
     for workers in WORKERS {
         let mut rounds = Vec::new();
         for _ in 0..ROUNDS {
             let o_rate = original_rate(store, original_cid, queued, opts.batch, workers)?;
             let cid = ready_campaign(store, account)?;
+            last = Some(cid);
             let p_secs = pipeline(opts, workers)?;
             let sent = store.bench_count(cid, "sent")?;
             if sent != opts.recipients {
@@ -265,7 +271,11 @@ fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>)> {
             rounds,
         });
     }
-    Ok((server_version, arms))
+    let plans = match last {
+        Some(cid) => store.hot_query_plans(cid)?,
+        None => Vec::new(),
+    };
+    Ok((server_version, arms, plans))
 }
 
 /// The original design's loop alone, for the SQLite bench's comparison: medians of `ROUNDS`
@@ -351,6 +361,21 @@ impl Report {
                 a.ratio
             ));
         }
+        let whole: Vec<&str> = self
+            .plans
+            .iter()
+            .filter(|p| p.reads_whole_campaign())
+            .map(|p| p.name)
+            .collect();
+        t.push_str(&format!(
+            "\nhot reads of a finished campaign not served by their partial index: {} of {}{}\n",
+            whole.len(),
+            self.plans.len(),
+            match whole.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", whole.join(", ")),
+            }
+        ));
         t.push_str(
             "\noriginal loop: claim with FOR UPDATE SKIP LOCKED, mark sent before the call, \
              commit (at most once: a crash after the commit loses the batch).\n\

@@ -58,6 +58,41 @@ pub struct OriginalLoop {
     pub commits: u64,
 }
 
+/// A statement, its partial indexes, and its parameters, for [`PgStore::hot_query_plans`].
+type Statement<'a> = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>,
+);
+
+/// A hot read of the send path, the plan PostgreSQL picked for it, and the partial indexes
+/// meant to serve it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PgPlan {
+    pub name: &'static str,
+    /// `EXPLAIN`'s lines.
+    pub plan: Vec<String>,
+    /// The partial indexes the statement's predicates were written for.
+    pub indexes: &'static [&'static str],
+}
+
+impl PgPlan {
+    /// True when the plan reads `sends` other than through the partial indexes meant for it:
+    /// a sequential scan, or a scan of a full index of the campaign's rows (a million entries
+    /// for a million-row campaign where the partial index holds only the unfinished ones).
+    pub fn reads_whole_campaign(&self) -> bool {
+        let seq = self.plan.iter().any(|l| l.contains("Seq Scan on sends"));
+        let missing = self.indexes.iter().any(|i| {
+            !self
+                .plan
+                .iter()
+                .any(|l| l.contains(&format!(" using {i} on sends")))
+        });
+        seq || missing
+    }
+}
+
 impl PgStore {
     /// True when the database holds no account: the bench writes only into such a database
     /// (it adds accounts, campaigns and a table of its own, and removes them after).
@@ -173,6 +208,70 @@ impl PgStore {
                     .await?;
             }
             Ok(())
+        })
+    }
+
+    /// The plans PostgreSQL picks for the send path's reads of one campaign that a partial
+    /// index must serve (`EXPLAIN`, nothing run; `sends` analyzed first), with `campaign_id`'s real values
+    /// bound. A plan with a `Seq Scan on sends`, or an index scan that is not on the
+    /// partial index meant for it, reads every row of the campaign on each call.
+    pub fn hot_query_plans(&self, campaign_id: i64) -> Result<Vec<PgPlan>> {
+        use super::ledger::{CLAIM_CANDIDATES, COMPLETE_IF_DONE, NEXT_VISIBLE, RECONCILABLE};
+        self.run(move |pool| async move {
+            let c = pool.get().await?;
+            // The statistics autovacuum would have by now, so the plans are the ones a
+            // running server settles on.
+            c.batch_execute("ANALYZE sends").await?;
+            let account: i64 = c
+                .query_one(
+                    "SELECT account_id FROM campaigns WHERE id = $1",
+                    &[&campaign_id],
+                )
+                .await?
+                .get(0);
+            let now = crate::domain::clock::now_ms();
+            let (batch, channel) = (500_i64, "email");
+            let statements: [Statement<'_>; 4] = [
+                (
+                    "claim: candidates",
+                    CLAIM_CANDIDATES,
+                    &["sends_claim"],
+                    vec![&campaign_id, &account, &channel, &now, &batch],
+                ),
+                (
+                    "next visible",
+                    NEXT_VISIBLE,
+                    &["sends_claim"],
+                    vec![&campaign_id],
+                ),
+                (
+                    "reconcilable",
+                    RECONCILABLE,
+                    &["sends_doubt"],
+                    vec![&campaign_id, &now, &batch],
+                ),
+                (
+                    "complete if done",
+                    COMPLETE_IF_DONE,
+                    &["sends_claim", "sends_doubt"],
+                    vec![&campaign_id, &now],
+                ),
+            ];
+            let mut out = Vec::with_capacity(statements.len());
+            for (name, sql, indexes, params) in statements {
+                let plan = c
+                    .query(&format!("EXPLAIN {sql}"), &params)
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                out.push(PgPlan {
+                    name,
+                    plan,
+                    indexes,
+                });
+            }
+            Ok(out)
         })
     }
 

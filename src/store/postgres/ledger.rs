@@ -843,10 +843,15 @@ const ACTIVE_CAMPAIGNS: &str = "SELECT c.id, c.account_id, c.channel, c.sender, 
 /// row added concurrently is never left queued in a finished campaign.
 pub(crate) const LOCK_CAMPAIGN: &str = "SELECT 1 FROM campaigns WHERE id = $1 FOR UPDATE";
 
-const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_at = $2
+/// A campaign is sent only when its list is complete and no row is queued, leased or in
+/// doubt. Two `NOT EXISTS`, each with exactly one partial index's predicate (`sends_claim`,
+/// `sends_doubt`): with the three states in one list the planner can use neither and reads
+/// every row of the campaign (40 ms at 50,000, with the campaign row locked against claims).
+pub(crate) const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_at = $2
      WHERE id = $1 AND status = 'sending' AND list_complete
        AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = $1
-                       AND status IN ('queued', 'leased', 'in_doubt'))";
+                       AND status IN ('queued', 'leased'))
+       AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = $1 AND status = 'in_doubt')";
 
 const RELEASE: &str =
     "UPDATE sends s SET status = 'queued', lease_token = NULL, lease_owner = NULL,
@@ -855,10 +860,10 @@ const RELEASE: &str =
      WHERE s.id = k.id AND s.lease_token = k.token AND s.status = 'leased'
        AND s.dispatched_at IS NULL";
 
-const NEXT_VISIBLE: &str = "SELECT min(visible_at) FROM sends
+pub(crate) const NEXT_VISIBLE: &str = "SELECT min(visible_at) FROM sends
      WHERE campaign_id = $1 AND status IN ('queued', 'leased')";
 
-const RECONCILABLE: &str = "SELECT id, job_id, address FROM sends
+pub(crate) const RECONCILABLE: &str = "SELECT id, job_id, address FROM sends
      WHERE campaign_id = $1 AND status = 'in_doubt' AND doubt_since < $2
      ORDER BY id LIMIT $3";
 
@@ -875,7 +880,7 @@ const CLAIM_CAMPAIGN_STATUS: &str =
     "SELECT status FROM campaigns WHERE id = $1 AND account_id = $2 FOR SHARE";
 
 /// The due rows, locked; rows another claim holds locked are skipped, never waited for.
-const CLAIM_CANDIDATES: &str = "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
+pub(crate) const CLAIM_CANDIDATES: &str = "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
      CASE WHEN s.status = 'leased' AND s.dispatched_at IS NOT NULL
      THEN least(s.dispatched_at, coalesce(s.doubt_since, s.dispatched_at))
      ELSE s.doubt_since END,

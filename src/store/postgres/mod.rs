@@ -67,7 +67,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use bench::OriginalLoop;
+pub use bench::{OriginalLoop, PgPlan};
 pub use migrate::SCHEMA_VERSION;
 // migrate-store's URL without its password.
 pub use import::without_password;

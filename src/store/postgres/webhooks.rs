@@ -11,7 +11,7 @@
 //!   claim that is parking the row in doubt either commits first (the report then settles the
 //!   row) or skips the locked row (`SKIP LOCKED`) and sees the kept report on its next turn.
 
-use super::ledger::{transaction, TxResult};
+use super::ledger::{transaction, TxResult, COMPLETE_IF_DONE};
 use super::PgStore;
 use crate::domain::model::{CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB};
 use crate::domain::webhook::{Effect, Event, Source};
@@ -63,13 +63,6 @@ const SETTLE_IN_DOUBT: &str = "UPDATE sends SET
      updated_at = $3, doubt_since = NULL, lease_token = NULL,
      last_error = 'settled by a ' || $4::text || ' webhook (' || $5::text || ')'
      WHERE id = $1 AND status = 'in_doubt'";
-
-/// The same statement as the ledger's completion (`ledger.rs`): a campaign is sent only when
-/// its list is complete and no row is queued, leased or in doubt.
-const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_at = $2
-     WHERE id = $1 AND status = 'sending' AND list_complete
-       AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = $1
-                       AND status IN ('queued', 'leased', 'in_doubt'))";
 
 /// The send row of one of our job ids in this account, as (id, status, campaign), found by its
 /// unique keys (campaign and subscriber, or the API message), never by a scan; locked.
