@@ -898,10 +898,10 @@ fn the_same_webhook_or_notification_at_once_on_several_connections_is_applied_on
     assert_eq!(c.psql(&db, "SELECT count(*) FROM sends").trim(), "2");
 }
 
-/// The send path's reads of one campaign go through the partial indexes written for them once
-/// most of its rows are sent: none reads every row of the campaign on each call (the
-/// completion check did, with its three states in one list, while holding the campaign row
-/// locked against every claim).
+/// Once most of a campaign's rows are sent, the send path's reads of it (and the sweep of
+/// cancelled campaigns) go through the partial indexes written for them: none reads every row
+/// of the campaign on each call (the completion check did, with its three states in one list,
+/// while holding the campaign row locked against every claim).
 #[test]
 fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
     let c = pg::shared();
@@ -920,7 +920,8 @@ fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
             "claim: candidates",
             "next visible",
             "reconcilable",
-            "complete if done"
+            "complete if done",
+            "sweep cancelled",
         ]
     );
     for p in &plans {

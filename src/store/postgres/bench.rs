@@ -216,7 +216,9 @@ impl PgStore {
     /// bound. A plan with a `Seq Scan on sends`, or an index scan that is not on the
     /// partial index meant for it, reads every row of the campaign on each call.
     pub fn hot_query_plans(&self, campaign_id: i64) -> Result<Vec<PgPlan>> {
-        use super::ledger::{CLAIM_CANDIDATES, COMPLETE_IF_DONE, NEXT_VISIBLE, RECONCILABLE};
+        use super::ledger::{
+            CLAIM_CANDIDATES, COMPLETE_IF_DONE, NEXT_VISIBLE, RECONCILABLE, SWEEP_CANCELLED,
+        };
         self.run(move |pool| async move {
             let c = pool.get().await?;
             // The statistics autovacuum would have by now, so the plans are the ones a
@@ -231,7 +233,7 @@ impl PgStore {
                 .get(0);
             let now = crate::domain::clock::now_ms();
             let (batch, channel) = (500_i64, "email");
-            let statements: [Statement<'_>; 4] = [
+            let statements: [Statement<'_>; 5] = [
                 (
                     "claim: candidates",
                     CLAIM_CANDIDATES,
@@ -255,6 +257,12 @@ impl PgStore {
                     COMPLETE_IF_DONE,
                     &["sends_claim", "sends_doubt"],
                     vec![&campaign_id, &now],
+                ),
+                (
+                    "sweep cancelled",
+                    SWEEP_CANCELLED,
+                    &["sends_claim"],
+                    vec![&now],
                 ),
             ];
             let mut out = Vec::with_capacity(statements.len());

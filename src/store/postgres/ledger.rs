@@ -867,7 +867,7 @@ pub(crate) const RECONCILABLE: &str = "SELECT id, job_id, address FROM sends
      WHERE campaign_id = $1 AND status = 'in_doubt' AND doubt_since < $2
      ORDER BY id LIMIT $3";
 
-const SWEEP_CANCELLED: &str =
+pub(crate) const SWEEP_CANCELLED: &str =
     "UPDATE sends SET status = CASE WHEN dispatched_at IS NULL THEN 'cancelled'
      ELSE 'in_doubt' END,
      doubt_since = CASE WHEN dispatched_at IS NULL THEN doubt_since
