@@ -1315,6 +1315,25 @@ fn pause_resume_and_cancel_are_compare_and_sets_on_every_backend() {
         assert!(e.message.contains("it is cancelled"), "{}", e.message);
         let e = f.s.resume_campaign(f.cid).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Conflict, "{}", f.backend);
+        // The kept leases are swept once they expire, not before: dispatched, so in doubt.
+        assert_eq!(
+            f.s.sweep_cancelled(t0 + 59_000).unwrap(),
+            0,
+            "{}",
+            f.backend
+        );
+        assert_eq!(
+            f.s.sweep_cancelled(t0 + 60_001).unwrap(),
+            2,
+            "{}",
+            f.backend
+        );
+        assert_eq!(
+            (f.count("leased"), f.count("in_doubt")),
+            (0, 2),
+            "{}: expired leases of a cancelled campaign",
+            f.backend
+        );
         for e in [
             f.s.pause_campaign(4242).unwrap_err(),
             f.s.resume_campaign(4242).unwrap_err(),
