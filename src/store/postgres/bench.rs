@@ -104,6 +104,52 @@ impl PgPlan {
     }
 }
 
+/// The values bound into [`hot_statements`].
+struct HotParams {
+    campaign_id: i64,
+    account_id: i64,
+    now: i64,
+    batch: i64,
+    channel: &'static str,
+    campaigns: Vec<i64>,
+}
+
+/// The hot reads of a campaign's unfinished rows, each with the partial indexes meant to serve
+/// it and its parameters.
+fn hot_statements(p: &HotParams) -> [Statement<'_>; 5] {
+    use super::ledger::{
+        CLAIM_CANDIDATES, COMPLETE_IF_DONE, NEXT_VISIBLE, RECONCILABLE, SWEEP_CANCELLED,
+    };
+    let id = &p.campaign_id;
+    [
+        (
+            "claim: candidates",
+            CLAIM_CANDIDATES,
+            &["sends_claim"],
+            vec![id, &p.account_id, &p.channel, &p.now, &p.batch],
+        ),
+        ("next visible", NEXT_VISIBLE, &["sends_claim"], vec![id]),
+        (
+            "reconcilable",
+            RECONCILABLE,
+            &["sends_doubt"],
+            vec![id, &p.now, &p.batch],
+        ),
+        (
+            "complete if done",
+            COMPLETE_IF_DONE,
+            &["sends_claim", "sends_doubt"],
+            vec![id, &p.now],
+        ),
+        (
+            "sweep cancelled",
+            SWEEP_CANCELLED,
+            &["sends_claim"],
+            vec![&p.now, &p.campaigns],
+        ),
+    ]
+}
+
 impl PgStore {
     /// True when the database holds no account: the bench writes only into such a database
     /// (it adds accounts, campaigns and a table of its own, and removes them after).
@@ -223,61 +269,31 @@ impl PgStore {
     }
 
     /// The plans PostgreSQL picks for the send path's reads of one campaign that a partial
-    /// index must serve (`EXPLAIN`, nothing run; `sends` analyzed first), with `campaign_id`'s real values
-    /// bound. A plan with a `Seq Scan on sends`, or an index scan that is not on the
-    /// partial index meant for it, reads every row of the campaign on each call.
+    /// index must serve (`EXPLAIN`, nothing run; `sends` analyzed first), with the campaign's
+    /// real values bound. See [`PgPlan::reads_whole_campaign`].
     pub fn hot_query_plans(&self, campaign_id: i64) -> Result<Vec<PgPlan>> {
-        use super::ledger::{
-            CLAIM_CANDIDATES, COMPLETE_IF_DONE, NEXT_VISIBLE, RECONCILABLE, SWEEP_CANCELLED,
-        };
         self.run(move |pool| async move {
             let c = pool.get().await?;
             // The statistics autovacuum would have by now, so the plans are the ones a
             // running server settles on.
             c.batch_execute("ANALYZE sends").await?;
-            let account: i64 = c
+            let account_id: i64 = c
                 .query_one(
                     "SELECT account_id FROM campaigns WHERE id = $1",
                     &[&campaign_id],
                 )
                 .await?
                 .get(0);
-            let now = crate::domain::clock::now_ms();
-            let (batch, channel, campaigns) = (500_i64, "email", vec![campaign_id]);
-            let statements: [Statement<'_>; 5] = [
-                (
-                    "claim: candidates",
-                    CLAIM_CANDIDATES,
-                    &["sends_claim"],
-                    vec![&campaign_id, &account, &channel, &now, &batch],
-                ),
-                (
-                    "next visible",
-                    NEXT_VISIBLE,
-                    &["sends_claim"],
-                    vec![&campaign_id],
-                ),
-                (
-                    "reconcilable",
-                    RECONCILABLE,
-                    &["sends_doubt"],
-                    vec![&campaign_id, &now, &batch],
-                ),
-                (
-                    "complete if done",
-                    COMPLETE_IF_DONE,
-                    &["sends_claim", "sends_doubt"],
-                    vec![&campaign_id, &now],
-                ),
-                (
-                    "sweep cancelled",
-                    SWEEP_CANCELLED,
-                    &["sends_claim"],
-                    vec![&now, &campaigns],
-                ),
-            ];
-            let mut out = Vec::with_capacity(statements.len());
-            for (name, sql, indexes, params) in statements {
+            let p = HotParams {
+                campaign_id,
+                account_id,
+                now: crate::domain::clock::now_ms(),
+                batch: 500,
+                channel: "email",
+                campaigns: vec![campaign_id],
+            };
+            let mut out = Vec::new();
+            for (name, sql, indexes, params) in hot_statements(&p) {
                 let plan = c
                     .query(&format!("EXPLAIN {sql}"), &params)
                     .await?
