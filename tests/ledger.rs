@@ -448,3 +448,77 @@ fn a_second_confirmation_is_noted_and_a_missing_row_is_damage() {
     let e = s.record(&[accepted(id + 1000, 1)], t0 + 5).unwrap_err();
     assert_eq!(e.kind, sendonce::error::ErrorKind::Damaged, "{}", e.message);
 }
+
+/// A statement that fails partway through a worker's transaction leaves nothing of that
+/// transaction: here a trigger fails the third row of a claim's one-statement lease, and then
+/// the fourth row of a confirmation group (whose first three rows were confirmed by statements
+/// that had already succeeded). The rows stay as they were, the counters still match them, and
+/// the outcomes are recorded once the obstacle is gone.
+#[test]
+fn a_statement_failing_halfway_leaves_nothing_of_its_transaction() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 5);
+    let ids: Vec<i64> = {
+        let c = env.sqlite();
+        let mut st = c.prepare("SELECT id FROM sends ORDER BY id").unwrap();
+        let v = st.query_map([], |r| r.get(0)).unwrap();
+        v.collect::<rusqlite::Result<_>>().unwrap()
+    };
+    let fail_at = |status: &str, id: i64| {
+        env.sqlite()
+            .execute_batch(&format!(
+                "DROP TRIGGER IF EXISTS fail_halfway;
+                 CREATE TRIGGER fail_halfway BEFORE UPDATE OF status ON sends
+                 WHEN new.status = '{status}' AND old.id = {id}
+                 BEGIN SELECT RAISE(FAIL, 'failed halfway'); END;"
+            ))
+            .unwrap();
+    };
+    let status_counts = |env: &Env| {
+        (
+            env.count("SELECT count(*) FROM sends WHERE status = 'queued' AND attempts = 0"),
+            env.count("SELECT count(*) FROM sends WHERE status = 'leased'"),
+            env.count("SELECT count(*) FROM sends WHERE status = 'sent'"),
+        )
+    };
+    let t0 = sendonce::domain::clock::now_ms();
+
+    fail_at("leased", ids[2]);
+    let e = s.cycle(&[], Some(&req(acct, cid, 5, 7, t0, None)), t0);
+    assert_eq!(
+        status_counts(&env),
+        (5, 0, 0),
+        "a row of the failed claim stayed leased"
+    );
+    assert!(e.is_err(), "the lease of the third row failed");
+    env.assert_counters();
+
+    env.sqlite()
+        .execute_batch("DROP TRIGGER fail_halfway")
+        .unwrap();
+    let (_, got) = s
+        .cycle(&[], Some(&req(acct, cid, 5, 7, t0, None)), t0)
+        .unwrap();
+    assert_eq!(got.rows.len(), 5);
+    let records: Vec<_> = got.rows.iter().map(|r| accepted(r.id, 7)).collect();
+
+    fail_at("sent", ids[3]);
+    let (alone, in_cycle) = (s.record(&records, t0 + 1), s.cycle(&records, None, t0 + 1));
+    assert_eq!(
+        status_counts(&env),
+        (0, 5, 0),
+        "a row of the failed group was confirmed"
+    );
+    assert!(
+        alone.is_err() && in_cycle.is_err(),
+        "the fourth confirmation failed"
+    );
+    env.assert_counters();
+
+    env.sqlite()
+        .execute_batch("DROP TRIGGER fail_halfway")
+        .unwrap();
+    assert_eq!(s.record(&records, t0 + 2).unwrap().sent, 5);
+    assert_eq!(status_counts(&env), (0, 0, 5));
+    env.assert_counters();
+}
