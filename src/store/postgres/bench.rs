@@ -87,8 +87,9 @@ impl PgPlan {
     pub fn reads_whole_campaign(&self) -> bool {
         let seq = self.plan.iter().any(|l| l.contains("Seq Scan on sends"));
         let missing = self.indexes.iter().any(|i| {
+            let scan = format!(" using {i} on sends");
             let scans: Vec<usize> = (0..self.plan.len())
-                .filter(|&n| self.plan[n].contains(&format!(" using {i} on sends")))
+                .filter(|&n| self.plan[n].contains(&scan))
                 .collect();
             scans.is_empty() || scans.iter().any(|&n| !self.by_campaign(n))
         });

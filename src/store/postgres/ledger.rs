@@ -302,10 +302,10 @@ impl Ledger for PgStore {
                     .iter()
                     .map(|r| r.get(0))
                     .collect();
-                match ids.is_empty() {
-                    true => Ok(0),
-                    false => Ok(tx.execute(SWEEP_CANCELLED, &[&now, &ids]).await?),
+                if ids.is_empty() {
+                    return Ok(0);
                 }
+                Ok(tx.execute(SWEEP_CANCELLED, &[&now, &ids]).await?)
             })
         })
     }
