@@ -933,3 +933,53 @@ fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
         );
     }
 }
+
+/// A database moved from a SQLite file that had adopted a lost timeline keeps its key epochs
+/// (`guard_epochs`): an id above an epoch's bound gets that epoch's label in its job ids, as on
+/// SQLite, for a campaign's sends (`key_scope`) and for an API message.
+#[test]
+fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
+    use sendonce::domain::model::key_scope;
+    use sendonce::store::{NewMessage, Submitted};
+    let c = pg::shared();
+    let url = c.fresh_url();
+    let s = open(&url);
+    let db = url.split('/').nth(3).unwrap().split('?').next().unwrap();
+    c.psql(
+        db,
+        "INSERT INTO guard_epochs (epoch, label, adopted_at, campaigns_through,
+                                   subscribers_through, lists_through, messages_through)
+         VALUES (1, 1, 0, 5, 10, 0, 0), (2, 2, 0, 7, 20, 0, 0)",
+    );
+    let id = s.installation_id().unwrap();
+    for ((campaign, subscriber), epoch) in [((5, 10), 0), ((6, 1), 1), ((1, 21), 2), ((8, 1), 2)] {
+        assert_eq!(
+            s.key_scope(campaign, subscriber).unwrap(),
+            key_scope(&id, epoch),
+            "campaign {campaign}, subscriber {subscriber}"
+        );
+    }
+    let acct = s.add_account("t").unwrap();
+    let sent = s
+        .submit_message(&NewMessage {
+            account_id: acct,
+            idempotency_key: "k1",
+            request_hash: "h1",
+            channel: Channel::Email,
+            to: "a@x.com",
+            from: Some("me@x.com"),
+            reply_to: None,
+            subject: Some("s"),
+            text: "t",
+            html: None,
+            now: now_ms(),
+        })
+        .unwrap();
+    let Submitted::Created { id: msg } = sent else {
+        panic!("{sent:?}");
+    };
+    assert_eq!(
+        c.psql(db, "SELECT job_id FROM sends").trim(),
+        sendonce::domain::model::api_job_id(&key_scope(&id, 2), acct, msg)
+    );
+}

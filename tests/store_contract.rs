@@ -386,6 +386,49 @@ fn a_suppression_committed_before_the_claim_wins() {
 }
 
 #[test]
+fn a_failure_that_says_never_again_suppresses_its_address_only_under_its_lease() {
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 4);
+        let t0 = now_ms();
+        let c = f.claim(4, 1, t0, None);
+        assert_eq!(c.rows.len(), 4, "{}", f.backend);
+        let (hit, stale) = (&c.rows[0], &c.rows[1]);
+        let never = |id, token| Record {
+            id,
+            token,
+            outcome: Outcome::Failed {
+                error: "recipient opted out".into(),
+                suppress: Some("opted out".into()),
+            },
+        };
+        // The second failure carries a token the row never had: fenced out, nothing suppressed.
+        let stats =
+            f.s.record(&[never(hit.id, 1), never(stale.id, 9)], t0)
+                .unwrap();
+        assert_eq!((stats.failed, stats.fenced_out), (1, 1), "{}", f.backend);
+        assert_eq!(f.count("failed"), 1, "{}", f.backend);
+        let suppressed: Vec<(String, String, String)> =
+            f.s.suppressions(f.acct)
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.address, r.reason, r.source))
+                .collect();
+        assert_eq!(
+            suppressed,
+            vec![(hit.address.clone(), "opted out".into(), "provider".into())],
+            "{}",
+            f.backend
+        );
+        assert!(
+            !f.s.is_suppressed(f.acct, Channel::Email, &stale.address)
+                .unwrap(),
+            "{}",
+            f.backend
+        );
+    }
+}
+
+#[test]
 fn a_campaign_is_sent_only_when_its_list_is_complete_and_every_row_settled() {
     for b in ledger_backends() {
         let f = Fixture::unbuilt(&b, 4);

@@ -52,6 +52,65 @@ pub struct ClaimRequest {
     pub now: i64,
 }
 
+/// What one claim writes on every row it leases (both stores).
+pub(crate) struct LeaseTerms {
+    /// Taken once the claim holds its rows (SQLite: the write lock; PostgreSQL: the candidate
+    /// rows' locks): a suppression whose created_at is earlier committed before this claim (the
+    /// crash-suite checker relies on it). It marks the claim that
+    /// started the current delivery chain: a same-key retry of a row that may have been
+    /// delivered keeps the first one.
+    pub(crate) claimed_at: i64,
+    /// The lease runs from now, not from `req.now`: waiting for the write lock must not eat
+    /// into the time a call has before its lease expires.
+    pub(crate) until: i64,
+    /// The dispatch marker, when the caller is about to call every row: dispatched now and
+    /// attempts + 1 (NULL and 0 otherwise).
+    pub(crate) dispatched_at: Option<i64>,
+    pub(crate) increment: i64,
+}
+
+impl LeaseTerms {
+    pub(crate) fn now(req: &ClaimRequest, dispatch: bool) -> Self {
+        let claimed_at = crate::domain::clock::now_ms();
+        LeaseTerms {
+            claimed_at,
+            until: claimed_at + req.lease_ms,
+            dispatched_at: dispatch.then_some(claimed_at),
+            increment: i64::from(dispatch),
+        }
+    }
+}
+
+/// What the claim does with one due row.
+pub(crate) enum Decision {
+    /// It may already have been delivered and a retry is not safe: park it in doubt.
+    InDoubt { since: i64 },
+    /// Its address is suppressed.
+    Suppress,
+    /// It may already have been delivered; the provider's key window still covers a retry with
+    /// the same key.
+    SameKeyRetry { since: i64 },
+    /// Nothing special (nearly every row).
+    Lease,
+}
+
+/// The per-row decision of a claim (both stores), from the row's `doubt_since` and whether
+/// its address is suppressed. A row that may already have been delivered is retried
+/// only by an idempotent provider, still inside its key window.
+pub(crate) fn decide(maybe_since: Option<i64>, suppressed: bool, req: &ClaimRequest) -> Decision {
+    match maybe_since {
+        Some(since) => {
+            if crate::domain::retry::same_key_retry_safe(since, req.now, req.key_window_ms) {
+                Decision::SameKeyRetry { since }
+            } else {
+                Decision::InDoubt { since }
+            }
+        }
+        None if suppressed => Decision::Suppress,
+        None => Decision::Lease,
+    }
+}
+
 /// A row this worker now holds.
 #[derive(Debug, Clone)]
 pub struct ClaimedRow {

@@ -7,6 +7,20 @@
 use crate::domain::address::Channel;
 use crate::error::Result;
 
+/// One pending membership of a double opt-in list that has never had a confirmation: what
+/// queueing its confirmation needs (both stores read it in the transaction that makes it).
+pub(crate) struct Pending {
+    pub(crate) list_id: i64,
+    pub(crate) account_id: i64,
+    pub(crate) list_name: String,
+    /// The list's confirmation sender, subject and body (the defaults where it has none).
+    pub(crate) from: String,
+    pub(crate) subject: String,
+    pub(crate) body: String,
+    pub(crate) email: String,
+    pub(crate) name: Option<String>,
+}
+
 /// A membership's state, as a confirm link sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberState {

@@ -204,7 +204,14 @@ impl Admin for PgStore {
     fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
         self.run(move |pool| async move {
             let c = pool.get().await?;
-            key_scope(&**c, campaign_id, subscriber_id).await
+            key_scope(
+                &**c,
+                &[
+                    ("campaigns_through", campaign_id),
+                    ("subscribers_through", subscriber_id),
+                ],
+            )
+            .await
         })
     }
 
@@ -244,25 +251,39 @@ impl Admin for PgStore {
     }
 }
 
-/// The job-id scope of this campaign's send to this subscriber: as on SQLite
-/// (`guard_epochs`, filled only by a database moved from a SQLite file that had adopted a
-/// lost timeline).
+/// The scope of a job made from these ids (column of `guard_epochs`, id): the installation,
+/// with the number of epochs any of the ids is above, as on SQLite (`sqlite/guard.rs`;
+/// `guard_epochs` is filled only by a database moved from a SQLite file that had adopted a lost
+/// timeline). The columns are constants of the callers, the ids bound.
 pub(super) async fn key_scope(
     c: &impl tokio_postgres::GenericClient,
-    campaign_id: i64,
-    subscriber_id: i64,
+    ids: &[(&'static str, i64)],
 ) -> Result<String> {
     let installation: String = c
         .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
         .await?
         .get(0);
-    let epoch: i64 = c
-        .query_one(
-            "SELECT coalesce(max(label), 0)::bigint FROM guard_epochs
-             WHERE $1 > campaigns_through OR $2 > subscribers_through",
-            &[&campaign_id, &subscriber_id],
+    let epoch: i64 = if ids.is_empty() {
+        0
+    } else {
+        let above: Vec<String> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, (col, _))| format!("${} > {col}", i + 1))
+            .collect();
+        let bound: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = ids
+            .iter()
+            .map(|(_, id)| id as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
+        c.query_one(
+            &format!(
+                "SELECT coalesce(max(label), 0)::bigint FROM guard_epochs WHERE {}",
+                above.join(" OR ")
+            ),
+            &bound,
         )
         .await?
-        .get(0);
+        .get(0)
+    };
     Ok(crate::domain::model::key_scope(&installation, epoch))
 }

@@ -8,6 +8,7 @@ use super::PgStore;
 use crate::domain::links::Links;
 use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::error::{Error, Result};
+use crate::store::optin::Pending;
 use crate::store::{
     AccountDoubtRow, Audience, Campaign, Campaigns, DoubtRow, ImportReport, NewCampaign,
     NewSubscriber, RecipientRow, ReportRow, SkippedRow, StatusCounts,
@@ -351,32 +352,9 @@ async fn queue_confirmations(
     lists: &[i64],
     links: Option<&Links>,
 ) -> TxResult<u64> {
-    use crate::domain::links::{Purpose, Target};
-    use crate::domain::{model, optin};
     let mut queued = 0;
     for &list in lists {
-        let Some(r) = tx
-            .query_opt(
-                "SELECT l.id, l.account_id, l.name, l.confirm_from,
-                        coalesce(l.confirm_subject, $1), coalesce(l.confirm_body, $2),
-                        s.email_norm, s.name
-                 FROM list_members m JOIN lists l ON l.id = m.list_id
-                 JOIN subscribers s ON s.id = m.subscriber_id
-                 WHERE m.subscriber_id = $3 AND m.list_id = $4 AND m.status = 'pending'
-                   AND l.optin = 'double' AND l.confirm_from IS NOT NULL
-                   AND s.email_norm IS NOT NULL
-                   AND NOT EXISTS (SELECT 1 FROM list_confirmations c
-                                   WHERE c.list_id = m.list_id
-                                     AND c.subscriber_id = m.subscriber_id)",
-                &[
-                    &optin::DEFAULT_SUBJECT,
-                    &optin::DEFAULT_BODY,
-                    &subscriber_id,
-                    &list,
-                ],
-            )
-            .await?
-        else {
+        let Some(p) = pending_confirmation(tx, subscriber_id, list).await? else {
             continue;
         };
         let Some(links) = links else {
@@ -385,85 +363,146 @@ async fn queue_confirmations(
             )
             .into());
         };
-        let (list_id, account_id, list_name): (i64, i64, String) = (r.get(0), r.get(1), r.get(2));
-        let (from, subject, body): (String, String, String) = (r.get(3), r.get(4), r.get(5));
-        let (email, name): (String, Option<String>) = (r.get(6), r.get(7));
-        let now = crate::domain::clock::now_ms();
-        let url = links.url(
-            Purpose::Confirm,
-            &Target {
-                account_id,
-                channel: crate::domain::address::Channel::Email,
-                address: email.clone(),
-                lists: vec![list_id],
-                campaign_id: 0,
-            },
-        );
-        let cid: i64 = tx
-            .query_one(
-                "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
-                                        body_format, templated, status, scheduled_for,
-                                        created_at, kind)
-                 VALUES ($1, $2, 'email', $3, $4, $5, 'text', TRUE, 'draft', $6, $6, 'api')
-                 RETURNING id",
-                &[
-                    &account_id,
-                    &format!("confirmation: list {list_id} subscriber {subscriber_id}"),
-                    &from,
-                    &subject,
-                    &body,
-                    &now,
-                ],
-            )
-            .await?
-            .get(0);
-        // The list is attached while the campaign is a draft (campaign_lists is frozen after),
-        // so the message's List-Unsubscribe names this list.
-        super::lists::target_lists(tx, cid, &[list_id]).await?;
-        tx.execute(
-            "UPDATE campaigns SET status = 'sending', approved_at = $2, started_at = $2,
-                    list_complete = TRUE
-             WHERE id = $1 AND status = 'draft'",
-            &[&cid, &now],
-        )
-        .await?;
-        let installation: String = tx
-            .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
-            .await?
-            .get(0);
-        let epoch: i64 = tx
-            .query_one(
-                "SELECT coalesce(max(label), 0)::bigint FROM guard_epochs
-                 WHERE $1 > lists_through OR $2 > subscribers_through",
-                &[&list_id, &subscriber_id],
-            )
-            .await?
-            .get(0);
-        let scope = model::key_scope(&installation, epoch);
-        tx.execute(
-            "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
-                                status, visible_at, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $7, $7)",
-            &[
-                &account_id,
-                &cid,
-                &subscriber_id,
-                &model::confirm_job_id(&scope, list_id, subscriber_id),
-                &email,
-                &optin::vars(&url, &list_name, &email, name.as_deref()),
-                &now,
-            ],
-        )
-        .await?;
-        tx.execute(
-            "INSERT INTO list_confirmations (list_id, subscriber_id, campaign_id, created_at)
-             VALUES ($1, $2, $3, $4)",
-            &[&list_id, &subscriber_id, &cid, &now],
-        )
-        .await?;
+        queue_one(tx, subscriber_id, &p, links).await?;
         queued += 1;
     }
     Ok(queued)
+}
+
+/// The membership of `subscriber_id` in `list` when it is pending in a double opt-in list that
+/// can send its confirmation, and has none yet.
+async fn pending_confirmation(
+    tx: &Transaction<'_>,
+    subscriber_id: i64,
+    list: i64,
+) -> TxResult<Option<Pending>> {
+    use crate::domain::optin;
+    let row = tx
+        .query_opt(
+            "SELECT l.id, l.account_id, l.name, l.confirm_from,
+                    coalesce(l.confirm_subject, $1), coalesce(l.confirm_body, $2),
+                    s.email_norm, s.name
+             FROM list_members m JOIN lists l ON l.id = m.list_id
+             JOIN subscribers s ON s.id = m.subscriber_id
+             WHERE m.subscriber_id = $3 AND m.list_id = $4 AND m.status = 'pending'
+               AND l.optin = 'double' AND l.confirm_from IS NOT NULL
+               AND s.email_norm IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM list_confirmations c
+                               WHERE c.list_id = m.list_id
+                                 AND c.subscriber_id = m.subscriber_id)",
+            &[
+                &optin::DEFAULT_SUBJECT,
+                &optin::DEFAULT_BODY,
+                &subscriber_id,
+                &list,
+            ],
+        )
+        .await?;
+    Ok(row.map(|r| Pending {
+        list_id: r.get(0),
+        account_id: r.get(1),
+        list_name: r.get(2),
+        from: r.get(3),
+        subject: r.get(4),
+        body: r.get(5),
+        email: r.get(6),
+        name: r.get(7),
+    }))
+}
+
+/// One confirmation: its hidden campaign, its one send row and the `list_confirmations` row.
+async fn queue_one(
+    tx: &Transaction<'_>,
+    subscriber_id: i64,
+    p: &Pending,
+    links: &Links,
+) -> TxResult<()> {
+    use crate::domain::links::{Purpose, Target};
+    use crate::domain::{model, optin};
+    let now = crate::domain::clock::now_ms();
+    let url = links.url(
+        Purpose::Confirm,
+        &Target {
+            account_id: p.account_id,
+            channel: crate::domain::address::Channel::Email,
+            address: p.email.clone(),
+            lists: vec![p.list_id],
+            campaign_id: 0,
+        },
+    );
+    let cid = confirmation_campaign(tx, subscriber_id, p, now).await?;
+    let scope = super::admin::key_scope(
+        &**tx,
+        &[
+            ("lists_through", p.list_id),
+            ("subscribers_through", subscriber_id),
+        ],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
+                            status, visible_at, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, $7, $7)",
+        &[
+            &p.account_id,
+            &cid,
+            &subscriber_id,
+            &model::confirm_job_id(&scope, p.list_id, subscriber_id),
+            &p.email,
+            &optin::vars(&url, &p.list_name, &p.email, p.name.as_deref()),
+            &now,
+        ],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO list_confirmations (list_id, subscriber_id, campaign_id, created_at)
+         VALUES ($1, $2, $3, $4)",
+        &[&p.list_id, &subscriber_id, &cid, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The hidden campaign of one confirmation: a draft while its list is attached, then sending
+/// with its list complete.
+async fn confirmation_campaign(
+    tx: &Transaction<'_>,
+    subscriber_id: i64,
+    p: &Pending,
+    now: i64,
+) -> TxResult<i64> {
+    let cid: i64 = tx
+        .query_one(
+            "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
+                                    body_format, templated, status, scheduled_for,
+                                    created_at, kind)
+             VALUES ($1, $2, 'email', $3, $4, $5, 'text', TRUE, 'draft', $6, $6, 'api')
+             RETURNING id",
+            &[
+                &p.account_id,
+                &format!(
+                    "confirmation: list {} subscriber {subscriber_id}",
+                    p.list_id
+                ),
+                &p.from,
+                &p.subject,
+                &p.body,
+                &now,
+            ],
+        )
+        .await?
+        .get(0);
+    // The list is attached while the campaign is a draft (campaign_lists is frozen after),
+    // so the message's List-Unsubscribe names this list.
+    super::lists::target_lists(tx, cid, &[p.list_id]).await?;
+    tx.execute(
+        "UPDATE campaigns SET status = 'sending', approved_at = $2, started_at = $2,
+                list_complete = TRUE
+         WHERE id = $1 AND status = 'draft'",
+        &[&cid, &now],
+    )
+    .await?;
+    Ok(cid)
 }
 
 /// A new subscriber that arrives through double opt-in lists only is `pending` (whatever status

@@ -27,13 +27,15 @@ where
     store.run(f).map_err(|e| e.message)
 }
 
-/// Everything `doctor` asks of the database at `url`.
-pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
-    const SKIPPED: &str = "not read: the database did not open";
-    fn skipped<T>() -> Part<T> {
-        Err(SKIPPED.to_string())
-    }
-    let mut out = Inspection {
+const SKIPPED: &str = "not read: the database did not open";
+
+fn skipped<T>() -> Part<T> {
+    Err(SKIPPED.to_string())
+}
+
+/// The inspection of a database that did not open (yet): every question unanswered.
+fn unopened() -> Inspection {
+    Inspection {
         opened: Ok(()),
         snapshot: false,
         application_id: Err(NOT_APPLICABLE.into()),
@@ -46,7 +48,12 @@ pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
         guard: None,
         server: Some(skipped()),
         ledger: Some(skipped()),
-    };
+    }
+}
+
+/// Everything `doctor` asks of the database at `url`.
+pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
+    let mut out = unopened();
     let ro = OpenOptions {
         read_only: true,
         pool_size: 1,
@@ -72,8 +79,19 @@ pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
         Ok(i64::from(v))
     });
     out.check = store.quick_check(opts.full).map_err(|e| e.message);
-    let now = opts.now;
-    out.expired_leases = ask(&store, move |pool| async move {
+    out.expired_leases = expired_leases(&store, opts.now);
+    out.in_doubt = in_doubt(&store);
+    out.stuck = stuck(&store, opts.now.saturating_add(opts.far_ms));
+    out.ledger = Some(ledger_states(&store));
+    if out.schema_version == Ok(i64::from(SCHEMA_VERSION)) {
+        out.guard = Some(store.guard_state().map_err(|e| e.message));
+    }
+    out
+}
+
+/// Leased rows whose lease expired before `now`, per campaign.
+fn expired_leases(store: &PgStore, now: i64) -> Part<Vec<PerCampaign>> {
+    ask(store, move |pool| async move {
         let c = pool.get().await?;
         let rows = c
             .query(
@@ -84,8 +102,12 @@ pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
             )
             .await?;
         Ok(per_campaign(rows))
-    });
-    out.in_doubt = ask(&store, |pool| async move {
+    })
+}
+
+/// Rows in doubt, per campaign.
+fn in_doubt(store: &PgStore) -> Part<Vec<PerCampaign>> {
+    ask(store, |pool| async move {
         let c = pool.get().await?;
         let rows = c
             .query(
@@ -95,9 +117,13 @@ pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
             )
             .await?;
         Ok(per_campaign(rows))
-    });
-    let far = now.saturating_add(opts.far_ms);
-    out.stuck = ask(&store, move |pool| async move {
+    })
+}
+
+/// Sending campaigns with nothing due before `far`: no row left to send on a complete list, or
+/// the next one not visible until after `far`.
+fn stuck(store: &PgStore, far: i64) -> Part<Vec<Stuck>> {
+    ask(store, move |pool| async move {
         let c = pool.get().await?;
         let rows = c
             .query(
@@ -126,8 +152,12 @@ pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
                 Some(t) => t > far,
             })
             .collect())
-    });
-    out.ledger = Some(ask(&store, |pool| async move {
+    })
+}
+
+/// Every send state with its number of rows.
+fn ledger_states(store: &PgStore) -> Part<Vec<(String, u64)>> {
+    ask(store, |pool| async move {
         let c = pool.get().await?;
         let rows = c
             .query(
@@ -139,9 +169,5 @@ pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
             .iter()
             .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1).max(0) as u64))
             .collect())
-    }));
-    if out.schema_version == Ok(i64::from(SCHEMA_VERSION)) {
-        out.guard = Some(store.guard_state().map_err(|e| e.message));
-    }
-    out
+    })
 }

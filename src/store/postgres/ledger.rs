@@ -18,8 +18,8 @@
 //! `build_list_chunk` applies a campaign's audience filter as compiled by `segment.rs`.
 
 use super::PgStore;
-use crate::domain::retry::same_key_retry_safe;
 use crate::error::{Error, Result};
+use crate::store::ledger::{decide, Decision, LeaseTerms};
 use crate::store::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
@@ -479,31 +479,38 @@ async fn candidates(tx: &Transaction<'_>, req: &ClaimRequest) -> TxResult<Vec<Ca
     Ok(cands)
 }
 
-/// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
-/// marker (attempts + 1, dispatched now) in the same UPDATE.
-async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> TxResult<Claimed> {
-    let mut out = Claimed::default();
+/// The campaign is still `sending` (and is this account's).
+async fn campaign_is_sending(tx: &Transaction<'_>, req: &ClaimRequest) -> TxResult<bool> {
     let status: Option<String> = tx
         .query_opt(CLAIM_CAMPAIGN_STATUS, &[&req.campaign_id, &req.account_id])
         .await?
         .map(|r| r.get(0));
-    if status.as_deref() != Some("sending") {
+    Ok(status.as_deref() == Some("sending"))
+}
+
+/// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
+/// marker (attempts + 1, dispatched now) in the same UPDATE.
+async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> TxResult<Claimed> {
+    let mut out = Claimed::default();
+    if !campaign_is_sending(tx, req).await? {
         return Ok(out);
     }
     let cands = candidates(tx, req).await?;
     // Taken after the rows are locked: the lease runs from now, not from `req.now`.
-    let claimed_at = crate::domain::clock::now_ms();
-    let until = claimed_at + req.lease_ms;
-    let dispatched_at = dispatch.then_some(claimed_at);
-    let increment = i64::from(dispatch);
+    let terms = LeaseTerms::now(req, dispatch);
     let mut plain = Vec::with_capacity(cands.len());
     for c in cands {
-        if let Some(since) = c.maybe_since {
-            if settled_by_callback(tx, &c, req).await? {
-                out.settled_by_webhook += 1;
-                continue;
-            }
-            if !same_key_retry_safe(since, req.now, req.key_window_ms) {
+        let decision = decide(c.maybe_since, c.suppressed, req);
+        let maybe_delivered = matches!(
+            decision,
+            Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
+        );
+        if maybe_delivered && settled_by_callback(tx, &c, req).await? {
+            out.settled_by_webhook += 1;
+            continue;
+        }
+        match decision {
+            Decision::InDoubt { since } => {
                 let n = tx
                     .execute(CLAIM_PARK_IN_DOUBT, &[&c.id, &since, &req.now])
                     .await?;
@@ -511,30 +518,14 @@ async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> T
                 out.in_doubt += 1;
                 continue;
             }
-            let n = tx
-                .execute(
-                    CLAIM_LEASE_ONE,
-                    &[
-                        &c.id,
-                        &req.token,
-                        &req.owner,
-                        &until,
-                        &dispatched_at,
-                        &increment,
-                        &since,
-                        &req.now,
-                        &claimed_at,
-                    ],
-                )
-                .await?;
-            expect_one(n, c.id, "lease")?;
-        } else if c.suppressed {
-            let n = tx.execute(CLAIM_SUPPRESS, &[&c.id, &req.now]).await?;
-            expect_one(n, c.id, "suppress")?;
-            out.suppressed += 1;
-            continue;
-        } else {
-            plain.push(c.id);
+            Decision::Suppress => {
+                let n = tx.execute(CLAIM_SUPPRESS, &[&c.id, &req.now]).await?;
+                expect_one(n, c.id, "suppress")?;
+                out.suppressed += 1;
+                continue;
+            }
+            Decision::SameKeyRetry { since } => lease_one(tx, c.id, since, req, &terms).await?,
+            Decision::Lease => plain.push(c.id),
         }
         out.rows.push(ClaimedRow {
             id: c.id,
@@ -546,36 +537,76 @@ async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> T
             maybe_delivered: c.maybe_since.is_some(),
         });
     }
-    if !plain.is_empty() {
-        let n = tx
-            .execute(
-                CLAIM_LEASE_MANY,
-                &[
-                    &plain,
-                    &req.token,
-                    &req.owner,
-                    &until,
-                    &dispatched_at,
-                    &increment,
-                    &req.now,
-                    &claimed_at,
-                ],
-            )
-            .await?;
-        if n as usize != plain.len() {
-            return Err(Error::damaged(format!(
-                "the claim of campaign {} leased {n} rows instead of {}",
-                req.campaign_id,
-                plain.len()
-            ))
-            .into());
-        }
-    }
+    lease_many(tx, &plain, req, &terms).await?;
     if !out.rows.is_empty() {
         tx.execute("SELECT nextval('claim_generation')", &[])
             .await?;
     }
     Ok(out)
+}
+
+/// Lease one row that may already have been delivered (same-key retry): it keeps its
+/// `doubt_since` and the first `claimed_at` of its delivery chain.
+async fn lease_one(
+    tx: &Transaction<'_>,
+    id: i64,
+    since: i64,
+    req: &ClaimRequest,
+    terms: &LeaseTerms,
+) -> TxResult<()> {
+    let n = tx
+        .execute(
+            CLAIM_LEASE_ONE,
+            &[
+                &id,
+                &req.token,
+                &req.owner,
+                &terms.until,
+                &terms.dispatched_at,
+                &terms.increment,
+                &since,
+                &req.now,
+                &terms.claimed_at,
+            ],
+        )
+        .await?;
+    expect_one(n, id, "lease")
+}
+
+/// Lease the plain rows (nearly all of them) by one statement over the array of their ids.
+async fn lease_many(
+    tx: &Transaction<'_>,
+    ids: &[i64],
+    req: &ClaimRequest,
+    terms: &LeaseTerms,
+) -> TxResult<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let n = tx
+        .execute(
+            CLAIM_LEASE_MANY,
+            &[
+                &ids,
+                &req.token,
+                &req.owner,
+                &terms.until,
+                &terms.dispatched_at,
+                &terms.increment,
+                &req.now,
+                &terms.claimed_at,
+            ],
+        )
+        .await?;
+    if n as usize != ids.len() {
+        return Err(Error::damaged(format!(
+            "the claim of campaign {} leased {n} rows instead of {}",
+            req.campaign_id,
+            ids.len()
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// A row that may already have been delivered whose outcome a provider webhook reported:
@@ -625,41 +656,18 @@ async fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> TxResu
                 }
                 if confirmed.contains(&r.id) {
                     stats.sent += 1;
-                    continue;
-                }
-                let n = tx
-                    .execute(RECORD_SENT, &[&r.id, &r.token, provider_id, &now, note])
-                    .await?;
-                if n == 1 {
-                    stats.sent += 1;
-                } else if tx.execute(RECORD_LATE, &[&r.id, provider_id, &now]).await? == 1 {
-                    stats.late_confirmations += 1;
-                    tracing::warn!(
-                        send_id = r.id,
-                        "confirmation arrived after the lease was lost; recorded as sent"
-                    );
                 } else {
-                    confirmed_twice(tx, r.id, provider_id.as_deref()).await?;
-                    stats.double_confirmations += 1;
+                    let pid = provider_id.as_deref();
+                    record_accepted(tx, r, pid, note, now, &mut stats).await?;
                 }
             }
             Outcome::Failed { error, suppress } => {
                 let n = tx
                     .execute(RECORD_FAILED, &[&r.id, &r.token, error, &now])
                     .await?;
-                if n == 1 {
-                    stats.failed += 1;
-                    if let Some(reason) = suppress {
-                        let account: i64 = tx
-                            .query_one("SELECT account_id FROM sends WHERE id = $1", &[&r.id])
-                            .await?
-                            .get(0);
-                        let at = now.max(lock_opt_outs(tx, account).await?);
-                        tx.execute(RECORD_ADD_SUPPRESSION, &[&r.id, reason, &at])
-                            .await?;
-                    }
-                } else {
-                    stats.fenced_out += 1;
+                count_fenced(n, &mut stats.failed, &mut stats.fenced_out);
+                if let (1, Some(reason)) = (n, suppress) {
+                    suppress_failed(tx, r.id, reason, now).await?;
                 }
             }
             Outcome::Retry {
@@ -679,29 +687,83 @@ async fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> TxResu
                 let n = tx
                     .execute(RECORD_IN_DOUBT, &[&r.id, &r.token, error, &now])
                     .await?;
-                let settled = match n {
-                    1 => {
-                        let sent: Option<bool> =
-                            tx.query_one(RECORD_DOUBT_REPORT, &[&r.id]).await?.get(0);
-                        if let Some(sent) = sent {
-                            let m = tx
-                                .execute(RECORD_SETTLE_FROM_REPORT, &[&r.id, &sent, &now])
-                                .await?;
-                            expect_one(m, r.id, "settle by webhook")?;
-                        }
-                        sent
-                    }
-                    _ => None,
-                };
-                match settled {
-                    Some(true) => stats.sent += 1,
-                    Some(false) => stats.failed += 1,
-                    None => count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out),
+                match (n, settle_parked_from_report(tx, r.id, now, n == 1).await?) {
+                    (1, Some(true)) => stats.sent += 1,
+                    (1, Some(false)) => stats.failed += 1,
+                    _ => count_fenced(n, &mut stats.in_doubt, &mut stats.fenced_out),
                 }
             }
         }
     }
     Ok(stats)
+}
+
+/// Record one acceptance the batch statement did not confirm: fenced; else late (the lease
+/// was lost); else a row already sent.
+async fn record_accepted(
+    tx: &Transaction<'_>,
+    r: &Record,
+    provider_id: Option<&str>,
+    note: &Option<String>,
+    now: i64,
+    stats: &mut RecordStats,
+) -> TxResult<()> {
+    let n = tx
+        .execute(RECORD_SENT, &[&r.id, &r.token, &provider_id, &now, note])
+        .await?;
+    if n == 1 {
+        stats.sent += 1;
+    } else if tx
+        .execute(RECORD_LATE, &[&r.id, &provider_id, &now])
+        .await?
+        == 1
+    {
+        stats.late_confirmations += 1;
+        tracing::warn!(
+            send_id = r.id,
+            "confirmation arrived after the lease was lost; recorded as sent"
+        );
+    } else {
+        confirmed_twice(tx, r.id, provider_id).await?;
+        stats.double_confirmations += 1;
+    }
+    Ok(())
+}
+
+/// A failure that says the address must not be tried again: added to its account's
+/// suppressions, dated no earlier than the account's last opt-out (taken under its lock).
+async fn suppress_failed(tx: &Transaction<'_>, id: i64, reason: &str, now: i64) -> TxResult<()> {
+    let account: i64 = tx
+        .query_one("SELECT account_id FROM sends WHERE id = $1", &[&id])
+        .await?
+        .get(0);
+    let at = now.max(lock_opt_outs(tx, account).await?);
+    tx.execute(RECORD_ADD_SUPPRESSION, &[&id, &reason, &at])
+        .await?;
+    Ok(())
+}
+
+/// A row just parked in doubt (`parked`) whose outcome a provider webhook reported while its
+/// call was still running: settled as the report says. Returns the settled outcome (true:
+/// sent), None when no report came.
+async fn settle_parked_from_report(
+    tx: &Transaction<'_>,
+    id: i64,
+    now: i64,
+    parked: bool,
+) -> TxResult<Option<bool>> {
+    if !parked {
+        return Ok(None);
+    }
+    let sent: Option<bool> = tx.query_one(RECORD_DOUBT_REPORT, &[&id]).await?.get(0);
+    let Some(sent) = sent else {
+        return Ok(None);
+    };
+    let n = tx
+        .execute(RECORD_SETTLE_FROM_REPORT, &[&id, &sent, &now])
+        .await?;
+    expect_one(n, id, "settle by webhook")?;
+    Ok(Some(sent))
 }
 
 /// The common case of a confirmation in one statement: every accepted outcome whose row is

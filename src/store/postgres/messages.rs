@@ -87,6 +87,8 @@ async fn subscriber_for(tx: &Transaction<'_>, m: &Msg) -> TxResult<i64> {
         .get(0))
 }
 
+/// The idempotency row, then the message's hidden campaign and its send row; `None` when a
+/// concurrent request took the key first.
 async fn create(tx: &Transaction<'_>, m: &Msg) -> TxResult<Option<i64>> {
     if tx
         .query_opt("SELECT 1 FROM accounts WHERE id = $1", &[&m.account_id])
@@ -107,49 +109,9 @@ async fn create(tx: &Transaction<'_>, m: &Msg) -> TxResult<Option<i64>> {
         return Ok(None); // another request took the key first
     };
     let id: i64 = r.get(0);
-    let installation: String = tx
-        .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
-        .await?
-        .get(0);
-    let epoch: i64 = tx
-        .query_one(
-            "SELECT coalesce(max(label), 0)::bigint FROM guard_epochs
-             WHERE $1 > messages_through",
-            &[&id],
-        )
-        .await?
-        .get(0);
-    let scope = model::key_scope(&installation, epoch);
+    let scope = super::admin::key_scope(&**tx, &[("messages_through", id)]).await?;
     let sub = subscriber_for(tx, m).await?;
-    // As sqlite's BodyFormat::store: an HTML-only message keeps its HTML in `body`.
-    let (body, format, html) = match m.html.as_deref() {
-        Some(h) if m.text.is_empty() => (h.to_string(), "html", None),
-        _ => (m.text.clone(), "text", m.html.clone()),
-    };
-    let cid: i64 = tx
-        .query_one(
-            "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
-                                    body_format, html, reply_to, templated, status,
-                                    scheduled_for, approved_at, started_at, list_complete,
-                                    created_at, kind)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, FALSE, 'sending', $10, $10, $10, TRUE,
-                     $10, 'api')
-             RETURNING id",
-            &[
-                &m.account_id,
-                &format!("api message {id}"),
-                &m.channel.as_str(),
-                &m.from,
-                &m.subject,
-                &body,
-                &format,
-                &html,
-                &m.reply_to,
-                &m.now,
-            ],
-        )
-        .await?
-        .get(0);
+    let cid = insert_campaign(tx, m, id).await?;
     let send: i64 = tx
         .query_one(
             "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
@@ -172,6 +134,39 @@ async fn create(tx: &Transaction<'_>, m: &Msg) -> TxResult<Option<i64>> {
     )
     .await?;
     Ok(Some(id))
+}
+
+/// The hidden one-row campaign of message `id`, already sending with its list complete.
+async fn insert_campaign(tx: &Transaction<'_>, m: &Msg, id: i64) -> TxResult<i64> {
+    // As sqlite's BodyFormat::store: an HTML-only message keeps its HTML in `body`.
+    let (body, format, html) = match m.html.as_deref() {
+        Some(h) if m.text.is_empty() => (h.to_string(), "html", None),
+        _ => (m.text.clone(), "text", m.html.clone()),
+    };
+    Ok(tx
+        .query_one(
+            "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
+                                    body_format, html, reply_to, templated, status,
+                                    scheduled_for, approved_at, started_at, list_complete,
+                                    created_at, kind)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, FALSE, 'sending', $10, $10, $10, TRUE,
+                     $10, 'api')
+             RETURNING id",
+            &[
+                &m.account_id,
+                &format!("api message {id}"),
+                &m.channel.as_str(),
+                &m.from,
+                &m.subject,
+                &body,
+                &format,
+                &html,
+                &m.reply_to,
+                &m.now,
+            ],
+        )
+        .await?
+        .get(0))
 }
 
 impl Messages for PgStore {

@@ -12,6 +12,7 @@ use crate::domain::model::{
 };
 use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
+use crate::store::ledger::{decide, Decision, LeaseTerms};
 use crate::store::{
     ActiveCampaign, Admin, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
 };
@@ -308,63 +309,6 @@ fn claim_candidates(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<Vec<Cand
     Ok(cands)
 }
 
-/// What one claim writes on every row it leases.
-struct LeaseTerms {
-    /// Taken with the write lock held: a suppression whose created_at is earlier committed
-    /// before this claim (the crash-suite checker relies on it). It marks the claim that
-    /// started the current delivery chain: a same-key retry of a row that may have been
-    /// delivered keeps the first one.
-    claimed_at: i64,
-    /// The lease runs from now, not from `req.now`: waiting for the write lock must not eat
-    /// into the time a call has before its lease expires.
-    until: i64,
-    /// The dispatch marker, when the caller is about to call every row: dispatched now and
-    /// attempts + 1 (NULL and 0 otherwise).
-    dispatched_at: Option<i64>,
-    increment: i64,
-}
-
-impl LeaseTerms {
-    fn now(req: &ClaimRequest, dispatch: bool) -> Self {
-        let claimed_at = crate::domain::clock::now_ms();
-        LeaseTerms {
-            claimed_at,
-            until: claimed_at + req.lease_ms,
-            dispatched_at: dispatch.then_some(claimed_at),
-            increment: i64::from(dispatch),
-        }
-    }
-}
-
-/// What the claim does with one due row.
-enum Decision {
-    /// It may already have been delivered and a retry is not safe: park it in doubt.
-    InDoubt { since: i64 },
-    /// Its address is suppressed.
-    Suppress,
-    /// It may already have been delivered; the provider's key window still covers a retry with
-    /// the same key.
-    SameKeyRetry { since: i64 },
-    /// Nothing special (nearly every row).
-    Lease,
-}
-
-/// The per-row decision of a claim. A row that may already have been delivered is retried
-/// only by an idempotent provider, still inside its key window.
-fn decide(c: &Candidate, req: &ClaimRequest) -> Decision {
-    match c.maybe_since {
-        Some(since) => {
-            if crate::domain::retry::same_key_retry_safe(since, req.now, req.key_window_ms) {
-                Decision::SameKeyRetry { since }
-            } else {
-                Decision::InDoubt { since }
-            }
-        }
-        None if c.suppressed => Decision::Suppress,
-        None => Decision::Lease,
-    }
-}
-
 /// The campaign is still `sending` (and is this account's).
 fn campaign_is_sending(tx: &Transaction<'_>, req: &ClaimRequest) -> Result<bool> {
     let status: Option<CampaignStatus> = tx
@@ -458,7 +402,7 @@ fn claim_tx(
     let terms = LeaseTerms::now(req, dispatch);
     let mut plain = Vec::with_capacity(cands.len());
     for c in cands {
-        match decide(&c, req) {
+        match decide(c.maybe_since, c.suppressed, req) {
             Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
                 if settled_by_callback(tx, &c, req)? =>
             {

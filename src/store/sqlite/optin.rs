@@ -9,6 +9,7 @@ use crate::domain::address::Channel;
 use crate::domain::links::{Links, Purpose, Target};
 use crate::domain::{model, optin};
 use crate::error::{Error, Result};
+use crate::store::optin::Pending;
 use crate::store::{Confirmation, ListRow, MemberKey, MemberState, NewSubscriber, Optin};
 use rusqlite::{named_params, params, OptionalExtension, Transaction};
 
@@ -68,18 +69,6 @@ fn stored_email(tx: &Transaction<'_>, account_id: i64, s: &NewSubscriber) -> Res
              AND email_norm IS NOT NULL",
         )?
         .exists(params![account_id, s.phone])?)
-}
-
-/// One pending membership that has never had a confirmation.
-struct Pending {
-    list_id: i64,
-    account_id: i64,
-    list_name: String,
-    from: String,
-    subject: String,
-    body: String,
-    email: String,
-    name: Option<String>,
 }
 
 /// Queue a confirmation for every membership of `subscriber_id` in `lists` that is pending and
