@@ -935,12 +935,15 @@ fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
 }
 
 /// A database moved from a SQLite file that had adopted a lost timeline keeps its key epochs
-/// (`guard_epochs`): an id above an epoch's bound gets that epoch's label in its job ids, as on
-/// SQLite, for a campaign's sends (`key_scope`) and for an API message.
+/// (`guard_epochs`): a job id made from ids above an epoch's bounds carries the highest such
+/// epoch's label, as on SQLite: `Admin::key_scope` (what campaign preview shows), an API
+/// message and a double opt-in confirmation. The labels (3, 7) and bounds are chosen so that
+/// the number of epochs, or the highest label overall, would give other answers.
 #[test]
 fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
-    use sendonce::domain::model::key_scope;
-    use sendonce::store::{NewMessage, Submitted};
+    use sendonce::domain::links::{Keys, Links, Secret};
+    use sendonce::domain::model::{api_job_id, confirm_job_id, key_scope};
+    use sendonce::store::{ConfirmContent, NewList, NewMessage, OptIn, Submitted};
     let c = pg::shared();
     let url = c.fresh_url();
     let s = open(&url);
@@ -949,17 +952,24 @@ fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
         db,
         "INSERT INTO guard_epochs (epoch, label, adopted_at, campaigns_through,
                                    subscribers_through, lists_through, messages_through)
-         VALUES (1, 1, 0, 5, 10, 0, 0), (2, 2, 0, 7, 20, 0, 0)",
+         VALUES (1, 3, 0, 5, 10, 9, 0), (2, 7, 0, 7, 20, 0, 9)",
     );
     let id = s.installation_id().unwrap();
-    for ((campaign, subscriber), epoch) in [((5, 10), 0), ((6, 1), 1), ((1, 21), 2), ((8, 1), 2)] {
+    for ((campaign, subscriber), label) in [
+        ((5, 10), 0),
+        ((6, 1), 3),
+        ((6, 11), 3),
+        ((1, 21), 7),
+        ((8, 1), 7),
+    ] {
         assert_eq!(
             s.key_scope(campaign, subscriber).unwrap(),
-            key_scope(&id, epoch),
+            key_scope(&id, label),
             "campaign {campaign}, subscriber {subscriber}"
         );
     }
     let acct = s.add_account("t").unwrap();
+    // Message 1 is above epoch 1's bound (0), not epoch 2's (9).
     let sent = s
         .submit_message(&NewMessage {
             account_id: acct,
@@ -979,7 +989,38 @@ fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
         panic!("{sent:?}");
     };
     assert_eq!(
-        c.psql(db, "SELECT job_id FROM sends").trim(),
-        sendonce::domain::model::api_job_id(&key_scope(&id, 2), acct, msg)
+        c.psql(db, "SELECT job_id FROM sends WHERE job_id LIKE 'api:%'")
+            .trim(),
+        api_job_id(&key_scope(&id, 3), acct, msg)
+    );
+    // The list (id 1) is above epoch 2's list bound (0), not epoch 1's (9); the subscriber is
+    // above neither subscriber bound.
+    let list = s
+        .create_list(&NewList {
+            account_id: acct,
+            name: "news",
+            description: None,
+            optin: OptIn::Double,
+            public: false,
+            confirm: ConfirmContent {
+                from: Some("news@example.org"),
+                ..Default::default()
+            },
+        })
+        .unwrap();
+    let links = Links::new(
+        "https://x.example.org",
+        Keys::new(Secret::new(b"pg-epochs-secret-0123456789".to_vec()).unwrap()),
+    )
+    .unwrap();
+    let new = sendonce::app::import::subscriber(Some("b@x.com"), None, None, None, &[]).unwrap();
+    let sub = s
+        .add_subscriber_with(acct, &new, &[list], Some(&links))
+        .unwrap();
+    assert!(list <= 9 && sub <= 10, "list {list}, subscriber {sub}");
+    assert_eq!(
+        c.psql(db, "SELECT job_id FROM sends WHERE job_id LIKE 'confirm:%'")
+            .trim(),
+        confirm_job_id(&key_scope(&id, 7), list, sub)
     );
 }

@@ -54,14 +54,15 @@ pub struct ClaimRequest {
 
 /// What one claim writes on every row it leases (both stores).
 pub(crate) struct LeaseTerms {
-    /// Taken once the claim holds its rows (SQLite: the write lock; PostgreSQL: the candidate
-    /// rows' locks): a suppression whose created_at is earlier committed before this claim (the
-    /// crash-suite checker relies on it). It marks the claim that
+    /// Taken once the claim is ordered against opt-outs (SQLite: the write lock; PostgreSQL:
+    /// the account's opt-out lock, shared from before the candidates are read to the commit): a
+    /// suppression whose created_at is earlier committed before this claim (the crash-suite
+    /// checker relies on it). It marks the claim that
     /// started the current delivery chain: a same-key retry of a row that may have been
     /// delivered keeps the first one.
     pub(crate) claimed_at: i64,
-    /// The lease runs from now, not from `req.now`: waiting for the write lock must not eat
-    /// into the time a call has before its lease expires.
+    /// The lease runs from now, not from `req.now`: waiting for the write lock (or for the
+    /// rows' locks) must not eat into the time a call has before its lease expires.
     pub(crate) until: i64,
     /// The dispatch marker, when the caller is about to call every row: dispatched now and
     /// attempts + 1 (NULL and 0 otherwise).
@@ -94,8 +95,9 @@ pub(crate) enum Decision {
     Lease,
 }
 
-/// The per-row decision of a claim (both stores), from the row's `doubt_since` and whether
-/// its address is suppressed. A row that may already have been delivered is retried
+/// The per-row decision of a claim (both stores), from when the row may already have been
+/// delivered (`maybe_since`: its `doubt_since`, or the dispatch of an expired lease; `None` for
+/// a row never dispatched) and whether its address is suppressed. A row that may already have been delivered is retried
 /// only by an idempotent provider, still inside its key window.
 pub(crate) fn decide(maybe_since: Option<i64>, suppressed: bool, req: &ClaimRequest) -> Decision {
     match maybe_since {

@@ -204,14 +204,11 @@ impl Admin for PgStore {
     fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
         self.run(move |pool| async move {
             let c = pool.get().await?;
-            key_scope(
-                &**c,
-                &[
-                    ("campaigns_through", campaign_id),
-                    ("subscribers_through", subscriber_id),
-                ],
-            )
-            .await
+            let ids = [
+                ("campaigns_through", campaign_id),
+                ("subscribers_through", subscriber_id),
+            ];
+            Ok(key_scope(&**c, &ids).await?)
         })
     }
 
@@ -252,13 +249,14 @@ impl Admin for PgStore {
 }
 
 /// The scope of a job made from these ids (column of `guard_epochs`, id): the installation,
-/// with the number of epochs any of the ids is above, as on SQLite (`sqlite/guard.rs`;
-/// `guard_epochs` is filled only by a database moved from a SQLite file that had adopted a lost
-/// timeline). The columns are constants of the callers, the ids bound.
+/// with the highest label of the epochs any of the ids is above, as on SQLite
+/// (`sqlite/guard.rs`; `guard_epochs` is filled only by a database moved from a SQLite file that
+/// had adopted a lost timeline). The columns are constants of the callers, the ids bound. Only
+/// the driver's errors, so that inside a transaction a deadlock stays one the transaction reruns.
 pub(super) async fn key_scope(
     c: &impl tokio_postgres::GenericClient,
     ids: &[(&'static str, i64)],
-) -> Result<String> {
+) -> std::result::Result<String, tokio_postgres::Error> {
     let installation: String = c
         .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
         .await?

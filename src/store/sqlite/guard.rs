@@ -495,7 +495,7 @@ fn read_guard_row(c: &rusqlite::Connection) -> Result<(i64, Option<i64>, Option<
 }
 
 /// The scope of a job made from these ids (column of `guard_epochs`, id): the installation,
-/// with the number of epochs any of the ids is above (`model::key_scope`).
+/// with the highest label of the epochs any of the ids is above (`model::key_scope`).
 pub(super) fn key_scope(c: &rusqlite::Connection, ids: &[(&str, i64)]) -> Result<String> {
     let installation: String =
         c.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
