@@ -1,5 +1,7 @@
 //! The ledger's contract, backend-neutral: the rows the worker claims and the outcomes it
-//! records, and the `Ledger` trait every store implements (SQLite in `sqlite/ledger.rs`).
+//! records, the `Ledger` trait every store implements (`sqlite/ledger.rs`,
+//! `postgres/ledger.rs`), and what both decide alike (a claim's per-row decision and lease
+//! terms, a second confirmation).
 
 use crate::domain::address::Channel;
 use crate::error::Result;
@@ -57,9 +59,8 @@ pub(crate) struct LeaseTerms {
     /// Taken once the claim is ordered against opt-outs (SQLite: the write lock; PostgreSQL:
     /// the account's opt-out lock, shared from before the candidates are read to the commit): a
     /// suppression whose created_at is earlier committed before this claim (the crash-suite
-    /// checker relies on it). It marks the claim that
-    /// started the current delivery chain: a same-key retry of a row that may have been
-    /// delivered keeps the first one.
+    /// checker relies on it). It marks the claim that started the current delivery chain: a
+    /// same-key retry of a row that may have been delivered keeps the first one.
     pub(crate) claimed_at: i64,
     /// The lease runs from now, not from `req.now`: waiting for the write lock (or for the
     /// rows' locks) must not eat into the time a call has before its lease expires.
@@ -97,8 +98,8 @@ pub(crate) enum Decision {
 
 /// The per-row decision of a claim (both stores), from when the row may already have been
 /// delivered (`maybe_since`: its `doubt_since`, or the dispatch of an expired lease; `None` for
-/// a row never dispatched) and whether its address is suppressed. A row that may already have been delivered is retried
-/// only by an idempotent provider, still inside its key window.
+/// a row never dispatched) and whether its address is suppressed. A row that may already have
+/// been delivered is retried only by an idempotent provider, still inside its key window.
 pub(crate) fn decide(maybe_since: Option<i64>, suppressed: bool, req: &ClaimRequest) -> Decision {
     match maybe_since {
         Some(since) => {
