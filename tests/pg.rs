@@ -934,16 +934,11 @@ fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
     }
 }
 
-/// A database moved from a SQLite file that had adopted a lost timeline keeps its key epochs
-/// (`guard_epochs`): a job id made from ids above an epoch's bounds carries the highest such
-/// epoch's label, as on SQLite: `Admin::key_scope` (what campaign preview shows), an API
-/// message and a double opt-in confirmation. The labels (3, 7) and bounds are chosen so that
-/// the number of epochs, or the highest label overall, would give other answers.
-#[test]
-fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
-    use sendonce::domain::links::{Keys, Links, Secret};
-    use sendonce::domain::model::{api_job_id, confirm_job_id, key_scope};
-    use sendonce::store::{ConfirmContent, NewList, NewMessage, OptIn, Submitted};
+/// A fresh database with the key epochs a database moved from a SQLite file that had adopted
+/// lost timelines keeps (`guard_epochs`): labels 3 and 7, with bounds chosen so that the number
+/// of epochs above an id, or the highest label overall, would give other answers than the
+/// highest label of the epochs the ids are above. (database name, store, installation id).
+fn with_key_epochs() -> (String, Arc<dyn Storage>, String) {
     let c = pg::shared();
     let url = c.fresh_url();
     let s = open(&url);
@@ -955,6 +950,16 @@ fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
          VALUES (1, 3, 0, 5, 10, 9, 0), (2, 7, 0, 7, 20, 0, 9)",
     );
     let id = s.installation_id().unwrap();
+    (db.to_string(), s, id)
+}
+
+/// Ids above an epoch's bounds get the highest such epoch's label in their job ids, as on
+/// SQLite: `Admin::key_scope` (what campaign preview shows) and an API message.
+#[test]
+fn key_epochs_moved_in_scope_campaign_and_api_message_job_ids() {
+    use sendonce::domain::model::{api_job_id, key_scope};
+    use sendonce::store::{NewMessage, Submitted};
+    let (db, s, id) = with_key_epochs();
     for ((campaign, subscriber), label) in [
         ((5, 10), 0),
         ((6, 1), 3),
@@ -969,7 +974,6 @@ fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
         );
     }
     let acct = s.add_account("t").unwrap();
-    // Message 1 is above epoch 1's bound (0), not epoch 2's (9).
     let sent = s
         .submit_message(&NewMessage {
             account_id: acct,
@@ -988,13 +992,22 @@ fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
     let Submitted::Created { id: msg } = sent else {
         panic!("{sent:?}");
     };
+    // Message 1 is above epoch 1's bound (0), not epoch 2's (9).
+    assert_eq!(msg, 1);
     assert_eq!(
-        c.psql(db, "SELECT job_id FROM sends WHERE job_id LIKE 'api:%'")
-            .trim(),
+        pg::shared().psql(&db, "SELECT job_id FROM sends").trim(),
         api_job_id(&key_scope(&id, 3), acct, msg)
     );
-    // The list (id 1) is above epoch 2's list bound (0), not epoch 1's (9); the subscriber is
-    // above neither subscriber bound.
+}
+
+/// A double opt-in confirmation's job id is scoped by its list and its subscriber.
+#[test]
+fn key_epochs_moved_in_scope_a_confirmation_job_id() {
+    use sendonce::domain::links::{Keys, Links, Secret};
+    use sendonce::domain::model::{confirm_job_id, key_scope};
+    use sendonce::store::{ConfirmContent, NewList, OptIn};
+    let (db, s, id) = with_key_epochs();
+    let acct = s.add_account("t").unwrap();
     let list = s
         .create_list(&NewList {
             account_id: acct,
@@ -1017,10 +1030,11 @@ fn key_epochs_moved_in_scope_the_job_ids_made_after_them() {
     let sub = s
         .add_subscriber_with(acct, &new, &[list], Some(&links))
         .unwrap();
+    // The list is above epoch 2's list bound (0), not epoch 1's (9); the subscriber is above
+    // neither subscriber bound (10, 20).
     assert!(list <= 9 && sub <= 10, "list {list}, subscriber {sub}");
     assert_eq!(
-        c.psql(db, "SELECT job_id FROM sends WHERE job_id LIKE 'confirm:%'")
-            .trim(),
+        pg::shared().psql(&db, "SELECT job_id FROM sends").trim(),
         confirm_job_id(&key_scope(&id, 7), list, sub)
     );
 }
