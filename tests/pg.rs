@@ -1003,7 +1003,6 @@ fn key_epochs_moved_in_scope_campaign_and_api_message_job_ids() {
 /// A double opt-in confirmation's job id is scoped by its list and its subscriber.
 #[test]
 fn key_epochs_moved_in_scope_a_confirmation_job_id() {
-    use sendonce::domain::links::{Keys, Links, Secret};
     use sendonce::domain::model::{confirm_job_id, key_scope};
     use sendonce::store::{ConfirmContent, NewList, OptIn};
     let (db, s, id) = with_key_epochs();
@@ -1021,11 +1020,7 @@ fn key_epochs_moved_in_scope_a_confirmation_job_id() {
             },
         })
         .unwrap();
-    let links = Links::new(
-        "https://x.example.org",
-        Keys::new(Secret::new(b"pg-epochs-secret-0123456789".to_vec()).unwrap()),
-    )
-    .unwrap();
+    let links = crate::common::test_links();
     let new = sendonce::app::import::subscriber(Some("b@x.com"), None, None, None, &[]).unwrap();
     let sub = s
         .add_subscriber_with(acct, &new, &[list], Some(&links))

@@ -500,16 +500,12 @@ async fn claim_tx(tx: &Transaction<'_>, req: &ClaimRequest, dispatch: bool) -> T
     let terms = LeaseTerms::now(req, dispatch);
     let mut plain = Vec::with_capacity(cands.len());
     for c in cands {
-        let decision = decide(c.maybe_since, c.suppressed, req);
-        let maybe_delivered = matches!(
-            decision,
-            Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
-        );
-        if maybe_delivered && settled_by_callback(tx, &c, req).await? {
+        // A row that may already have been delivered is first settled by a webhook's report.
+        if c.maybe_since.is_some() && settled_by_callback(tx, &c, req).await? {
             out.settled_by_webhook += 1;
             continue;
         }
-        match decision {
+        match decide(c.maybe_since, c.suppressed, req) {
             Decision::InDoubt { since } => {
                 let n = tx
                     .execute(CLAIM_PARK_IN_DOUBT, &[&c.id, &since, &req.now])
