@@ -22,16 +22,6 @@ pub fn options() -> OpenOptions {
     o
 }
 
-/// Create `path` (empty, [`FILE_MODE`]) if it does not exist; an existing file is left as it
-/// is. SQLite then opens it, and gives its `-wal` and `-shm` the database file's mode.
-pub fn create_private(path: &Path) -> io::Result<()> {
-    match options().write(true).create_new(true).open(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 /// `create_dir_all` with [`DIR_MODE`] for every directory it creates.
 pub fn create_dir_all_private(path: &Path) -> io::Result<()> {
     let mut b = std::fs::DirBuilder::new();

@@ -44,6 +44,7 @@ mod layers;
 mod ledger;
 mod limits;
 mod lists;
+mod lock_loss;
 mod migrate_store;
 mod notify;
 mod ops_http;

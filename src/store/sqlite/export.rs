@@ -2,13 +2,13 @@
 //! open for writing), read table by table as plain cells (`store::copy`), counted, and finally
 //! marked as moved.
 
-use super::guard::{lock_exclusive, mark_moved};
+use super::dbfile::{lock_exclusive, Exclusive};
+use super::guard::mark_moved;
 use super::SqliteStore;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::copy::{Cell, Census, Chunk, SendsChecksum, BATCH, TABLES};
 use crate::store::OpenOptions;
 use rusqlite::types::ValueRef;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The file being moved: the exclusive `flock` (held until this is dropped) and a read-only
@@ -17,7 +17,7 @@ pub struct Source {
     store: SqliteStore,
     path: PathBuf,
     busy: std::time::Duration,
-    _lock: File,
+    _lock: Exclusive,
 }
 
 /// The columns copied from `table`: every column, except that the guard's place (`host`,

@@ -85,13 +85,13 @@ pub(super) struct Guard {
     last_committed: AtomicI64,
     /// A shared `flock` on the database file for as long as the store is open: `restore`
     /// takes it exclusively, so it refuses while any writer has the file open.
-    _holder: File,
+    _holder: super::dbfile::Shared,
 }
 
 impl Guard {
     pub(super) fn open(
         db: &Path,
-        holder: File,
+        holder: super::dbfile::Shared,
         conn: &rusqlite::Connection,
         opts: &OpenOptions,
     ) -> Result<Self> {
@@ -712,55 +712,15 @@ impl SqliteStore {
             let _ = std::fs::remove_file(to);
             return Err(e.context("the backup failed (the partial file was removed)"));
         }
+        // A descriptor of our own on the backup is safe to close: the file is new (refused if
+        // it existed) and no connection of this process has it open once VACUUM INTO returned.
+        // Not `dbfile`'s kept one: a server that backs up every night must not keep every
+        // rotated-away backup open.
         File::open(to)
             .and_then(|f| f.sync_all())
             .map_err(|e| io("cannot sync the backup", e))?;
         sync_dir(to)
     }
-}
-
-/// A shared `flock` on the database file, taken before SQLite opens it and held while the
-/// store is open. It waits for a `restore` in progress (which holds it exclusively); if the
-/// file was replaced meanwhile, the lock is taken again on the new one, so a store never works
-/// on a file that is no longer at its path.
-pub(super) fn hold_shared(db: &Path) -> Result<File> {
-    use std::os::unix::fs::MetadataExt;
-    let err = |what: &str, e| Error::io(&format!("{what} {}", db.display()), e);
-    for _ in 0..5 {
-        let f = File::open(db).map_err(|e| err("cannot open", e))?;
-        flock(&f, libc::LOCK_SH).map_err(|e| err("cannot lock", e))?;
-        let held = f.metadata().map_err(|e| err("cannot stat", e))?;
-        let now = std::fs::metadata(db).map_err(|e| err("cannot stat", e))?;
-        if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
-            return Ok(f);
-        }
-    }
-    Err(Error::new(
-        ErrorKind::Busy,
-        format!("{} keeps being replaced while it is opened", db.display()),
-    ))
-}
-
-/// Take an exclusive `flock` on `db` without waiting: held while the returned file is open.
-/// Fails when any process has the database open for writing (each writable store holds a shared
-/// one).
-pub(super) fn lock_exclusive(db: &Path) -> Result<Option<File>> {
-    let f = match File::open(db) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(&format!("cannot open {}", db.display()), e)),
-    };
-    if flock(&f, libc::LOCK_EX | libc::LOCK_NB).is_err() {
-        return Err(Error::new(
-            ErrorKind::Busy,
-            format!(
-                "{} is open for writing by another process (a worker, `serve`, or another \
-                 command): stop it first; nothing was changed",
-                db.display()
-            ),
-        ));
-    }
-    Ok(Some(f))
 }
 
 /// What `restore` did.
@@ -795,7 +755,7 @@ pub struct OptOuts {
 /// `DB.replaced-MS` (hard links, with its `-wal`); `db`'s own `-wal` and `-shm` are unlinked
 /// before the rename, so they cannot be replayed onto the restored file.
 pub fn restore(from: &Path, db: &Path, opts: &OpenOptions) -> Result<Restored> {
-    let lock = lock_exclusive(db)?;
+    let lock = super::dbfile::lock_exclusive(db)?;
     let replaced_generation = replaced_generation(db, opts);
     let tmp = PathBuf::from(format!("{}.restoring", db.display()));
     remove_with_sides(&tmp);
@@ -946,6 +906,8 @@ fn replaced_generation(db: &Path, opts: &OpenOptions) -> Option<i64> {
     from_mark.max(from_db)
 }
 
+/// `restore`'s copy. Plain descriptors are safe here: `from` is a backup that no store of this
+/// process opens, `to` is made new, and `restore` runs in a command of its own.
 fn copy_private(from: &Path, to: &Path) -> Result<()> {
     let mut src =
         File::open(from).map_err(|e| Error::io(&format!("cannot open {}", from.display()), e))?;
@@ -998,6 +960,7 @@ fn check_copy(tmp: &Path, opts: &OpenOptions) -> Result<()> {
     for side in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{side}", tmp.display()));
     }
+    // Every connection of this process to `tmp` was closed with `store` above.
     File::open(tmp)
         .and_then(|f| f.sync_all())
         .map_err(|e| Error::io(&format!("cannot sync {}", tmp.display()), e))

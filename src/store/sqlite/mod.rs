@@ -6,6 +6,7 @@ mod audit;
 mod bench;
 mod campaigns;
 mod codec;
+mod dbfile;
 mod directory;
 mod doctor;
 mod error;
@@ -41,6 +42,7 @@ pub fn json_patch(attrs: &str, patch: &str) -> crate::error::Result<String> {
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::{Admin, OpenOptions, Sync};
+use dbfile::{check_header, FileState};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -122,41 +124,6 @@ pub struct SqliteStore {
 }
 
 type Conn = r2d2::PooledConnection<SqliteConnectionManager>;
-
-const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
-
-/// What is at a database path before SQLite touches it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FileState {
-    Missing,
-    /// Zero bytes: SQLite would silently make it a new database.
-    Empty,
-    Sqlite,
-}
-
-/// Refuse a file that exists and is not a SQLite database, before SQLite touches it.
-fn check_header(path: &Path) -> Result<FileState> {
-    use std::io::Read;
-    let f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FileState::Missing),
-        Err(e) => return Err(Error::io(&format!("cannot open {}", path.display()), e)),
-    };
-    let mut head = Vec::with_capacity(16);
-    f.take(16)
-        .read_to_end(&mut head)
-        .map_err(|e| Error::io(&format!("cannot read {}", path.display()), e))?;
-    if head.is_empty() {
-        return Ok(FileState::Empty);
-    }
-    if head.as_slice() != SQLITE_MAGIC {
-        return Err(Error::db(format!(
-            "{} is not a sendonce database (not a SQLite file); it was left untouched",
-            path.display()
-        )));
-    }
-    Ok(FileState::Sqlite)
-}
 
 /// For a read-only open of a WAL database whose directory we cannot write (so SQLite cannot
 /// make the `-shm` index): when no process holds it open (neither `-wal` nor `-shm` beside
@@ -265,7 +232,7 @@ impl SqliteStore {
         refuse_missing(path, state, opts)?;
         if opts.create && !opts.read_only && matches!(state, FileState::Missing) {
             // Owner-only from the first byte; SQLite gives -wal and -shm the same mode.
-            crate::files::create_private(path).map_err(|e| {
+            dbfile::create(path).map_err(|e| {
                 Error::io(&format!("cannot create the database {}", path.display()), e)
             })?;
         }
@@ -282,7 +249,7 @@ impl SqliteStore {
         // A writer holds a shared lock on the file before SQLite opens it (see `restore`).
         let holder = match opts.read_only {
             true => None,
-            false => Some(guard::hold_shared(path)?),
+            false => Some(dbfile::hold_shared(path)?),
         };
         let (target, flags) = first_connection(path, flags, sync, opts)?;
         let busy = opts.busy_timeout;
