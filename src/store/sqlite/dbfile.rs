@@ -30,9 +30,12 @@ struct Entry {
     holders: Mutex<i64>,
 }
 
+/// Kept descriptors by (device, inode).
+type Registry = Mutex<HashMap<(u64, u64), Arc<Entry>>>;
+
 /// Every descriptor this module ever opened, by (device, inode). Entries are never removed.
-fn registry() -> &'static Mutex<HashMap<(u64, u64), Arc<Entry>>> {
-    static FILES: OnceLock<Mutex<HashMap<(u64, u64), Arc<Entry>>>> = OnceLock::new();
+fn registry() -> &'static Registry {
+    static FILES: OnceLock<Registry> = OnceLock::new();
     FILES.get_or_init(Default::default)
 }
 
