@@ -38,6 +38,7 @@ mod file_modes;
 mod first_contact;
 mod generate;
 mod guard;
+mod header_injection;
 mod hooks;
 mod input_errors;
 mod layers;

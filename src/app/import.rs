@@ -4,6 +4,7 @@
 //! so a huge or endless input fails fast with an error instead of filling memory.
 
 use crate::domain::address::{normalize_email, normalize_phone};
+use crate::domain::headers::check_data;
 use crate::error::{Error, Result};
 use crate::store::NewSubscriber;
 use std::cell::{Cell, RefCell};
@@ -96,6 +97,7 @@ pub fn subscriber(
     attrs: &[(String, String)],
 ) -> Result<NewSubscriber> {
     check_sizes(email, phone, name, status, attrs)?;
+    check_texts(name, attrs)?;
     let email = email.filter(|s| !s.trim().is_empty());
     let phone = phone.filter(|s| !s.trim().is_empty());
     if email.is_none() && phone.is_none() {
@@ -151,6 +153,34 @@ fn check_sizes(
     Ok(())
 }
 
+/// A name and attribute values hold nothing a header value may not: a template may print
+/// them into a subject (see [`check_data`]).
+fn check_texts(name: Option<&str>, attrs: &[(String, String)]) -> Result<()> {
+    if let Some(n) = name {
+        check_data("the name", n).map_err(Error::invalid)?;
+    }
+    for (k, v) in attrs {
+        check_data(&format!("attribute {:?}", k.trim()), v).map_err(Error::invalid)?;
+    }
+    Ok(())
+}
+
+/// The names [`crate::domain::template::reserved_names`] gives, computed once.
+static RESERVED: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(crate::domain::template::reserved_names);
+
+/// `name` is a variable templates already have: an attribute of that name would hide it.
+fn reserved(name: &str) -> Result<()> {
+    if RESERVED.iter().any(|r| r == name) {
+        return Err(Error::invalid(format!(
+            "attribute {name:?} is a reserved name: templates have a variable of that name \
+             already, which it would hide (reserved: {})",
+            RESERVED.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 /// A display name, trimmed; empty means none.
 fn clean_name(name: Option<&str>) -> Option<String> {
     name.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
@@ -184,11 +214,7 @@ fn attrs_json(attrs: &[(String, String)], empty_as_null: bool) -> Result<String>
                 "invalid attribute name {k:?} (letters, digits and _ only)"
             )));
         }
-        if crate::domain::template::BUILTIN_VARS.contains(&k) {
-            return Err(Error::invalid(format!(
-                "attribute {k:?} would hide the built-in variable of that name"
-            )));
-        }
+        reserved(k)?;
         if !v.trim().is_empty() {
             map.insert(k.to_string(), serde_json::Value::String(v.clone()));
         } else if empty_as_null {
@@ -215,6 +241,7 @@ pub fn changes(
         .map(|a| parse_attr(a))
         .collect::<Result<Vec<_>>>()?;
     check_sizes(None, None, name, status, &pairs)?;
+    check_texts(name, &pairs)?;
     Ok(crate::store::SubscriberChanges {
         name: clean_name(name),
         status: status
@@ -616,9 +643,18 @@ impl Columns {
             }
         }
         let (name, status) = (find("name"), find("status"));
-        let attrs = (0..names.len())
+        let attrs: Vec<usize> = (0..names.len())
             .filter(|i| ![email, phone, name, status].contains(&Some(*i)))
             .collect();
+        for &i in &attrs {
+            reserved(&names[i]).map_err(|e| {
+                Error::invalid(format!(
+                    "{file}: line {line}: column {}: {}; nothing was imported",
+                    i + 1,
+                    e.message
+                ))
+            })?;
+        }
         Ok(Columns {
             names,
             email,
@@ -629,8 +665,15 @@ impl Columns {
         })
     }
 
-    /// One data row as a subscriber (validated by [`subscriber`]).
+    /// One data row as a subscriber (validated by [`subscriber`]); a name or attribute value
+    /// that [`check_data`] refuses is an error naming its column.
     fn subscriber(&self, fields: &[String]) -> Result<NewSubscriber> {
+        for i in self.name.iter().chain(&self.attrs).copied() {
+            if let Some(v) = fields.get(i) {
+                let what = format!("column {} ({})", i + 1, self.names[i]);
+                check_data(&what, v).map_err(Error::invalid)?;
+            }
+        }
         let get = |c: Option<usize>| c.and_then(|i| fields.get(i)).map(String::as_str);
         let attrs: Vec<(String, String)> = self
             .attrs

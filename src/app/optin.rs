@@ -152,6 +152,11 @@ pub fn signup(store: &dyn Storage, links: Option<&Links>, s: &Signup<'_>) -> Res
     if email.is_empty() {
         return Err(Error::invalid("please give your email address"));
     }
+    // The name may be printed into a subject: refused with its own reason (the address's
+    // error below says nothing about names), as given, as every other input path checks it.
+    if let Some(n) = s.name {
+        crate::domain::headers::check_data("your name", n).map_err(Error::invalid)?;
+    }
     let sub = import::subscriber(
         Some(email),
         None,

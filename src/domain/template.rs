@@ -18,6 +18,22 @@ pub const BUILTIN_VARS: [&str; 3] = ["name", "email", "phone"];
 /// with the list): `unsubscribe_url`, the signed link built from the worker's public URL.
 pub const RENDER_VARS: [&str; 1] = ["unsubscribe_url"];
 
+/// Names a subscriber attribute may not take, sorted: the variables every recipient has
+/// ([`BUILTIN_VARS`]), those added at rendering ([`RENDER_VARS`]), and the renderer's globals
+/// (`campaign` and minijinja's `range`, `dict`, `namespace`...), which an attribute of the same
+/// name would hide when that subscriber's message is rendered.
+pub fn reserved_names() -> Vec<String> {
+    let mut names: BTreeSet<String> = BUILTIN_VARS
+        .iter()
+        .chain(RENDER_VARS.iter())
+        .map(|s| s.to_string())
+        .collect();
+    if let Ok(env) = env_with(&Sources::default(), &CampaignVars::default()) {
+        names.extend(env.globals().map(|(k, _)| k.to_string()));
+    }
+    names.into_iter().collect()
+}
+
 /// Columns of the text part generated from an HTML body.
 pub const TEXT_WIDTH: usize = 78;
 

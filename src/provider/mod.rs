@@ -58,6 +58,20 @@ pub struct Message {
     pub unsubscribe: Option<String>,
 }
 
+impl Message {
+    /// Its header values, for [`crate::domain::headers::check_rendered`].
+    pub fn headers(&self) -> crate::domain::headers::Rendered<'_> {
+        crate::domain::headers::Rendered {
+            subject: self.subject.as_deref(),
+            from: self.from.as_deref(),
+            reply_to: self.reply_to.as_deref(),
+            to: &self.to,
+            unsubscribe: self.unsubscribe.as_deref(),
+            job_id: &self.job_id,
+        }
+    }
+}
+
 /// How one call ended, as the provider classifies it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallResult {

@@ -330,12 +330,7 @@ async fn call(
             )
         }
     };
-    let res = match tokio::time::timeout(timeout, p.send(&msg)).await {
-        Ok(res) => res,
-        Err(_) => CallResult::Ambiguous {
-            error: format!("provider call timed out after {timeout:?}"),
-        },
-    };
+    let res = super::single::dispatch(p.as_ref(), &msg, timeout).await;
     if matches!(
         res,
         CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }

@@ -1,10 +1,12 @@
-//! One message outside the ledger (`campaign test-send`): the route's rate limit is taken and
-//! the provider called once within its timeout. No lease, no retry, no record: a test copy is
-//! not part of any campaign's exactly-once promise.
+//! The one way a message reaches a provider ([`dispatch`]: every header value checked, then the
+//! call within its timeout), and one message outside the ledger (`campaign test-send`): the
+//! route's rate limit is taken and the provider called once. No lease, no retry, no record: a
+//! test copy is not part of any campaign's exactly-once promise.
 
 use super::routes::Route;
 use crate::error::Result;
-use crate::provider::{CallResult, Message};
+use crate::provider::{CallResult, Message, Provider};
+use std::time::Duration;
 
 /// Send `msg` once through `route`.
 pub async fn send_one(route: &Route, msg: &Message) -> Result<CallResult> {
@@ -12,12 +14,24 @@ pub async fn send_one(route: &Route, msg: &Message) -> Result<CallResult> {
         l.acquire(1).await?;
     }
     let timeout = route.provider.capabilities().call_timeout;
-    Ok(
-        match tokio::time::timeout(timeout, route.provider.send(msg)).await {
-            Ok(res) => res,
-            Err(_) => CallResult::Ambiguous {
-                error: format!("provider call timed out after {timeout:?}"),
-            },
+    Ok(dispatch(route.provider.as_ref(), msg, timeout).await)
+}
+
+/// Call `p` with `msg` within `timeout`, after checking every header value of the rendered
+/// message ([`crate::domain::headers::check_rendered`]): a value holding a line break, a
+/// control character or an encoded word (subscriber data from before the input checks) is a
+/// permanent failure of this message, and no provider sees it, whatever it does with headers.
+pub(super) async fn dispatch(p: &dyn Provider, msg: &Message, timeout: Duration) -> CallResult {
+    if let Err(e) = crate::domain::headers::check_rendered(&msg.headers()) {
+        return CallResult::Permanent {
+            error: format!("not sent: {e}"),
+            suppress: None,
+        };
+    }
+    match tokio::time::timeout(timeout, p.send(msg)).await {
+        Ok(res) => res,
+        Err(_) => CallResult::Ambiguous {
+            error: format!("provider call timed out after {timeout:?}"),
         },
-    )
+    }
 }
