@@ -58,6 +58,7 @@ mod providers_http;
 mod ratelimit;
 mod readme;
 mod readme_examples;
+mod render_bounds;
 mod routing;
 mod secrets;
 mod segments;

@@ -9,7 +9,10 @@ use minijinja::value::Kwargs;
 use minijinja::{Environment, UndefinedBehavior};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod budget;
 mod uses;
+
+pub use budget::{MAX_RENDERED_BYTES, RENDER_FUEL};
 
 /// Variables every recipient has, whatever its attributes.
 pub const BUILTIN_VARS: [&str; 3] = ["name", "email", "phone"];
@@ -99,6 +102,7 @@ fn env_with(src: &Sources<'_>, campaign: &CampaignVars) -> Result<Environment<'s
     let mut env = Environment::new();
     env.set_keep_trailing_newline(true);
     env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+    env.set_fuel(Some(RENDER_FUEL));
     env.add_filter("truncate", truncate);
     env.add_global("campaign", minijinja::Value::from_serialize(campaign));
     for (name, which, source) in [
@@ -191,7 +195,19 @@ pub fn check_all(
             check_present(which, &needed, counts)?;
         }
     }
-    Ok(())
+    check_budget(src, known_attrs)
+}
+
+/// The templates rendered once for a sample recipient (every variable in `known_attrs` and
+/// every built-in a short text): one that goes over the rendering budget is refused now, as the
+/// worker would refuse it for every recipient. Other rendering errors are left to the checks
+/// above (the sample's texts are not real values: `{{ 1 // (n | int) }}` fails for it).
+fn check_budget(src: &Sources<'_>, known_attrs: &BTreeSet<String>) -> Result<()> {
+    let c = Compiled::campaign(src, &CampaignVars::default(), None)?;
+    match c.render_parts(&budget::sample_vars(known_attrs.iter())) {
+        Err(budget::Failure::Budget(m)) => Err(budget::at_check(m)),
+        _ => Ok(()),
+    }
 }
 
 /// The context variables template `which` reads unguarded, sorted; globals (`range`...) left
@@ -369,28 +385,33 @@ impl Compiled {
     }
 
     /// Render one recipient's message from its variables (a JSON object). The text part of an
-    /// HTML-only email is generated from the rendered HTML.
+    /// HTML-only email is generated from the rendered HTML. Each template runs within the
+    /// rendering budget ([`RENDER_FUEL`] steps, [`MAX_RENDERED_BYTES`] of output); going over
+    /// it is an error that names the bound.
     pub fn render<S: serde::Serialize>(&self, vars: &S) -> Result<Rendered> {
+        self.render_parts(vars).map_err(budget::Failure::into_error)
+    }
+
+    fn render_parts<S: serde::Serialize>(
+        &self,
+        vars: &S,
+    ) -> std::result::Result<Rendered, budget::Failure> {
         if let Some(r) = self.literal_text() {
             return Ok(r);
         }
-        let render = |name: &str, which: &str| -> Result<String> {
-            self.env
-                .get_template(name)
-                .and_then(|t| t.render(vars))
-                .map_err(|e| Error::invalid(format!("rendering the {which} failed: {e}")))
-        };
         let subject = match self.has_subject {
-            true => Some(render("subject", "subject")?),
+            true => Some(self.render_one("subject", "subject", vars)?),
             false => None,
         };
         let html = match self.has_html {
-            true => Some(render("body.html", "HTML body")?),
+            true => Some(self.render_one("body.html", "HTML body", vars)?),
             false => None,
         };
         let mut text = match (self.has_text, &html) {
-            (true, _) | (false, None) => render("body", "body")?,
-            (false, Some(h)) => text_of_html(h)?,
+            (true, _) | (false, None) => self.render_one("body", "body", vars)?,
+            (false, Some(h)) => {
+                text_of_html(h).map_err(|e| budget::Failure::Other(e.message))?
+            }
         };
         if let Some(f) = &self.footer {
             if !text.is_empty() && !text.ends_with('\n') {
@@ -403,6 +424,24 @@ impl Compiled {
             text,
             html,
         })
+    }
+
+    /// Template `name` rendered into a capped buffer, with minijinja's fuel set by `env_with`.
+    fn render_one<S: serde::Serialize>(
+        &self,
+        name: &str,
+        which: &str,
+        vars: &S,
+    ) -> std::result::Result<String, budget::Failure> {
+        let mut out = budget::Capped::default();
+        let rendered = self
+            .env
+            .get_template(name)
+            .and_then(|t| t.render_captured_to(vars, &mut out).map(drop));
+        match rendered {
+            Ok(()) => out.into_string(which),
+            Err(e) => Err(budget::Failure::of(which, &e, out.over)),
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use super::calls::Flight;
 use super::engine::{blocking, Worker};
 use super::TARGET;
 use crate::domain::model::idempotency_key;
-use crate::domain::template::{CampaignVars, Compiled, Sources};
+use crate::domain::template::{CampaignVars, Compiled, Rendered, Sources};
 use crate::error::{Error, Result};
 use crate::provider::{CallResult, Capabilities, Message, Provider};
 use crate::store::{ClaimRequest, ClaimedRow};
@@ -295,16 +295,27 @@ struct Head {
     status_callback: Option<String>,
 }
 
+/// One recipient's message rendered on a blocking thread, never on the runtime's: a template
+/// may run up to its rendering budget (`template::RENDER_FUEL`), CPU time the runtime's threads
+/// owe to `/healthz`, the API and the other calls. The row is already claimed with its
+/// dispatch marker and no transaction is open, as for the provider call that follows.
+async fn render(tpl: Arc<Compiled>, vars: String, link: Option<String>) -> Result<Rendered> {
+    tokio::task::spawn_blocking(move || tpl.render_json(&vars, link.as_deref()))
+        .await
+        .map_err(|e| Error::internal(format!("the rendering task failed: {e}")))?
+}
+
 /// One call task: render the row's message, call the provider within `timeout`.
 async fn call(
     p: Arc<dyn Provider>,
     tpl: Arc<Compiled>,
-    row: ClaimedRow,
+    mut row: ClaimedRow,
     head: Head,
     timeout: Duration,
 ) -> (i64, CallResult) {
     let id = row.id;
-    let msg = match tpl.render_json(&row.vars, head.link.as_deref()) {
+    let rendered = render(tpl, std::mem::take(&mut row.vars), head.link.clone()).await;
+    let msg = match rendered {
         Ok(r) => Message {
             status_callback: head.status_callback,
             idempotency_key: idempotency_key(&row.job_id),
@@ -319,7 +330,7 @@ async fn call(
             unsubscribe: head.link.filter(|_| head.header),
         },
         // Variables are checked when the campaign is created; a row whose stored variables
-        // cannot be rendered is never called.
+        // cannot be rendered (or go over the rendering budget) is never called: it fails.
         Err(e) => {
             return (
                 id,
