@@ -30,6 +30,8 @@
 //! drain = "30s"
 //! body_limit = 1048576
 //! request_timeout = "60s"
+//! body_timeout = "10s"
+//! max_connections = 512
 //! ```
 
 use crate::domain::address::Channel;
@@ -81,6 +83,8 @@ pub struct Serve {
     pub drain: Option<String>,
     pub body_limit: Option<usize>,
     pub request_timeout: Option<String>,
+    pub body_timeout: Option<String>,
+    pub max_connections: Option<usize>,
 }
 
 /// One routing rule. The most specific matching rule wins (account and channel, then account,
@@ -155,6 +159,8 @@ impl Config {
             "serve.drain" => s.drain.clone(),
             "serve.body_limit" => s.body_limit.map(|n| n.to_string()),
             "serve.request_timeout" => s.request_timeout.clone(),
+            "serve.body_timeout" => s.body_timeout.clone(),
+            "serve.max_connections" => s.max_connections.map(|n| n.to_string()),
             _ => None,
         }
     }
@@ -283,6 +289,18 @@ pub const SETTINGS: &[Setting] = &[
         env: "SENDONCE_REQUEST_TIMEOUT",
         flag: "--request-timeout",
         default: Some("60s"),
+    },
+    Setting {
+        key: "serve.body_timeout",
+        env: "SENDONCE_BODY_TIMEOUT",
+        flag: "--body-timeout",
+        default: Some("10s"),
+    },
+    Setting {
+        key: "serve.max_connections",
+        env: "SENDONCE_MAX_CONNECTIONS",
+        flag: "--max-connections",
+        default: Some("512"),
     },
 ];
 

@@ -455,6 +455,37 @@ fn session_cookie(a: &Answer) -> Option<String> {
         .find(|c| c.starts_with("sendonce_session=") && !c.starts_with("sendonce_session=;"))
 }
 
+/// Issue 37: `next=/admin/../../u/x` led out of the dashboard after login. Dot segments (and
+/// `%2e` dots) are resolved as a browser resolves them before `next` must be inside /admin/.
+#[test]
+fn next_with_dot_segments_stays_in_the_dashboard() {
+    let (env, server) = setup();
+    for (i, (next, to)) in [
+        ("/admin/../../u/x", "/admin/campaigns"),
+        ("/admin/%2e%2e/u/x", "/admin/campaigns"),
+        ("/admin/.%2E/%2e./u/x", "/admin/campaigns"),
+        ("/admin/..\\u/x", "/admin/campaigns"),
+        ("/admin/..%2Fu/x", "/admin/campaigns"),
+        ("/admin//evil.example/", "/admin/campaigns"),
+        ("http://127.0.0.1/admin/", "/admin/campaigns"),
+        ("/admin/lists/../campaigns?q=a", "/admin/campaigns?q=a"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("d{i}");
+        create_admin(&env, "acme", &name);
+        let fields = [
+            ("name", name.as_str()),
+            ("password", PASSWORD),
+            ("next", next),
+        ];
+        let r = raw_login(&server.base, &[], &fields, true);
+        assert_eq!(r.status, 303, "{next}: {}", r.body);
+        assert_eq!(r.location(), Some(to), "next={next}");
+    }
+}
+
 #[test]
 fn cookies_csrf_of_the_login_form_and_next() {
     let (env, server) = setup();

@@ -72,10 +72,10 @@ fn slow_bodies_and_slow_headers_are_cut() {
                 let (mut r, mut w) = s.into_split();
                 let slow_headers = i >= 10;
                 let head = if slow_headers {
-                    "POST /send HTTP/1.1\r\nHost: x\r\nX-Slow: ".to_string()
+                    "POST /send HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".to_string()
                 } else {
                     format!(
-                        "POST /send HTTP/1.1\r\nHost: x\r\nIdempotency-Key: slow-{i}\r\n\
+                        "POST /send HTTP/1.1\r\nHost: 127.0.0.1\r\nIdempotency-Key: slow-{i}\r\n\
                          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
                     )
                 };
@@ -124,14 +124,14 @@ fn idle_connections_close_but_a_wait_in_flight_does_not() {
     let addr = fake.addr;
     rt().block_on(async move {
         let mut idle = TcpStream::connect(addr).await.unwrap();
-        idle.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        idle.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await
             .unwrap();
         assert_eq!(response(&mut idle).await.0, 200);
         let mut waiting = TcpStream::connect(addr).await.unwrap();
         waiting
             .write_all(
-                b"GET /messages/wait?to=nobody@example.com&count=1&timeout=5s HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"GET /messages/wait?to=nobody@example.com&count=1&timeout=5s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
             )
             .await
             .unwrap();
@@ -147,7 +147,7 @@ fn idle_connections_close_but_a_wait_in_flight_does_not() {
         assert!(t.elapsed() >= Duration::from_millis(4500), "{:?}", t.elapsed());
         // And the same connection still serves a request afterwards.
         waiting
-            .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await
             .unwrap();
         assert_eq!(response(&mut waiting).await.0, 200);
@@ -250,7 +250,7 @@ fn oversized_bodies_get_413_on_every_send_endpoint_and_nothing_is_stored() {
         }
         let mut raw = TcpStream::connect(fake_addr).await.unwrap();
         let head = format!(
-            "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: {}\r\n\r\n",
             "h".repeat(70 << 10)
         );
         let _ = raw.write_all(head.as_bytes()).await;
@@ -389,4 +389,87 @@ fn ready_file_names_both_addresses() {
     // The SMTP address is a listening socket.
     std::net::TcpStream::connect(smtp).expect("connect to the ready file's SMTP address");
     assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
+}
+
+/// One request on a fresh connection with this `Host`; the answer's status and body.
+async fn with_host(addr: SocketAddr, method: &str, path: &str, host: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    response(&mut s).await
+}
+
+/// Issue 37 F8: a page whose name is rebound to 127.0.0.1 (DNS rebinding) sends its own name as
+/// `Host`: the inbox (assertions API, Mailpit API, web inbox) and the send endpoints refuse it,
+/// nothing is deleted; loopback names and addresses are answered; `--allow-host` adds names.
+#[test]
+fn other_hosts_are_refused_against_dns_rebinding() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::start(&dir.path().join("d.jsonl"), &[]);
+    let addr = fake.addr;
+    let port = addr.port();
+    rt().block_on(async move {
+        let sent = client()
+            .post(format!("http://{addr}/send"))
+            .header("idempotency-key", "k1")
+            .json(&serde_json::json!({"job_id": "j1", "to": "kim@example.org",
+                                      "body": "reset: https://app.example/reset/s3cret"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.status(), 200);
+        for (method, path) in [
+            ("GET", "/messages"),
+            ("GET", "/messages/latest"),
+            ("GET", "/api/v1/messages"),
+            ("GET", "/api/v1/message/latest"),
+            ("DELETE", "/api/v1/messages"),
+            ("GET", "/"),
+            ("POST", "/clear"),
+            ("POST", "/send"),
+        ] {
+            for host in ["attacker.example", &format!("attacker.example:{port}")] {
+                let (status, body) = with_host(addr, method, path, host).await;
+                assert_eq!(status, 403, "{method} {path} Host {host}: {body}");
+                assert!(
+                    body.contains("--allow-host attacker.example") && !body.contains("s3cret"),
+                    "{body}"
+                );
+            }
+        }
+        for host in [
+            "localhost".to_string(),
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            "127.0.0.1".to_string(),
+            format!("[::1]:{port}"),
+        ] {
+            let (status, body) = with_host(addr, "GET", "/messages", &host).await;
+            assert_eq!(status, 200, "Host {host}: {body}");
+            assert!(
+                body.contains("s3cret"),
+                "not deleted by the refused DELETE: {body}"
+            );
+        }
+        let (status, _) = with_host(addr, "GET", "/api/v1/messages", "localhost").await;
+        assert_eq!(status, 200);
+    });
+    // --allow-host names another (a Docker service name, say), with or without a port.
+    let fake = Fake::start(
+        &dir.path().join("e.jsonl"),
+        &["--allow-host", "Fake-Box", "--allow-host", "other.test:81"],
+    );
+    let addr = fake.addr;
+    rt().block_on(async move {
+        for (host, want) in [
+            ("fake-box", 200),
+            ("fake-box:9000", 200),
+            ("other.test:81", 200),
+            ("other.test:82", 403),
+            ("attacker.example", 403),
+        ] {
+            let (status, body) = with_host(addr, "GET", "/api/v1/messages", host).await;
+            assert_eq!(status, want, "Host {host}: {body}");
+        }
+    });
 }

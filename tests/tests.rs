@@ -63,6 +63,7 @@ mod routing;
 mod secrets;
 mod segments;
 mod serve;
+mod serve_flood;
 mod smtp;
 mod sql_edge;
 mod store_contract;

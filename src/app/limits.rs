@@ -53,6 +53,13 @@ pub const REQUEST_TIMEOUT: Span = Span {
     min: Duration::from_secs(1),
     max: HOUR,
 };
+/// How long an HTTP request's body may take after its head (`serve --body-timeout`).
+pub const BODY_TIMEOUT: Span = Span {
+    min: Duration::from_millis(100),
+    max: HOUR,
+};
+/// Client connections `serve` keeps open at once (`serve --max-connections`).
+pub const MAX_CONNECTIONS: (usize, usize) = (1, 1_000_000);
 /// Largest HTTP request body (`serve --body-limit`), in bytes.
 pub const BODY_LIMIT: (usize, usize) = (1024, 64 * 1024 * 1024);
 

@@ -865,6 +865,15 @@ pub struct ServeArgs {
     /// (default 60s).
     #[arg(long, env = "SENDONCE_REQUEST_TIMEOUT")]
     pub request_timeout: Option<String>,
+    /// A request's body must arrive within this after its head, else 408 and the connection
+    /// is closed (default 10s).
+    #[arg(long, env = "SENDONCE_BODY_TIMEOUT", value_name = "DURATION")]
+    pub body_timeout: Option<String>,
+    /// Client connections open at once (default 512). At the cap the connection idle longest
+    /// (or slowest to send its request) is closed to make room; when all are busy a new one
+    /// gets 503. Refused at start unless it fits `ulimit -n` with room to spare.
+    #[arg(long, env = "SENDONCE_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
     /// How often the worker looks for new messages when idle.
     #[arg(long, default_value = "100ms")]
     pub tick: String,
@@ -1016,6 +1025,11 @@ pub struct FakeProviderArgs {
     /// "Connection: close" once its request head is in (or after 1 s), and is closed.
     #[arg(long, value_name = "N", default_value_t = crate::tools::fake::Limits::default().max_connections)]
     pub max_connections: usize,
+    /// Answer HTTP requests whose Host is NAME too (with or without a port); repeatable. By
+    /// default only localhost, loopback addresses and the address a connection reached are
+    /// answered, others get 403: a web page cannot read the inbox through DNS rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_host: Vec<String>,
     /// Hidden (tests): a request's line and headers must arrive within this (default 10s).
     #[arg(long, hide = true, value_name = "DURATION")]
     pub header_timeout: Option<String>,

@@ -20,11 +20,24 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
     let drain = limits::DRAIN.parse("--drain", &drain_text)?;
     let body_limit = a.body_limit.or(file.body_limit).unwrap_or(1024 * 1024);
     let timeout = pick(&a.request_timeout, &file.request_timeout, "60s");
+    let body_timeout = pick(&a.body_timeout, &file.body_timeout, "10s");
+    let max_connections = a
+        .max_connections
+        .or(file.max_connections)
+        .unwrap_or(crate::http::MAX_CONNECTIONS);
+    let max_connections = limits::count_in(
+        "--max-connections",
+        max_connections,
+        limits::MAX_CONNECTIONS,
+    )?;
+    crate::http::check_fd_limit(max_connections)?;
     let settings = crate::http::Settings {
         listen: pick(&a.listen, &file.listen, "127.0.0.1:8025"),
         drain,
         body_limit: limits::count_in("--body-limit", body_limit, limits::BODY_LIMIT)?,
         request_timeout: limits::REQUEST_TIMEOUT.parse("--request-timeout", &timeout)?,
+        body_timeout: limits::BODY_TIMEOUT.parse("--body-timeout", &body_timeout)?,
+        max_connections,
         worker: None,
         hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
         keys: link_keys()?,

@@ -1,11 +1,13 @@
 //! `sendonce serve`: the HTTP API on the process's one runtime. Handlers call the use cases of
 //! `app/` (never the store's SQL), each store call whole on a blocking thread; statuses are
 //! decided in `error.rs` (errors) and `messages.rs` (202 queued, 200 settled). Connections are
-//! hyper HTTP/1 with a header-read timeout, accepted by our own loop. SIGTERM stops
+//! hyper HTTP/1 with a header-read timeout, accepted by our own loop up to a cap with a body
+//! deadline (`conn.rs`). SIGTERM stops
 //! accepting, lets requests and the optional in-process worker finish within the drain, and
 //! returns.
 
 mod auth;
+mod conn;
 pub mod dashboard;
 mod error;
 mod hooks;
@@ -21,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::store::Storage;
 use crate::worker::{self, routes::Routes};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
@@ -31,6 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+pub use conn::{check_fd_limit, BODY_TIMEOUT, MAX_CONNECTIONS};
 pub use error::{status_for, ApiError};
 
 /// How the server runs.
@@ -42,6 +45,10 @@ pub struct Settings {
     pub body_limit: usize,
     /// A request (a slow client's included) is cut after this long.
     pub request_timeout: Duration,
+    /// A request's body must be in this long after its head (else 408, closed).
+    pub body_timeout: Duration,
+    /// Client connections open at once (see `conn.rs`).
+    pub max_connections: usize,
     /// Run the send loop in this process too.
     pub worker: Option<(Routes, worker::Config)>,
     /// Provider webhooks accepted at `/hooks/...` (none by default).
@@ -121,6 +128,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
 }
 
 fn router(st: AppState, s: &Settings) -> Router {
+    let guard = middleware::from_fn_with_state((st.body_limit, s.body_timeout), body_guard);
     Router::new()
         .merge(ops::routes())
         .merge(metrics::routes())
@@ -136,6 +144,7 @@ fn router(st: AppState, s: &Settings) -> Router {
             axum::http::StatusCode::REQUEST_TIMEOUT,
             s.request_timeout,
         ))
+        .layer(guard)
         .layer(middleware::from_fn(request_log))
         .with_state(st)
 }
@@ -160,6 +169,56 @@ async fn request_log(mut req: Request, next: Next) -> Response {
     crate::metrics::http_request(method.as_str(), &route, res.status().as_u16());
     tracing::info!(target: "sendonce::http", %method, route, status = res.status().as_u16(),
                    ms = format!("{ms:.1}"), request_id = %id, "request");
+    res
+}
+
+/// A body declared larger than the limit is refused at once (413, before any of it is read);
+/// a body that did not arrive within the body timeout gets a 408. Both close the connection
+/// (its stream is mid-body).
+async fn body_guard(
+    axum::extract::State((limit, within)): axum::extract::State<(usize, Duration)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let id = req
+        .extensions()
+        .get::<auth::RequestId>()
+        .map(|r| r.0.clone())
+        .unwrap_or_default();
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    if let Some(n) = declared.filter(|n| *n > limit as u64) {
+        let msg =
+            format!("the request body ({n} bytes) is larger than {limit} bytes (--body-limit)");
+        return closing(error::body(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            &msg,
+            &id,
+        ));
+    }
+    let expired = req.extensions().get::<conn::BodyExpired>().cloned();
+    let res = next.run(req).await;
+    if expired.is_some_and(|e| e.is_set()) {
+        let msg = format!("the request body did not arrive within {within:?} (--body-timeout)");
+        return closing(error::body(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            &msg,
+            &id,
+        ));
+    }
+    res
+}
+
+/// `res` with `Connection: close`.
+fn closing(mut res: Response) -> Response {
+    res.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        HeaderValue::from_static("close"),
+    );
     res
 }
 
@@ -197,7 +256,12 @@ pub fn serve(
         };
         let app = router(st, &s);
         bound(addr);
-        run_server(listener, app, rx, s.drain).await?;
+        let limits = Limits {
+            max_connections: s.max_connections,
+            body_timeout: s.body_timeout,
+            drain: s.drain,
+        };
+        run_server(listener, app, rx, limits).await?;
         match worker {
             Some(h) => Ok(Some(h.await.map_err(|e| {
                 Error::internal(format!("the worker task failed: {e}"))
@@ -240,53 +304,96 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
 /// headers would otherwise hold a connection forever).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Accept connections until the stop signal, each served by hyper's HTTP/1 with a header-read
-/// timeout; then stop accepting and let open connections finish within `drain`.
+/// What the accept loop enforces.
+struct Limits {
+    max_connections: usize,
+    body_timeout: Duration,
+    drain: Duration,
+}
+
+/// Accept connections until the stop signal, up to the cap (`conn::Conns`), each served by
+/// hyper's HTTP/1 with a header-read timeout; then stop accepting and let open connections
+/// finish within the drain.
 async fn run_server(
     listener: tokio::net::TcpListener,
     app: Router,
     rx: watch::Receiver<bool>,
-    drain: Duration,
+    limits: Limits,
 ) -> Result<()> {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let conns = conn::Conns::new(limits.max_connections);
+    let mut backoff = conn::Backoff::default();
     let mut stop = std::pin::pin!(stopped(rx));
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
-                    // Out of file descriptors and the like: wait a little, keep serving.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    backoff.failed(&e).await;
                     continue;
                 }
             },
             _ = &mut stop => break,
         };
-        // The peer's address reaches handlers as axum's `ConnectInfo` (the signup form's
-        // rate limit is per client address).
-        let tower = hyper_util::service::TowerToHyperService::new(app.clone());
-        let svc = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
-            req.extensions_mut()
-                .insert(axum::extract::ConnectInfo::<SocketAddr>(peer));
-            hyper::service::Service::call(&tower, req)
-        });
-        let mut b = hyper::server::conn::http1::Builder::new();
-        b.timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(HEADER_TIMEOUT);
-        let conn = graceful.watch(b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc));
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(target: "sendonce::http", error = %e, "connection ended");
-            }
-        });
+        backoff.reset();
+        match conns.admit() {
+            Some(ticket) => spawn_connection(stream, peer, ticket, &app, &graceful, &limits),
+            None => conns.refuse(stream),
+        }
     }
     drop(listener);
-    if tokio::time::timeout(drain, graceful.shutdown())
+    if tokio::time::timeout(limits.drain, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::warn!("requests still in flight after the drain: closing them");
     }
     Ok(())
+}
+
+/// Serve one admitted connection on its own task until it ends, or is closed to make room.
+fn spawn_connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    ticket: conn::Ticket,
+    app: &Router,
+    graceful: &hyper_util::server::graceful::GracefulShutdown,
+    limits: &Limits,
+) {
+    // The peer's address reaches handlers as axum's `ConnectInfo` (the signup form's
+    // rate limit is per client address).
+    let tower = hyper_util::service::TowerToHyperService::new(app.clone());
+    let conn = ticket.conn.clone();
+    let within = limits.body_timeout;
+    let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let busy = conn.begin(hyper::body::Body::is_end_stream(req.body()));
+        let expired = conn::BodyExpired::default();
+        let conn = conn.clone();
+        let mut req =
+            req.map(|b| axum::body::Body::new(conn::Timed::new(b, within, conn, expired.clone())));
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo::<SocketAddr>(peer));
+        req.extensions_mut().insert(expired);
+        let answer = hyper::service::Service::call(&tower, req);
+        async move {
+            let r = answer.await;
+            drop(busy);
+            r
+        }
+    });
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    let served = graceful.watch(b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc));
+    tokio::spawn(async move {
+        tokio::select! {
+            r = served => {
+                if let Err(e) = r {
+                    tracing::debug!(target: "sendonce::http", error = %e, "connection ended");
+                }
+            }
+            _ = ticket.conn.evicted() => {}
+        }
+        drop(ticket);
+    });
 }

@@ -52,18 +52,50 @@ pub struct Next {
     next: Option<String>,
 }
 
-/// Where to go after logging in: a dashboard path of ours, never another site.
+/// Where to go after logging in: a dashboard path of ours, never another site nor another
+/// page of this one. The path is resolved as a browser resolves it (`.` and `..` segments,
+/// `%2e` spelt dots) before it must be inside `/admin/`; the resolved path is what is used.
 fn next_page(next: Option<&str>) -> String {
-    match next {
-        Some(n)
-            if n.starts_with("/admin/")
-                && !n.contains('\\')
-                && n.bytes().all(|b| (0x21..0x7f).contains(&b)) =>
-        {
-            n.to_string()
-        }
-        _ => "/admin/campaigns".to_string(),
+    const HOME: &str = "/admin/campaigns";
+    let Some(n) =
+        next.filter(|n| !n.contains('\\') && n.bytes().all(|b| (0x21..0x7f).contains(&b)))
+    else {
+        return HOME.to_string();
+    };
+    let (path, rest) = n.split_at(n.find(['?', '#']).unwrap_or(n.len()));
+    match resolve(path) {
+        Some(p) if p.starts_with("/admin/") => format!("{p}{rest}"),
+        _ => HOME.to_string(),
     }
+}
+
+/// `path` with its `.` and `..` segments (`%2e` spelt too) resolved (RFC 3986 5.2.4); None
+/// when it is not an absolute path, has an empty segment (`//`) or an encoded separator
+/// (`%2f`, `%5c`).
+fn resolve(path: &str) -> Option<String> {
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("%2f") || lower.contains("%5c") {
+        return None;
+    }
+    let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+    let mut out: Vec<&str> = Vec::new();
+    for (i, seg) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        let dots = seg.to_ascii_lowercase().replace("%2e", ".");
+        match dots.as_str() {
+            "." | ".." => {
+                if dots == ".." {
+                    out.pop();
+                }
+                if last {
+                    out.push("");
+                }
+            }
+            "" if !last => return None,
+            _ => out.push(seg),
+        }
+    }
+    Some(format!("/{}", out.join("/")))
 }
 
 /// The form, with a fresh nonce in a cookie and in a hidden field.
@@ -220,8 +252,34 @@ mod tests {
             "//evil.example/admin/",
             "/u/x",
             "/admin/\\evil",
+            "/admin/../../u/x",
+            "/admin/../u/x",
+            "/admin/%2e%2e/u/x",
+            "/admin/%2E%2e/%2e%2E/u/x",
+            "/admin/.%2e/u/x",
+            "/admin/%2e./u/x",
+            "/admin/campaigns/../../u/x?next=/admin/",
+            "/admin/..",
+            "/admin/%2e%2e",
+            "/admin/..%2fu/x",
+            "/admin/..%5cu/x",
+            "/admin//evil.example/",
+            "/admin/\\..\\..\\u",
+            "http://127.0.0.1/admin/",
+            "/admin/\t../u",
         ] {
             assert_eq!(next_page(Some(bad)), "/admin/campaigns", "{bad}");
+        }
+        for (ok, to) in [
+            (
+                "/admin/lists/../campaigns?status=sent",
+                "/admin/campaigns?status=sent",
+            ),
+            ("/admin/./lists/%2e/", "/admin/lists/"),
+            ("/admin/x/..", "/admin/"),
+            ("/admin/lists?next=/../../u", "/admin/lists?next=/../../u"),
+        ] {
+            assert_eq!(next_page(Some(ok)), to, "{ok}");
         }
         assert_eq!(next_page(None), "/admin/campaigns");
     }

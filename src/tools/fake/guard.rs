@@ -1,5 +1,6 @@
 //! The fake provider against hostile or careless clients (it runs in other people's CI): header,
-//! body and idle timeouts, a connection cap, bounded bodies, and the JSON request log.
+//! body and idle timeouts, a connection cap, bounded bodies, the Host check against DNS
+//! rebinding, and the JSON request log.
 
 use super::server::{Body, Shared, MAX_BODY};
 use http_body_util::BodyExt;
@@ -305,6 +306,74 @@ pub(super) async fn read_body(mut body: Incoming, limits: &Limits) -> Result<Byt
     }
 }
 
+/// An `--allow-host` value, checked and lower-cased.
+pub(super) fn allowed_host(h: &str) -> crate::error::Result<String> {
+    let ok = !h.is_empty()
+        && h.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b));
+    if !ok {
+        return Err(crate::error::Error::invalid(format!(
+            "--allow-host {h:?}: give a host name or address, with or without a port"
+        )));
+    }
+    Ok(h.to_ascii_lowercase())
+}
+
+/// The host of a `Host` value, without its port (`[::1]:80` is `::1`).
+fn host_name(host: &str) -> &str {
+    if let Some(v6) = host.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or(v6);
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+/// Whether a `Host` value names this fake provider: `localhost` (and `*.localhost`), a
+/// loopback address, the address the connection reached, or an `--allow-host` name; each with
+/// or without a port. A page served from another name that resolves here (DNS rebinding) sends
+/// that name, and is refused.
+fn host_is_ours(host: &str, local: Option<std::net::SocketAddr>, allowed: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = host_name(&host).trim_end_matches('.');
+    if allowed.iter().any(|a| *a == host || a == name) {
+        return true;
+    }
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback() || local.is_some_and(|l| l.ip() == ip),
+        Err(_) => false,
+    }
+}
+
+/// Refuse a request whose `Host` (or absolute URI) names another site; a request without one
+/// (HTTP/1.0) names none and is answered.
+pub(super) fn check_host<B>(
+    req: &HttpRequest<B>,
+    local: Option<std::net::SocketAddr>,
+    allowed: &[String],
+) -> Result<(), String> {
+    let host = match req.headers().get(hyper::header::HOST) {
+        Some(v) => String::from_utf8_lossy(v.as_bytes()).into_owned(),
+        None => match req.uri().authority() {
+            Some(a) => a.as_str().to_string(),
+            None => return Ok(()),
+        },
+    };
+    if host_is_ours(&host, local, allowed) {
+        return Ok(());
+    }
+    Err(format!(
+        "Host {host:?} is not this fake provider's: it answers localhost, loopback addresses \
+         and the address it listens on (DNS rebinding); start it with --allow-host {} to \
+         accept this name",
+        host_name(host.trim())
+    ))
+}
+
 /// Which provider API a path belongs to, for the request log.
 fn api_of(path: &str) -> Option<&'static str> {
     if super::apis::twilio_account(path).is_some() {
@@ -372,6 +441,43 @@ mod tests {
         let get = HttpRequest::get("/health").body(()).unwrap();
         assert_eq!(log_line(&get)["key"], Value::Null);
         assert!(log_line(&get).get("api").is_none());
+    }
+
+    #[test]
+    fn only_loopback_the_local_address_and_allowed_hosts_are_answered() {
+        let local: std::net::SocketAddr = "192.0.2.7:9000".parse().unwrap();
+        let allowed = vec!["fake".to_string(), "box.test:8080".to_string()];
+        for ok in [
+            "localhost",
+            "LOCALHOST:9000",
+            "localhost.",
+            "app.localhost:3000",
+            "127.0.0.1",
+            "127.8.9.10:9000",
+            "[::1]:9000",
+            "[::1]",
+            "192.0.2.7:9000",
+            "192.0.2.7",
+            "fake",
+            "fake:9000",
+            "box.test:8080",
+        ] {
+            assert!(host_is_ours(ok, Some(local), &allowed), "{ok}");
+        }
+        for bad in [
+            "attacker.example",
+            "attacker.example:9000",
+            "localhost.attacker.example",
+            "127.0.0.1.attacker.example",
+            "192.0.2.8",
+            "box.test:9090",
+            "",
+            "[::2]:9000",
+        ] {
+            assert!(!host_is_ours(bad, Some(local), &allowed), "{bad}");
+        }
+        assert!(allowed_host("a b").is_err() && allowed_host("").is_err());
+        assert_eq!(allowed_host("Fake:80").unwrap(), "fake:80");
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub struct Config {
     pub request_log: Option<PathBuf>,
     /// Timeouts and the connection cap against slow or greedy clients.
     pub limits: Limits,
+    /// Host names answered besides loopback ones and the address reached (`--allow-host`),
+    /// lower-case.
+    pub allowed_hosts: Vec<String>,
     /// Send a signed delivery callback for every accepted message (`--callbacks`).
     pub callbacks: Option<callbacks::Callbacks>,
     /// The SMTP listener (`--smtp`): size limit, chaos, AUTH, STARTTLS identity.
@@ -76,6 +79,7 @@ impl Config {
             request_log: None,
             callbacks: None,
             limits: Limits::default(),
+            allowed_hosts: Vec::new(),
             smtp: smtp::Settings::default(),
         }
     }
@@ -99,6 +103,11 @@ impl Config {
                 .collect::<Result<_>>()?,
             request_log: a.request_log.clone(),
             limits: limits(a)?,
+            allowed_hosts: a
+                .allow_host
+                .iter()
+                .map(|h| guard::allowed_host(h))
+                .collect::<Result<_>>()?,
             callbacks: a
                 .callbacks
                 .as_deref()

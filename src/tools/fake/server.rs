@@ -169,6 +169,7 @@ impl Server {
         graceful: &GracefulShutdown,
     ) {
         let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().ok();
         let shared = self.shared.clone();
         let limits = shared.config.limits;
         let clock = super::guard::Clock::new();
@@ -187,7 +188,7 @@ impl Server {
                     let shared = shared.clone();
                     async move {
                         let _busy = busy;
-                        handle(shared, req).await
+                        handle(shared, req, local).await
                     }
                 }),
             );
@@ -207,8 +208,12 @@ impl Server {
 async fn handle(
     shared: Arc<Shared>,
     req: HttpRequest<Incoming>,
+    local: Option<std::net::SocketAddr>,
 ) -> std::result::Result<Response<Body>, DropReply> {
     super::guard::log_request(&shared, &req);
+    if let Err(why) = super::guard::check_host(&req, local, &shared.config.allowed_hosts) {
+        return Ok(invalid(StatusCode::FORBIDDEN, why));
+    }
     let path = req.uri().path().to_string();
     if let Some(sid) = apis::twilio_account(&path) {
         return match req.method() {
