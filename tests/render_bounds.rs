@@ -61,7 +61,10 @@ fn status(env: &Env, id: i64) -> String {
 fn create_and_approve_refuse_a_template_over_the_budget_on_the_cli() {
     let env = Env::new();
     env.setup_account();
-    env.import_csv("acme", &env.write("s.csv", "email,name\na@example.com,Ann\n"));
+    env.import_csv(
+        "acme",
+        &env.write("s.csv", "email,name\na@example.com,Ann\n"),
+    );
     let body = env.write("body.txt", NESTED_RANGE);
     let started = Instant::now();
     let r = env.run(&[
@@ -116,7 +119,10 @@ fn create_and_approve_refuse_a_template_over_the_budget_on_the_cli() {
 fn create_and_approve_refuse_a_template_over_the_budget_in_the_api() {
     let env = Env::new();
     env.setup_account();
-    env.import_csv("acme", &env.write("s.csv", "email,name\na@example.com,Ann\n"));
+    env.import_csv(
+        "acme",
+        &env.write("s.csv", "email,name\na@example.com,Ann\n"),
+    );
     let tok = token(&env, "acme", "admin");
     let old = unchecked_draft(&env, NESTED_RANGE);
     let server = Server::start(&env, &[]);
@@ -241,7 +247,11 @@ async fn latencies(server: &Server, tok: &str, for_: Duration) -> (Vec<Duration>
             .timeout(Duration::from_secs(3))
             .send()
             .await;
-        all.push(if r.is_ok() { t.elapsed() } else { Duration::from_secs(3) });
+        all.push(if r.is_ok() {
+            t.elapsed()
+        } else {
+            Duration::from_secs(3)
+        });
         i += 1;
         let msg = json!({"to": format!("r{i}@example.org"), "from": "app@example.org",
                          "subject": "Code", "text": "123456"});

@@ -169,7 +169,7 @@ pub enum Command {
     /// Run an offline provider and inbox for tests and demos: HTTP (--provider webhook:URL, or
     /// a twilio:, resend: or postmark: provider whose base_url points here) and SMTP (--smtp);
     /// assert through GET /messages, Mailpit's API, or the web inbox at /.
-    FakeProvider(FakeProviderArgs),
+    FakeProvider(Box<FakeProviderArgs>),
     /// The config file and settings: `config show` (effective settings and their sources,
     /// secrets masked), `config example` (a commented sendonce.toml).
     #[command(subcommand)]

@@ -409,9 +409,7 @@ impl Compiled {
         };
         let mut text = match (self.has_text, &html) {
             (true, _) | (false, None) => self.render_one("body", "body", vars)?,
-            (false, Some(h)) => {
-                text_of_html(h).map_err(|e| budget::Failure::Other(e.message))?
-            }
+            (false, Some(h)) => text_of_html(h).map_err(|e| budget::Failure::Other(e.message))?,
         };
         if let Some(f) = &self.footer {
             if !text.is_empty() && !text.ends_with('\n') {

@@ -83,9 +83,8 @@ impl Capped {
 pub(super) fn sample_vars<'a>(
     attrs: impl Iterator<Item = &'a String>,
 ) -> std::collections::BTreeMap<String, String> {
-    let mut v: std::collections::BTreeMap<String, String> = attrs
-        .map(|a| (a.clone(), "sample".to_string()))
-        .collect();
+    let mut v: std::collections::BTreeMap<String, String> =
+        attrs.map(|a| (a.clone(), "sample".to_string())).collect();
     for (k, s) in [
         ("name", "Sample Name"),
         ("email", "sample@example.com"),
