@@ -1,4 +1,4 @@
-//! Exit codes, decided here and nowhere else (documented in README.md).
+//! Exit codes, decided here and nowhere else (documented in docs/campaigns.md, "Exit codes").
 
 use crate::error::{Error, ErrorKind};
 

@@ -572,3 +572,100 @@ fn sms_campaign_creation_reports_encoding_and_segments() {
     ]);
     assert!(r.stderr.contains("UCS-2"), "{}", r.stderr);
 }
+
+/// What a newcomer reads (issue 38, items 4, 6 and 12): no internal references in the help,
+/// the man page command visible, the second opt-in spelling named as an alias, no dangling
+/// "skipped 0 …:" in the demo, "1 recipient", and `subscriber show` as text unless `--json`.
+#[test]
+fn the_words_a_newcomer_reads_are_right() {
+    let env = Env::new();
+    let help = env.ok(&["--help"]);
+    assert!(!help.contains("(issue"), "{help}");
+    assert!(help.contains("manpage"), "{help}");
+    let list_help = env.ok(&["list", "create", "--help"]);
+    assert!(
+        list_help.contains("Alias of `--optin double`"),
+        "{list_help}"
+    );
+
+    let dir = env.path("demo");
+    let demo = env.run(&["demo", "--recipients", "10", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(demo.code, 0, "{}", demo.stderr);
+    assert!(
+        demo.stdout.contains("imported 10 of 10 CSV rows\n"),
+        "{}",
+        demo.stdout
+    );
+    assert!(!demo.stdout.contains("skipped 0"), "{}", demo.stdout);
+
+    let (acct, cid) = env.setup_campaign(1);
+    env.ok(&["campaign", "approve", &cid]);
+    let outbox = env.path("outbox.jsonl");
+    env.ok(&[
+        "run",
+        "--once",
+        "--provider",
+        &format!("outbox:{}", outbox.display()),
+    ]);
+    let status = env.ok(&["campaign", "status", &cid]);
+    assert!(status.contains("(1 recipient)"), "{status}");
+
+    let show = env.ok(&[
+        "subscriber",
+        "show",
+        "--account",
+        &acct,
+        "user0@example.com",
+    ]);
+    assert!(!show.trim_start().starts_with('{'), "{show}");
+    assert!(show.contains("status   confirmed"), "{show}");
+    let json = env.ok(&[
+        "--json",
+        "subscriber",
+        "show",
+        "--account",
+        &acct,
+        "user0@example.com",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&json).expect("JSON with --json");
+    assert_eq!(doc["email"], "user0@example.com");
+}
+
+/// A campaign that reaches nobody is approved with a warning, or refused with `--strict`
+/// (issue 38, item 10), which leaves it a draft.
+#[test]
+fn approving_a_campaign_that_reaches_nobody_warns_or_is_refused_with_strict() {
+    let env = Env::new();
+    let acct = env.setup_account();
+    let body = env.write("body.txt", "Hello\n");
+    let create = |name: &str| {
+        env.ok(&[
+            "campaign",
+            "create",
+            "--account",
+            &acct,
+            "--name",
+            name,
+            "--channel",
+            "email",
+            "--from",
+            "news@example.org",
+            "--subject",
+            "Hi",
+            "--body-file",
+            body.to_str().unwrap(),
+        ])
+    };
+    let strict = create("strict");
+    let r = env.run(&["campaign", "approve", &strict, "--strict"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("reaches nobody"), "{r:?}");
+    let status = env.ok(&["--json", "campaign", "status", &strict]);
+    assert!(status.contains("\"draft\""), "{status}");
+
+    let lenient = create("lenient");
+    let r = env.run(&["campaign", "approve", &lenient]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("warning: campaign"), "{r:?}");
+    assert!(r.stdout.contains("reaches nobody"), "{r:?}");
+}

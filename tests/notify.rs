@@ -385,3 +385,49 @@ fn exit_codes_for_doubt_and_permanent_failure() {
     assert_eq!(r.code, 4, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("FAILED"), "{}", r.stdout);
 }
+
+/// A missing sender is the user's to fix: without `--from` (and no `from=` in the spec) notify
+/// is a usage error that records nothing, so the same key sends once `--from` is given. A sender
+/// that cannot be a header is refused the same way.
+#[test]
+fn a_missing_sender_is_a_usage_error_that_does_not_burn_the_key() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("state.db");
+    let log = d.path().join("fake.jsonl");
+    let fake = common::Fake::start(&log, &[]);
+    let spec = format!("resend:?base_url={}&timeout=2s", fake.base());
+    let env = [("SENDONCE_RESEND_API_KEY", "re_test_key")];
+    let base = [
+        "--to",
+        "ops@example.org",
+        "--message",
+        "deploy finished",
+        "--subject",
+        "deploy",
+        "--key",
+        "deploy-77",
+        "--provider",
+        spec.as_str(),
+        "--state",
+        s(&state),
+    ];
+    let first = notify(&env, &base);
+    assert_eq!(first.code, 2, "{first:?}");
+    assert!(first.stderr.contains("--from"), "{first:?}");
+    assert!(
+        first.stderr.contains("nothing was sent or recorded"),
+        "{first:?}"
+    );
+
+    let mut bad = base.to_vec();
+    bad.extend(["--from", "CI <ci@example.org>\r\nBcc: x@evil.example"]);
+    let refused = notify(&env, &bad);
+    assert_eq!(refused.code, 2, "{refused:?}");
+
+    let mut good = base.to_vec();
+    good.extend(["--from", "CI <ci@example.org>"]);
+    let sent = notify(&env, &good);
+    assert_eq!(sent.code, 0, "{sent:?}");
+    assert!(!sent.stdout.contains("FAILED"), "{sent:?}");
+    assert_eq!(fake.lines().len(), 1, "one delivery");
+}

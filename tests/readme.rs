@@ -79,30 +79,17 @@ fn quick_start_script() -> (String, Vec<String>) {
     (script, skipped)
 }
 
-#[test]
-fn quick_start_runs_as_written() {
-    let (script, skipped) = quick_start_script();
-    assert!(
-        skipped.len() <= 1,
-        "only the install line may be skipped: {skipped:?}"
-    );
-    assert!(
-        script.contains("sendonce run"),
-        "the Quick start should send:\n{script}"
-    );
-
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let work = tmp.path().join("work");
-    let home = tmp.path().join("home");
-    let tmpdir = tmp.path().join("tmp");
+/// Runs `script` with bash (`-euo pipefail -x`) in `root/work`, with a clean environment: the
+/// binary under test first on PATH, HOME, XDG directories and TMPDIR under `root`.
+fn run_script(root: &Path, script: &str) -> (std::path::PathBuf, std::process::Output) {
+    let work = root.join("work");
+    let home = root.join("home");
+    let tmpdir = root.join("tmp");
     for d in [&work, &home, &tmpdir] {
         std::fs::create_dir_all(d).expect("mkdir");
     }
-    // What the test needs back from the script, after the README's own lines.
-    let trailer = "printf 'readme-test: db=%s campaign=%s\\n' \"$SENDONCE_DB\" \"$CID\"\n";
-    let script_path = tmp.path().join("quick-start.sh");
-    std::fs::write(&script_path, format!("{script}{trailer}")).expect("write script");
-
+    let script_path = root.join("script.sh");
+    std::fs::write(&script_path, script).expect("write script");
     let bin_dir = Path::new(BIN).parent().expect("binary directory");
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display());
     let out = Command::new("bash")
@@ -117,8 +104,29 @@ fn quick_start_runs_as_written() {
         .env("XDG_DATA_HOME", home.join(".local/share"))
         .env("XDG_CACHE_HOME", home.join(".cache"))
         .env("TMPDIR", &tmpdir)
+        .stdin(std::process::Stdio::null())
         .output()
         .expect("run bash");
+    (work, out)
+}
+
+#[test]
+fn quick_start_runs_as_written() {
+    let (script, skipped) = quick_start_script();
+    assert!(
+        skipped.len() <= 1,
+        "only the install line may be skipped: {skipped:?}"
+    );
+    assert!(
+        script.contains("sendonce run"),
+        "the Quick start should send:\n{script}"
+    );
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // What the test needs back from the script, after the README's own lines.
+    let trailer = "printf 'readme-test: db=%s campaign=%s\\n' \"$SENDONCE_DB\" \"$CID\"\n";
+    let (work, out) = run_script(tmp.path(), &format!("{script}{trailer}"));
+    let tmpdir = tmp.path().join("tmp");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -235,4 +243,89 @@ fn top_commands_are_the_demo_and_the_test_script() {
             .any(|l| !l.trim_start().starts_with('#') && l.contains("tests/run.sh")),
         ".ci/run does not call tests/run.sh"
     );
+}
+
+/// Kills the server the first-ten-minutes block left running, however the test ends.
+struct Stop(Option<u32>);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
+/// README's "The first ten minutes" runs as written (on a free port instead of 8025): the API
+/// message is sent once and a replay of its request answers from the ledger, the campaign's
+/// unsubscribe link works, and the admin it makes can log in to the dashboard.
+#[test]
+fn first_ten_minutes_runs_as_written() {
+    let blocks = code_blocks(&section(&readme(), "The first ten minutes"));
+    assert_eq!(blocks.len(), 1, "one block in The first ten minutes");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let written = blocks[0].join("\n");
+    assert!(written.contains("127.0.0.1:8025"), "{written}");
+    let script = written.replace("127.0.0.1:8025", &format!("127.0.0.1:{port}"));
+    // After the README's lines: the server's pid, and the same request again, which must be
+    // answered as a replay.
+    let trailer = format!(
+        "\nprintf 'readme-test: pid=%s\\n' \"$!\"\n\
+         curl -s -o /dev/null -D - \"http://127.0.0.1:{port}/v1/messages\" \
+         -H \"Authorization: Bearer $TOKEN\" -H \"Idempotency-Key: welcome-ada\" \
+         -H \"Content-Type: application/json\" \
+         -d '{{\"to\": \"ada@example.org\", \"from\": \"app@example.org\", \"subject\": \"Welcome\", \"text\": \"Hello Ada\"}}'\n"
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (work, out) = run_script(tmp.path(), &format!("{script}{trailer}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let pid = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("readme-test: pid="))
+        .and_then(|p| p.trim().parse::<u32>().ok());
+    let _stop = Stop(pid);
+    let log = std::fs::read_to_string(work.join("serve.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "the README's first ten minutes failed ({}):\n--- stdout\n{stdout}--- stderr (bash -x)\n{}--- serve.log\n{log}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(pid.is_some(), "{stdout}");
+
+    // The message was sent, once, and its repeat was answered from the ledger.
+    assert!(stdout.contains("\"status\":\"sent\""), "{stdout}");
+    assert!(
+        stdout
+            .to_ascii_lowercase()
+            .contains("idempotent-replayed: true"),
+        "{stdout}"
+    );
+    let outbox = std::fs::read_to_string(work.join("demo/outbox.jsonl")).expect("outbox");
+    let to_ada = outbox
+        .lines()
+        .filter(|l| l.contains("\"to\":\"ada@example.org\""))
+        .count();
+    assert_eq!(to_ada, 1, "{outbox}");
+
+    // The unsubscribe link showed its page, worked, and the suppression list says so.
+    assert!(stdout.contains("You are unsubscribed"), "{stdout}");
+    assert!(stdout.contains("unsubscribe-link"), "{stdout}");
+
+    // The admin it made logs in to the dashboard of the server it left running.
+    let password = written
+        .split("SENDONCE_ADMIN_PASSWORD='")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .expect("the block sets SENDONCE_ADMIN_PASSWORD");
+    let admin = crate::common::dashboard::Admin::login(
+        &format!("http://127.0.0.1:{port}"),
+        "ana",
+        password,
+    );
+    let page = admin.get("/admin/campaigns");
+    assert!(page.body.contains("Second issue"), "{}", page.body);
 }

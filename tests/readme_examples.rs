@@ -1,4 +1,4 @@
-//! README's "Use it in your own tests" examples, run as written: the pytest file with
+//! The manual's "Use it in your own tests" examples (docs/fake-provider.md), run as written: the pytest file with
 //! `python3 -m pytest` (the built `sendonce` first on PATH), and the GitHub Actions job's `run:`
 //! steps in bash, in order, with the job's env (its `uses:` steps listed and skipped).
 
@@ -8,15 +8,17 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sendonce");
 
-/// The fenced block after the line `<!-- ci: NAME -->` in README.md.
+/// The fenced block after the line `<!-- ci: NAME -->` in docs/fake-provider.md.
 fn block(name: &str) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("read README.md");
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fake-provider.md"),
+    )
+    .expect("read docs/fake-provider.md");
     let marker = format!("<!-- ci: {name} -->");
     let mut lines = readme.lines().skip_while(|l| l.trim() != marker).skip(1);
     let fence = lines
         .next()
-        .unwrap_or_else(|| panic!("README has no {marker}"));
+        .unwrap_or_else(|| panic!("docs/fake-provider.md has no {marker}"));
     assert!(
         fence.starts_with("```"),
         "{marker} is not followed by a fence: {fence:?}"

@@ -46,6 +46,7 @@ mod ledger;
 mod limits;
 mod lists;
 mod lock_loss;
+mod manual;
 mod migrate_store;
 mod notify;
 mod ops_http;

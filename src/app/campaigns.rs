@@ -205,6 +205,19 @@ pub struct Approved {
     pub status: CampaignStatus,
     #[serde(serialize_with = "crate::domain::clock::ser_ms")]
     pub scheduled_for: i64,
+    /// Subscribers the campaign would reach if it started now (before suppressions); the list
+    /// itself is built when it starts.
+    pub audience: u64,
+    /// Said when the audience is empty: the campaign would end `sent (0 recipients)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// Whether approving a campaign that reaches nobody is refused (`--strict`) or only warned of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Empty {
+    Warn,
+    Refuse,
 }
 
 /// Whether approving campaign `id` needs a working unsubscribe URL: an email campaign that
@@ -223,6 +236,7 @@ pub fn approve(
     id: i64,
     at: i64,
     links: Option<&crate::domain::links::Links>,
+    empty: Empty,
 ) -> Result<Approved> {
     let c = store.campaign(id)?;
     if c.channel == Channel::Email && !c.transactional && links.is_none() {
@@ -272,11 +286,32 @@ pub fn approve(
     };
     template::check_all(&src, &attrs, &counts)
         .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
+    let warning = (counts.total == 0).then(|| {
+        let address = match c.channel {
+            Channel::Email => "an email address",
+            Channel::Sms => "a phone number",
+        };
+        let filtered = if filter.is_some() {
+            " and matches its filter"
+        } else {
+            ""
+        };
+        format!(
+            "campaign {id} reaches nobody right now: no confirmed subscriber with {address} is \
+             in its audience{filtered}; it will end `sent (0 recipients)` unless some arrive \
+             before it starts"
+        )
+    });
+    if let (Some(w), Empty::Refuse) = (&warning, empty) {
+        return Err(Error::invalid(format!("{w} (refused with --strict)")));
+    }
     let c = store.approve_campaign(id, at)?;
     Ok(Approved {
         id,
         status: c.status,
         scheduled_for: at,
+        audience: counts.total,
+        warning,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Subscriber input: one validated subscriber from flags, CSV files streamed row by row with
 //! line numbers in every error, and message bodies read with a size limit. Every input has a
-//! limit a real list or message never reaches (README "Input limits"), checked while reading,
+//! limit a real list or message never reaches (docs/limits.md, "Input limits"), checked while reading,
 //! so a huge or endless input fails fast with an error instead of filling memory.
 
 use crate::domain::address::{normalize_email, normalize_phone};

@@ -112,7 +112,7 @@ struct Ci {
     parts: &'static [&'static str],
 }
 
-/// The supported CI systems (README "notify" lists the same table).
+/// The supported CI systems (docs/notify.md lists the same table).
 const CIS: &[Ci] = &[
     Ci {
         name: "github-actions",
@@ -289,9 +289,8 @@ fn plan(req: &Request, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan> {
     }
     let (key, key_source) = key_of(req, env)?;
     let groups = groups_of(req)?;
-    if groups.iter().any(|(c, _)| *c == Channel::Email) && req.from.is_none() {
-        // Outbox and webhook do not need one; SMTP does and says so itself.
-        tracing::info!("no --from for email recipients");
+    if groups.iter().any(|(c, _)| *c == Channel::Email) {
+        check_email_headers(req)?;
     }
     let state = match &req.state {
         Some(p) => p.clone(),
@@ -303,6 +302,25 @@ fn plan(req: &Request, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan> {
         state,
         groups,
     })
+}
+
+/// What an email's headers need before anything is recorded under the key: a provider's refusal
+/// of them would be permanent and burn the key, although the user can fix them (a re-run with a
+/// good `--from` must send, not answer FAILED). Whether a sender is needed at all is the
+/// provider's to say (`send`).
+fn check_email_headers(req: &Request) -> Result<()> {
+    if let Some(from) = req.from.as_deref() {
+        crate::domain::headers::parse_mailbox("--from", from).map_err(Error::invalid)?;
+    }
+    if let Some(subject) = req.subject.as_deref() {
+        crate::domain::headers::check_text(
+            "--subject",
+            subject,
+            crate::domain::headers::MAX_SUBJECT_BYTES,
+        )
+        .map_err(Error::invalid)?;
+    }
+    Ok(())
 }
 
 /// The idempotency key (`--key`, else the CI job's) and where it came from.
@@ -388,6 +406,14 @@ fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<
         Error::invalid("no provider: pass --provider SPEC or set SENDONCE_PROVIDER")
     })?;
     let provider = provider::from_spec(spec)?;
+    if req.from.is_none() && provider.needs_sender() {
+        return Err(Error::invalid(format!(
+            "{} needs a sender and its spec has no from=: pass --from ADDRESS (e.g. --from 'CI \
+             <ci@example.org>' for email, a number for SMS); nothing was sent or recorded \
+             under the key",
+            provider.capabilities().name
+        )));
+    }
     let store = open_state(&plan.state)?;
     // Status before this run, to tell "sent now" from "sent earlier".
     let mut before: Vec<NotifyRow> = Vec::new();

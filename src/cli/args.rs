@@ -185,8 +185,9 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Write the man pages (sendonce.1 and one per subcommand) into DIR (packaging).
-    #[command(hide = true)]
+    /// Write the man pages (sendonce.1 and one per subcommand, roff) into DIR, e.g.
+    /// `sendonce manpage ~/.local/share/man/man1` (the Debian package ships them).
+    #[command(visible_alias = "manpages")]
     Manpage {
         /// Directory to write the pages into (created if missing).
         dir: PathBuf,
@@ -196,8 +197,7 @@ pub enum Command {
     /// campaigns stuck in sending, the clone guard, the providers of the config file, free disk.
     /// Exit 0 healthy, 1 when something needs attention (each finding says what to run).
     Doctor(DoctorArgs),
-    /// Copy a SQLite database into an empty PostgreSQL one (issue 17) and mark the file as
-    /// moved.
+    /// Copy a SQLite database into an empty PostgreSQL one and mark the file as moved.
     ///
     /// Workers must be stopped: the file's exclusive lock is held for the whole copy (refused
     /// while any worker, `serve` or writing command has it open). Refused for a file that is a
@@ -574,7 +574,8 @@ pub enum ListCmd {
         /// --confirm-from).
         #[arg(long, default_value = "single", value_parser = ["single", "double"])]
         optin: String,
-        /// The same as --optin double.
+        /// Alias of `--optin double`, kept for scripts written with it; `--optin` is the
+        /// spelling to use.
         #[arg(long, conflicts_with = "optin")]
         double_opt_in: bool,
         /// Take signups from the public form (`POST /subscribe`, `GET /subscribe/ID` of
@@ -691,7 +692,7 @@ pub struct CampaignCreate {
     #[arg(long = "list", value_name = "LIST")]
     pub lists: Vec<String>,
     /// Only the targeted subscribers this filter matches, e.g.
-    /// 'city = "Lisboa" and plan in ("pro", "team")' (README "Segments"); frozen at approval.
+    /// 'city = "Lisboa" and plan in ("pro", "team")' (docs/campaigns.md, "Segments"); frozen at approval.
     #[arg(long, value_name = "EXPR")]
     pub filter: Option<String>,
     /// Check the draft and print the audience counts it would have (as `campaign
@@ -723,6 +724,10 @@ pub enum CampaignCmd {
         /// Config file, for its public_url (default: as `sendonce config show` finds it).
         #[arg(long, env = "SENDONCE_CONFIG")]
         config: Option<PathBuf>,
+        /// Refuse (exit 2) a campaign that reaches nobody right now, instead of approving it
+        /// with a warning.
+        #[arg(long)]
+        strict: bool,
     },
     /// Stop claiming for a campaign; in-flight calls finish. A running `sendonce run` goes on
     /// with it after `resume`.

@@ -24,12 +24,14 @@ pub(super) fn command(
             at,
             public_url,
             config,
+            strict,
         } => approve(
             cli,
             *id,
             at.as_deref(),
             public_url.as_deref(),
             config.as_deref(),
+            *strict,
         ),
         CampaignCmd::List { account, status } => {
             let status = status.as_deref().map(campaigns::parse_status).transpose()?;
@@ -100,6 +102,7 @@ fn approve(
     at: Option<&str>,
     public_url: Option<&str>,
     config: Option<&Path>,
+    strict: bool,
 ) -> Result<Output> {
     let at = match at {
         Some(s) => clock::parse_rfc3339_ms(s)?,
@@ -111,8 +114,16 @@ fn approve(
     } else {
         None
     };
-    let a = campaigns::approve(&*store, id, at, links.as_ref())?;
-    let text = format!("campaign {id} approved for {}", clock::format_ms(at));
+    let empty = if strict {
+        campaigns::Empty::Refuse
+    } else {
+        campaigns::Empty::Warn
+    };
+    let a = campaigns::approve(&*store, id, at, links.as_ref(), empty)?;
+    let mut text = format!("campaign {id} approved for {}", clock::format_ms(at));
+    if let Some(w) = &a.warning {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
     Ok(Output::ok(to_json(&a), text))
 }
 
@@ -154,7 +165,12 @@ fn status(cli: &Cli, id: i64, watch: bool) -> Result<Output> {
         watch_status(&*store, id, cli.json)?;
     }
     let s = campaigns::status(&*store, id)?;
-    let mut text = format!("campaign {id}: {} ({} recipients)", s.status, s.total);
+    let noun = if s.total == 1 {
+        "recipient"
+    } else {
+        "recipients"
+    };
+    let mut text = format!("campaign {id}: {} ({} {noun})", s.status, s.total);
     for (k, v) in &s.counts {
         text.push_str(&format!("\n  {k:<11} {v}"));
     }

@@ -1,4 +1,4 @@
-//! `sendonce completions SHELL` and the hidden `sendonce manpage DIR`: shell completion scripts
+//! `sendonce completions SHELL` and `sendonce manpage DIR`: shell completion scripts
 //! and man pages generated from the clap grammar (the Debian package ships both), so they never
 //! drift from the flags the binary really accepts.
 

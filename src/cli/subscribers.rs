@@ -76,6 +76,28 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
     }
 }
 
+/// One subscriber as `subscriber show` prints it without `--json`: a field per line, then
+/// each attribute as `attr KEY = VALUE` (a JSON value, so a number and a text differ).
+fn show_text(s: &subscribers::Subscriber) -> String {
+    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let mut t = format!(
+        "id       {}\naccount  {}\nemail    {}\nphone    {}\nname     {}\nstatus   {}\ncreated  {}",
+        s.id,
+        s.account_id,
+        dash(&s.email),
+        dash(&s.phone),
+        dash(&s.name),
+        s.status,
+        crate::domain::clock::format_ms(s.created_at),
+    );
+    if let Some(attrs) = s.attrs.as_object() {
+        for (k, v) in attrs {
+            t.push_str(&format!("\nattr     {k} = {v}"));
+        }
+    }
+    t
+}
+
 /// `show`, `update` and `remove`: one subscriber, by id, email address or phone number.
 fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
     match cmd {
@@ -84,9 +106,7 @@ fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             subscriber,
         } => {
             let s = subscribers::show(&*open_read_only(cli)?, account, subscriber)?;
-            let doc = to_json(&s);
-            let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-            Ok(Output::ok(doc, text))
+            Ok(Output::ok(to_json(&s), show_text(&s)))
         }
         SubscriberCmd::Update {
             account,

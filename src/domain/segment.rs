@@ -156,11 +156,25 @@ impl Filter {
         out
     }
 
-    /// `Ok` when every field is a built-in or one of `attrs` (the attribute names some
-    /// subscriber of the account has); otherwise a usage error listing the available ones.
+    /// The fields the filter compares with a value (`=`, `!=`, `in`, `not in`): those a typo
+    /// would silently turn into "nobody" or "everybody". A field only tested with `has` may be
+    /// one no subscriber has yet (`not has churned`, a guard written ahead of time).
+    fn compared_fields(&self) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        self.visit(&mut |c| {
+            if let Cond::Eq(f, _) | Cond::Ne(f, _) | Cond::In(f, _) | Cond::NotIn(f, _) = c {
+                out.insert(f.as_str().to_string());
+            }
+        });
+        out
+    }
+
+    /// `Ok` when every compared field is a built-in or one of `attrs` (the attribute names
+    /// some subscriber of the account has); otherwise a usage error listing the available
+    /// ones. Fields only tested with `has` / `not has` are not checked.
     pub fn check_fields(&self, attrs: &BTreeSet<String>) -> Result<()> {
         let unknown: Vec<String> = self
-            .fields()
+            .compared_fields()
             .into_iter()
             .filter(|f| !BUILTIN_FIELDS.contains(&f.as_str()) && !attrs.contains(f))
             .collect();
@@ -174,8 +188,8 @@ impl Filter {
             format!("the account's subscribers have {}", names.join(", "))
         };
         Err(Error::invalid(format!(
-            "the filter uses unknown field(s) {}: {available} (and the built-ins name, email, \
-             phone)",
+            "the filter compares unknown field(s) {}: {available} (and the built-ins name, \
+             email, phone); a field no subscriber has yet can be tested with `has` / `not has`",
             unknown.join(", ")
         )))
     }

@@ -103,6 +103,7 @@ fn env_with(src: &Sources<'_>, campaign: &CampaignVars) -> Result<Environment<'s
     env.set_keep_trailing_newline(true);
     env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
     env.set_fuel(Some(RENDER_FUEL));
+    env.set_formatter(html_formatter);
     env.add_filter("truncate", truncate);
     env.add_global("campaign", minijinja::Value::from_serialize(campaign));
     for (name, which, source) in [
@@ -116,6 +117,35 @@ fn env_with(src: &Sources<'_>, campaign: &CampaignVars) -> Result<Environment<'s
         }
     }
     Ok(env)
+}
+
+/// Prints a value into a template: in the HTML body a text is escaped for what HTML needs
+/// (`& < > " '`) and no more — minijinja's own escaping also writes `/` as `&#x2f;`, valid but
+/// it makes every link look broken in a preview and a message's source. Everything else (other
+/// templates, numbers, `|safe` values) is printed as minijinja does.
+fn html_formatter(
+    out: &mut minijinja::Output,
+    state: &minijinja::State,
+    value: &minijinja::Value,
+) -> std::result::Result<(), minijinja::Error> {
+    let text = value.as_str().filter(|_| !value.is_safe());
+    match (state.auto_escape(), text) {
+        (minijinja::AutoEscape::Html, Some(s)) => {
+            let mut escaped = String::with_capacity(s.len());
+            for c in s.chars() {
+                match c {
+                    '&' => escaped.push_str("&amp;"),
+                    '<' => escaped.push_str("&lt;"),
+                    '>' => escaped.push_str("&gt;"),
+                    '"' => escaped.push_str("&quot;"),
+                    '\'' => escaped.push_str("&#39;"),
+                    c => escaped.push(c),
+                }
+            }
+            Ok(out.write_str(&escaped)?)
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    }
 }
 
 /// Jinja2's `truncate(length=255, killwords=false, end="...", leeway=5)`, which minijinja does

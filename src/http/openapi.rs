@@ -240,7 +240,7 @@ fn message_paths() -> Value {
 }
 
 /// The resource routes (`resources::ROUTES`): JSON objects in and out, described loosely; the
-/// README lists their fields. Reads need scope read, writes admin.
+/// docs/api.md lists their fields. Reads need scope read, writes admin.
 fn resource_paths() -> Value {
     let mut paths = serde_json::Map::new();
     for (method, path) in super::resources::ROUTES {

@@ -146,6 +146,12 @@ pub trait Provider: Send + Sync + 'static {
     fn email_settings(&self) -> Option<&EmailSettings> {
         None
     }
+    /// Whether a message without a sender of its own is refused (for good) by this provider:
+    /// it has no default sender in its spec. `notify` asks before it records anything, so a
+    /// missing `--from` is a usage error instead of a failure kept under the key.
+    fn needs_sender(&self) -> bool {
+        false
+    }
 }
 
 /// Accepts everything, does nothing: for benchmarks of the ledger itself. With a latency, each

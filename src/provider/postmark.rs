@@ -199,6 +199,9 @@ impl Provider for Postmark {
     fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
         Box::pin(self.call(msg))
     }
+    fn needs_sender(&self) -> bool {
+        self.from.is_none()
+    }
     /// Found when a message carries this job id in its metadata. Postmark keeps messages for
     /// its retention period (45 days by default) and indexes them shortly after acceptance, so
     /// ask only about rows whose call ended a while ago.

@@ -130,6 +130,9 @@ impl Provider for Resend {
     fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
         Box::pin(self.call(msg))
     }
+    fn needs_sender(&self) -> bool {
+        self.from.is_none()
+    }
 }
 
 /// What a `POST /emails` answer means.

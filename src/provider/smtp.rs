@@ -389,6 +389,9 @@ impl Provider for Smtp {
     fn email_settings(&self) -> Option<&EmailSettings> {
         Some(&self.email)
     }
+    fn needs_sender(&self) -> bool {
+        true
+    }
     fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
         Box::pin(self.call(msg))
     }

@@ -186,6 +186,9 @@ impl Provider for Twilio {
     fn send<'a>(&'a self, msg: &'a Message) -> CallFuture<'a> {
         Box::pin(self.call(msg))
     }
+    fn needs_sender(&self) -> bool {
+        self.from.is_none() && self.messaging_service_sid.is_none()
+    }
 }
 
 /// What a Messages API answer means. Error bodies look like

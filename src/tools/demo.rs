@@ -31,13 +31,16 @@ pub struct Report {
 impl Report {
     pub fn text(&self) -> String {
         let mut t = format!(
-            "demo finished in {:.2}s\n\
-             imported {} of {} CSV rows; skipped {} duplicate address(es) that differ only in case:\n",
-            self.seconds,
-            self.imported,
-            self.csv_rows,
-            self.skipped_duplicates.len()
+            "demo finished in {:.2}s\nimported {} of {} CSV rows",
+            self.seconds, self.imported, self.csv_rows,
         );
+        match self.skipped_duplicates.len() {
+            0 => t.push('\n'),
+            1 => t.push_str("; skipped 1 duplicate address that differs only in case:\n"),
+            n => t.push_str(&format!(
+                "; skipped {n} duplicate addresses that differ only in case:\n"
+            )),
+        }
         for s in self.skipped_duplicates.iter().take(5) {
             t.push_str(&format!("  {s}\n"));
         }

@@ -214,6 +214,7 @@ pub fn accepted(id: i64, token: i64) -> sendonce::store::Record {
     }
 }
 
+#[derive(Debug)]
 pub struct Run {
     pub code: i32,
     pub stdout: String,

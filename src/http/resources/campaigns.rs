@@ -149,7 +149,7 @@ async fn approve(
             Some(t) => clock::parse_rfc3339_ms(t)?,
             None => clock::now_ms(),
         };
-        campaigns::approve(s, id, at, links.as_deref())
+        campaigns::approve(s, id, at, links.as_deref(), campaigns::Empty::Warn)
     })
     .await?;
     Ok(ok(approved))

@@ -351,7 +351,7 @@ pub(super) fn claim_generation(
                      {last}. A snapshot or backup was put in place of the live file, or its \
                      -wal was lost. Nothing of this claim was committed and the worker \
                      stopped; stop every process on the file and run `sendonce adopt` (see \
-                     README, \"Operating it\")"
+                     docs/operations.md)"
                 ),
             ));
         }

@@ -414,7 +414,10 @@ impl Action {
         links: Option<&crate::domain::links::Links>,
     ) -> Result<()> {
         match self {
-            Action::Approve => campaigns::approve(s, id, clock::now_ms(), links).map(|_| ()),
+            Action::Approve => {
+                campaigns::approve(s, id, clock::now_ms(), links, campaigns::Empty::Warn)
+                    .map(|_| ())
+            }
             Action::Pause => campaigns::pause(s, id).map(|_| ()),
             Action::Resume => campaigns::resume(s, id).map(|_| ()),
             Action::Cancel => campaigns::cancel(s, id).map(|_| ()),
