@@ -669,3 +669,79 @@ fn approving_a_campaign_that_reaches_nobody_warns_or_is_refused_with_strict() {
     assert!(r.stdout.contains("warning: campaign"), "{r:?}");
     assert!(r.stdout.contains("reaches nobody"), "{r:?}");
 }
+
+/// `doctor` on a mistyped path says "no such file" (not damage and restore), and on a file moved
+/// to PostgreSQL points at the new database instead of `adopt` (which refuses a moved file); the
+/// moved-file refusal reads as one sentence (issue 38, items 3 and 4).
+#[test]
+fn doctor_names_a_missing_file_and_a_moved_one_for_what_they_are() {
+    let env = Env::new();
+    let missing = env.run(&["--db", "/nonexistent/dir/typo.db", "doctor"]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert!(missing.stdout.contains("no such file"), "{missing:?}");
+    assert!(!missing.stdout.contains("restore"), "{missing:?}");
+
+    env.ok(&["init"]);
+    env.sqlite()
+        .execute(
+            "UPDATE guard SET moved_to = 'postgres://u@db.example.org/news', moved_at = 1",
+            [],
+        )
+        .expect("mark as moved");
+    let doctor = env.run(&["doctor"]);
+    assert!(doctor.stdout.contains("moved to postgres://"), "{doctor:?}");
+    assert!(!doctor.stdout.contains("adopt"), "{doctor:?}");
+    let outbox = env.path("o.jsonl");
+    let run = env.run(&[
+        "run",
+        "--once",
+        "--provider",
+        &format!("outbox:{}", outbox.display()),
+    ]);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("goes there too"), "{run:?}");
+    assert!(!run.stderr.contains("   "), "a run of spaces in: {run:?}");
+}
+
+/// The numbers a user sees count what the user made (issue 38, item 9): an opt-in confirmation
+/// is kept as a one-row campaign inside, but `backup` counts the campaigns `campaign list` shows.
+#[test]
+fn backup_counts_the_campaigns_the_list_shows() {
+    let env = Env::new();
+    let (acct, _cid) = env.setup_campaign(1);
+    env.ok(&[
+        "list",
+        "create",
+        "--account",
+        &acct,
+        "beta",
+        "--optin",
+        "double",
+        "--confirm-from",
+        "news@example.org",
+    ]);
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        &acct,
+        "--email",
+        "new@example.org",
+        "--list",
+        "beta",
+    ]);
+    assert!(
+        env.count("SELECT count(*) FROM campaigns") >= 2,
+        "a confirmation was queued"
+    );
+    let list = env.ok(&["--json", "campaign", "list"]);
+    let shown: serde_json::Value = serde_json::from_str(&list).expect("JSON");
+    assert_eq!(
+        shown["campaigns"].as_array().map(Vec::len),
+        Some(1),
+        "{list}"
+    );
+    let backup = env.path("copy.db");
+    let out = env.ok(&["backup", backup.to_str().unwrap()]);
+    assert!(out.contains("1 campaigns,"), "{out}");
+}

@@ -664,6 +664,21 @@ fn a_bounce_posted_to_serve_on_postgres_suppresses_the_address_once() {
         ),
     );
     let server = crate::common::Server::start(&env, &["--config", cfg.to_str().unwrap()]);
+    // /readyz names its store and that store's schema version, as doctor does.
+    let ready: serde_json::Value = crate::common::rt().block_on(async {
+        let res = crate::common::client()
+            .get(server.url("/readyz"))
+            .send()
+            .await
+            .unwrap();
+        res.json().await.unwrap()
+    });
+    assert_eq!(ready["store"], "postgres", "{ready}");
+    assert_eq!(
+        ready["schema_version"],
+        sendonce::store::postgres::SCHEMA_VERSION,
+        "{ready}"
+    );
     let body = serde_json::json!({"type": "message.bounced", "data": {"to": "R@Example.com"}})
         .to_string()
         .into_bytes();

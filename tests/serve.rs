@@ -84,6 +84,9 @@ fn health_and_errors_share_one_shape_and_sigterm_exits_zero() {
             .unwrap();
         assert_eq!(r["status"], "ready", "{r}");
         assert_eq!(r["worker"], "running", "{r}");
+        // The schema version is the store's own, named with its store (doctor says the same).
+        assert_eq!(r["store"], "sqlite", "{r}");
+        assert_eq!(r["schema_version"], sendonce::store::SCHEMA_VERSION, "{r}");
         let res = c.get(server.url("/nope")).send().await.unwrap();
         assert_eq!(res.status(), 404);
         let id = res.headers()["x-request-id"].to_str().unwrap().to_string();

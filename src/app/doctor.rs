@@ -109,6 +109,24 @@ pub fn run(req: &Request) -> Result<Report> {
     if crate::store::kind_of(db) == "postgres" {
         return Ok(postgres(req, &ins, shown));
     }
+    // A mistyped path is not damage: say so, and nothing about backups.
+    if !db.exists() {
+        let f = vec![finding(
+            "open",
+            Level::Fail,
+            format!("no such file: {shown}"),
+            Some(format!(
+                "check --db (or SENDONCE_DB, or db in the config file); `sendonce init --db \
+                 {shown}` makes a new database there"
+            )),
+        )];
+        return Ok(Report {
+            store: "sqlite",
+            path: shown,
+            healthy: false,
+            findings: f,
+        });
+    }
     let mut f = Vec::new();
     f.push(opened(&ins, &shown));
     if ins.opened.is_ok() {
@@ -310,6 +328,19 @@ fn guard(ins: &Inspection, db: &str) -> Finding {
         ),
         Some(Ok(st)) => match crate::app::guard::refusal(st) {
             None => finding("clone_guard", Level::Ok, guard_detail(st), None),
+            // A file moved to PostgreSQL is not adopted back (`adopt` refuses it): the hint
+            // is the database it moved to.
+            Some(why) if st.moved_to.is_some() => finding(
+                "clone_guard",
+                Level::Warn,
+                format!("sending from this file is refused: {why}"),
+                Some(
+                    "run the workers, `serve` and `doctor` with `--db` set to the PostgreSQL \
+                     URL (SENDONCE_DB); this file stays readable for `campaign status` and \
+                     `report`"
+                        .into(),
+                ),
+            ),
             Some(why) => finding(
                 "clone_guard",
                 Level::Fail,
@@ -849,16 +880,16 @@ fn pg_ledger(ins: &Inspection) -> Finding {
 }
 
 /// PostgreSQL has no clone guard (every host shares the one database by design): what it
-/// keeps is the claim counter and the last claim's time.
+/// keeps is the claim counter. Claims there write no last-claim time (one row every claim of
+/// every host would update); the guard row's time is the one `migrate-store` copied, so it is
+/// not shown.
 fn pg_guard(ins: &Inspection) -> Finding {
     match &ins.guard {
         Some(Ok(st)) => finding(
             "claims",
             Level::Ok,
             format!(
-                "last claim {}; claim generation {} (shared by every host)",
-                st.heartbeat_at
-                    .map_or("never".to_string(), clock::format_ms),
+                "claim generation {} (shared by every host; PostgreSQL keeps no last-claim time)",
                 st.generation
             ),
             None,

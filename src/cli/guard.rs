@@ -10,8 +10,8 @@ use std::path::Path;
 
 fn counts_text(c: &LedgerCounts) -> String {
     format!(
-        "{} campaigns, {} subscribers, {} sends ({} sent, {} in doubt, {} unfinished), {} \
-         suppressions",
+        "{} campaigns, {} subscribers, {} sends (API messages and confirmations included: {} \
+         sent, {} in doubt, {} unfinished), {} suppressions",
         c.campaigns, c.subscribers, c.sends, c.sent, c.in_doubt, c.unfinished, c.suppressions
     )
 }

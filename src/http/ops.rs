@@ -30,7 +30,8 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
     let doc = json!({
         "status": if ready { "ready" } else { "not_ready" },
         "database": if db.is_ok() { "ok" } else { "unavailable" },
-        "schema_version": crate::store::SCHEMA_VERSION,
+        "store": crate::store::kind_of(&st.ops.db),
+        "schema_version": crate::store::schema_version_of(&st.ops.db),
         "worker": match worker { None => "none", Some(true) => "running", Some(false) => "stopped" },
     });
     let status = if ready {

@@ -118,6 +118,17 @@ pub fn kind_of(target: &Path) -> &'static str {
     }
 }
 
+/// The schema version this binary writes for the backend `target` names. The two backends
+/// number their migrations apart (SQLite's file has had more of them), so a version is shown
+/// with its backend.
+pub fn schema_version_of(target: &Path) -> i64 {
+    if postgres::is_url(&target.to_string_lossy()) {
+        i64::from(postgres::SCHEMA_VERSION)
+    } else {
+        i64::from(sqlite::SCHEMA_VERSION)
+    }
+}
+
 /// `target` as it may be shown (messages, output): a URL without its password.
 pub fn shown(target: &Path) -> String {
     let text = target.to_string_lossy();

@@ -217,7 +217,7 @@ impl Admin for PgStore {
             let c = pool.get().await?;
             let r = c
                 .query_one(
-                    "SELECT (SELECT count(*) FROM campaigns),
+                    "SELECT (SELECT count(*) FROM campaigns WHERE kind = 'campaign'),
                             (SELECT count(*) FROM subscribers),
                             (SELECT count(*) FROM sends),
                             (SELECT count(*) FROM sends WHERE status = 'sent'),

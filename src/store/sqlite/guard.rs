@@ -107,7 +107,8 @@ impl Guard {
                 format!(
                     "{} {}",
                     moved_refusal(&to, at),
-                    "(and every command that writes, `suppress` and `campaign` among them, goes                      there too: this file only answers `status`, `report` and `doctor` now)"
+                    "(and every command that writes, `suppress` and `campaign` among them, goes \
+                     there too: this file only answers `status`, `report` and `doctor` now)"
                 ),
             ));
         }
@@ -672,7 +673,7 @@ impl SqliteStore {
                 Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))?.max(0) as u64)
             };
             Ok(LedgerCounts {
-                campaigns: n("SELECT count(*) FROM campaigns")?,
+                campaigns: n("SELECT count(*) FROM campaigns WHERE kind = 'campaign'")?,
                 subscribers: n("SELECT count(*) FROM subscribers")?,
                 sends: n("SELECT count(*) FROM sends")?,
                 sent: n("SELECT count(*) FROM sends WHERE status = 'sent'")?,
