@@ -169,6 +169,9 @@ fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
         shown.body
     );
     assert!(!shown.body.contains(&fake.url("/send")), "{}", shown.body);
+    // The list shows a finished campaign's numbers as its page does, not "—".
+    let list = a.get("/admin/campaigns");
+    assert!(list.body.contains("5 of 5</progress>"), "{}", list.body);
     let html = a.get(&format!(
         "/admin/campaigns/{id}/preview/html?subscriber=user2@example.com"
     ));

@@ -40,14 +40,14 @@ async fn list(
             .collect();
         let mut rows = Vec::new();
         for c in shown.iter().take(PAGE) {
-            // Counting walks a campaign's sends: only for the campaigns still moving.
-            let live = matches!(c.status.as_str(), "approved" | "sending" | "paused");
-            let p = if live {
+            // Every campaign past its draft shows its numbers, a finished one too (as its own
+            // page does). SQLite reads them from the trigger-kept `campaign_counts`.
+            let p = if c.status.as_str() == "draft" {
+                None
+            } else {
                 Some(super::campaigns::Progress::from(campaigns::status(
                     s, c.id,
                 )?))
-            } else {
-                None
             };
             rows.push(minijinja::context! { c => c, p => p });
         }
