@@ -45,6 +45,7 @@ mod ledger;
 mod limits;
 mod lists;
 mod migrate_store;
+mod normalise;
 mod notify;
 mod ops_http;
 mod optin;

@@ -20,6 +20,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0003_prefix_order",
         include_str!("../../../schema/postgres/0003_prefix_order.sql"),
     ),
+    (
+        4,
+        "0004_addresses",
+        include_str!("../../../schema/postgres/0004_addresses.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
@@ -104,6 +109,10 @@ pub(super) async fn migrate(
             &[&version, &name, &crate::domain::clock::now_ms()],
         )
         .await?;
+        if version == super::addresses::VERSION {
+            // The rows before it, normalised in Rust (SQL cannot normalise Unicode).
+            super::addresses::run(&tx).await?;
+        }
         tracing::info!(migration = name, "PostgreSQL schema migrated");
     }
     tx.commit().await?;
