@@ -198,6 +198,37 @@ mod tests {
         }
     }
 
+    /// Issue 37, F5: one form whatever the spelling; invisible characters refused by name.
+    #[test]
+    fn unicode_spellings_have_one_form() {
+        let nfc = normalize_email("jos\u{e9}@acme.example").unwrap().1;
+        assert_eq!(normalize_email("JOSE\u{301}@acme.example").unwrap().1, nfc);
+        assert_eq!(
+            normalize_email("user@B\u{fc}cher.example").unwrap().1,
+            "user@xn--bcher-kva.example"
+        );
+        assert_eq!(
+            normalize_email("user@xn--bcher-kva.example").unwrap().1,
+            "user@xn--bcher-kva.example"
+        );
+        for invisible in ["jo\u{200b}se@x.com", "jose\u{ad}@x.com", "\u{feff}a@x.com"] {
+            let e = normalize_email(invisible).unwrap_err();
+            assert!(e.message.contains("invisible character U+"), "{}", e.message);
+        }
+    }
+
+    /// Issue 37, F6: a national trunk prefix after the country code is dropped.
+    #[test]
+    fn trunk_prefixes_and_impossible_numbers() {
+        assert_eq!(
+            normalize_phone("+44 (0)20 7946 0000").unwrap(),
+            "+442079460000"
+        );
+        assert_eq!(normalize_phone("+4402079460000").unwrap(), "+442079460000");
+        let e = normalize_phone("+1 555 000 1111").unwrap_err();
+        assert!(e.message.contains("not a valid number"), "{}", e.message);
+    }
+
     #[test]
     fn phones() {
         assert_eq!(
