@@ -80,7 +80,10 @@ fn a_campaign_to_the_nfd_spelling_of_a_suppressed_address_is_suppressed() {
     for (name, env) in stores() {
         env.setup_account();
         suppress(&env, "email", NFC);
-        let csv = env.write("subs.csv", format!("email,name\n{NFD},José\nana@example.com,Ana\n"));
+        let csv = env.write(
+            "subs.csv",
+            format!("email,name\n{NFD},José\nana@example.com,Ana\n"),
+        );
         env.import_csv("acme", &csv);
         let (st, sent) = run_campaign(&env, "email");
         assert_eq!(st["suppressed"], 1, "{name}: {st}");
@@ -125,19 +128,24 @@ fn an_invisible_character_in_an_address_is_refused_with_a_clear_error() {
     let env = Env::new();
     env.setup_account();
     let zwsp = "jo\u{200b}se@acme.example";
+    let r = env.run(&["subscriber", "add", "--account", "acme", "--email", zwsp]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("U+200B"), "{}", r.stderr);
     let r = env.run(&[
-        "subscriber",
+        "suppress",
         "add",
         "--account",
         "acme",
-        "--email",
+        "--channel",
+        "email",
         zwsp,
     ]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("U+200B"), "{}", r.stderr);
-    let r = env.run(&["suppress", "add", "--account", "acme", "--channel", "email", zwsp]);
-    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("invisible character U+200B"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("invisible character U+200B"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 0);
     assert_eq!(env.count("SELECT count(*) FROM suppressions"), 0);
     let server = Server::start(&env, &[]);
@@ -169,15 +177,34 @@ fn an_idna_domain_and_its_ascii_form_are_one_address() {
             list["suppressions"][0]["address"], "user@xn--bcher-kva.example",
             "{name}: {list}"
         );
-        let csv = env.write("subs.csv", "email\nuser@xn--bcher-kva.example\nana@example.com\n");
+        let csv = env.write(
+            "subs.csv",
+            "email\nuser@xn--bcher-kva.example\nana@example.com\n",
+        );
         env.import_csv("acme", &csv);
         let (st, sent) = run_campaign(&env, "email");
-        assert_eq!((st["suppressed"].as_u64(), st["sent"].as_u64()), (Some(1), Some(1)), "{name}: {st}");
+        assert_eq!(
+            (st["suppressed"].as_u64(), st["sent"].as_u64()),
+            (Some(1), Some(1)),
+            "{name}: {st}"
+        );
         assert_eq!(sent, vec!["ana@example.com".to_string()], "{name}");
         // And the other way round: the Punycode form finds the Unicode one.
-        let r = env.run(&["suppress", "add", "--account", "acme", "--channel", "email",
-            "user@xn--bcher-kva.example"]);
-        assert!(r.stdout.contains("already"), "{name}: {}{}", r.stdout, r.stderr);
+        let r = env.run(&[
+            "suppress",
+            "add",
+            "--account",
+            "acme",
+            "--channel",
+            "email",
+            "user@xn--bcher-kva.example",
+        ]);
+        assert!(
+            r.stdout.contains("already"),
+            "{name}: {}{}",
+            r.stdout,
+            r.stderr
+        );
     }
 }
 
@@ -196,9 +223,20 @@ fn a_phone_number_with_its_trunk_prefix_is_the_suppressed_number() {
         let (st, sent) = run_campaign(&env, "sms");
         assert_eq!(st["suppressed"], 1, "{name}: {st}");
         assert_eq!(sent, vec!["+14155550101".to_string()], "{name}: {st}");
-        let r = env.run(&["subscriber", "add", "--account", "acme", "--phone", "+1 555 000 1111"]);
+        let r = env.run(&[
+            "subscriber",
+            "add",
+            "--account",
+            "acme",
+            "--phone",
+            "+1 555 000 1111",
+        ]);
         assert_eq!(r.code, 2, "{name}: {}{}", r.stdout, r.stderr);
-        assert!(r.stderr.contains("not a valid number"), "{name}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("not a valid number"),
+            "{name}: {}",
+            r.stderr
+        );
     }
 }
 
@@ -232,23 +270,51 @@ fn assert_normalised(store: &str, query: &dyn Fn(&str) -> String) {
     let q = |sql: &str| query(sql).trim().to_string();
     // 20 kept (it held the normal form) and took 21's opt-out, as status and as a suppression.
     assert_eq!(
-        q("SELECT email_norm || '|' || status || '|' || CASE WHEN removed_at IS NULL
-           THEN 'live' ELSE 'removed' END FROM subscribers WHERE id = 20"),
+        q(
+            "SELECT email_norm || '|' || status || '|' || CASE WHEN removed_at IS NULL
+           THEN 'live' ELSE 'removed' END FROM subscribers WHERE id = 20"
+        ),
         format!("{NFC}|unsubscribed|live"),
         "{store}"
     );
-    assert_eq!(q("SELECT count(*) FROM subscribers WHERE id = 21 AND removed_at IS NOT NULL"), "1", "{store}");
-    assert_eq!(q("SELECT status FROM list_members WHERE list_id = 1 AND subscriber_id = 20"), "unsubscribed", "{store}");
-    assert_eq!(q("SELECT count(*) FROM list_members WHERE subscriber_id = 21"), "0", "{store}");
     assert_eq!(
-        q(&format!("SELECT source FROM suppressions WHERE channel = 'email' AND address = '{NFC}'")),
+        q("SELECT count(*) FROM subscribers WHERE id = 21 AND removed_at IS NOT NULL"),
+        "1",
+        "{store}"
+    );
+    assert_eq!(
+        q("SELECT status FROM list_members WHERE list_id = 1 AND subscriber_id = 20"),
+        "unsubscribed",
+        "{store}"
+    );
+    assert_eq!(
+        q("SELECT count(*) FROM list_members WHERE subscriber_id = 21"),
+        "0",
+        "{store}"
+    );
+    assert_eq!(
+        q(&format!(
+            "SELECT source FROM suppressions WHERE channel = 'email' AND address = '{NFC}'"
+        )),
         "upgrade",
         "{store}"
     );
-    assert_eq!(q("SELECT phone FROM subscribers WHERE id = 22"), "+442079460000", "{store}");
-    assert_eq!(q("SELECT email_norm FROM subscribers WHERE id = 23"), "a\u{200b}b@acme.example", "{store}");
+    assert_eq!(
+        q("SELECT phone FROM subscribers WHERE id = 22"),
+        "+442079460000",
+        "{store}"
+    );
+    assert_eq!(
+        q("SELECT email_norm FROM subscribers WHERE id = 23"),
+        "a\u{200b}b@acme.example",
+        "{store}"
+    );
     // 21's queued send went to the same person as 20's: cancelled.
-    assert_eq!(q("SELECT status FROM sends WHERE campaign_id = 2 AND subscriber_id = 21"), "cancelled", "{store}");
+    assert_eq!(
+        q("SELECT status FROM sends WHERE campaign_id = 2 AND subscriber_id = 21"),
+        "cancelled",
+        "{store}"
+    );
     assert_eq!(
         q("SELECT kind || ':' || count(*) FROM address_collisions GROUP BY kind ORDER BY kind"),
         "invalid:1\nsend:1\nsubscriber:1",
@@ -268,7 +334,9 @@ fn the_sqlite_upgrade_normalises_stored_rows_and_an_opt_out_wins() {
     let env = Env::new();
     std::fs::copy(fixture(16), &env.db).expect("copy the fixture");
     let job = |s| format!("campaign:2:sub:{s}@0123456789abcdef");
-    env.sqlite().execute_batch(&old_rows(&job)).expect("old rows");
+    env.sqlite()
+        .execute_batch(&old_rows(&job))
+        .expect("old rows");
     let init = json_of(&env.ok(&["--json", "init"]));
     assert_eq!(init["schema_version"], 17, "{init}");
     let query = |sql: &str| {
@@ -307,8 +375,14 @@ fn the_sqlite_upgrade_normalises_stored_rows_and_an_opt_out_wins() {
     let r = env.run(&["run", "--once", "--provider", &spec, "--tick", "20ms"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     let sent = std::fs::read_to_string(&outbox).unwrap_or_default();
-    assert!(!sent.contains("acme.example"), "sent to the person who opted out:\n{sent}");
-    assert_eq!(query("SELECT status FROM sends WHERE campaign_id = 2 AND subscriber_id = 20"), "suppressed");
+    assert!(
+        !sent.contains("acme.example"),
+        "sent to the person who opted out:\n{sent}"
+    );
+    assert_eq!(
+        query("SELECT status FROM sends WHERE campaign_id = 2 AND subscriber_id = 20"),
+        "suppressed"
+    );
 }
 
 /// The PostgreSQL upgrade to its schema 4 does the same to the same rows, inside the migration.
@@ -316,7 +390,14 @@ fn the_sqlite_upgrade_normalises_stored_rows_and_an_opt_out_wins() {
 fn the_postgres_upgrade_normalises_stored_rows_the_same_way() {
     let c = pg::shared();
     let url = c.fresh_url();
-    let db = url.split('/').nth(3).unwrap().split('?').next().unwrap().to_string();
+    let db = url
+        .split('/')
+        .nth(3)
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
     let env = Env {
         dir: tempfile::tempdir().expect("tempdir"),
         db: PathBuf::from(&url),
@@ -324,18 +405,35 @@ fn the_postgres_upgrade_normalises_stored_rows_the_same_way() {
     env.setup_account();
     let body = env.write("body.txt", "Hello\n");
     for n in 1..=2 {
-        env.ok(&["campaign", "create", "--account", "acme", "--name", &format!("c{n}"),
-            "--channel", "email", "--from", "news@example.org", "--subject", "Hi",
-            "--body-file", body.to_str().unwrap()]);
+        env.ok(&[
+            "campaign",
+            "create",
+            "--account",
+            "acme",
+            "--name",
+            &format!("c{n}"),
+            "--channel",
+            "email",
+            "--from",
+            "news@example.org",
+            "--subject",
+            "Hi",
+            "--body-file",
+            body.to_str().unwrap(),
+        ]);
     }
     env.ok(&["list", "create", "--account", "acme", "news"]);
     // Back to schema 3, then the rows a binary of schema 3 could have written.
-    c.psql(&db, "DROP TABLE address_collisions; DELETE FROM sendonce_schema WHERE version = 4");
+    c.psql(
+        &db,
+        "DROP TABLE address_collisions; DELETE FROM sendonce_schema WHERE version = 4",
+    );
     let job = |s| format!("campaign:2:sub:{s}");
     c.psql(&db, &old_rows(&job));
     env.ok(&["init"]);
     assert_eq!(
-        c.psql(&db, "SELECT max(version) FROM sendonce_schema").trim(),
+        c.psql(&db, "SELECT max(version) FROM sendonce_schema")
+            .trim(),
         sendonce::store::postgres::SCHEMA_VERSION.to_string()
     );
     assert_normalised("postgres", &|sql| c.psql(&db, sql));

@@ -380,14 +380,23 @@ fn addresses(ins: &Inspection, db: &str) -> Option<Finding> {
     let name = "addresses";
     let counts = match ins.addresses.as_ref()? {
         Ok(v) => v,
-        Err(e) => return Some(finding(name, Level::Fail, e.clone(), Some(SEE_CHECK.into()))),
+        Err(e) => {
+            return Some(finding(
+                name,
+                Level::Fail,
+                e.clone(),
+                Some(SEE_CHECK.into()),
+            ))
+        }
     };
     if counts.iter().any(|(k, _)| k == "pending") {
         return Some(finding(
             name,
             Level::Warn,
             "the upgrade's address normalisation has not run yet".into(),
-            Some(format!("open the database for writing once: `sendonce init --db {db}`")),
+            Some(format!(
+                "open the database for writing once: `sendonce init --db {db}`"
+            )),
         ));
     }
     let detail = match counts.is_empty() {

@@ -71,9 +71,14 @@ pub fn normalize_email(input: &str) -> Result<(String, String)> {
     let (local, domain) = nfc.rsplit_once('@').ok_or_else(|| bad("no @"))?;
     check_local(local).map_err(bad)?;
     let domain = ascii_domain(domain).map_err(bad)?;
-    let normal = format!("{}@{domain}", local.to_lowercase().nfc().collect::<String>());
+    let normal = format!(
+        "{}@{domain}",
+        local.to_lowercase().nfc().collect::<String>()
+    );
     if normal.len() > 254 {
-        return Err(bad("longer than 254 characters once its domain is in ASCII form"));
+        return Err(bad(
+            "longer than 254 characters once its domain is in ASCII form",
+        ));
     }
     Ok((s.to_string(), normal))
 }
@@ -154,8 +159,8 @@ pub fn normalize_phone(input: &str) -> Result<String> {
     if rest.trim_start_matches([' ', '(']).starts_with('0') {
         return Err(bad("country codes do not start with 0"));
     }
-    let number = phonenumber::parse(None, s)
-        .map_err(|e| bad(&format!("not a phone number ({e})")))?;
+    let number =
+        phonenumber::parse(None, s).map_err(|e| bad(&format!("not a phone number ({e})")))?;
     if !phonenumber::is_valid(&number) {
         return Err(bad(
             "not a valid number for its country code (no such number range exists)",
@@ -213,7 +218,11 @@ mod tests {
         );
         for invisible in ["jo\u{200b}se@x.com", "jose\u{ad}@x.com", "\u{feff}a@x.com"] {
             let e = normalize_email(invisible).unwrap_err();
-            assert!(e.message.contains("invisible character U+"), "{}", e.message);
+            assert!(
+                e.message.contains("invisible character U+"),
+                "{}",
+                e.message
+            );
         }
     }
 

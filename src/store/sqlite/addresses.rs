@@ -18,7 +18,7 @@ impl SqliteStore {
     /// Run the address step of schema 0017 if it is still pending. Returns how many report
     /// rows it wrote (None when there was nothing to do).
     pub fn finish_address_step(&self) -> Result<Option<usize>> {
-        if !self.read(|c| pending(c))? {
+        if !self.read(pending)? {
             return Ok(None);
         }
         let now = crate::domain::clock::now_ms();
@@ -106,16 +106,18 @@ fn read_suppressions(tx: &Transaction<'_>) -> Result<Vec<SuppressionKey>> {
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     rows.into_iter()
-        .map(|(account_id, channel, address, reason, source, created_at)| {
-            Ok(SuppressionKey {
-                account_id,
-                channel: channel.parse()?,
-                address,
-                reason,
-                source,
-                created_at,
-            })
-        })
+        .map(
+            |(account_id, channel, address, reason, source, created_at)| {
+                Ok(SuppressionKey {
+                    account_id,
+                    channel: channel.parse()?,
+                    address,
+                    reason,
+                    source,
+                    created_at,
+                })
+            },
+        )
         .collect()
 }
 
@@ -268,7 +270,12 @@ impl SendRow {
     }
 }
 
-fn move_send(tx: &Transaction<'_>, row: &SendRow, normal: &str, now: i64) -> Result<Option<Collision>> {
+fn move_send(
+    tx: &Transaction<'_>,
+    row: &SendRow,
+    normal: &str,
+    now: i64,
+) -> Result<Option<Collision>> {
     let other: Option<i64> = tx
         .query_row(
             "SELECT id FROM sends WHERE campaign_id = ?1 AND address = ?2",

@@ -11,11 +11,6 @@ use crate::store::{
 };
 use rusqlite::{named_params, params, OptionalExtension};
 
-// The data step of migration 0017 (`sqlite/addresses.rs`), declared here because
-// `sqlite/mod.rs` takes only its migration line in this change (issue 37); it can move there.
-#[path = "addresses.rs"]
-mod addresses;
-
 const SUBSCRIBER_COLS: &str =
     "id, account_id, email, phone, name, status, attrs, created_at FROM subscribers";
 
