@@ -80,6 +80,50 @@ pub struct Collision {
     pub detail: String,
 }
 
+/// A queued send the step normalises: its address takes the normal form, or, when its
+/// campaign already has a send to that form, it is cancelled (the person gets the other one).
+/// The stores read and write the rows; this says what the report lines are.
+#[derive(Debug, Clone, Copy)]
+pub struct QueuedSend {
+    pub id: i64,
+    pub account_id: i64,
+    pub campaign_id: i64,
+    pub channel: Channel,
+}
+
+impl QueuedSend {
+    /// The report line of a send whose stored address the rules now refuse (left as it was).
+    pub fn refused(&self, address: &str, why: &str) -> Collision {
+        self.line("invalid", address, Some(self.id), None, why)
+    }
+
+    /// The report line of a send cancelled because send `other` of its campaign already goes
+    /// to `normal`.
+    pub fn cancelled(&self, normal: &str, other: i64) -> Collision {
+        let why = format!("cancelled, send {other} goes to the same address");
+        self.line("send", normal, Some(other), Some(self.id), &why)
+    }
+
+    fn line(
+        &self,
+        kind: &'static str,
+        address: &str,
+        kept_id: Option<i64>,
+        dropped_id: Option<i64>,
+        why: &str,
+    ) -> Collision {
+        Collision {
+            account_id: self.account_id,
+            channel: self.channel,
+            kind,
+            address: address.to_string(),
+            kept_id,
+            dropped_id,
+            detail: format!("send {} of campaign {}: {why}", self.id, self.campaign_id),
+        }
+    }
+}
+
 /// What the step does.
 #[derive(Debug, Default)]
 pub struct Plan {

@@ -2,10 +2,9 @@
 //! (`sqlite/addresses.rs`): rows normalised as `store::normalise` decides, collisions and
 //! refused addresses written to `address_collisions`, inside the migration's transaction.
 
-use crate::domain::address::Channel;
 use crate::error::Result;
 use crate::store::normalise::{
-    self, Collision, SubscriberChange, SubscriberKey, SuppressionChange, SuppressionKey,
+    self, Collision, QueuedSend, SubscriberChange, SubscriberKey, SuppressionChange, SuppressionKey,
 };
 use tokio_postgres::Transaction;
 
@@ -20,41 +19,10 @@ pub(super) async fn run(tx: &Transaction<'_>) -> Result<usize> {
     let plan = normalise::plan(&subscribers, &suppressions);
     apply_subscribers(tx, &plan.subscribers, now).await?;
     apply_suppressions(tx, &plan.suppressions).await?;
-    for k in &plan.opt_outs {
-        tx.execute(
-            "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-            &[
-                &k.account_id,
-                &k.channel.as_str(),
-                &k.address,
-                &k.reason,
-                &k.source,
-                &k.created_at,
-            ],
-        )
-        .await?;
-    }
+    add_opt_outs(tx, &plan.opt_outs).await?;
     let mut report = plan.report;
     report.extend(normalise_sends(tx, now).await?);
-    for c in &report {
-        tx.execute(
-            "INSERT INTO address_collisions
-             (account_id, channel, kind, address, kept_id, dropped_id, detail, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            &[
-                &c.account_id,
-                &c.channel.as_str(),
-                &c.kind,
-                &c.address,
-                &c.kept_id,
-                &c.dropped_id,
-                &c.detail,
-                &now,
-            ],
-        )
-        .await?;
-    }
+    write_report(tx, &report, now).await?;
     if !report.is_empty() {
         tracing::warn!(
             rows = report.len(),
@@ -181,10 +149,28 @@ async fn apply_suppressions(tx: &Transaction<'_>, changes: &[SuppressionChange])
     Ok(())
 }
 
-/// Queued sends take the normal form; one whose campaign already has a send to it is
-/// cancelled.
-async fn normalise_sends(tx: &Transaction<'_>, now: i64) -> Result<Vec<Collision>> {
-    let queued = tx
+async fn add_opt_outs(tx: &Transaction<'_>, opt_outs: &[SuppressionKey]) -> Result<()> {
+    for k in opt_outs {
+        tx.execute(
+            "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+            &[
+                &k.account_id,
+                &k.channel.as_str(),
+                &k.address,
+                &k.reason,
+                &k.source,
+                &k.created_at,
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The queued sends with their address as stored, in id order.
+async fn queued_sends(tx: &Transaction<'_>) -> Result<Vec<(QueuedSend, String)>> {
+    let rows = tx
         .query(
             "SELECT s.id, s.account_id, s.campaign_id, s.address, c.channel
              FROM sends s JOIN campaigns c ON c.id = s.campaign_id
@@ -192,56 +178,84 @@ async fn normalise_sends(tx: &Transaction<'_>, now: i64) -> Result<Vec<Collision
             &[],
         )
         .await?;
+    rows.iter()
+        .map(|r| {
+            let send = QueuedSend {
+                id: r.get(0),
+                account_id: r.get(1),
+                campaign_id: r.get(2),
+                channel: r.get::<_, String>(4).parse()?,
+            };
+            Ok((send, r.get(3)))
+        })
+        .collect()
+}
+
+/// Queued sends take the normal form of their address; one whose campaign already has a send
+/// to that form is cancelled (the person gets the other one).
+async fn normalise_sends(tx: &Transaction<'_>, now: i64) -> Result<Vec<Collision>> {
     let mut report = Vec::new();
-    for r in &queued {
-        let (id, account_id, campaign_id): (i64, i64, i64) = (r.get(0), r.get(1), r.get(2));
-        let address: String = r.get(3);
-        let channel: Channel = r.get::<_, String>(4).parse()?;
-        let at = |kind, addr: &str, kept, dropped, why: String| Collision {
-            account_id,
-            channel,
-            kind,
-            address: addr.to_string(),
-            kept_id: kept,
-            dropped_id: dropped,
-            detail: format!("send {id} of campaign {campaign_id}: {why}"),
-        };
-        let n = match normalise::normal(channel, &address) {
-            Err(why) => {
-                report.push(at("invalid", &address, Some(id), None, why));
-                continue;
-            }
-            Ok(n) if n == address => continue,
-            Ok(n) => n,
-        };
-        let other = tx
-            .query_opt(
-                "SELECT id FROM sends WHERE campaign_id = $1 AND address = $2",
-                &[&campaign_id, &n],
-            )
-            .await?
-            .map(|o| o.get::<_, i64>(0));
-        match other {
-            None => {
-                tx.execute(
-                    "UPDATE sends SET address = $2, updated_at = $3 WHERE id = $1",
-                    &[&id, &n, &now],
-                )
-                .await?;
-            }
-            Some(other) => {
-                tx.execute(
-                    "UPDATE sends SET status = 'cancelled', updated_at = $2,
-                     last_error = 'cancelled when addresses were normalised: send ' || $3::BIGINT
-                     || ' of this campaign has the same address'
-                     WHERE id = $1",
-                    &[&id, &now, &other],
-                )
-                .await?;
-                let why = format!("cancelled, send {other} goes to the same address");
-                report.push(at("send", &n, Some(other), Some(id), why));
-            }
+    for (send, address) in queued_sends(tx).await? {
+        match normalise::normal(send.channel, &address) {
+            Err(why) => report.push(send.refused(&address, &why)),
+            Ok(n) if n == address => {}
+            Ok(n) => report.extend(move_send(tx, &send, &n, now).await?),
         }
     }
     Ok(report)
+}
+
+/// Give `send` the address `normal`, or cancel it when another send of its campaign has it.
+async fn move_send(
+    tx: &Transaction<'_>,
+    send: &QueuedSend,
+    normal: &str,
+    now: i64,
+) -> Result<Option<Collision>> {
+    let other = tx
+        .query_opt(
+            "SELECT id FROM sends WHERE campaign_id = $1 AND address = $2",
+            &[&send.campaign_id, &normal],
+        )
+        .await?
+        .map(|o| o.get::<_, i64>(0));
+    let Some(other) = other else {
+        tx.execute(
+            "UPDATE sends SET address = $2, updated_at = $3 WHERE id = $1",
+            &[&send.id, &normal, &now],
+        )
+        .await?;
+        return Ok(None);
+    };
+    tx.execute(
+        "UPDATE sends SET status = 'cancelled', updated_at = $2,
+         last_error = 'cancelled when addresses were normalised: send ' || $3::BIGINT
+         || ' of this campaign has the same address'
+         WHERE id = $1",
+        &[&send.id, &now, &other],
+    )
+    .await?;
+    Ok(Some(send.cancelled(normal, other)))
+}
+
+async fn write_report(tx: &Transaction<'_>, report: &[Collision], now: i64) -> Result<()> {
+    for c in report {
+        tx.execute(
+            "INSERT INTO address_collisions
+             (account_id, channel, kind, address, kept_id, dropped_id, detail, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &c.account_id,
+                &c.channel.as_str(),
+                &c.kind,
+                &c.address,
+                &c.kept_id,
+                &c.dropped_id,
+                &c.detail,
+                &now,
+            ],
+        )
+        .await?;
+    }
+    Ok(())
 }

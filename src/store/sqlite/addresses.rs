@@ -4,10 +4,9 @@
 //! transaction. Run by every writable `store::open`; a no-op (one read) once done.
 
 use super::SqliteStore;
-use crate::domain::address::Channel;
 use crate::error::Result;
 use crate::store::normalise::{
-    self, Collision, SubscriberChange, SubscriberKey, SuppressionChange, SuppressionKey,
+    self, Collision, QueuedSend, SubscriberChange, SubscriberKey, SuppressionChange, SuppressionKey,
 };
 use rusqlite::{params, OptionalExtension, Transaction};
 
@@ -224,69 +223,39 @@ fn queued_sends(tx: &Transaction<'_>) -> Result<Vec<Queued>> {
 fn normalise_sends(tx: &Transaction<'_>, now: i64) -> Result<Vec<Collision>> {
     let mut report = Vec::new();
     for (id, account_id, campaign_id, address, channel) in queued_sends(tx)? {
-        let row = SendRow {
+        let send = QueuedSend {
             id,
             account_id,
             campaign_id,
             channel: channel.parse()?,
         };
-        match normalise::normal(row.channel, &address) {
-            Err(why) => report.push(row.collision("invalid", &address, None, &why)),
+        match normalise::normal(send.channel, &address) {
+            Err(why) => report.push(send.refused(&address, &why)),
             Ok(n) if n == address => {}
-            Ok(n) => report.extend(move_send(tx, &row, &n, now)?),
+            Ok(n) => report.extend(move_send(tx, &send, &n, now)?),
         }
     }
     Ok(report)
 }
 
-/// A queued send being normalised.
-struct SendRow {
-    id: i64,
-    account_id: i64,
-    campaign_id: i64,
-    channel: Channel,
-}
-
-impl SendRow {
-    /// A report line: `invalid` (this send left as it was) or `send` (this send cancelled for
-    /// `kept`).
-    fn collision(
-        &self,
-        kind: &'static str,
-        address: &str,
-        kept: Option<i64>,
-        why: &str,
-    ) -> Collision {
-        let invalid = kind == "invalid";
-        Collision {
-            account_id: self.account_id,
-            channel: self.channel,
-            kind,
-            address: address.to_string(),
-            kept_id: if invalid { Some(self.id) } else { kept },
-            dropped_id: (!invalid).then_some(self.id),
-            detail: format!("send {} of campaign {}: {why}", self.id, self.campaign_id),
-        }
-    }
-}
-
+/// Give `send` the address `normal`, or cancel it when another send of its campaign has it.
 fn move_send(
     tx: &Transaction<'_>,
-    row: &SendRow,
+    send: &QueuedSend,
     normal: &str,
     now: i64,
 ) -> Result<Option<Collision>> {
     let other: Option<i64> = tx
         .query_row(
             "SELECT id FROM sends WHERE campaign_id = ?1 AND address = ?2",
-            params![row.campaign_id, normal],
+            params![send.campaign_id, normal],
             |r| r.get(0),
         )
         .optional()?;
     let Some(other) = other else {
         tx.execute(
             "UPDATE sends SET address = ?2, updated_at = ?3 WHERE id = ?1",
-            params![row.id, normal, now],
+            params![send.id, normal, now],
         )?;
         return Ok(None);
     };
@@ -294,14 +263,9 @@ fn move_send(
         "UPDATE sends SET status = 'cancelled', updated_at = ?2,
          last_error = 'cancelled when addresses were normalised: send ' || ?3 || ' of this campaign has the same address'
          WHERE id = ?1",
-        params![row.id, now, other],
+        params![send.id, now, other],
     )?;
-    Ok(Some(row.collision(
-        "send",
-        normal,
-        Some(other),
-        &format!("cancelled, send {other} goes to the same address"),
-    )))
+    Ok(Some(send.cancelled(normal, other)))
 }
 
 fn write_report(tx: &Transaction<'_>, report: &[Collision], now: i64) -> Result<()> {
