@@ -163,7 +163,7 @@ pub fn normalize_phone(input: &str) -> Result<String> {
         phonenumber::parse(None, s).map_err(|e| bad(&format!("not a phone number ({e})")))?;
     if !phonenumber::is_valid(&number) {
         return Err(bad(
-            "not a valid E.164 number for its country code (no such number range exists)",
+            "not a valid number for its country code (no such number range exists)",
         ));
     }
     Ok(number.format().mode(phonenumber::Mode::E164).to_string())
