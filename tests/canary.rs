@@ -260,7 +260,7 @@ const TIMEOUT: &[&str] = &["timed out"];
 fn cases(p: &Peers) -> Vec<Case> {
     let mut out = Vec::new();
     let http = |kind: &str, base: String| match kind {
-        "twilio" => format!("twilio:{SID}?from=%2B15550100&base_url={base}&timeout=700ms"),
+        "twilio" => format!("twilio:{SID}?from=%2B15017122661&base_url={base}&timeout=700ms"),
         "resend" => format!("resend:?from=news@example.org&base_url={base}&timeout=700ms"),
         "postmark" => format!("postmark:?from=news@example.org&base_url={base}&timeout=700ms"),
         // Credentials in the webhook URL are secrets too.

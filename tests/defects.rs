@@ -719,7 +719,8 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TRIGGER list_members_count_insert; DROP TRIGGER list_members_count_update;
+            "DROP TABLE address_collisions; DROP TABLE pending_steps;
+             DROP TRIGGER list_members_count_insert; DROP TRIGGER list_members_count_update;
              DROP TRIGGER list_members_count_delete; DROP TRIGGER lists_count_delete;
              DROP TABLE list_counts; DROP INDEX sends_unsent; DROP INDEX list_members_state;
              DROP INDEX sends_campaign_order; DROP TRIGGER sends_count_insert;

@@ -918,7 +918,7 @@ fn twilio_status_callbacks_name_the_job_and_settle_a_killed_workers_row() {
         &["--listen", &listen, "--config", cfg.to_str().unwrap()],
     );
     let (mut fake, fake_base) = fake_with_callbacks(&env, &server, &[]);
-    let spec = format!("twilio:AC123?from=%2B15550100&base_url={fake_base}");
+    let spec = format!("twilio:AC123?from=%2B15017122661&base_url={fake_base}");
     let run = |crash: Option<&str>| {
         let mut c = env.cmd();
         c.args([

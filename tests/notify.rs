@@ -228,7 +228,7 @@ fn bad_input_is_refused_before_anything_is_written() {
     let state = d.path().join("st.db");
     for (to, needle) in [
         ("ops", "cannot tell the channel"),
-        ("+123", "E.164"),
+        ("+123", "not a valid number for its country code"),
         ("a@b", "invalid email"),
     ] {
         let r = notify(

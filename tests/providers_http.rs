@@ -82,7 +82,7 @@ fn assert_no_secret(what: &impl std::fmt::Debug) {
 
 fn twilio_spec(base: &str, tf: &Path, extra: &str) -> String {
     format!(
-        "twilio:AC0123456789abcdef?from=%2B15550100&base_url={base}&auth_token_file={}&timeout=2s{extra}",
+        "twilio:AC0123456789abcdef?from=%2B15017122661&base_url={base}&auth_token_file={}&timeout=2s{extra}",
         tf.display()
     )
 }
@@ -140,7 +140,7 @@ async fn twilio_through_the_fake_provider() {
     assert_eq!(l.job_id, m.job_id, "the job id travels in StatusCallback");
     assert_eq!(l.channel, "sms");
     assert_eq!(l.to, "+14155550100");
-    assert_eq!(l.from.as_deref(), Some("+15550100"));
+    assert_eq!(l.from.as_deref(), Some("+15017122661"));
     assert_eq!(l.body, m.body);
     assert_eq!(
         l.metadata.as_ref().unwrap()["StatusCallback"],
@@ -176,7 +176,7 @@ async fn twilio_through_the_fake_provider() {
         .header("content-type", FORM)
         .body(form(&[
             ("To", "+14155550100"),
-            ("From", "+15550100"),
+            ("From", "+15017122661"),
             ("Body", "x"),
         ]))
         .send()
@@ -208,11 +208,18 @@ async fn twilio_through_the_fake_provider() {
     assert_eq!(v["account_sid"], "AC1");
     assert!(v["sid"].as_str().unwrap().starts_with("SM"));
     for (fields, code) in [
-        (vec![("From", "+15550100"), ("Body", "x")], 21604),
+        (vec![("From", "+15017122661"), ("Body", "x")], 21604),
         (vec![("To", "+14155550100"), ("Body", "x")], 21603),
-        (vec![("To", "+14155550100"), ("From", "+15550100")], 21602),
         (
-            vec![("To", "4155550100"), ("From", "+15550100"), ("Body", "x")],
+            vec![("To", "+14155550100"), ("From", "+15017122661")],
+            21602,
+        ),
+        (
+            vec![
+                ("To", "4155550100"),
+                ("From", "+15017122661"),
+                ("Body", "x"),
+            ],
             21211,
         ),
     ] {
@@ -573,7 +580,7 @@ async fn twilio_error_mapping() {
         "{req}"
     );
     assert!(
-        req.ends_with("To=%2B14155550100&From=%2B15550100&Body=hi"),
+        req.ends_with("To=%2B14155550100&From=%2B15017122661&Body=hi"),
         "{req}"
     );
 
@@ -930,7 +937,10 @@ fn specs_need_credentials_and_keep_them_out_of_errors() {
     // No file option and (in this test process) no environment variable: a clear error that
     // names where the credential comes from.
     for (spec, env) in [
-        ("twilio:AC1?from=%2B15550100", "SENDONCE_TWILIO_AUTH_TOKEN"),
+        (
+            "twilio:AC1?from=%2B15017122661",
+            "SENDONCE_TWILIO_AUTH_TOKEN",
+        ),
         ("resend:?from=a@example.com", "SENDONCE_RESEND_API_KEY"),
         ("postmark:?from=a@example.com", "SENDONCE_POSTMARK_TOKEN"),
     ] {

@@ -436,7 +436,7 @@ fn basic() -> String {
 }
 
 fn twilio_spec(addr: SocketAddr, scheme: &str) -> String {
-    format!("twilio:{SID}?from=%2B15550100&base_url={scheme}://{addr}&timeout=700ms")
+    format!("twilio:{SID}?from=%2B15017122661&base_url={scheme}://{addr}&timeout=700ms")
 }
 
 const TWILIO_ENV: (&str, &str) = ("SENDONCE_TWILIO_AUTH_TOKEN", TOKEN);

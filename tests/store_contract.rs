@@ -2675,7 +2675,7 @@ fn pages_script(s: &dyn Storage) -> Vec<String> {
     {
         let sub = sendonce::app::import::subscriber(
             Some(e),
-            Some(&format!("+4512345{i:03}")),
+            Some(&format!("+4520123{i:03}")),
             None,
             None,
             &[],
@@ -2723,8 +2723,8 @@ fn pages_script(s: &dyn Storage) -> Vec<String> {
         "phone: {}",
         said(page(
             MemberOrder::Phone {
-                prefix: "+451234500",
-                after: Some("+4512345000")
+                prefix: "+452012300",
+                after: Some("+4520123000")
             },
             10
         ))

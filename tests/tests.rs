@@ -48,6 +48,7 @@ mod lists;
 mod lock_loss;
 mod manual;
 mod migrate_store;
+mod normalise;
 mod notify;
 mod ops_http;
 mod optin;

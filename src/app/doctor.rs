@@ -137,6 +137,7 @@ pub fn run(req: &Request) -> Result<Report> {
         f.push(leases(&ins));
         f.push(doubts(&ins));
         f.push(stuck(&ins, &shown));
+        f.extend(addresses(&ins, &shown));
     }
     f.push(file_modes(db));
     let wal = std::fs::metadata(side(db, "-wal")).map_or(0, |m| m.len());
@@ -401,6 +402,47 @@ fn doubts(ins: &Inspection) -> Finding {
         ),
         Err(e) => finding("in_doubt", Level::Fail, e.clone(), Some(SEE_CHECK.into())),
     }
+}
+
+/// What normalising the stored addresses found at the upgrade (schema 0017 / postgres 0004):
+/// rows that became one address (an opt-out always won) and addresses the rules now refuse.
+/// Ok once done (the table keeps the record); a warning while the step has not run.
+fn addresses(ins: &Inspection, db: &str) -> Option<Finding> {
+    let name = "addresses";
+    let counts = match ins.addresses.as_ref()? {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(finding(
+                name,
+                Level::Fail,
+                e.clone(),
+                Some(SEE_CHECK.into()),
+            ))
+        }
+    };
+    if counts.iter().any(|(k, _)| k == "pending") {
+        return Some(finding(
+            name,
+            Level::Warn,
+            "the upgrade's address normalisation has not run yet".into(),
+            Some(format!(
+                "open the database for writing once: `sendonce init --db {db}`"
+            )),
+        ));
+    }
+    let detail = match counts.is_empty() {
+        true => "normalised at the upgrade; no collisions".into(),
+        false => format!(
+            "normalised at the upgrade; table address_collisions records {} (an opt-out always \
+             won; `invalid` rows were left as they were)",
+            counts
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Some(finding(name, Level::Ok, detail, None))
 }
 
 fn stuck(ins: &Inspection, db: &str) -> Finding {
@@ -750,6 +792,7 @@ fn postgres(req: &Request, ins: &Inspection, shown: String) -> Report {
         f.push(doubts(ins));
         f.push(stuck(ins, &shown));
         f.push(pg_guard(ins));
+        f.extend(addresses(ins, &shown));
     }
     for name in [
         "integrity_check",

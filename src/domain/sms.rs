@@ -140,8 +140,8 @@ pub fn body_report(body: &str) -> String {
     segments(body).to_string()
 }
 
-/// Check that a recipient is an E.164 number (`+` and 8 to 15 digits) and return it
-/// normalised; the same rule the importer applies.
+/// Check that a recipient is a valid E.164 number (`+`, the country code, a number its
+/// numbering plan has) and return it normalised; the same rule the importer applies.
 pub fn check_e164(number: &str) -> Result<String> {
     crate::domain::address::normalize_phone(number)
 }

@@ -255,11 +255,11 @@ mod tests {
     fn options_decode_and_refuse_unknown_or_repeated_keys() {
         let o = Options::parse(
             "twilio",
-            "from=+15550100&status_callback=https%3A%2F%2Fx.example%2Fcb%3Fa%3D1",
+            "from=+15017122661&status_callback=https%3A%2F%2Fx.example%2Fcb%3Fa%3D1",
             &["from", "status_callback"],
         )
         .unwrap();
-        assert_eq!(o.get("from"), Some("+15550100"));
+        assert_eq!(o.get("from"), Some("+15017122661"));
         assert_eq!(o.get("status_callback"), Some("https://x.example/cb?a=1"));
         assert!(Options::parse("twilio", "token=x", &["from"]).is_err());
         assert!(Options::parse("twilio", "from=a&from=b", &["from"]).is_err());

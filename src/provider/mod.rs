@@ -270,7 +270,7 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn Provider>> {
         "unknown provider {shown} (known: outbox:PATH[?idempotent=false], \
          webhook:URL[#timeout=10s&key_window=24h], \
          smtp://[user@]host:port?tls=starttls|tls|none[&...], \
-         twilio:ACCOUNT_SID?from=+15550100[&status_callback=URL&base_url=URL], \
+         twilio:ACCOUNT_SID?from=+15017122661[&status_callback=URL&base_url=URL], \
          resend:?from=ADDRESS[&base_url=URL], postmark:?from=ADDRESS[&base_url=URL], \
          null[?latency=50ms])"
     )))

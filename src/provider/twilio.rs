@@ -4,7 +4,7 @@
 //! basic auth with the account SID and auth token. Plus Twilio's request-signature check for
 //! the callbacks Twilio sends back.
 //!
-//! Spec: `twilio:ACCOUNT_SID?from=+15550100[&messaging_service_sid=MG...]
+//! Spec: `twilio:ACCOUNT_SID?from=+15017122661[&messaging_service_sid=MG...]
 //! [&status_callback=https://...][&base_url=http://127.0.0.1:PORT][&auth_token_file=PATH]
 //! [&timeout=10s]`. The auth token comes from `SENDONCE_TWILIO_AUTH_TOKEN` or the file.
 //!
@@ -67,7 +67,7 @@ impl Twilio {
         let (sid, query) = rest.split_once('?').unwrap_or((rest, ""));
         if sid.is_empty() || !sid.chars().all(|c| c.is_ascii_alphanumeric()) {
             return Err(Error::invalid(
-                "twilio provider needs the account SID: twilio:AC...?from=+15550100",
+                "twilio provider needs the account SID: twilio:AC...?from=+15017122661",
             ));
         }
         let o = Options::parse("twilio", query, OPTIONS)?;
@@ -320,7 +320,7 @@ mod tests {
     #[test]
     fn spec_and_form() {
         let t = spec_with_token(
-            "from=%2B15550100&base_url=http://127.0.0.1:9&status_callback=https://cb.example/s%3Fa%3D1",
+            "from=%2B15017122661&base_url=http://127.0.0.1:9&status_callback=https://cb.example/s%3Fa%3D1",
         )
         .unwrap();
         assert_eq!(
@@ -344,7 +344,7 @@ mod tests {
         };
         let f = t.form(&msg);
         assert_eq!(f[0], ("To", "+14155550100".to_string()));
-        assert_eq!(f[1], ("From", "+15550100".to_string()));
+        assert_eq!(f[1], ("From", "+15017122661".to_string()));
         assert_eq!(f[2], ("Body", "hi".to_string()));
         assert_eq!(
             f[3],
@@ -354,7 +354,7 @@ mod tests {
             )
         );
         assert!(spec_with_token("from=+1").is_err());
-        assert!(Twilio::from_spec("?from=+15550100").is_err());
+        assert!(Twilio::from_spec("?from=+15017122661").is_err());
         assert!(spec_with_token("status_callback=ftp://x/").is_err());
         assert!(spec_with_token("token=abc").is_err());
     }

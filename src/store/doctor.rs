@@ -55,6 +55,9 @@ pub struct Inspection {
     /// Ledger rows per send status, in byte order of the status (PostgreSQL; None for a
     /// SQLite file, whose count would scan the whole table).
     pub ledger: Option<Part<Vec<(String, u64)>>>,
+    /// Rows of `address_collisions` per kind, in byte order, and `pending` when the address
+    /// step of the upgrade has not run yet (None: a schema from before that step).
+    pub addresses: Option<Part<Vec<(String, u64)>>>,
 }
 
 /// Lines of a check's output kept in an inspection.

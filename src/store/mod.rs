@@ -13,6 +13,7 @@ mod ledger;
 mod lists;
 mod logins;
 mod messages;
+mod normalise;
 mod notify;
 mod optin;
 mod ratelimit;
@@ -105,7 +106,13 @@ pub fn open(target: &Path, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
     if postgres::is_url(&text) {
         return Ok(Arc::new(postgres::PgStore::open(&text, opts)?));
     }
-    Ok(Arc::new(sqlite::SqliteStore::open(target, opts)?))
+    let store = sqlite::SqliteStore::open(target, opts)?;
+    if !opts.read_only {
+        // Schema 0017's address step (SQL cannot normalise Unicode); PostgreSQL runs its twin
+        // inside its migration transaction.
+        store.finish_address_step()?;
+    }
+    Ok(Arc::new(store))
 }
 
 /// Which backend `target` names: `"postgres"` for a `postgres://` URL, else `"sqlite"` (what

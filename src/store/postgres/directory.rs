@@ -243,8 +243,10 @@ impl Directory for PgStore {
     fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
         let key = key.trim().to_string();
         let by_id = key.parse::<i64>().ok();
-        let email = key.to_lowercase();
-        let phone = key.clone();
+        // The forms rows are stored in; a key that is neither is matched as given.
+        let email = crate::domain::address::normalize_email(&key)
+            .map_or_else(|_| key.to_lowercase(), |(_, n)| n);
+        let phone = crate::domain::address::normalize_phone(&key).unwrap_or_else(|_| key.clone());
         let row = self.run(move |pool| async move {
             let c = pool.get().await?;
             Ok(c.query_opt(

@@ -48,6 +48,7 @@ fn unopened() -> Inspection {
         guard: None,
         server: Some(skipped()),
         ledger: Some(skipped()),
+        addresses: None,
     }
 }
 
@@ -83,6 +84,7 @@ pub fn inspect(url: &str, opts: &InspectOptions) -> Inspection {
     out.in_doubt = in_doubt(&store);
     out.stuck = stuck(&store, opts.now.saturating_add(opts.far_ms));
     out.ledger = Some(ledger_states(&store));
+    out.addresses = Some(addresses(&store));
     if out.schema_version == Ok(i64::from(SCHEMA_VERSION)) {
         out.guard = Some(store.guard_state().map_err(|e| e.message));
     }
@@ -151,6 +153,24 @@ fn stuck(store: &PgStore, far: i64) -> Part<Vec<Stuck>> {
                 None => s.list_complete,
                 Some(t) => t > far,
             })
+            .collect())
+    })
+}
+
+/// `address_collisions` per kind (the step runs inside its migration: never pending here).
+fn addresses(store: &PgStore) -> Part<Vec<(String, u64)>> {
+    ask(store, |pool| async move {
+        let c = pool.get().await?;
+        let rows = c
+            .query(
+                "SELECT kind, count(*) FROM address_collisions GROUP BY kind
+                 ORDER BY kind COLLATE \"C\"",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1).max(0) as u64))
             .collect())
     })
 }

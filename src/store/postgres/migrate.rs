@@ -20,6 +20,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0003_prefix_order",
         include_str!("../../../schema/postgres/0003_prefix_order.sql"),
     ),
+    (
+        4,
+        "0004_addresses",
+        include_str!("../../../schema/postgres/0004_addresses.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
@@ -95,6 +100,14 @@ pub(super) async fn migrate(
         )
         .await?;
     }
+    apply_after(&tx, applied).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Apply the migrations newer than `applied`, each with its `sendonce_schema` row (and, for
+/// the address one, its step in Rust), inside the caller's transaction.
+async fn apply_after(tx: &tokio_postgres::Transaction<'_>, applied: i32) -> Result<()> {
     for &(version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > applied) {
         tx.batch_execute(sql)
             .await
@@ -104,8 +117,11 @@ pub(super) async fn migrate(
             &[&version, &name, &crate::domain::clock::now_ms()],
         )
         .await?;
+        if version == super::addresses::VERSION {
+            // The rows before it, normalised in Rust (SQL cannot normalise Unicode).
+            super::addresses::run(tx).await?;
+        }
         tracing::info!(migration = name, "PostgreSQL schema migrated");
     }
-    tx.commit().await?;
     Ok(())
 }

@@ -38,6 +38,7 @@
 //! with a self-signed certificate (Debian's default snakeoil one) would otherwise fail
 //! verification instead of falling back.
 
+mod addresses;
 mod admin;
 mod audience;
 mod audit;

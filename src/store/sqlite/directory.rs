@@ -3,7 +3,7 @@
 
 use super::codec;
 use super::SqliteStore;
-use crate::domain::address::Channel;
+use crate::domain::address::{normalize_email, normalize_phone, Channel};
 use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
 use crate::store::{
@@ -212,7 +212,9 @@ impl Directory for SqliteStore {
     fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
         let key = key.trim();
         let by_id = key.parse::<i64>().ok();
-        let email = key.to_lowercase();
+        // The forms rows are stored in; a key that is neither is matched as given.
+        let email = normalize_email(key).map_or_else(|_| key.to_lowercase(), |(_, n)| n);
+        let phone = normalize_phone(key).unwrap_or_else(|_| key.to_string());
         let row = self.read(|c| {
             Ok(c.query_row(
                 &format!(
@@ -221,7 +223,7 @@ impl Directory for SqliteStore {
                        AND (id = :id OR email_norm = :email OR phone = :phone)
                      ORDER BY id = :id DESC LIMIT 1"
                 ),
-                named_params! {":account": account, ":id": by_id, ":email": email, ":phone": key},
+                named_params! {":account": account, ":id": by_id, ":email": email, ":phone": phone},
                 subscriber_from_row,
             )
             .optional()?)

@@ -93,6 +93,24 @@ fn per_campaign(c: &Connection, sql: &str, now: Option<i64>) -> Part<Vec<PerCamp
     Ok(rows)
 }
 
+/// `address_collisions` per kind, and whether schema 0017's address step is still pending.
+fn addresses(c: &Connection) -> Part<Vec<(String, u64)>> {
+    let mut st = c
+        .prepare(
+            "SELECT kind, count(*) FROM address_collisions GROUP BY kind
+             UNION ALL SELECT 'pending', count(*) FROM pending_steps
+             WHERE name = 'addresses_0017' HAVING count(*) > 0
+             ORDER BY 1",
+        )
+        .map_err(text)?;
+    let rows = st
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+        .map_err(text)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(text)?;
+    Ok(rows)
+}
+
 fn stuck(c: &Connection, now: i64, far_ms: i64) -> Part<Vec<Stuck>> {
     let mut st = c
         .prepare(
@@ -147,6 +165,7 @@ pub fn inspect(path: &Path, opts: &InspectOptions) -> Inspection {
         guard: None,
         server: None,
         ledger: None,
+        addresses: None,
     };
     let (c, snapshot) = match open_ro(path) {
         Ok(v) => v,
@@ -184,6 +203,9 @@ pub fn inspect(path: &Path, opts: &InspectOptions) -> Inspection {
         None,
     );
     out.stuck = stuck(&c, opts.now, opts.far_ms);
+    if out.schema_version.as_ref().is_ok_and(|v| *v >= 17) {
+        out.addresses = Some(addresses(&c));
+    }
     drop(c);
     if out.schema_version == Ok(SCHEMA_VERSION) {
         out.guard = Some(guard_state(path));

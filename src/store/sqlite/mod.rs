@@ -1,6 +1,7 @@
 //! The SQLite store: opening the file (pragmas read back), migrations, and the pool. All SQL of
 //! the project lives under this module.
 
+mod addresses;
 mod admin;
 mod audit;
 mod bench;
@@ -98,6 +99,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0016_sends_check",
         include_str!("../../../schema/0016_sends_check.sql"),
+    ),
+    (
+        "0017_addresses",
+        include_str!("../../../schema/0017_addresses.sql"),
     ),
 ];
 
