@@ -317,21 +317,16 @@ fn utf8_len(b: u8) -> Option<usize> {
 /// A character whose UTF-8 bytes are each written as `prefix` and two hex digits (`%2D`,
 /// `%252D`, `\x2d`, bare `2d`), and the length of that text.
 fn byte_escaped_char(s: &[u8], prefix: &[u8]) -> Option<(char, usize)> {
+    let byte_at = |q: usize| -> Option<u8> { hex_byte(s.get(q..)?.strip_prefix(prefix)?) };
+    let step = prefix.len() + 2;
     let mut bytes = [0u8; 4];
-    let mut q = 0;
-    let mut byte = |i: usize| -> Option<()> {
-        let at = s.get(q..)?.strip_prefix(prefix)?;
-        bytes[i] = hex_byte(at)?;
-        q += prefix.len() + 2;
-        Some(())
-    };
-    byte(0)?;
+    bytes[0] = byte_at(0)?;
     let len = utf8_len(bytes[0])?;
-    for i in 1..len {
-        byte(i)?;
+    for (i, b) in bytes.iter_mut().enumerate().take(len).skip(1) {
+        *b = byte_at(i * step)?;
     }
     let c = std::str::from_utf8(&bytes[..len]).ok()?.chars().next()?;
-    Some((c, q))
+    Some((c, len * step))
 }
 
 /// `\u002D` (a surrogate pair for an astral character) or a backslash before ASCII punctuation
