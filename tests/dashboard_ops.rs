@@ -407,8 +407,8 @@ fn settings_show_server_wide_parts_to_operators_only() {
             &spec,
         ],
         &[
-            ("ACME_HOOK_SECRET", "acme-hook-secret-0123456789"),
-            ("GLOBEX_HOOK_SECRET", "globex-hook-secret-0123456789"),
+            ("ACME_HOOK_SECRET", "whsec_YWNtZS1ob29rLXNlY3JldC0wMTIzNDU2Nzg5"),
+            ("GLOBEX_HOOK_SECRET", "whsec_Z2xvYmV4LWhvb2stc2VjcmV0LTAxMjM0NTY3ODk="),
         ],
     );
     let db = env.db.display().to_string();

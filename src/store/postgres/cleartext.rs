@@ -90,13 +90,15 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
-/// Whether a driver error is this refusal.
-pub(super) fn is_refusal(e: &tokio_postgres::Error) -> bool {
+/// The refusal's text, when a driver error is this refusal (the driver's own message says only
+/// "error communicating with the server").
+pub(super) fn refusal(e: &tokio_postgres::Error) -> Option<String> {
     use std::error::Error as _;
     e.source()
         .and_then(|s| s.downcast_ref::<io::Error>())
         .and_then(|io| io.get_ref())
-        .is_some_and(|inner| inner.is::<Refused>())
+        .filter(|inner| inner.is::<Refused>())
+        .map(|inner| inner.to_string())
 }
 
 /// Reads the server's messages until authentication ends, refusing a cleartext request.

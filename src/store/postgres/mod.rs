@@ -127,8 +127,8 @@ pub fn redact(url: &str) -> String {
 
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
-        if cleartext::is_refusal(&e) {
-            return Error::invalid(format!("PostgreSQL: {e}"));
+        if let Some(why) = cleartext::refusal(&e) {
+            return Error::invalid(format!("PostgreSQL: {why}"));
         }
         // The server's own message (constraint, trigger, serialization failure) when it sent
         // one; the driver's (connection closed, I/O) otherwise.
