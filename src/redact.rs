@@ -681,7 +681,10 @@ mod tests {
     fn case_folded() {
         let upper = TOKEN.to_uppercase();
         let lower = TOKEN.to_lowercase();
-        assert_eq!(r(&format!("a {upper} b {lower} c")), "a [redacted] b [redacted] c");
+        assert_eq!(
+            r(&format!("a {upper} b {lower} c")),
+            "a [redacted] b [redacted] c"
+        );
         // Case-folded and percent-encoded together.
         assert_eq!(r("k=canary%2DS3CR3T-7FQ9ZK"), "k=[redacted]");
         // Non-ASCII letters fold too.
@@ -698,23 +701,38 @@ mod tests {
             hex.to_uppercase(),
             TOKEN.bytes().map(|b| format!("\\x{b:02X}")).collect(),
             // The hex of the upper-cased token.
-            TOKEN.to_uppercase().bytes().map(|b| format!("{b:02x}")).collect(),
+            TOKEN
+                .to_uppercase()
+                .bytes()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
         ] {
             assert_eq!(r(&format!("key=<{enc}>")), "key=<[redacted]>", "{enc}");
         }
         // A non-ASCII secret's UTF-8 bytes in hex.
         let s = Secret::new("clé-secrète-42");
-        let hex: String = "clé-secrète-42".bytes().map(|b| format!("{b:02X}")).collect();
+        let hex: String = "clé-secrète-42"
+            .bytes()
+            .map(|b| format!("{b:02X}"))
+            .collect();
         assert_eq!(s.redact(format!("[{hex}]")), "[[redacted]]");
         // Base64 of the hex, and the hex inside a percent-encoded echo.
-        let b64 = STANDARD.encode(TOKEN.bytes().map(|b| format!("{b:02x}")).collect::<String>());
+        let b64 = STANDARD.encode(
+            TOKEN
+                .bytes()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>(),
+        );
         assert_eq!(r(&format!("t {b64} e")), "t [redacted] e");
     }
 
     #[test]
     fn altered_base64_upper_cased_hex_encoded_or_halved() {
         // Twilio's header, as a gateway might echo it back altered.
-        let header = format!("Basic {}", STANDARD.encode(format!("AC0123456789abcdef:{TOKEN}")));
+        let header = format!(
+            "Basic {}",
+            STANDARD.encode(format!("AC0123456789abcdef:{TOKEN}"))
+        );
         let hex: String = header.bytes().map(|b| format!("{b:02x}")).collect();
         // The first half holds only the SID: cut where a part of the token is left.
         let (first, second) = (&header[..header.len() * 3 / 4], &header[header.len() / 2..]);
@@ -731,12 +749,17 @@ mod tests {
             assert!(out.contains(REDACTED), "{what}: {out}");
             assert_gone(&out);
             // What is left of the base64 no longer holds 6 bytes of the token in any case.
-            let b64 = STANDARD.encode(format!("AC0123456789abcdef:{TOKEN}")).to_lowercase();
+            let b64 = STANDARD
+                .encode(format!("AC0123456789abcdef:{TOKEN}"))
+                .to_lowercase();
             let chars: Vec<char> = b64.chars().collect();
             let skip = "ac0123456789abcdef:".len() * 4 / 3 + 4;
             for w in chars[skip..chars.len() - 4].windows(PIECE_CHARS) {
                 let piece: String = w.iter().collect();
-                assert!(!out.to_lowercase().contains(&piece), "{what}: {piece} in {out}");
+                assert!(
+                    !out.to_lowercase().contains(&piece),
+                    "{what}: {piece} in {out}"
+                );
             }
         }
     }
@@ -744,7 +767,10 @@ mod tests {
     #[test]
     fn halves_and_pieces_of_eight() {
         let (a, b) = TOKEN.split_at(TOKEN.len() / 2);
-        assert_eq!(r(&format!("first {a} then {b}.")), "first [redacted] then [redacted].");
+        assert_eq!(
+            r(&format!("first {a} then {b}.")),
+            "first [redacted] then [redacted]."
+        );
         // Any 8 consecutive characters, in any of the forms.
         let chars: Vec<char> = TOKEN.chars().collect();
         for w in chars.windows(PIECE_CHARS) {
@@ -765,13 +791,19 @@ mod tests {
     fn short_secrets_only_whole() {
         // A 6-character password: only all of it, never "hunt" inside "hunting".
         let s = Secret::new("hunt3r");
-        assert_eq!(s.redact("hunting hunt3r HUNT3R".into()), "hunting [redacted] [redacted]");
+        assert_eq!(
+            s.redact("hunting hunt3r HUNT3R".into()),
+            "hunting [redacted] [redacted]"
+        );
         let hex: String = "hunt3r".bytes().map(|b| format!("{b:02x}")).collect();
         assert_eq!(s.redact(hex), "[redacted]");
         // Whole-only matching leaves pieces of a long one alone.
         let id = "xx-s3cr3t-7f-yy";
         assert_eq!(redact_whole(id, &[Secret::new(TOKEN)]), id);
-        assert_eq!(redact_whole(&TOKEN.to_lowercase(), &[Secret::new(TOKEN)]), REDACTED);
+        assert_eq!(
+            redact_whole(&TOKEN.to_lowercase(), &[Secret::new(TOKEN)]),
+            REDACTED
+        );
     }
 
     #[test]
@@ -784,7 +816,11 @@ mod tests {
         let started = std::time::Instant::now();
         let out = r(&text);
         assert!(!out.is_empty());
-        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -407,8 +407,14 @@ fn settings_show_server_wide_parts_to_operators_only() {
             &spec,
         ],
         &[
-            ("ACME_HOOK_SECRET", "whsec_YWNtZS1ob29rLXNlY3JldC0wMTIzNDU2Nzg5"),
-            ("GLOBEX_HOOK_SECRET", "whsec_Z2xvYmV4LWhvb2stc2VjcmV0LTAxMjM0NTY3ODk="),
+            (
+                "ACME_HOOK_SECRET",
+                "whsec_YWNtZS1ob29rLXNlY3JldC0wMTIzNDU2Nzg5",
+            ),
+            (
+                "GLOBEX_HOOK_SECRET",
+                "whsec_Z2xvYmV4LWhvb2stc2VjcmV0LTAxMjM0NTY3ODk=",
+            ),
         ],
     );
     let db = env.db.display().to_string();
@@ -432,7 +438,11 @@ fn settings_show_server_wide_parts_to_operators_only() {
     let ola = Admin::login(&server.base, "ola", PASSWORD).get("/admin/settings");
     assert_eq!(ola.status, 200, "{}", ola.body);
     for server_wide in [db.as_str(), "SPEC-MARKER", "GLOBEX_HOOK_SECRET", "Doctor"] {
-        assert!(ola.body.contains(server_wide), "no {server_wide:?}: {}", ola.body);
+        assert!(
+            ola.body.contains(server_wide),
+            "no {server_wide:?}: {}",
+            ola.body
+        );
     }
     server.sigterm();
     let list = env.ok(&["admin", "list"]);

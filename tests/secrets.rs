@@ -79,7 +79,10 @@ fn hex(b: &[u8]) -> String {
 /// with NUL separators.
 fn hex_decoded(hay: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    for run in hay.split(|b| !b.is_ascii_hexdigit()).filter(|r| r.len() >= 16) {
+    for run in hay
+        .split(|b| !b.is_ascii_hexdigit())
+        .filter(|r| r.len() >= 16)
+    {
         for k in 0..2 {
             for pair in run[k..].chunks_exact(2) {
                 let digits = std::str::from_utf8(pair).unwrap_or("00");
@@ -134,8 +137,10 @@ fn assert_clean(what: &str, haystack: &[u8]) {
         ("base64-decoded", lower(&base64_decoded(haystack))),
     ];
     for secret in [TOKEN, PASSWORD] {
-        let mut by_len: std::collections::HashMap<usize, std::collections::HashMap<Vec<u8>, String>> =
-            std::collections::HashMap::new();
+        let mut by_len: std::collections::HashMap<
+            usize,
+            std::collections::HashMap<Vec<u8>, String>,
+        > = std::collections::HashMap::new();
         for (form, needle) in forms(secret) {
             by_len
                 .entry(needle.len())
@@ -1198,7 +1203,10 @@ fn postgres_cleartext_password_without_tls_is_refused_unless_allowed() {
         assert_no_pg_password(&url, &all);
     }
     let log = cluster.log();
-    assert!(log.contains("connection received"), "log_connections: {log}");
+    assert!(
+        log.contains("connection received"),
+        "log_connections: {log}"
+    );
     assert!(
         !log.contains("connection authorized: user=app_clear")
             && !log.contains("password authentication failed"),
@@ -1210,7 +1218,10 @@ fn postgres_cleartext_password_without_tls_is_refused_unless_allowed() {
         &["init"],
     );
     assert_eq!(allowed.code, 0, "{}\n{}", allowed.stdout, allowed.stderr);
-    assert_no_pg_password("init allowed", &format!("{}{}", allowed.stdout, allowed.stderr));
+    assert_no_pg_password(
+        "init allowed",
+        &format!("{}{}", allowed.stdout, allowed.stderr),
+    );
     let scram = format!("postgres://app_scram:{PG_PASSWORD}@127.0.0.1:{port}/app_scram");
     let r = with_db(&scram, true, &["init"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -1247,9 +1258,14 @@ fn postgres_cleartext_request_gets_no_password() {
     let r = with_db(&url, true, &["account", "list"]);
     assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("cleartext"), "{}\n{}", r.stdout, r.stderr);
-    let sent = rx.recv_timeout(Duration::from_secs(10)).expect("a connection");
+    let sent = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a connection");
     assert!(
-        !sent.windows(PG_PASSWORD.len()).any(|w| w == PG_PASSWORD.as_bytes()) && !sent.contains(&b'p'),
+        !sent
+            .windows(PG_PASSWORD.len())
+            .any(|w| w == PG_PASSWORD.as_bytes())
+            && !sent.contains(&b'p'),
         "the client answered with {:?}",
         printable(&sent)
     );

@@ -2397,7 +2397,11 @@ fn logins_and_sessions_keep_their_contract_on_every_backend() {
             .collect();
         assert_eq!(
             operators,
-            [("ana".into(), false), ("al".into(), false), ("bo".into(), true)],
+            [
+                ("ana".into(), false),
+                ("al".into(), false),
+                ("bo".into(), true)
+            ],
             "{name}"
         );
         let dup = s

@@ -159,7 +159,10 @@ fn webhook_states(
     keep: &dyn Fn(&config::Webhook) -> bool,
 ) -> Vec<SecretState> {
     let mut secrets = Vec::new();
-    let kept = file.into_iter().flat_map(|f| f.webhook.iter()).filter(|w| keep(w));
+    let kept = file
+        .into_iter()
+        .flat_map(|f| f.webhook.iter())
+        .filter(|w| keep(w));
     for (i, w) in kept.enumerate() {
         let used_by = format!("webhook {} ({})", i + 1, w.source);
         if let Some(var) = &w.secret_env {

@@ -230,7 +230,8 @@ impl PgCluster {
     /// Replace pg_hba.conf with `text` and make the server read it again.
     pub fn set_hba(&self, text: &str) {
         let hba = self.data().join("pg_hba.conf");
-        std::fs::write(&hba, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", hba.display()));
+        std::fs::write(&hba, text)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", hba.display()));
         let reloaded = self.psql("postgres", "SELECT pg_reload_conf()");
         assert_eq!(reloaded.trim(), "t", "pg_reload_conf");
     }

@@ -20,7 +20,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0003_prefix_order",
         include_str!("../../../schema/postgres/0003_prefix_order.sql"),
     ),
-    (4, "0004_operators", include_str!("../../../schema/postgres/0004_operators.sql")),
+    (
+        4,
+        "0004_operators",
+        include_str!("../../../schema/postgres/0004_operators.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

@@ -280,11 +280,7 @@ impl PgStore {
 }
 
 /// The connection pool: watched connections (`cleartext.rs`), plain ones, or TLS.
-fn pool(
-    config: tokio_postgres::Config,
-    watch: bool,
-    size: u32,
-) -> Result<deadpool_postgres::Pool> {
+fn pool(config: tokio_postgres::Config, watch: bool, size: u32) -> Result<deadpool_postgres::Pool> {
     use tokio_postgres::config::SslMode;
     let manager_config = deadpool_postgres::ManagerConfig {
         recycling_method: deadpool_postgres::RecyclingMethod::Fast,

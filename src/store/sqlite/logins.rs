@@ -69,7 +69,13 @@ impl Logins for SqliteStore {
             let inserted = tx.execute(
                 "INSERT INTO admins (account_id, name, password_hash, created_at, role)
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
-                params![l.account_id, l.name, l.password_hash, l.created_at, role(l.operator)],
+                params![
+                    l.account_id,
+                    l.name,
+                    l.password_hash,
+                    l.created_at,
+                    role(l.operator)
+                ],
             )?;
             if inserted == 0 {
                 return Err(Error::conflict(format!(

@@ -97,7 +97,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0016_sends_check",
         include_str!("../../../schema/0016_sends_check.sql"),
     ),
-    ("0018_operators", include_str!("../../../schema/0018_operators.sql")),
+    (
+        "0018_operators",
+        include_str!("../../../schema/0018_operators.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
