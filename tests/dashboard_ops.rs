@@ -389,13 +389,18 @@ fn settings_show_server_wide_parts_to_operators_only() {
     env.ok(&["account", "add", "globex"]);
     create_admin(&env, "acme", "ana");
     create_operator(&env, "acme", "ola");
+    // The default provider comes from the file (the page shows the file's and the
+    // environment's settings; `serve --provider` is the worker's, refused without --worker).
+    let outbox = env.path("SPEC-MARKER-outbox.jsonl");
     let config = env.write(
         "sendonce.toml",
-        "[[webhook]]\naccount = \"acme\"\nsource = \"standard\"\nsecret_env = \"ACME_HOOK_SECRET\"\n\
-         [[webhook]]\naccount = \"globex\"\nsource = \"standard\"\nsecret_env = \"GLOBEX_HOOK_SECRET\"\n",
+        format!(
+            "provider = \"outbox:{}\"\n\
+             [[webhook]]\naccount = \"acme\"\nsource = \"standard\"\nsecret_env = \"ACME_HOOK_SECRET\"\n\
+             [[webhook]]\naccount = \"globex\"\nsource = \"standard\"\nsecret_env = \"GLOBEX_HOOK_SECRET\"\n",
+            outbox.display()
+        ),
     );
-    let outbox = env.path("SPEC-MARKER-outbox.jsonl");
-    let spec = format!("outbox:{}", outbox.display());
     let mut server = Server::start_with_env(
         &env,
         &[
@@ -403,8 +408,6 @@ fn settings_show_server_wide_parts_to_operators_only() {
             "127.0.0.1:0",
             "--config",
             config.to_str().unwrap(),
-            "--provider",
-            &spec,
         ],
         &[
             (
@@ -417,7 +420,8 @@ fn settings_show_server_wide_parts_to_operators_only() {
             ),
         ],
     );
-    let db = env.db.display().to_string();
+    // The database path as the page writes it (minijinja escapes `/` as `&#x2f;`).
+    let db = html_escaped(&env.db.display().to_string());
     let ana = Admin::login(&server.base, "ana", PASSWORD).get("/admin/settings");
     assert_eq!(ana.status, 200, "{}", ana.body);
     assert!(ana.body.contains("ACME_HOOK_SECRET"), "{}", ana.body);
@@ -463,4 +467,14 @@ fn settings_show_server_wide_parts_to_operators_only() {
         .map(|a| a["role"].as_str().unwrap_or("?"))
         .collect();
     assert_eq!(roles, ["account", "operator"], "{json}");
+}
+
+/// `s` as minijinja's HTML escaping writes it.
+fn html_escaped(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+        .replace('/', "&#x2f;")
 }
