@@ -123,12 +123,16 @@ fn assert_migrated_once(c: &pg::PgCluster, db: &str) {
         .collect();
     files.sort();
     assert_eq!(
-        c.psql(db, "SELECT string_agg(name, ',' ORDER BY version) FROM sendonce_schema")
-            .trim(),
+        c.psql(
+            db,
+            "SELECT string_agg(name, ',' ORDER BY version) FROM sendonce_schema"
+        )
+        .trim(),
         files.join(",")
     );
     assert_eq!(
-        c.psql(db, "SELECT max(version) FROM sendonce_schema").trim(),
+        c.psql(db, "SELECT max(version) FROM sendonce_schema")
+            .trim(),
         sendonce::store::postgres::SCHEMA_VERSION.to_string()
     );
 }

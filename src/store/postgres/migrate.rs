@@ -130,12 +130,20 @@ mod tests {
             assert!(pair[0].0 < pair[1].0, "{} then {}", pair[0].1, pair[1].1);
         }
         for &(version, name, _) in MIGRATIONS {
-            assert!(name.starts_with(&format!("{version:04}_")), "{version} {name}");
+            assert!(
+                name.starts_with(&format!("{version:04}_")),
+                "{version} {name}"
+            );
         }
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/postgres");
         let mut files: Vec<String> = std::fs::read_dir(&dir)
             .expect("schema/postgres is readable")
-            .map(|e| e.expect("a directory entry").file_name().to_string_lossy().into_owned())
+            .map(|e| {
+                e.expect("a directory entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .filter_map(|f| f.strip_suffix(".sql").map(str::to_owned))
             .collect();
         files.sort();
