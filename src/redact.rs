@@ -473,7 +473,8 @@ fn scrub_base64(text: &[u8], needles: &[Needle], depth: u8) -> Vec<u8> {
 /// an echo of a needle (or, `depth` permitting, another base64 run that does).
 fn hides_secret(values: &[u8], needles: &[Needle], depth: u8) -> bool {
     let shortest = needles.iter().map(|n| n.min).min().unwrap_or(0);
-    // Even the literal echo of the shortest piece needs `shortest` bytes, that is 4/3 as many characters.
+    // Even the literal echo of the shortest piece needs `shortest` bytes, that is 4/3 as many
+    // characters.
     if depth == 0 || values.len() * 3 / 4 < shortest {
         return false;
     }

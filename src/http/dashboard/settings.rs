@@ -3,9 +3,10 @@
 //! or not) and the `doctor` findings on its database (`app::doctor::run`), each with its level
 //! and hint. An account's admin sees only its own account's webhook secrets
 //! (`app::config::account_secrets`): the database path, the default provider and other
-//! accounts' webhooks are the server's, not the account's (issue 37). The doctor runs on a thread of its own,
-//! one run at a time, and its report is reused for [`DOCTOR_FOR`]: its `quick_check` reads the
-//! whole file (about 4 s on a file of a million sends), which no page request waits for.
+//! accounts' webhooks are the server's, not the account's (issue 37). The doctor runs on a
+//! thread of its own, one run at a time, and its report is reused for [`DOCTOR_FOR`]: its
+//! `quick_check` reads the whole file (about 4 s on a file of a million sends), which no page
+//! request waits for.
 
 use super::{fail, page, Signed};
 use crate::app::{config, doctor};
