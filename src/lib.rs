@@ -17,7 +17,8 @@
 //!   templates, content and header checks, SMS segments, unsubscribe tokens, time, retry.
 //! - `config`: the TOML file routing accounts and channels to providers.
 //! - `metrics`: the process's counters, written in the Prometheus text format by `/metrics`.
-//! - `error`: the typed error; `shutdown`: the stop signal and the one runtime.
+//! - `error`: the typed error; `redact`: known secrets scrubbed from text that leaves the
+//!   process; `shutdown`: the stop signal and the one runtime.
 //! - `tools`: `demo`, `bench`, the offline `fake` provider, and `crash` points (feature
 //!   `crash-points`).
 
@@ -32,6 +33,7 @@ pub mod http;
 pub mod logs;
 pub mod metrics;
 pub mod provider;
+pub mod redact;
 pub mod shutdown;
 pub mod store;
 pub mod tools;

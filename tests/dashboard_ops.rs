@@ -2,7 +2,7 @@
 //! made (shown once), used, revoked, and the settings page with the doctor's findings; forged
 //! posts, another account's ids, and secrets that must appear nowhere.
 
-use crate::common::dashboard::{bin, create_admin, scenario, Admin, PASSWORD};
+use crate::common::dashboard::{bin, create_admin, create_operator, scenario, Admin, PASSWORD};
 use crate::common::{output_dir, Env, Fake, Server};
 use serde_json::{json, Value};
 use std::io::BufRead;
@@ -325,7 +325,7 @@ fn a_token_is_made_shown_once_used_and_revoked() {
 fn settings_show_the_configuration_and_doctor_without_secrets() {
     let env = Env::new();
     env.setup_account();
-    create_admin(&env, "acme", "ana");
+    create_operator(&env, "acme", "ana");
     let (mut server, log) = serve_logged(
         &env,
         &[
@@ -376,4 +376,105 @@ fn settings_show_the_configuration_and_doctor_without_secrets() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(!logged.contains(FAKE_SECRET), "the log has the secret");
     crate::common::assert_png(&out.join("settings-360.png"), 2000, None);
+}
+
+/// Issue 37: an account's admin sees its own account's settings only (its webhook's secret
+/// variable), never the database path, the default provider spec or another account's
+/// webhook; an operator (`admin create --operator`) sees the server's; `admin list` shows each
+/// one's role.
+#[test]
+fn settings_show_server_wide_parts_to_operators_only() {
+    let env = Env::new();
+    env.setup_account();
+    env.ok(&["account", "add", "globex"]);
+    create_admin(&env, "acme", "ana");
+    create_operator(&env, "acme", "ola");
+    // The default provider comes from the file (the page shows the file's and the
+    // environment's settings; `serve --provider` is the worker's, refused without --worker).
+    let outbox = env.path("SPEC-MARKER-outbox.jsonl");
+    let config = env.write(
+        "sendonce.toml",
+        format!(
+            "provider = \"outbox:{}\"\n\
+             [[webhook]]\naccount = \"acme\"\nsource = \"standard\"\nsecret_env = \"ACME_HOOK_SECRET\"\n\
+             [[webhook]]\naccount = \"globex\"\nsource = \"standard\"\nsecret_env = \"GLOBEX_HOOK_SECRET\"\n",
+            outbox.display()
+        ),
+    );
+    let mut server = Server::start_with_env(
+        &env,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[
+            (
+                "ACME_HOOK_SECRET",
+                "whsec_YWNtZS1ob29rLXNlY3JldC0wMTIzNDU2Nzg5",
+            ),
+            (
+                "GLOBEX_HOOK_SECRET",
+                "whsec_Z2xvYmV4LWhvb2stc2VjcmV0LTAxMjM0NTY3ODk=",
+            ),
+        ],
+    );
+    // The database path as the page writes it (minijinja escapes `/` as `&#x2f;`).
+    let db = html_escaped(&env.db.display().to_string());
+    let ana = Admin::login(&server.base, "ana", PASSWORD).get("/admin/settings");
+    assert_eq!(ana.status, 200, "{}", ana.body);
+    assert!(ana.body.contains("ACME_HOOK_SECRET"), "{}", ana.body);
+    for server_wide in [
+        db.as_str(),
+        "SPEC-MARKER",
+        "GLOBEX_HOOK_SECRET",
+        "SENDONCE_RESEND_API_KEY",
+        "Effective settings",
+        "Doctor",
+    ] {
+        assert!(
+            !ana.body.contains(server_wide),
+            "an account admin sees {server_wide:?}: {}",
+            ana.body
+        );
+    }
+    let ola = Admin::login(&server.base, "ola", PASSWORD).get("/admin/settings");
+    assert_eq!(ola.status, 200, "{}", ola.body);
+    for server_wide in [db.as_str(), "SPEC-MARKER", "GLOBEX_HOOK_SECRET", "Doctor"] {
+        assert!(
+            ola.body.contains(server_wide),
+            "no {server_wide:?}: {}",
+            ola.body
+        );
+    }
+    server.sigterm();
+    let list = env.ok(&["admin", "list"]);
+    let role = |name: &str| {
+        list.lines()
+            .find(|l| l.split('\t').nth(2) == Some(name))
+            .and_then(|l| l.split('\t').nth(3))
+            .map(str::to_string)
+    };
+    assert!(list.starts_with("ID\tACCOUNT\tNAME\tROLE"), "{list}");
+    assert_eq!(role("ana").as_deref(), Some("account"), "{list}");
+    assert_eq!(role("ola").as_deref(), Some("operator"), "{list}");
+    let json: Value = serde_json::from_str(&env.ok(&["--json", "admin", "list"])).unwrap();
+    let roles: Vec<&str> = json["admins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["role"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(roles, ["account", "operator"], "{json}");
+}
+
+/// `s` as minijinja's HTML escaping writes it.
+fn html_escaped(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+        .replace('/', "&#x2f;")
 }

@@ -5,7 +5,7 @@
 //! that drops its answers, and that doubt resolved on the doubts page. The ledger is checked
 //! through the CLI after each part.
 
-use crate::common::dashboard::{create_admin, scenario, PASSWORD};
+use crate::common::dashboard::{create_operator, scenario, PASSWORD};
 use crate::common::{output_dir, Env, Fake, Server};
 use serde_json::{json, Value};
 
@@ -40,7 +40,8 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
     let env = Env::new();
     env.ok(&["init"]);
     env.ok(&["account", "add", "acme"]);
-    create_admin(&env, "acme", "ana");
+    // An operator: the tour ends on the Settings page with the doctor's findings.
+    create_operator(&env, "acme", "ana");
     let csv = env.write("people.csv", PEOPLE);
     let out = output_dir("dashboard");
 

@@ -6,6 +6,7 @@
 //! campaign report (CSV and JSON), the doubts and suppression lists, or `notify`'s output.
 
 use crate::common;
+use crate::common::pg;
 use crate::common::{Env, Run};
 use base64::Engine;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -31,24 +32,24 @@ fn b64(alphabet: &base64::engine::GeneralPurpose, data: &[u8]) -> String {
     alphabet.encode(data)
 }
 
-/// Every form of `secret` that must not appear: each 8-character piece of it (a secret cut in
-/// two still leaks), its percent-encoded forms, and its base64 at each of the three alignments
-/// it can have inside a longer blob (`user:secret`, `\0user\0secret`...), standard and URL-safe
-/// alphabets: the characters of those encodings that depend on the secret's bytes alone.
+/// Every form of `secret` that must not appear, lower-cased (they are looked for in lower-cased
+/// views, so that any case of them is found): each 8-character piece of it (a secret cut in
+/// two still leaks) and the hex of each piece, its percent- and form-encoded forms, and each
+/// 8-character piece of its base64 at each of the three alignments it can have inside a longer
+/// blob (`user:secret`, `\0user\0secret`...), standard and URL-safe alphabets: the characters
+/// of those encodings that depend on the secret's bytes alone.
 fn forms(secret: &str) -> Vec<(String, String)> {
     use base64::engine::general_purpose::{STANDARD, URL_SAFE};
     let mut out = Vec::new();
     let chars: Vec<char> = secret.chars().collect();
     for w in chars.windows(8) {
-        out.push(("piece".to_string(), w.iter().collect()));
+        let piece: String = w.iter().collect();
+        out.push(("hex piece".to_string(), hex(piece.as_bytes())));
+        out.push(("piece".to_string(), piece));
     }
     let pct = percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC)
         .to_string();
-    out.push(("percent-encoded".into(), pct.clone()));
-    out.push((
-        "percent-encoded (lower hex)".into(),
-        lower_hex_escapes(&pct),
-    ));
+    out.push(("percent-encoded".into(), pct));
     let form: String = form_urlencoded::byte_serialize(secret.as_bytes()).collect();
     out.push(("form-encoded".into(), form));
     for (name, alphabet) in [("base64", &STANDARD), ("url-safe base64", &URL_SAFE)] {
@@ -58,26 +59,36 @@ fn forms(secret: &str) -> Vec<(String, String)> {
             let enc = b64(alphabet, &data);
             let start = if k == 0 { 0 } else { 4 };
             let end = 4 * (data.len() / 3);
-            out.push((
-                format!("{name} (alignment {k})"),
-                enc[start..end].to_string(),
-            ));
+            let core: Vec<char> = enc[start..end].chars().collect();
+            for w in core.windows(8) {
+                out.push((format!("{name} (alignment {k})"), w.iter().collect()));
+            }
         }
+    }
+    for f in &mut out {
+        f.1 = f.1.to_ascii_lowercase();
     }
     out
 }
 
-fn lower_hex_escapes(s: &str) -> String {
-    let mut out = String::new();
-    let mut it = s.chars();
-    while let Some(c) = it.next() {
-        out.push(c);
-        if c == '%' {
-            for _ in 0..2 {
-                if let Some(h) = it.next() {
-                    out.push(h.to_ascii_lowercase());
-                }
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every run of at least 16 hex digits in `hay`, decoded from each of its first two digits,
+/// with NUL separators.
+fn hex_decoded(hay: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for run in hay
+        .split(|b| !b.is_ascii_hexdigit())
+        .filter(|r| r.len() >= 16)
+    {
+        for k in 0..2 {
+            for pair in run[k..].chunks_exact(2) {
+                let digits = std::str::from_utf8(pair).unwrap_or("00");
+                out.push(u8::from_str_radix(digits, 16).unwrap_or(0));
             }
+            out.push(0);
         }
     }
     out
@@ -114,27 +125,44 @@ fn base64_decoded(hay: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Panics when `haystack` (as is, percent-decoded, or with its base64 runs decoded) carries
-/// any form of either canary.
+/// Panics when `haystack` (as is, percent-decoded, hex-decoded or with its base64 runs
+/// decoded; in any case) carries any form of either canary.
 fn assert_clean(what: &str, haystack: &[u8]) {
+    let lower = |b: &[u8]| b.to_ascii_lowercase();
     let decoded: Vec<u8> = percent_encoding::percent_decode(haystack).collect();
-    let unbase64 = base64_decoded(haystack);
+    let views = [
+        ("as is", lower(haystack)),
+        ("percent-decoded", lower(&decoded)),
+        ("hex-decoded", lower(&hex_decoded(haystack))),
+        ("base64-decoded", lower(&base64_decoded(haystack))),
+    ];
     for secret in [TOKEN, PASSWORD] {
+        let mut by_len: std::collections::HashMap<
+            usize,
+            std::collections::HashMap<Vec<u8>, String>,
+        > = std::collections::HashMap::new();
         for (form, needle) in forms(secret) {
-            for (view, hay) in [
-                ("as is", haystack),
-                ("percent-decoded", &decoded[..]),
-                ("base64-decoded", &unbase64[..]),
-            ] {
-                if let Some(i) = find(hay, needle.as_bytes()) {
-                    let lo = i.saturating_sub(120);
-                    let hi = (i + needle.len() + 120).min(hay.len());
-                    panic!(
-                        "{what} ({view}) leaks the canary {secret:?} as {form} {needle:?}: \
-                         ...{}...",
-                        printable(&hay[lo..hi])
-                    );
-                }
+            by_len
+                .entry(needle.len())
+                .or_default()
+                .insert(needle.into_bytes(), form);
+        }
+        for (view, hay) in &views {
+            for (len, needles) in &by_len {
+                let Some((i, form)) = hay
+                    .windows(*len)
+                    .enumerate()
+                    .find_map(|(i, w)| needles.get(w).map(|f| (i, f)))
+                else {
+                    continue;
+                };
+                let lo = i.saturating_sub(120);
+                let hi = (i + len + 120).min(hay.len());
+                panic!(
+                    "{what} ({view}) leaks the canary {secret:?} as {form} {:?}: ...{}...",
+                    printable(&hay[i..i + len]),
+                    printable(&hay[lo..hi])
+                );
             }
         }
     }
@@ -152,11 +180,21 @@ fn printable(b: &[u8]) -> String {
         .collect()
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || hay.len() < needle.len() {
-        return None;
+/// `%2D` → `%2d`: the percent-escapes of `s` in lower-case hex.
+fn lower_hex_escapes(s: &str) -> String {
+    let mut out = String::new();
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        out.push(c);
+        if c == '%' {
+            for _ in 0..2 {
+                if let Some(h) = it.next() {
+                    out.push(h.to_ascii_lowercase());
+                }
+            }
+        }
     }
-    hay.windows(needle.len()).position(|w| w == needle)
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -204,6 +242,7 @@ impl Campaign {
     fn run(&self, spec: &str, secret_env: &[(&str, &str)]) -> Run {
         let mut c = self.env.cmd();
         c.args([
+            "-vv",
             "run",
             "--once",
             "--provider",
@@ -501,6 +540,80 @@ fn twilio_500_echoing_the_token_in_base64_blobs() {
     assert_redacted(&error);
 }
 
+/// `s` altered as a server may echo it (issue 37, F7): upper- and lower-cased, hex-encoded in
+/// both cases, and cut in half (each half on its own).
+fn altered(s: &str) -> String {
+    let (a, b) = s.split_at(s.len() / 2);
+    format!(
+        "up={} low={} hex={} HEX={} half1={a} half2={b}",
+        s.to_uppercase(),
+        s.to_lowercase(),
+        hex(s.as_bytes()),
+        hex(s.as_bytes()).to_uppercase()
+    )
+}
+
+/// A 401 echoing the Authorization header and the token altered: upper/lower-cased, hex and
+/// halved (the base64 of `SID:TOKEN` upper-cased no longer decodes, but still gives it away).
+#[test]
+fn twilio_401_echoing_the_credentials_altered() {
+    let addr = http_server(false, |req| {
+        Answer::Reply(twilio_error(
+            "401 Unauthorized",
+            20003,
+            &format!(
+                "Authenticate: {} / {}",
+                altered(&req.authorization),
+                altered(TOKEN)
+            ),
+        ))
+    });
+    let c = campaign("sms");
+    let error = c.check(&twilio_spec(addr, "http"), &[TWILIO_ENV], "failed");
+    assert!(error.contains("401"), "{error}");
+    assert_redacted(&error);
+}
+
+/// Resend (bearer token) and Postmark (token header) answering 422 and 500 with the request's
+/// headers and the token altered.
+#[test]
+fn resend_and_postmark_echoing_their_tokens_altered() {
+    for (spec, env, status, row) in [
+        (
+            "resend:?from=news@example.org&base_url=http://ADDR&timeout=700ms",
+            "SENDONCE_RESEND_API_KEY",
+            "422 Unprocessable Entity",
+            "failed",
+        ),
+        (
+            "postmark:?from=news@example.org&base_url=http://ADDR&timeout=700ms",
+            "SENDONCE_POSTMARK_TOKEN",
+            "500 Internal Server Error",
+            "in_doubt",
+        ),
+    ] {
+        let addr = http_server(false, move |req| {
+            let head = req.headers.replace("\r\n", " ");
+            Answer::Reply(http(
+                status,
+                &serde_json::json!({
+                    "message": format!("{} | {}", altered(TOKEN), altered(&head)),
+                    "Message": altered(TOKEN),
+                })
+                .to_string(),
+            ))
+        });
+        let c = campaign("email");
+        let error = c.check(
+            &spec.replace("ADDR", &addr.to_string()),
+            &[(env, TOKEN)],
+            row,
+        );
+        assert!(error.contains(&status[..3]), "{spec}: {error}");
+        assert_redacted(&error);
+    }
+}
+
 /// The literal token placed so that the old 200-character excerpt cut it in two: the cut
 /// happened before the redaction looked for the whole token, so its first half was stored.
 #[test]
@@ -636,6 +749,9 @@ enum Smtp {
     HangAtMail,
     /// Plain text where the client expects a TLS handshake.
     PlainToTls,
+    /// AUTH PLAIN answered `535` quoting the AUTH line and the password altered (upper/lower
+    /// case, hex, halves).
+    Altered535,
 }
 
 fn smtp_server(mode: Smtp) -> u16 {
@@ -680,7 +796,13 @@ fn smtp_session(s: TcpStream, mode: Smtp) -> std::io::Result<()> {
             format!("250-fake.example\r\n250 AUTH {mechanism}\r\n")
         } else if upper.starts_with("AUTH PLAIN") {
             auth_line = line.clone();
-            if mode == Smtp::Plain535 {
+            if mode == Smtp::Altered535 {
+                format!(
+                    "535 5.7.8 Authentication credentials invalid: {} pass {}\r\n",
+                    altered(&line),
+                    altered(PASSWORD)
+                )
+            } else if mode == Smtp::Plain535 {
                 let blob = line.split(' ').nth(2).unwrap_or("");
                 let raw = STANDARD.decode(blob).unwrap_or_default();
                 let parts: Vec<String> = raw
@@ -750,6 +872,15 @@ fn smtp_535_echoing_auth_plain() {
 #[test]
 fn smtp_535_echoing_auth_login() {
     let port = smtp_server(Smtp::Login535);
+    let c = campaign("email");
+    let error = c.check(&smtp_spec(port, "2s"), &[SMTP_ENV], "failed");
+    assert!(error.contains("535"), "{error}");
+    assert_redacted(&error);
+}
+
+#[test]
+fn smtp_535_echoing_the_password_altered() {
+    let port = smtp_server(Smtp::Altered535);
     let c = campaign("email");
     let error = c.check(&smtp_spec(port, "2s"), &[SMTP_ENV], "failed");
     assert!(error.contains("535"), "{error}");
@@ -962,4 +1093,180 @@ fn notify_prints_no_credential() {
         }
     }
     assert_files_clean(d.path());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The database password: PostgreSQL quoting it in its errors, and cleartext authentication
+
+/// The PostgreSQL role's password in the tests below.
+const PG_PASSWORD: &str = "CANARY-pg-Pw9xQ2zz";
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// A cluster listening on 127.0.0.1 (a free port) with roles `app_scram` (SCRAM) and
+/// `app_clear` (`password`: asked for in cleartext), both with [`PG_PASSWORD`] and a database
+/// of their own.
+fn password_cluster() -> (pg::PgCluster, u16) {
+    let port = free_port();
+    let c = pg::PgCluster::start_on(None, "127.0.0.1", port, "");
+    c.psql("postgres", "ALTER SYSTEM SET log_connections = on");
+    c.set_hba(
+        "local all all trust\n\
+         host all app_scram 127.0.0.1/32 scram-sha-256\n\
+         host all app_clear 127.0.0.1/32 password\n",
+    );
+    for role in ["app_scram", "app_clear"] {
+        c.psql(
+            "postgres",
+            &format!("CREATE ROLE {role} LOGIN PASSWORD '{PG_PASSWORD}'"),
+        );
+        c.psql("postgres", &format!("CREATE DATABASE {role} OWNER {role}"));
+    }
+    (c, port)
+}
+
+/// `sendonce [--json] -vv ARGS` with the database at `url` (through SENDONCE_DB, as README
+/// advises, so the password is not in `ps`).
+fn with_db(url: &str, json: bool, args: &[&str]) -> Run {
+    let mut cmd = Command::new(common::BIN);
+    cmd.env_remove("SENDONCE_PROVIDER")
+        .env("SENDONCE_DB", url)
+        .arg("-vv");
+    if json {
+        cmd.arg("--json");
+    }
+    Run::from(cmd.args(args).output().expect("run sendonce"))
+}
+
+/// Panics when `hay` carries the database password in any form [`forms`] names.
+fn assert_no_pg_password(what: &str, hay: &str) {
+    let lower = hay.to_ascii_lowercase();
+    let views = [lower.clone(), lower_hex_decoded(&lower)];
+    for (form, needle) in forms(PG_PASSWORD) {
+        for view in &views {
+            assert!(
+                !view.contains(&needle),
+                "{what} leaks the database password as {form} {needle:?}: {hay}"
+            );
+        }
+    }
+}
+
+fn lower_hex_decoded(s: &str) -> String {
+    String::from_utf8_lossy(&hex_decoded(s.as_bytes())).to_ascii_lowercase()
+}
+
+/// A server error that quotes the password (a database named after it, as is, upper-cased,
+/// hex-encoded, or half of it): the password reaches neither stderr, nor `--json` output, nor
+/// the `-vv` log, in any form.
+#[test]
+fn postgres_errors_quoting_the_password_are_redacted() {
+    let (_cluster, port) = password_cluster();
+    let half = &PG_PASSWORD[..PG_PASSWORD.len() / 2 + 1];
+    for db in [
+        PG_PASSWORD.to_string(),
+        PG_PASSWORD.to_uppercase(),
+        hex(PG_PASSWORD.as_bytes()),
+        format!("{half}_db"),
+    ] {
+        let url =
+            format!("postgres://app_scram:{PG_PASSWORD}@127.0.0.1:{port}/{db}?sslmode=disable");
+        for json in [false, true] {
+            let r = with_db(&url, json, &["account", "list"]);
+            assert_ne!(r.code, 0, "{db}: {}\n{}", r.stdout, r.stderr);
+            let all = format!("{}\n{}", r.stdout, r.stderr);
+            assert!(all.contains("does not exist"), "{db}: {all}");
+            assert!(all.contains("[redacted]"), "{db}: {all}");
+            assert_no_pg_password(&format!("database {db:?}, json {json}"), &all);
+        }
+    }
+}
+
+/// A server that asks for the password in cleartext over TCP without TLS is refused, with a
+/// message saying why and how to allow it; `cleartext_password=allow` allows it. SCRAM over
+/// the same plain connection goes on.
+#[test]
+fn postgres_cleartext_password_without_tls_is_refused_unless_allowed() {
+    let (cluster, port) = password_cluster();
+    let base = format!("postgres://app_clear:{PG_PASSWORD}@127.0.0.1:{port}/app_clear");
+    for url in [format!("{base}?sslmode=disable"), base.clone()] {
+        let r = with_db(&url, true, &["init"]);
+        assert_ne!(r.code, 0, "{url}: {}\n{}", r.stdout, r.stderr);
+        let all = format!("{}\n{}", r.stdout, r.stderr);
+        assert!(
+            all.contains("cleartext") && all.contains("cleartext_password=allow"),
+            "{url}: {all}"
+        );
+        assert_no_pg_password(&url, &all);
+    }
+    let log = cluster.log();
+    assert!(
+        log.contains("connection received"),
+        "log_connections: {log}"
+    );
+    assert!(
+        !log.contains("connection authorized: user=app_clear")
+            && !log.contains("password authentication failed"),
+        "no password was sent, no session began: {log}"
+    );
+    let allowed = with_db(
+        &format!("{base}?sslmode=disable&cleartext_password=allow"),
+        true,
+        &["init"],
+    );
+    assert_eq!(allowed.code, 0, "{}\n{}", allowed.stdout, allowed.stderr);
+    assert_no_pg_password(
+        "init allowed",
+        &format!("{}{}", allowed.stdout, allowed.stderr),
+    );
+    let scram = format!("postgres://app_scram:{PG_PASSWORD}@127.0.0.1:{port}/app_scram");
+    let r = with_db(&scram, true, &["init"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+}
+
+/// A server of our own that asks for the password in cleartext records every byte the client
+/// sends after its startup message: the password must never be among them.
+#[test]
+fn postgres_cleartext_request_gets_no_password() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut s) = conn else { return };
+            let tx = tx.clone();
+            thread::spawn(move || {
+                let mut len = [0u8; 4];
+                if s.read_exact(&mut len).is_err() {
+                    return;
+                }
+                let mut startup = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+                let _ = s.read_exact(&mut startup);
+                // AuthenticationCleartextPassword.
+                let _ = s.write_all(&[b'R', 0, 0, 0, 8, 0, 0, 0, 3]);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut after = Vec::new();
+                let _ = s.read_to_end(&mut after);
+                let _ = tx.send(after);
+            });
+        }
+    });
+    let url = format!("postgres://app:{PG_PASSWORD}@127.0.0.1:{port}/db?sslmode=disable");
+    let r = with_db(&url, true, &["account", "list"]);
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("cleartext"), "{}\n{}", r.stdout, r.stderr);
+    let sent = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a connection");
+    assert!(
+        !sent
+            .windows(PG_PASSWORD.len())
+            .any(|w| w == PG_PASSWORD.as_bytes())
+            && !sent.contains(&b'p'),
+        "the client answered with {:?}",
+        printable(&sent)
+    );
 }

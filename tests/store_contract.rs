@@ -2379,10 +2379,31 @@ fn logins_and_sessions_keep_their_contract_on_every_backend() {
             name,
             password_hash,
             created_at: 1_000,
+            operator: false,
         };
         let ana = s.create_login(&new(acme, "ana", "$argon2id$h1")).unwrap();
         let al = s.create_login(&new(acme, "al", "$argon2id$h2")).unwrap();
-        let bo = s.create_login(&new(other, "bo", "$argon2id$h3")).unwrap();
+        let bo = s
+            .create_login(&NewLogin {
+                operator: true,
+                ..new(other, "bo", "$argon2id$h3")
+            })
+            .unwrap();
+        let operators: Vec<(String, bool)> = s
+            .logins(None)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.name, r.operator))
+            .collect();
+        assert_eq!(
+            operators,
+            [
+                ("ana".into(), false),
+                ("al".into(), false),
+                ("bo".into(), true)
+            ],
+            "{name}"
+        );
         let dup = s
             .create_login(&new(other, "ana", "$argon2id$h4"))
             .unwrap_err();

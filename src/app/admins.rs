@@ -23,6 +23,16 @@ pub struct Admin {
     pub created_at: i64,
     #[serde(serialize_with = "clock::ser_opt_ms")]
     pub removed_at: Option<i64>,
+    /// `account`: sees and acts for its own account only; `operator`: also sees the
+    /// server-wide settings (the dashboard's Settings page).
+    pub role: &'static str,
+}
+
+impl Admin {
+    /// Whether this admin may see server-wide settings.
+    pub fn is_operator(&self) -> bool {
+        self.role == crate::store::OPERATOR
+    }
 }
 
 impl From<LoginRow> for Admin {
@@ -33,16 +43,19 @@ impl From<LoginRow> for Admin {
             name: r.name,
             created_at: r.created_at,
             removed_at: r.removed_at,
+            role: crate::store::role(r.operator),
         }
     }
 }
 
-/// Make an admin of `account` (id or name) called `name` with `password`.
+/// Make an admin of `account` (id or name) called `name` with `password`; an `operator` also
+/// sees server-wide settings.
 pub fn create(
     store: &dyn Storage,
     account: &str,
     name: &str,
     password: &Password,
+    operator: bool,
 ) -> Result<Admin> {
     let name = login::checked_name(name)?;
     let account_id = store.resolve_account(account)?;
@@ -53,6 +66,7 @@ pub fn create(
         name,
         password_hash: &hash,
         created_at,
+        operator,
     })?;
     Ok(Admin {
         id,
@@ -60,6 +74,7 @@ pub fn create(
         name: name.to_string(),
         created_at,
         removed_at: None,
+        role: crate::store::role(operator),
     })
 }
 

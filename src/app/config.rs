@@ -137,7 +137,33 @@ fn secret_states(file: Option<&Config>, env: &dyn Fn(&str) -> Option<String>) ->
             state: told(env(name)),
         })
         .collect();
-    for (i, w) in file.into_iter().flat_map(|f| f.webhook.iter()).enumerate() {
+    secrets.extend(webhook_states(file, env, &|_| true));
+    secrets
+}
+
+/// The secrets of one account's webhooks (`ours` tells whether a webhook's account is it):
+/// all of the settings an account's admin sees. The server's other settings, and other
+/// accounts' webhooks, are an operator's (`admin create --operator`).
+pub fn account_secrets(
+    file: Option<&Config>,
+    env: &dyn Fn(&str) -> Option<String>,
+    ours: &dyn Fn(&config::AccountRef) -> bool,
+) -> Vec<SecretState> {
+    webhook_states(file, env, &|w| ours(&w.account))
+}
+
+/// The secret of each webhook `keep` keeps, numbered among those kept.
+fn webhook_states(
+    file: Option<&Config>,
+    env: &dyn Fn(&str) -> Option<String>,
+    keep: &dyn Fn(&config::Webhook) -> bool,
+) -> Vec<SecretState> {
+    let mut secrets = Vec::new();
+    let kept = file
+        .into_iter()
+        .flat_map(|f| f.webhook.iter())
+        .filter(|w| keep(w));
+    for (i, w) in kept.enumerate() {
         let used_by = format!("webhook {} ({})", i + 1, w.source);
         if let Some(var) = &w.secret_env {
             secrets.push(SecretState {

@@ -18,19 +18,21 @@ pub(super) fn command(cli: &Cli, cmd: &AdminCmd) -> Result<Output> {
         AdminCmd::Create {
             account,
             name,
+            operator,
             password,
         } => {
             let password = read_password(password)?;
-            let a = admins::create(&*open(cli)?, account, name, &password)?;
+            let a = admins::create(&*open(cli)?, account, name, &password, *operator)?;
             let text = format!(
-                "admin {} ({:?}) of account {} created; log in at /admin/ of `sendonce serve`",
-                a.id, a.name, a.account_id
+                "admin {} ({:?}) of account {} created, role {}; log in at /admin/ of \
+                 `sendonce serve`",
+                a.id, a.name, a.account_id, a.role
             );
             Ok(Output::ok(to_json(&a), text))
         }
         AdminCmd::List { account } => {
             let all = admins::list(&*open_read_only(cli)?, account.as_deref())?;
-            let mut text = String::from("ID\tACCOUNT\tNAME\tCREATED\tREMOVED");
+            let mut text = String::from("ID\tACCOUNT\tNAME\tROLE\tCREATED\tREMOVED");
             for a in &all.admins {
                 text.push_str(&format!("\n{}", row(a)));
             }
@@ -54,10 +56,11 @@ pub(super) fn command(cli: &Cli, cmd: &AdminCmd) -> Result<Output> {
 
 fn row(a: &Admin) -> String {
     format!(
-        "{}\t{}\t{}\t{}\t{}",
+        "{}\t{}\t{}\t{}\t{}\t{}",
         a.id,
         a.account_id,
         a.name,
+        a.role,
         clock::format_ms(a.created_at),
         a.removed_at
             .map_or_else(|| "-".to_string(), clock::format_ms)

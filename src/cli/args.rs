@@ -502,10 +502,14 @@ pub enum AdminCmd {
         /// Login name (no spaces; names are never reused).
         #[arg(long)]
         name: String,
+        /// Also show this admin the server-wide settings (database, default provider, every
+        /// account's webhook secrets, doctor) on the dashboard's Settings page.
+        #[arg(long)]
+        operator: bool,
         #[command(flatten)]
         password: PasswordInput,
     },
-    /// Admins (never their passwords): id, account, name, created, removed.
+    /// Admins (never their passwords): id, account, name, role, created, removed.
     List {
         /// Only this account's (id or name).
         #[arg(long)]

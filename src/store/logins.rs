@@ -10,6 +10,8 @@ pub struct NewLogin<'a> {
     pub name: &'a str,
     pub password_hash: &'a str,
     pub created_at: i64,
+    /// An operator (role `operator`, schema 0018) also sees server-wide settings.
+    pub operator: bool,
 }
 
 /// An admin as stored.
@@ -22,6 +24,8 @@ pub struct LoginRow {
     pub password_hash: String,
     pub created_at: i64,
     pub removed_at: Option<i64>,
+    /// Role `operator` rather than `account`.
+    pub operator: bool,
 }
 
 impl std::fmt::Debug for LoginRow {
@@ -31,7 +35,20 @@ impl std::fmt::Debug for LoginRow {
             .field("account_id", &self.account_id)
             .field("name", &self.name)
             .field("removed_at", &self.removed_at)
+            .field("operator", &self.operator)
             .finish_non_exhaustive()
+    }
+}
+
+/// The stored role of an operator (the column `admins.role`; the other value is `account`).
+pub const OPERATOR: &str = "operator";
+
+/// The stored role for `operator`.
+pub fn role(operator: bool) -> &'static str {
+    if operator {
+        OPERATOR
+    } else {
+        "account"
     }
 }
 

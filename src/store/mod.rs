@@ -40,7 +40,7 @@ pub use lists::{
     ListRow, Lists, MemberOrder, MemberPage, MemberRow, NewList, OptIn, UnsubscribeChange,
     UnsubscribeRequest,
 };
-pub use logins::{LoginRow, Logins, NewLogin, SessionRow};
+pub use logins::{role, LoginRow, Logins, NewLogin, SessionRow, OPERATOR};
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
 pub use notify::{Notifications, NotifyRow};
 pub use optin::{Confirmation, MemberKey, MemberState, Optin};

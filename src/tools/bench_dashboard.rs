@@ -171,6 +171,7 @@ fn seed(store: &SqliteStore, n: u64) -> Result<(Ids, States)> {
         "bench",
         "bench",
         &Password::new(ADMIN_PASSWORD.into())?,
+        false,
     )?;
     let api = app::tokens::create(store, "bench", "bench", Scope::Read)?;
     // One suppression the removal's confirmation page can name.

@@ -11,9 +11,19 @@ pub const PASSWORD: &str = "correct horse battery staple";
 
 /// `sendonce admin create --account ACCOUNT --name NAME` with [`PASSWORD`].
 pub fn create_admin(env: &Env, account: &str, name: &str) {
+    create_admin_with(env, account, name, &[]);
+}
+
+/// [`create_admin`] with `--operator`: it also sees the server-wide settings.
+pub fn create_operator(env: &Env, account: &str, name: &str) {
+    create_admin_with(env, account, name, &["--operator"]);
+}
+
+fn create_admin_with(env: &Env, account: &str, name: &str, extra: &[&str]) {
     let out = env
         .cmd()
         .args(["admin", "create", "--account", account, "--name", name])
+        .args(extra)
         .env("SENDONCE_ADMIN_PASSWORD", PASSWORD)
         .output()
         .expect("run sendonce admin create");

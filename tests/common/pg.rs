@@ -31,6 +31,8 @@ pub struct PgCluster {
     netns: Option<String>,
     /// `listen_addresses` (empty: the Unix socket only).
     listen: String,
+    /// The port: names the socket file, and is the TCP port when `listen` is set.
+    port: u16,
 }
 
 /// Where the server binaries are: `SENDONCE_PG_BIN`, else the newest
@@ -91,6 +93,12 @@ impl PgCluster {
     /// Unix socket, and `extra_hba` appended to pg_hba.conf (e.g. `host all all NET/24
     /// scram-sha-256`).
     pub fn start_with(netns: Option<&str>, listen: &str, extra_hba: &str) -> PgCluster {
+        PgCluster::start_on(netns, listen, PORT, extra_hba)
+    }
+
+    /// `start_with`, on TCP port `port` (a free one: the cluster is not in a namespace of its
+    /// own, so it shares the host's ports).
+    pub fn start_on(netns: Option<&str>, listen: &str, port: u16, extra_hba: &str) -> PgCluster {
         let bin = bin_dir();
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
@@ -115,6 +123,7 @@ impl PgCluster {
             next_db: AtomicU64::new(0),
             netns: netns.map(str::to_string),
             listen: listen.to_string(),
+            port,
         };
         let mut initdb = c.server_cmd("initdb");
         initdb.arg("-D").arg(c.data()).args([
@@ -177,7 +186,8 @@ impl PgCluster {
             .arg(self.dir.path().join("server.log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(format!(
-                "-p {PORT} -k {} -c listen_addresses='{}' -c fsync=on",
+                "-p {} -k {} -c listen_addresses='{}' -c fsync=on",
+                self.port,
                 self.dir.path().display(),
                 self.listen
             ))
@@ -197,22 +207,33 @@ impl PgCluster {
     /// The URL of database `db` on this cluster.
     pub fn url(&self, db: &str) -> String {
         format!(
-            "postgres://{USER}@localhost/{db}?host={}&port={PORT}",
-            self.dir.path().display()
+            "postgres://{USER}@localhost/{db}?host={}&port={}",
+            self.dir.path().display(),
+            self.port
         )
     }
 
     /// The URL of database `db` on this cluster's Unix socket, as role `user`.
     pub fn url_as(&self, user: &str, db: &str) -> String {
         format!(
-            "postgres://{user}@localhost/{db}?host={}&port={PORT}",
-            self.dir.path().display()
+            "postgres://{user}@localhost/{db}?host={}&port={}",
+            self.dir.path().display(),
+            self.port
         )
     }
 
     /// The TCP port (inside the cluster's namespace when it listens on an address).
     pub fn port(&self) -> u16 {
-        PORT
+        self.port
+    }
+
+    /// Replace pg_hba.conf with `text` and make the server read it again.
+    pub fn set_hba(&self, text: &str) {
+        let hba = self.data().join("pg_hba.conf");
+        std::fs::write(&hba, text)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", hba.display()));
+        let reloaded = self.psql("postgres", "SELECT pg_reload_conf()");
+        assert_eq!(reloaded.trim(), "t", "pg_reload_conf");
     }
 
     /// Run SQL with psql on database `db`; returns its unaligned output.
@@ -220,7 +241,7 @@ impl PgCluster {
         let mut psql = Command::new(self.bin.join("psql"));
         psql.arg("-h")
             .arg(self.dir.path())
-            .args(["-p", &PORT.to_string(), "-U", USER, "-d", db])
+            .args(["-p", &self.port.to_string(), "-U", USER, "-d", db])
             .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]);
         run(psql, "psql")
     }

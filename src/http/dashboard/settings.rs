@@ -1,8 +1,12 @@
-//! `/admin/settings`: this server's effective configuration (`app::config::show`: each setting
-//! with its source, secrets told only as set or not) and the `doctor` findings on its database
-//! (`app::doctor::run`), each with its level and hint. The doctor runs on a thread of its own,
-//! one run at a time, and its report is reused for [`DOCTOR_FOR`]: its `quick_check` reads the
-//! whole file (about 4 s on a file of a million sends), which no page request waits for.
+//! `/admin/settings`: for an operator (`admin create --operator`), this server's effective
+//! configuration (`app::config::show`: each setting with its source, secrets told only as set
+//! or not) and the `doctor` findings on its database (`app::doctor::run`), each with its level
+//! and hint. An account's admin sees only its own account's webhook secrets
+//! (`app::config::account_secrets`): the database path, the default provider and other
+//! accounts' webhooks are the server's, not the account's (issue 37). The doctor runs on a
+//! thread of its own, one run at a time, and its report is reused for [`DOCTOR_FOR`]: its
+//! `quick_check` reads the whole file (about 4 s on a file of a million sends), which no page
+//! request waits for.
 
 use super::{fail, page, Signed};
 use crate::app::{config, doctor};
@@ -37,6 +41,9 @@ async fn show(
     Signed(session): Signed,
     Query(q): Query<ShowQuery>,
 ) -> Response {
+    if !session.admin.is_operator() {
+        return show_account(st, session).await;
+    }
     let ops = st.ops.clone();
     let fresh = q.fresh.as_deref() == Some("1");
     let got = blocking(&st, move |s| {
@@ -66,6 +73,7 @@ async fn show(
                 "admin/settings.html",
                 minijinja::context! {
                     title => "Settings",
+                    operator => true,
                     shown => shown,
                     doctor => report.map(|(_, r, _)| r),
                     running => running,
@@ -75,6 +83,39 @@ async fn show(
                 },
             )
         }
+        Err(e) => fail(Some(&session), &e),
+    }
+}
+
+/// An account admin's Settings: its account's webhook secrets (as set or not), from the config
+/// file the server runs with. No doctor run: the doctor looks at the whole server.
+async fn show_account(st: AppState, session: crate::app::admins::Session) -> Response {
+    use crate::config::AccountRef;
+    let ops = st.ops.clone();
+    let account_id = session.admin.account_id;
+    let got = blocking(&st, move |s| {
+        let ours = |a: &AccountRef| match a {
+            AccountRef::Id(id) => *id == account_id,
+            AccountRef::Name(n) => s.resolve_account(n).is_ok_and(|id| id == account_id),
+        };
+        Ok(config::account_secrets(
+            ops.file.as_ref(),
+            &crate::config::process_env,
+            &ours,
+        ))
+    })
+    .await;
+    match got {
+        Ok(secrets) => page(
+            &session,
+            "settings",
+            "admin/settings.html",
+            minijinja::context! {
+                title => "Settings",
+                operator => false,
+                secrets => secrets,
+            },
+        ),
         Err(e) => fail(Some(&session), &e),
     }
 }

@@ -4,10 +4,12 @@
 use super::ledger::{transaction, TxResult};
 use super::PgStore;
 use crate::error::{Error, Result};
+use crate::store::logins::{role, OPERATOR};
 use crate::store::{LoginRow, Logins, NewLogin, SessionRow};
 use tokio_postgres::Row;
 
-const COLS: &str = "a.id, a.account_id, a.name, a.password_hash, a.created_at, a.removed_at";
+const COLS: &str =
+    "a.id, a.account_id, a.name, a.password_hash, a.created_at, a.removed_at, a.role";
 
 fn login_from_row(r: &Row) -> LoginRow {
     LoginRow {
@@ -17,6 +19,7 @@ fn login_from_row(r: &Row) -> LoginRow {
         password_hash: r.get(3),
         created_at: r.get(4),
         removed_at: r.get(5),
+        operator: r.get::<_, String>(6) == OPERATOR,
     }
 }
 
@@ -52,10 +55,10 @@ async fn live_session(
         .await?;
     Ok(row.map(|r| SessionRow {
         login: login_from_row(&r),
-        id: r.get(6),
-        created_at: r.get(7),
-        expires_at: r.get(8),
-        last_seen_at: r.get(9),
+        id: r.get(7),
+        created_at: r.get(8),
+        expires_at: r.get(9),
+        last_seen_at: r.get(10),
     }))
 }
 
@@ -65,11 +68,12 @@ fn unknown(name: &str) -> Error {
 
 impl Logins for PgStore {
     fn create_login(&self, l: &NewLogin<'_>) -> Result<i64> {
-        let (account_id, name, hash, at) = (
+        let (account_id, name, hash, at, role) = (
             l.account_id,
             l.name.to_string(),
             l.password_hash.to_string(),
             l.created_at,
+            role(l.operator),
         );
         self.run(move |pool| async move {
             let mut c = pool.get().await?;
@@ -79,9 +83,9 @@ impl Logins for PgStore {
                 }
                 let id = tx
                     .query_opt(
-                        "INSERT INTO admins (account_id, name, password_hash, created_at)
-                         VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING RETURNING id",
-                        &[&account_id, &name, &hash, &at],
+                        "INSERT INTO admins (account_id, name, password_hash, created_at, role)
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING RETURNING id",
+                        &[&account_id, &name, &hash, &at, &role],
                     )
                     .await?;
                 match id {

@@ -36,7 +36,15 @@
 //! through tokio-postgres-rustls, rustls on ring with the webpki roots (the project's one TLS
 //! stack). `disable` and `prefer` (the default) connect without TLS: with `prefer`, a server
 //! with a self-signed certificate (Debian's default snakeoil one) would otherwise fail
-//! verification instead of falling back.
+//! verification instead of falling back. Over a TCP connection without TLS the password is
+//! never sent in cleartext unless the URL says `cleartext_password=allow` (`cleartext.rs`).
+//!
+//! # The password in messages
+//!
+//! Every error the store returns (from the driver, the pool, the server's own text: a server
+//! quotes a database or role name, which can hold the password) passes through
+//! `crate::redact` with the URL's password: verbatim, case-folded, hex, base64, any 8
+//! characters of it. So does the URL as shown.
 
 mod addresses;
 mod admin;
@@ -44,6 +52,7 @@ mod audience;
 mod audit;
 mod bench;
 mod campaigns;
+mod cleartext;
 mod directory;
 pub(crate) mod doctor;
 mod ledger;
@@ -63,6 +72,7 @@ mod webhooks;
 mod import;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::redact::Secret;
 use crate::store::OpenOptions;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -118,6 +128,9 @@ pub fn redact(url: &str) -> String {
 
 impl From<tokio_postgres::Error> for Error {
     fn from(e: tokio_postgres::Error) -> Self {
+        if let Some(why) = cleartext::refusal(&e) {
+            return Error::invalid(format!("PostgreSQL: {why}"));
+        }
         // The server's own message (constraint, trigger, serialization failure) when it sent
         // one; the driver's (connection closed, I/O) otherwise.
         // SQLSTATE class 08 (connection exception) and 57P (the server shutting down or
@@ -168,6 +181,8 @@ pub struct PgStore {
     /// The URL without its password, for messages and `Admin::path`.
     shown: PathBuf,
     read_only: bool,
+    /// The URL's password: scrubbed from every error the store returns.
+    secrets: Vec<Secret>,
 }
 
 impl Drop for PgStore {
@@ -184,10 +199,19 @@ impl PgStore {
     /// sendonce schema is refused (`sendonce init` makes it one); `read_only` migrates nothing
     /// and refuses a schema older or newer than this binary's.
     pub fn open(url: &str, opts: &OpenOptions) -> Result<PgStore> {
-        let shown = redact(url);
+        let secrets = password_of(url);
+        PgStore::open_config(url, opts, &secrets).map_err(|e| hide(&secrets, e))
+    }
+
+    fn open_config(url: &str, opts: &OpenOptions, secrets: &[Secret]) -> Result<PgStore> {
+        let shown = crate::redact::redact(&redact(url), secrets);
+        let (url, allowed) =
+            cleartext::take_opt_in(url).map_err(|e| Error::invalid(format!("{shown}: {e}")))?;
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| Error::invalid(format!("{shown} is not a PostgreSQL URL: {e}")))?;
+        let watch = cleartext::must_watch(&config, allowed)
+            .map_err(|e| Error::invalid(format!("{shown}: {e}")))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
@@ -212,28 +236,13 @@ impl PgStore {
             .enable_all()
             .build()
             .map_err(|e| Error::io("cannot start the PostgreSQL runtime", e))?;
-        let manager_config = deadpool_postgres::ManagerConfig {
-            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-        };
-        let manager = match config.get_ssl_mode() {
-            tokio_postgres::config::SslMode::Disable | tokio_postgres::config::SslMode::Prefer => {
-                deadpool_postgres::Manager::from_config(
-                    config,
-                    tokio_postgres::NoTls,
-                    manager_config,
-                )
-            }
-            _ => deadpool_postgres::Manager::from_config(config, tls()?, manager_config),
-        };
-        let pool = deadpool_postgres::Pool::builder(manager)
-            .max_size(opts.pool_size.max(1) as usize)
-            .build()
-            .map_err(|e| Error::db(format!("PostgreSQL connection pool: {e}")))?;
+        let pool = pool(config, watch, opts.pool_size)?;
         let store = PgStore {
             pool,
             rt: Some(rt),
             shown: PathBuf::from(shown),
             read_only: opts.read_only,
+            secrets: secrets.to_vec(),
         };
         let (create, read_only) = (opts.create, opts.read_only);
         let shown = store.shown.display().to_string();
@@ -262,12 +271,52 @@ impl PgStore {
         });
         rx.recv()
             .map_err(|_| Error::db("the PostgreSQL store stopped before it answered"))?
+            .map_err(|e| hide(&self.secrets, e))
     }
 
     /// The URL without its password.
     pub fn shown(&self) -> &Path {
         &self.shown
     }
+}
+
+/// The connection pool: watched connections (`cleartext.rs`), plain ones, or TLS.
+fn pool(config: tokio_postgres::Config, watch: bool, size: u32) -> Result<deadpool_postgres::Pool> {
+    use tokio_postgres::config::SslMode;
+    let manager_config = deadpool_postgres::ManagerConfig {
+        recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+    };
+    let manager = match config.get_ssl_mode() {
+        _ if watch => {
+            deadpool_postgres::Manager::from_connect(config, cleartext::Watched, manager_config)
+        }
+        SslMode::Disable | SslMode::Prefer => {
+            deadpool_postgres::Manager::from_config(config, tokio_postgres::NoTls, manager_config)
+        }
+        _ => deadpool_postgres::Manager::from_config(config, tls()?, manager_config),
+    };
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(size.max(1) as usize)
+        .build()
+        .map_err(|e| Error::db(format!("PostgreSQL connection pool: {e}")))
+}
+
+/// The password the driver reads from `url` (in its user info or a `password=` parameter).
+fn password_of(url: &str) -> Vec<Secret> {
+    let url = cleartext::take_opt_in(url).map_or_else(|_| url.to_string(), |(u, _)| u);
+    match url.parse::<tokio_postgres::Config>() {
+        Ok(c) => c
+            .get_password()
+            .map(|p| Secret::new(String::from_utf8_lossy(p)))
+            .into_iter()
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `e` with every form of the password scrubbed from its message.
+fn hide(secrets: &[Secret], e: Error) -> Error {
+    Error::new(e.kind, crate::redact::redact(&e.message, secrets))
 }
 
 /// rustls on ring, verifying the server against the webpki roots.

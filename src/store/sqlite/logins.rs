@@ -4,10 +4,12 @@
 
 use super::SqliteStore;
 use crate::error::{Error, Result};
+use crate::store::logins::{role, OPERATOR};
 use crate::store::{LoginRow, Logins, NewLogin, SessionRow};
 use rusqlite::{named_params, params, Connection, OptionalExtension, Row};
 
-const COLS: &str = "a.id, a.account_id, a.name, a.password_hash, a.created_at, a.removed_at";
+const COLS: &str =
+    "a.id, a.account_id, a.name, a.password_hash, a.created_at, a.removed_at, a.role";
 
 fn login_from_row(r: &Row<'_>) -> rusqlite::Result<LoginRow> {
     Ok(LoginRow {
@@ -17,6 +19,7 @@ fn login_from_row(r: &Row<'_>) -> rusqlite::Result<LoginRow> {
         password_hash: r.get(3)?,
         created_at: r.get(4)?,
         removed_at: r.get(5)?,
+        operator: r.get::<_, String>(6)? == OPERATOR,
     })
 }
 
@@ -45,10 +48,10 @@ fn live_session(
         |r| {
             Ok(SessionRow {
                 login: login_from_row(r)?,
-                id: r.get(6)?,
-                created_at: r.get(7)?,
-                expires_at: r.get(8)?,
-                last_seen_at: r.get(9)?,
+                id: r.get(7)?,
+                created_at: r.get(8)?,
+                expires_at: r.get(9)?,
+                last_seen_at: r.get(10)?,
             })
         },
     )
@@ -64,9 +67,15 @@ impl Logins for SqliteStore {
         self.write(|tx| {
             super::admin::require_account(tx, l.account_id)?;
             let inserted = tx.execute(
-                "INSERT INTO admins (account_id, name, password_hash, created_at)
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO NOTHING",
-                params![l.account_id, l.name, l.password_hash, l.created_at],
+                "INSERT INTO admins (account_id, name, password_hash, created_at, role)
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (name) DO NOTHING",
+                params![
+                    l.account_id,
+                    l.name,
+                    l.password_hash,
+                    l.created_at,
+                    role(l.operator)
+                ],
             )?;
             if inserted == 0 {
                 return Err(Error::conflict(format!(

@@ -104,6 +104,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0017_addresses",
         include_str!("../../../schema/0017_addresses.sql"),
     ),
+    (
+        "0018_operators",
+        include_str!("../../../schema/0018_operators.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
