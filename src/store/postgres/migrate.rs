@@ -20,10 +20,17 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0003_prefix_order",
         include_str!("../../../schema/postgres/0003_prefix_order.sql"),
     ),
+    // 4 and 5 are `0004_addresses` and `0005_operators`, on other branches.
+    (
+        6,
+        "0006_report_ids",
+        include_str!("../../../schema/postgres/0006_report_ids.sql"),
+    ),
 ];
 
-/// The schema version this binary writes.
-pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+/// The schema version this binary writes: the last migration's (a database's version is the
+/// highest it applied, `max(version)` of `sendonce_schema`).
+pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 /// The advisory lock every migrating process takes: the SQLite `application_id` ("SNDO").
 const LOCK_KEY: i64 = crate::store::APPLICATION_ID;
@@ -108,4 +115,39 @@ pub(super) async fn migrate(
     }
     tx.commit().await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MIGRATIONS;
+
+    /// Each migration's name starts with its version, the versions only grow, and every file
+    /// of `schema/postgres/` is listed (a renumbered or forgotten file fails here, not on a
+    /// database that skipped it).
+    #[test]
+    fn the_list_matches_the_files_and_versions_grow() {
+        for pair in MIGRATIONS.windows(2) {
+            assert!(pair[0].0 < pair[1].0, "{} then {}", pair[0].1, pair[1].1);
+        }
+        for &(version, name, _) in MIGRATIONS {
+            assert!(
+                name.starts_with(&format!("{version:04}_")),
+                "{version} {name}"
+            );
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/postgres");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .expect("schema/postgres is readable")
+            .map(|e| {
+                e.expect("a directory entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter_map(|f| f.strip_suffix(".sql").map(str::to_owned))
+            .collect();
+        files.sort();
+        let listed: Vec<&str> = MIGRATIONS.iter().map(|m| m.1).collect();
+        assert_eq!(files, listed);
+    }
 }

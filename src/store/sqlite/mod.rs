@@ -99,6 +99,12 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0016_sends_check",
         include_str!("../../../schema/0016_sends_check.sql"),
     ),
+    // Versions are positions in this list: 0017 and 0018 come from other branches, so once
+    // they are merged ahead of it this is version 19.
+    (
+        "0019_report_ids",
+        include_str!("../../../schema/0019_report_ids.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
