@@ -653,25 +653,57 @@ fn status(env: &Env, id: i64) -> String {
         .unwrap()
 }
 
+/// The provider message id of each row of the (one) campaign, by job id, as `campaign report`
+/// says.
+fn provider_ids(env: &Env) -> std::collections::HashMap<String, Option<String>> {
+    let cid = env.count("SELECT min(campaign_id) FROM sends").to_string();
+    let report: Value =
+        serde_json::from_str(&env.ok(&["campaign", "report", &cid, "--format", "json"]))
+            .expect("report JSON");
+    report
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|r| {
+            let id = r["provider_message_id"].as_str().map(str::to_string);
+            (r["job_id"].as_str().expect("job_id").to_string(), id)
+        })
+        .collect()
+}
+
+/// Each report names the provider's message (Standard `data.message_id`, Resend
+/// `data.email_id`, Postmark `MessageID`): a row the report settles as sent gets that id, as
+/// the worker would have recorded it had it seen the provider's answer. A row in doubt that has
+/// an id keeps its own; a row settled as failed gets none.
 #[test]
 fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
     let env = Env::new();
-    let jobs = sent_campaign(&env, 4);
+    let jobs = sent_campaign(&env, 5);
     let server = setup_existing(&env);
     let db = env.sqlite();
+    // In doubt: the worker never saw the provider's answer, so no id (the fifth has one).
     for (id, _) in &jobs[..3] {
         db.execute(
-            "UPDATE sends SET status = 'in_doubt', doubt_since = sent_at, sent_at = NULL
-             WHERE id = ?1",
+            "UPDATE sends SET status = 'in_doubt', doubt_since = sent_at, sent_at = NULL,
+             provider_message_id = NULL WHERE id = ?1",
             [id],
         )
         .unwrap();
     }
+    db.execute(
+        "UPDATE sends SET status = 'in_doubt', doubt_since = sent_at, sent_at = NULL
+         WHERE id = ?1",
+        [jobs[4].0],
+    )
+    .unwrap();
+    let own_id = provider_ids(&env)[&jobs[4].1]
+        .clone()
+        .expect("the outbox's id");
     // The fourth: dispatched by a worker that died, its lease not expired yet.
     let lease_end = sendonce::domain::clock::now_ms() + 3_600_000;
     db.execute(
         "UPDATE sends SET status = 'leased', lease_token = 7, dispatched_at = ?2,
-         visible_at = ?3, sent_at = NULL WHERE id = ?1",
+         visible_at = ?3, sent_at = NULL, provider_message_id = NULL WHERE id = ?1",
         rusqlite::params![jobs[3].0, lease_end - 3_600_000, lease_end],
     )
     .unwrap();
@@ -687,7 +719,7 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
                 ACME_SECRET,
                 id,
                 now(),
-                &json!({"type": typ, "data": {"job_id": job}}),
+                &json!({"type": typ, "data": {"job_id": job, "message_id": format!("wh-{id}")}}),
             )
         };
         let (st, b) = send(
@@ -708,6 +740,7 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
             "svix_d3",
             now(),
             &json!({"type": "email.delivered", "data": {"to": ["user2@example.com"],
+                    "email_id": "4ef9a417-02e9-4d39-ad75-9611e0fcc33c",
                     "tags": {"sendonce_job": job_tag(&jobs[2].1)}}}),
         );
         let (_, b) = send(&c, &server, &r).await;
@@ -724,11 +757,37 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
             b.contains("\"recorded\""),
             "a leased row is only recorded: {b}"
         );
+        let (_, b) = send(
+            &c,
+            &server,
+            &std_hook("d5", "message.delivered", &jobs[4].1),
+        )
+        .await;
+        assert!(b.contains("settled_sent"), "{b}");
     });
     assert_eq!(status(&env, jobs[0].0), "sent");
     assert_eq!(status(&env, jobs[1].0), "failed");
     assert_eq!(status(&env, jobs[2].0), "sent");
     assert_eq!(status(&env, jobs[3].0), "leased");
+    assert_eq!(status(&env, jobs[4].0), "sent");
+    let ids = provider_ids(&env);
+    assert_eq!(ids[&jobs[0].1].as_deref(), Some("wh-d1"), "{ids:?}");
+    assert_eq!(ids[&jobs[1].1], None, "settled failed: {ids:?}");
+    assert_eq!(
+        ids[&jobs[2].1].as_deref(),
+        Some("4ef9a417-02e9-4d39-ad75-9611e0fcc33c"),
+        "{ids:?}"
+    );
+    assert_eq!(ids[&jobs[3].1], None, "still leased: {ids:?}");
+    assert_eq!(ids[&jobs[4].1].as_deref(), Some(own_id.as_str()), "{ids:?}");
+    // Each report's id is kept with its event.
+    assert_eq!(
+        env.count(
+            "SELECT count(*) FROM webhook_events WHERE provider_message_id IN
+             ('wh-d1', 'wh-f1', '4ef9a417-02e9-4d39-ad75-9611e0fcc33c', 'pm-4', 'wh-d5')"
+        ),
+        5
+    );
     // The lease expires; the next claim finds the report and settles the row as sent instead
     // of parking it in doubt, and the provider is not called again.
     db.execute("UPDATE sends SET visible_at = 0 WHERE id = ?1", [jobs[3].0])
@@ -737,6 +796,11 @@ fn delivery_reports_settle_rows_in_doubt_and_wait_for_leased_ones() {
     let spec = format!("outbox:{}", env.path("out.jsonl").display());
     env.ok(&["run", "--once", "--provider", &spec, "--tick", "50ms"]);
     assert_eq!(status(&env, jobs[3].0), "sent");
+    assert_eq!(
+        provider_ids(&env)[&jobs[3].1].as_deref(),
+        Some("pm-4"),
+        "settled by the claim from the kept Postmark report"
+    );
     assert_eq!(
         env.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'"),
         0
@@ -805,10 +869,27 @@ pub(crate) fn fake_with_callbacks(
     (child, format!("http://{addr}"))
 }
 
+/// Every row the fake provider delivered has the fake's message id as its provider message id,
+/// whether the worker recorded the provider's answer or a delivery callback settled the row.
+fn assert_provider_ids_are_the_fakes(env: &Env) {
+    let lines = sendonce::provider::deliverylog::read_lines(&env.path("fake.jsonl")).unwrap();
+    let db = env.sqlite();
+    for l in lines.iter().filter(|l| !l.replay) {
+        let id: Option<String> = db
+            .query_row(
+                "SELECT provider_message_id FROM sends WHERE job_id = ?1",
+                [&l.job_id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(id.as_deref(), Some(l.message_id.as_str()), "{}", l.job_id);
+    }
+}
+
 /// Kill -9 right after the provider accepted, before the worker recorded it, with a provider
 /// that has no idempotency key: the provider's delivery callback reaches the server while the
-/// row is still leased, and the restarted worker settles the row as sent from it. Nothing in
-/// doubt, one delivery.
+/// row is still leased, and the restarted worker settles the row as sent from it, with the
+/// message id the callback named. Nothing in doubt, one delivery.
 #[test]
 fn a_worker_killed_after_the_call_leaves_nothing_in_doubt_when_the_provider_calls_back() {
     let env = Env::new();
@@ -869,6 +950,7 @@ fn a_worker_killed_after_the_call_leaves_nothing_in_doubt_when_the_provider_call
         3,
         "each message delivered once:\n{log}"
     );
+    assert_provider_ids_are_the_fakes(&env);
     let _ = fake.kill();
     let _ = fake.wait();
 }
@@ -984,6 +1066,7 @@ fn twilio_status_callbacks_name_the_job_and_settle_a_killed_workers_row() {
         2,
         "each message delivered once:\n{log}"
     );
+    assert_provider_ids_are_the_fakes(&env);
     let _ = fake.kill();
     let _ = fake.wait();
 }

@@ -1883,9 +1883,11 @@ fn webhooks_answer_the_same_on_every_backend() {
             b.rows.len()
         ));
         let job = |i: usize| a.rows[i].job_id.clone();
+        // Each report names the provider's message (`re-` and the job before its scope).
         let delivery = |job: &str, sent: bool| Effect::Delivery {
             job_id: job.into(),
             sent,
+            provider_id: Some(format!("re-{}", job.split('@').next().unwrap_or(job))),
         };
         let (j0, j1, j2) = (job(0), job(1), job(2));
         apply(
@@ -1970,6 +1972,118 @@ fn webhooks_answer_the_same_on_every_backend() {
         ] {
             assert!(all.contains(want), "{want:?} missing:\n{all}");
         }
+        // The row in doubt settled as sent by d0 keeps d0's provider id; the one settled as
+        // failed (d4) none.
+        let j0_head = j0.split('@').next().unwrap_or(&j0);
+        let settled = format!("sent true Some(\"re-{j0_head}\")");
+        assert!(all.contains(&settled), "{settled:?} missing:\n{all}");
+        let failed = t
+            .iter()
+            .filter(|l| l.contains(" failed attempts "))
+            .collect::<Vec<_>>();
+        assert!(
+            !failed.is_empty() && failed.iter().all(|l| l.contains(" None ")),
+            "{all}"
+        );
+        t
+    });
+}
+
+/// Every way a delivery report settles a row as sent gives the row the provider's message id
+/// the report named (the first such report's), unless the row has one; a failure gives none:
+/// the report arriving while the row is in doubt, a report kept while the row was leased and
+/// then read by the worker parking it in doubt, or by the claim finding its lease expired.
+#[test]
+fn a_report_that_settles_a_row_as_sent_gives_it_its_provider_id_on_every_backend() {
+    use sendonce::domain::webhook::{Effect, Event, Source};
+    same_on_both(|s| {
+        let mut t = Vec::new();
+        let (acct, cid) = common::started_campaign(s, 5);
+        while !s.build_list_chunk(cid, 7).unwrap() {}
+        let req = |token: i64, now: i64| ClaimRequest {
+            campaign_id: cid,
+            account_id: acct,
+            channel: Channel::Email,
+            batch: 10,
+            lease_ms: 1000,
+            token,
+            owner: format!("w{token}"),
+            key_window_ms: None,
+            now,
+        };
+        let report = |event: &str, job: &str, sent: bool, id: Option<&str>| {
+            let e = Event {
+                event_id: event.into(),
+                kind: "test.kind".into(),
+                job_id: Some(job.into()),
+                address: None,
+                effect: Effect::Delivery {
+                    job_id: job.into(),
+                    sent,
+                    provider_id: id.map(str::to_string),
+                },
+            };
+            format!(
+                "{event}: {}",
+                said(s.apply_webhook(acct, Source::Standard, &e, "h", now_ms()))
+            )
+        };
+        let in_doubt = |r: &sendonce::store::ClaimedRow| Record {
+            id: r.id,
+            token: r.token,
+            outcome: Outcome::InDoubt {
+                error: "timed out".into(),
+            },
+        };
+        let now = now_ms();
+        let a = s.claim(&req(1, now)).unwrap();
+        assert_eq!(a.rows.len(), 5);
+        s.mark_dispatched(&keys(&a), now, 1000).unwrap();
+        let job = |i: usize| a.rows[i].job_id.clone();
+        // 0: parked in doubt by its worker, then reported delivered.
+        t.push(said(s.record(&[in_doubt(&a.rows[0])], now + 1)));
+        t.push(report("r0", &job(0), true, Some("pid-0")));
+        // 1: reported delivered while leased, then parked in doubt by its worker.
+        t.push(report("r1", &job(1), true, Some("pid-1")));
+        t.push(said(s.record(&[in_doubt(&a.rows[1])], now + 2)));
+        // 2: two reports while leased (the first names the message), the lease expires.
+        t.push(report("r2a", &job(2), true, Some("pid-2")));
+        t.push(report("r2b", &job(2), true, Some("pid-2-later")));
+        // 3: a report naming no message, then one that does.
+        t.push(report("r3a", &job(3), true, None));
+        t.push(report("r3b", &job(3), true, Some("pid-3")));
+        // 4: a failure naming the message.
+        t.push(report("r4", &job(4), false, Some("pid-4")));
+        let b = s.claim(&req(2, now + 10_000)).unwrap();
+        t.push(format!(
+            "claim: settled by webhook {} in doubt {} leased {}",
+            b.settled_by_webhook,
+            b.in_doubt,
+            b.rows.len()
+        ));
+        let rows = s.report_page(cid, 0, 10).unwrap();
+        let ids: Vec<(String, Option<String>)> = rows
+            .iter()
+            .map(|r| (r.status.clone(), r.provider_message_id.clone()))
+            .collect();
+        for r in &rows {
+            t.push(format!(
+                "{} {} {:?}",
+                r.address, r.status, r.provider_message_id
+            ));
+        }
+        let want = |st: &str, id: Option<&str>| (st.to_string(), id.map(str::to_string));
+        assert_eq!(
+            ids,
+            vec![
+                want("sent", Some("pid-0")),
+                want("sent", Some("pid-1")),
+                want("sent", Some("pid-2")),
+                want("sent", Some("pid-3")),
+                want("failed", None),
+            ],
+            "{t:#?}"
+        );
         t
     });
 }

@@ -19,6 +19,9 @@ pub const TOLERANCE_SECS: i64 = 5 * 60;
 pub const SECRET_PREFIX: &str = "whsec_";
 /// Longest signature header looked at (a few rotated signatures fit easily).
 const MAX_SIGNATURE_HEADER: usize = 4096;
+/// Longest provider message id a report may carry (bytes; as the event id, and the
+/// `webhook_events.provider_message_id` check). Real ones are a few dozen.
+pub const MAX_PROVIDER_ID: usize = 512;
 
 /// Who sends a webhook: the path segment of `/hooks/{source}/{account}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,10 +68,27 @@ pub enum Effect {
     Unsuppress { channel: Channel, address: String },
     /// The provider reports the outcome of our job: delivered (or handed on: `sent`) or
     /// definitely failed. Settles the row if it is in doubt; otherwise it is recorded, and the
-    /// claim consults it before it would park the row in doubt.
-    Delivery { job_id: String, sent: bool },
+    /// claim consults it before it would park the row in doubt. `provider_id` is the
+    /// provider's id of the message when the report names it (checked by [`provider_id`]): a
+    /// row the report settles as sent keeps it.
+    Delivery {
+        job_id: String,
+        sent: bool,
+        provider_id: Option<String>,
+    },
     /// Recorded, changes nothing (opens, clicks, queued statuses, soft bounces...).
     Nothing,
+}
+
+impl Effect {
+    /// The provider's message id a delivery report names (kept with its event); None for
+    /// anything else.
+    pub fn report_id(&self) -> Option<&str> {
+        match self {
+            Effect::Delivery { provider_id, .. } => provider_id.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// One parsed, verified webhook event.
@@ -186,6 +206,25 @@ pub fn basic_auth_matches(header: Option<&str>, expected: &str) -> bool {
     crate::domain::token::same_hash(&a, &b) && header.is_some()
 }
 
+/// The provider's message id a report carries, checked: absent or empty is None; longer than
+/// [`MAX_PROVIDER_ID`] bytes or holding a control character is refused (no provider makes
+/// such an id, and it is shown in reports, CSV and the dashboard). The message never quotes it.
+pub fn provider_id(raw: Option<&str>) -> Result<Option<String>, Refusal> {
+    let Some(id) = raw.filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    if id.len() > MAX_PROVIDER_ID {
+        return Err(format!(
+            "the provider's message id is too long ({} bytes; at most {MAX_PROVIDER_ID})",
+            id.len()
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Err("the provider's message id holds a control character".into());
+    }
+    Ok(Some(id.to_string()))
+}
+
 /// Twilio's opt-out and opt-in keywords: the whole message body, trimmed, any case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keyword {
@@ -271,6 +310,18 @@ mod tests {
         assert!(!basic_auth_matches(None, "hook:pa55word"));
         assert!(!basic_auth_matches(None, ""));
         assert!(!basic_auth_matches(Some("Bearer x"), "hook:pa55word"));
+    }
+
+    #[test]
+    fn provider_ids_are_bounded_and_printable() {
+        assert_eq!(provider_id(None), Ok(None));
+        assert_eq!(provider_id(Some("")), Ok(None));
+        assert_eq!(provider_id(Some("SM123")), Ok(Some("SM123".into())));
+        let longest = "a".repeat(MAX_PROVIDER_ID);
+        assert_eq!(provider_id(Some(&longest)), Ok(Some(longest.clone())));
+        assert!(provider_id(Some(&format!("{longest}a"))).is_err());
+        assert!(provider_id(Some("SM1\nX-Evil: 1")).is_err());
+        assert!(provider_id(Some("SM1\u{7f}")).is_err());
     }
 
     #[test]

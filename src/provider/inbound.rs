@@ -5,18 +5,24 @@
 //! - Twilio (form-encoded): an inbound message (`Body`, no `MessageStatus`) with an opt-out
 //!   keyword suppresses `From`, an opt-in keyword removes it; a status callback
 //!   (`MessageStatus`, our job in the `job_id` query parameter of the `StatusCallback` URL)
-//!   reports delivered / sent (settles sent) or failed / undelivered (settles failed).
+//!   reports delivered / sent (settles sent) or failed / undelivered (settles failed); the
+//!   provider's id of the message is its `MessageSid`.
 //! - Postmark (JSON, `RecordType`): permanent bounces, spam complaints and
 //!   `SubscriptionChange` with `SuppressSending` suppress (or, false, unsuppress); `Delivery`
-//!   reports our job (`Metadata.sendonce_job`).
+//!   reports our job (`Metadata.sendonce_job`), its `MessageID` the provider's id.
 //! - Resend (JSON, Svix): `email.bounced` / `email.complained` suppress; `email.delivered` /
-//!   `email.sent` report sent, `email.failed` failed; our job is the `sendonce_job` tag.
+//!   `email.sent` report sent, `email.failed` failed; our job is the `sendonce_job` tag, the
+//!   provider's id `data.email_id`.
 //! - Standard (our schema, for the generic `webhook:` provider): `{"type":
 //!   "message.bounced"|"message.complained"|"message.delivered"|"message.failed", "data":
-//!   {"job_id", "to", "channel"}}`.
+//!   {"job_id", "to", "channel", "message_id"}}` (`message_id`: the id the provider answered the
+//!   send with, optional).
+//!
+//! A delivery report's provider id is checked by `domain::webhook::provider_id` (at most
+//! 512 bytes, no control character): a report with a malformed one is refused (400).
 
 use crate::domain::address::{normalize_for, Channel};
-use crate::domain::webhook::{job_from_tag, sms_keyword, Effect, Event, Keyword};
+use crate::domain::webhook::{job_from_tag, provider_id, sms_keyword, Effect, Event, Keyword};
 use crate::error::{Error, Result};
 use serde_json::Value;
 
@@ -43,6 +49,11 @@ fn need<'a>(v: &'a Value, key: &str, what: &str) -> Result<&'a str> {
     text(v, key).ok_or_else(|| Error::invalid(format!("{what}: the field {key} is missing")))
 }
 
+/// The provider's message id of a delivery report (`raw`, absent or empty: None), checked.
+fn report_id(raw: Option<&str>, what: &str) -> Result<Option<String>> {
+    provider_id(raw).map_err(|e| Error::invalid(format!("{what}: {e}")))
+}
+
 /// A form field by name (the first one).
 fn field<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
     params
@@ -60,14 +71,16 @@ pub fn twilio(params: &[(String, String)], job_id: Option<&str>) -> Result<Event
     if let Some(status) = field(params, "MessageStatus") {
         let status = status.to_ascii_lowercase();
         let job = job_id.filter(|j| !j.is_empty()).map(str::to_string);
-        let effect = match (&job, status.as_str()) {
-            (Some(j), "delivered" | "sent") => Effect::Delivery {
+        let sent = match status.as_str() {
+            "delivered" | "sent" => Some(true),
+            "failed" | "undelivered" => Some(false),
+            _ => None,
+        };
+        let effect = match (&job, sent) {
+            (Some(j), Some(sent)) => Effect::Delivery {
                 job_id: j.clone(),
-                sent: true,
-            },
-            (Some(j), "failed" | "undelivered") => Effect::Delivery {
-                job_id: j.clone(),
-                sent: false,
+                sent,
+                provider_id: report_id(Some(sid), "twilio webhook: MessageSid")?,
             },
             _ => Effect::Nothing,
         };
@@ -206,6 +219,7 @@ fn postmark_record<'v>(
                 Some(j) => Effect::Delivery {
                     job_id: j.clone(),
                     sent: true,
+                    provider_id: report_id(text(v, "MessageID"), "postmark webhook: MessageID")?,
                 },
                 None => Effect::Nothing,
             };
@@ -248,7 +262,12 @@ pub fn resend(body: &[u8], event_id: &str) -> Result<Event> {
     let data = v.get("data").cloned().unwrap_or(Value::Null);
     let job = resend_job(&data);
     let address = first_to(&data).and_then(|t| normalize_for(Channel::Email, t).ok());
-    let effect = event_effect(&kind, "email.", &job, &address, Channel::Email, "resend");
+    let report = Report {
+        job: &job,
+        provider_id: text(&data, "email_id"),
+        what: "resend webhook: data.email_id",
+    };
+    let effect = event_effect(&kind, "email.", &report, &address, Channel::Email, "resend")?;
     Ok(Event {
         event_id: event_id.to_string(),
         kind,
@@ -258,32 +277,42 @@ pub fn resend(body: &[u8], event_id: &str) -> Result<Event> {
     })
 }
 
+/// What a JSON event says about our message: the job, the provider's id of the message (as
+/// received, checked only when the event is a delivery report) and where that id came from.
+struct Report<'a> {
+    job: &'a Option<String>,
+    provider_id: Option<&'a str>,
+    what: &'a str,
+}
+
 /// The effect of `{prefix}bounced|complained|delivered|sent|failed`.
 fn event_effect(
     kind: &str,
     prefix: &str,
-    job: &Option<String>,
+    report: &Report<'_>,
     address: &Option<String>,
     channel: Channel,
     who: &str,
-) -> Effect {
+) -> Result<Effect> {
     let what = kind.strip_prefix(prefix).unwrap_or("");
-    match (what, job, address) {
-        ("bounced" | "complained", _, Some(a)) => Effect::Suppress {
+    let sent = match what {
+        "delivered" | "sent" => Some(true),
+        "failed" => Some(false),
+        _ => None,
+    };
+    Ok(match (what, report.job, address, sent) {
+        ("bounced" | "complained", _, Some(a), _) => Effect::Suppress {
             channel,
             address: a.clone(),
             reason: format!("{who}: {kind}"),
         },
-        ("delivered" | "sent", Some(j), _) => Effect::Delivery {
+        (_, Some(j), _, Some(sent)) => Effect::Delivery {
             job_id: j.clone(),
-            sent: true,
-        },
-        ("failed", Some(j), _) => Effect::Delivery {
-            job_id: j.clone(),
-            sent: false,
+            sent,
+            provider_id: report_id(report.provider_id, report.what)?,
         },
         _ => Effect::Nothing,
-    }
+    })
 }
 
 /// A Standard Webhooks event of our schema (`event_id` is the `webhook-id` header).
@@ -318,7 +347,12 @@ pub fn standard(body: &[u8], event_id: &str) -> Result<Event> {
     if matches!(kind.as_str(), "message.bounced" | "message.complained") && address.is_none() {
         return Err(Error::invalid(format!("{W}: {kind} needs data.to")));
     }
-    let effect = event_effect(&kind, "message.", &job, &address, channel, "webhook");
+    let report = Report {
+        job: &job,
+        provider_id: text(data, "message_id"),
+        what: "standard webhook: data.message_id",
+    };
+    let effect = event_effect(&kind, "message.", &report, &address, channel, "webhook")?;
     Ok(Event {
         event_id: event_id.to_string(),
         kind,
@@ -423,5 +457,116 @@ mod tests {
             }
         ));
         assert!(standard(br#"{"type":"message.opened","data":{}}"#, "id").is_err());
+    }
+
+    /// The provider id of a delivery report, or what the effect is instead.
+    fn reported(e: &Event) -> (bool, Option<&str>) {
+        match &e.effect {
+            Effect::Delivery {
+                sent, provider_id, ..
+            } => (*sent, provider_id.as_deref()),
+            other => panic!("not a delivery report: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn twilio_status_reports_carry_the_message_sid() {
+        let status = |sid: &str, st: &str| {
+            twilio(
+                &form(&[("MessageSid", sid), ("MessageStatus", st)]),
+                Some("j"),
+            )
+        };
+        let e = status("SM0123456789abcdef0123456789abcdef", "delivered").unwrap();
+        assert_eq!(
+            reported(&e),
+            (true, Some("SM0123456789abcdef0123456789abcdef"))
+        );
+        assert_eq!(
+            reported(&status("SM9", "undelivered").unwrap()),
+            (false, Some("SM9"))
+        );
+        // The older SmsSid names the message too.
+        let e = twilio(
+            &form(&[("SmsSid", "SM7"), ("MessageStatus", "sent")]),
+            Some("j"),
+        )
+        .unwrap();
+        assert_eq!(reported(&e), (true, Some("SM7")));
+        let long = format!("SM{}", "0".repeat(600));
+        assert!(status(&long, "delivered").is_err());
+        assert!(status("SM1\u{1b}[2J", "delivered").is_err());
+        // Not a delivery report: the sid is the event's, nothing is checked.
+        assert_eq!(status(&long, "queued").unwrap().effect, Effect::Nothing);
+    }
+
+    #[test]
+    fn postmark_deliveries_carry_the_message_id() {
+        let b = br#"{"RecordType":"Delivery","MessageID":"883953f4-6105-42a2-a16a-77a8eac79483","Recipient":"a@x.com","Metadata":{"sendonce_job":"j1"}}"#;
+        let e = postmark(b).unwrap();
+        assert_eq!(
+            reported(&e),
+            (true, Some("883953f4-6105-42a2-a16a-77a8eac79483"))
+        );
+        let b =
+            br#"{"RecordType":"Delivery","Recipient":"a@x.com","Metadata":{"sendonce_job":"j1"}}"#;
+        assert_eq!(reported(&postmark(b).unwrap()), (true, None));
+        let long = "m".repeat(513);
+        let b = format!(
+            r#"{{"RecordType":"Delivery","MessageID":"{long}","Recipient":"a@x.com","Metadata":{{"sendonce_job":"j1"}}}}"#
+        );
+        assert!(postmark(b.as_bytes()).is_err());
+        // A bounce is no delivery report: its MessageID is only part of the event id.
+        let b = format!(
+            r#"{{"RecordType":"Bounce","Type":"HardBounce","MessageID":"{}","Email":"a@x.com"}}"#,
+            "m".repeat(100)
+        );
+        assert!(matches!(
+            postmark(b.as_bytes()).unwrap().effect,
+            Effect::Suppress { .. }
+        ));
+    }
+
+    #[test]
+    fn resend_reports_carry_the_email_id() {
+        let tag = crate::domain::webhook::job_tag("campaign:1:sub:1@a");
+        let body = |typ: &str, id: &str| {
+            format!(
+                r#"{{"type":"{typ}","data":{{"email_id":"{id}","to":["a@x.com"],"tags":[{{"name":"sendonce_job","value":"{tag}"}}]}}}}"#
+            )
+        };
+        let e = resend(
+            body("email.delivered", "4ef9a417-02e9-4d39-ad75-9611e0fcc33c").as_bytes(),
+            "msg_1",
+        )
+        .unwrap();
+        assert_eq!(
+            reported(&e),
+            (true, Some("4ef9a417-02e9-4d39-ad75-9611e0fcc33c"))
+        );
+        let e = resend(body("email.failed", "re_2").as_bytes(), "msg_2").unwrap();
+        assert_eq!(reported(&e), (false, Some("re_2")));
+        let e = resend(body("email.sent", "").as_bytes(), "msg_3").unwrap();
+        assert_eq!(reported(&e), (true, None));
+        let long = "r".repeat(513);
+        assert!(resend(body("email.delivered", &long).as_bytes(), "msg_4").is_err());
+        // A bounce suppresses whatever its email_id looks like.
+        let e = resend(body("email.bounced", &long).as_bytes(), "msg_5").unwrap();
+        assert!(matches!(e.effect, Effect::Suppress { .. }));
+    }
+
+    #[test]
+    fn standard_reports_carry_the_message_id() {
+        let b = br#"{"type":"message.delivered","data":{"job_id":"j","to":"a@x.com","message_id":"m-42"}}"#;
+        assert_eq!(reported(&standard(b, "id").unwrap()), (true, Some("m-42")));
+        let b = br#"{"type":"message.failed","data":{"job_id":"j"}}"#;
+        assert_eq!(reported(&standard(b, "id").unwrap()), (false, None));
+        let b = br#"{"type":"message.delivered","data":{"job_id":"j","message_id":"a\tb"}}"#;
+        assert!(standard(b, "id").is_err());
+        let b = format!(
+            r#"{{"type":"message.delivered","data":{{"job_id":"j","message_id":"{}"}}}}"#,
+            "x".repeat(513)
+        );
+        assert!(standard(b.as_bytes(), "id").is_err());
     }
 }

@@ -132,7 +132,7 @@ pub fn schema_version_of(target: &Path) -> i64 {
     if postgres::is_url(&target.to_string_lossy()) {
         i64::from(postgres::SCHEMA_VERSION)
     } else {
-        i64::from(sqlite::SCHEMA_VERSION)
+        sqlite::SCHEMA_VERSION
     }
 }
 

@@ -606,21 +606,25 @@ async fn lease_many(
 }
 
 /// A row that may already have been delivered whose outcome a provider webhook reported:
-/// settled as the report says. False when no report came.
+/// settled as the report says (as sent: with the provider's message id of the first report
+/// that says delivered and names one, unless the row has an id). False when no report came.
 async fn settled_by_callback(
     tx: &Transaction<'_>,
     c: &Candidate,
     req: &ClaimRequest,
 ) -> TxResult<bool> {
-    let sent: Option<bool> = tx
+    let row = tx
         .query_one(CLAIM_CALLBACK, &[&req.account_id, &c.job_id])
-        .await?
-        .get(0);
+        .await?;
+    let (sent, provider_id): (Option<bool>, Option<String>) = (row.get(0), row.get(1));
     let Some(sent) = sent else {
         return Ok(false);
     };
     let n = tx
-        .execute(CLAIM_SETTLE_BY_CALLBACK, &[&c.id, &sent, &req.now])
+        .execute(
+            CLAIM_SETTLE_BY_CALLBACK,
+            &[&c.id, &sent, &req.now, &provider_id],
+        )
         .await?;
     expect_one(n, c.id, "settle by webhook")?;
     Ok(true)
@@ -740,8 +744,9 @@ async fn suppress_failed(tx: &Transaction<'_>, id: i64, reason: &str, now: i64) 
 }
 
 /// A row just parked in doubt (`parked`) whose outcome a provider webhook reported while its
-/// call was still running: settled as the report says. Returns the settled outcome (true:
-/// sent), None when no report came.
+/// call was still running: settled as the report says (as sent: with the report's provider
+/// message id when the row has none). Returns the settled outcome (true: sent), None when no
+/// report came.
 async fn settle_parked_from_report(
     tx: &Transaction<'_>,
     id: i64,
@@ -751,12 +756,13 @@ async fn settle_parked_from_report(
     if !parked {
         return Ok(None);
     }
-    let sent: Option<bool> = tx.query_one(RECORD_DOUBT_REPORT, &[&id]).await?.get(0);
+    let row = tx.query_one(RECORD_DOUBT_REPORT, &[&id]).await?;
+    let (sent, provider_id): (Option<bool>, Option<String>) = (row.get(0), row.get(1));
     let Some(sent) = sent else {
         return Ok(None);
     };
     let n = tx
-        .execute(RECORD_SETTLE_FROM_REPORT, &[&id, &sent, &now])
+        .execute(RECORD_SETTLE_FROM_REPORT, &[&id, &sent, &now, &provider_id])
         .await?;
     expect_one(n, id, "settle by webhook")?;
     Ok(Some(sent))
@@ -984,12 +990,22 @@ const CLAIM_PARK_IN_DOUBT: &str =
      'lease expired after dispatch; provider has no usable idempotency key'
      WHERE id = $1 AND status IN ('queued', 'leased')";
 
-const CLAIM_CALLBACK: &str = "SELECT bool_or(delivery = 'sent') FROM webhook_events
+/// NULL: no delivery report for the job; true: one says delivered; false: only failures.
+/// Then the provider's message id of the first report that says delivered and names one.
+const CLAIM_CALLBACK: &str = "SELECT bool_or(delivery = 'sent'),
+     (SELECT r.provider_message_id FROM webhook_events r
+      WHERE r.account_id = $1 AND r.job_id = $2 AND r.delivery = 'sent'
+        AND r.provider_message_id IS NOT NULL
+      ORDER BY r.id LIMIT 1)
+     FROM webhook_events
      WHERE account_id = $1 AND job_id = $2 AND delivery IS NOT NULL";
 
+/// Settled as sent, the row keeps the report's provider message id (`$4`) unless it has one.
 const CLAIM_SETTLE_BY_CALLBACK: &str =
     "UPDATE sends SET status = CASE WHEN $2 THEN 'sent' ELSE 'failed' END,
      sent_at = CASE WHEN $2 THEN $3 ELSE sent_at END,
+     provider_message_id = CASE WHEN $2 THEN coalesce(provider_message_id, $4)
+     ELSE provider_message_id END,
      lease_token = NULL, dispatched_at = NULL, doubt_since = NULL, updated_at = $3,
      last_error = CASE WHEN $2 THEN 'delivery reported by a provider webhook'
      ELSE 'failure reported by a provider webhook' END
@@ -1063,14 +1079,26 @@ const RECORD_IN_DOUBT: &str =
      dispatched_at = NULL
      WHERE id = $1 AND lease_token = $2 AND status = 'leased'";
 
-const RECORD_DOUBT_REPORT: &str = "SELECT bool_or(w.delivery = 'sent') FROM sends s
+/// NULL: no delivery report for the row's job; true: one says delivered; false: only
+/// failures. Then the provider's message id of the first report that says delivered and
+/// names one.
+const RECORD_DOUBT_REPORT: &str = "SELECT bool_or(w.delivery = 'sent'),
+     (SELECT r.provider_message_id FROM sends t
+      JOIN webhook_events r ON r.account_id = t.account_id AND r.job_id = t.job_id
+      AND r.delivery = 'sent' AND r.provider_message_id IS NOT NULL
+      WHERE t.id = $1
+      ORDER BY r.id LIMIT 1)
+     FROM sends s
      JOIN webhook_events w ON w.account_id = s.account_id AND w.job_id = s.job_id
      AND w.delivery IS NOT NULL
      WHERE s.id = $1";
 
+/// Settled as sent, the row keeps the report's provider message id (`$4`) unless it has one.
 const RECORD_SETTLE_FROM_REPORT: &str =
     "UPDATE sends SET status = CASE WHEN $2 THEN 'sent' ELSE 'failed' END,
      sent_at = CASE WHEN $2 THEN $3 ELSE sent_at END,
+     provider_message_id = CASE WHEN $2 THEN coalesce(provider_message_id, $4)
+     ELSE provider_message_id END,
      doubt_since = NULL, updated_at = $3,
      last_error = coalesce(last_error || '; ', '') || CASE WHEN $2
      THEN 'delivery reported by a provider webhook' ELSE 'failure reported by a provider webhook' END

@@ -30,6 +30,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0005_operators",
         include_str!("../../../schema/postgres/0005_operators.sql"),
     ),
+    (
+        6,
+        "0006_report_ids",
+        include_str!("../../../schema/postgres/0006_report_ids.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

@@ -29,8 +29,8 @@ const FIND_EVENT: &str = "SELECT body_sha256, action FROM webhook_events
      WHERE account_id = $1 AND source = $2 AND event_id = $3";
 
 const INSERT_EVENT: &str = "INSERT INTO webhook_events (account_id, source, event_id,
-     body_sha256, kind, job_id, address, delivery, action, received_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+     body_sha256, kind, job_id, address, delivery, action, received_at, provider_message_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
 const SUPPRESS: &str =
     "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
@@ -57,9 +57,12 @@ const CONFIRM_SEND: &str = "SELECT s.id, s.status, s.campaign_id FROM list_confi
      WHERE lc.list_id = $1 AND lc.subscriber_id = $2 AND s.account_id = $3 AND s.job_id = $4
      FOR UPDATE OF s";
 
+/// A row settled as sent keeps the provider's id the report names (`$6`) unless it has one.
 const SETTLE_IN_DOUBT: &str = "UPDATE sends SET
      status = CASE WHEN $2::boolean THEN 'sent' ELSE 'failed' END,
      sent_at = CASE WHEN $2::boolean THEN $3 ELSE sent_at END,
+     provider_message_id = CASE WHEN $2::boolean THEN coalesce(provider_message_id, $6::text)
+     ELSE provider_message_id END,
      updated_at = $3, doubt_since = NULL, lease_token = NULL,
      last_error = 'settled by a ' || $4::text || ' webhook (' || $5::text || ')'
      WHERE id = $1 AND status = 'in_doubt'";
@@ -115,14 +118,16 @@ async fn send_for_job(
     Ok(None)
 }
 
-/// A delivery report for `job`: settles the row if it is in doubt, else keeps it for the claim
-/// (`Recorded`); an unknown job changes nothing (`Ignored`, no delivery kept).
+/// A delivery report for `job`: settles the row if it is in doubt (as sent: with the report's
+/// provider id when the row has none), else keeps it for the claim (`Recorded`); an unknown
+/// job changes nothing (`Ignored`, no delivery kept).
 async fn deliver(
     tx: &Transaction<'_>,
     w: &Hook,
     job: &str,
     sent: bool,
 ) -> TxResult<(WebhookAction, Option<&'static str>)> {
+    let provider_id = w.event.effect.report_id();
     let delivery = Some(if sent { "sent" } else { "failed" });
     let Some((id, status, campaign)) = send_for_job(tx, w.account_id, job).await? else {
         return Ok((WebhookAction::Ignored, None));
@@ -133,7 +138,14 @@ async fn deliver(
     let n = tx
         .execute(
             SETTLE_IN_DOUBT,
-            &[&id, &sent, &w.now, &w.source.as_str(), &w.event.kind],
+            &[
+                &id,
+                &sent,
+                &w.now,
+                &w.source.as_str(),
+                &w.event.kind,
+                &provider_id,
+            ],
         )
         .await?;
     if n != 1 {
@@ -214,7 +226,7 @@ async fn apply_tx(tx: &Transaction<'_>, w: &Hook) -> TxResult<Applied> {
             .await?;
             (WebhookAction::Unsuppressed, None)
         }
-        Effect::Delivery { job_id, sent } => deliver(tx, w, job_id, *sent).await?,
+        Effect::Delivery { job_id, sent, .. } => deliver(tx, w, job_id, *sent).await?,
         Effect::Nothing => (WebhookAction::Ignored, None),
     };
     tx.execute(
@@ -230,6 +242,7 @@ async fn apply_tx(tx: &Transaction<'_>, w: &Hook) -> TxResult<Applied> {
             &delivery,
             &action.as_str(),
             &w.now,
+            &w.event.effect.report_id(),
         ],
     )
     .await?;

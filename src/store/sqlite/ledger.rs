@@ -451,17 +451,21 @@ fn claim_tx(
 /// A row that may already have been delivered, and a provider webhook reported its outcome
 /// (kept by `Webhooks::apply_webhook` while the row was still leased): settled as the report
 /// says (`sent` if any report says delivered, else `failed`) instead of being parked in doubt
-/// or retried. Returns false when no report came.
+/// or retried; settled as sent, it keeps the provider's message id of the first report that
+/// says delivered and names one, unless it has an id already. Returns false when no report
+/// came.
 fn settled_by_callback(tx: &Transaction<'_>, c: &Candidate, req: &ClaimRequest) -> Result<bool> {
-    let sent: Option<bool> = tx
+    let (sent, provider_id): (Option<bool>, Option<String>) = tx
         .prepare_cached(CLAIM_CALLBACK)?
-        .query_row(params![req.account_id, c.job_id], |r| r.get(0))?;
+        .query_row(params![req.account_id, c.job_id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
     let Some(sent) = sent else {
         return Ok(false);
     };
     let n = tx
         .prepare_cached(CLAIM_SETTLE_BY_CALLBACK)?
-        .execute(params![c.id, sent, req.now])?;
+        .execute(params![c.id, sent, req.now, provider_id])?;
     expect_one(n, c.id, "settle by webhook")?;
     Ok(true)
 }
@@ -599,7 +603,8 @@ fn record_tx(tx: &Transaction<'_>, records: &[Record], now: i64) -> Result<Recor
 
 /// A row just parked in doubt (`parked`) whose outcome a provider webhook reported while its
 /// call was still running (the report was kept, `Webhooks::apply_webhook`): settled as the
-/// report says. Returns the settled outcome (true: sent), None when no report came.
+/// report says (as sent: with the report's provider message id when the row has none). Returns
+/// the settled outcome (true: sent), None when no report came.
 fn settle_parked_from_report(
     tx: &Transaction<'_>,
     id: i64,
@@ -609,15 +614,15 @@ fn settle_parked_from_report(
     if !parked {
         return Ok(None);
     }
-    let sent: Option<bool> = tx
+    let (sent, provider_id): (Option<bool>, Option<String>) = tx
         .prepare_cached(RECORD_DOUBT_REPORT)?
-        .query_row([id], |r| r.get(0))?;
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let Some(sent) = sent else {
         return Ok(None);
     };
     let n = tx
         .prepare_cached(RECORD_SETTLE_FROM_REPORT)?
-        .execute(params![id, sent, now])?;
+        .execute(params![id, sent, now, provider_id])?;
     expect_one(n, id, "settle by webhook")?;
     Ok(Some(sent))
 }
@@ -795,13 +800,22 @@ const CLAIM_PARK_IN_DOUBT: &str =
      'lease expired after dispatch; provider has no usable idempotency key'
      WHERE id = ?1 AND status IN ('queued', 'leased')";
 
-/// NULL: no delivery report for the job; 1: one says delivered; 0: only failures.
-const CLAIM_CALLBACK: &str = "SELECT max(delivery = 'sent') FROM webhook_events
+/// NULL: no delivery report for the job; 1: one says delivered; 0: only failures. Then the
+/// provider's message id of the first report that says delivered and names one.
+const CLAIM_CALLBACK: &str = "SELECT max(delivery = 'sent'),
+     (SELECT r.provider_message_id FROM webhook_events r
+      WHERE r.account_id = ?1 AND r.job_id = ?2 AND r.delivery = 'sent'
+        AND r.provider_message_id IS NOT NULL
+      ORDER BY r.id LIMIT 1)
+     FROM webhook_events
      WHERE account_id = ?1 AND job_id = ?2 AND delivery IS NOT NULL";
 
+/// Settled as sent, the row keeps the report's provider message id (`?4`) unless it has one.
 const CLAIM_SETTLE_BY_CALLBACK: &str =
     "UPDATE sends SET status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
      sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     provider_message_id = CASE WHEN ?2 THEN coalesce(provider_message_id, ?4)
+     ELSE provider_message_id END,
      lease_token = NULL, dispatched_at = NULL, doubt_since = NULL, updated_at = ?3,
      last_error = CASE WHEN ?2 THEN 'delivery reported by a provider webhook'
      ELSE 'failure reported by a provider webhook' END
@@ -865,15 +879,25 @@ const RECORD_IN_DOUBT: &str =
      dispatched_at = NULL
      WHERE id = :id AND lease_token = :token AND status = 'leased'";
 
-/// NULL: no delivery report for the row's job; 1: one says delivered; 0: only failures.
-const RECORD_DOUBT_REPORT: &str = "SELECT max(w.delivery = 'sent') FROM sends s
+/// NULL: no delivery report for the row's job; 1: one says delivered; 0: only failures. Then
+/// the provider's message id of the first report that says delivered and names one.
+const RECORD_DOUBT_REPORT: &str = "SELECT max(w.delivery = 'sent'),
+     (SELECT r.provider_message_id FROM sends t
+      JOIN webhook_events r ON r.account_id = t.account_id AND r.job_id = t.job_id
+      AND r.delivery = 'sent' AND r.provider_message_id IS NOT NULL
+      WHERE t.id = ?1
+      ORDER BY r.id LIMIT 1)
+     FROM sends s
      JOIN webhook_events w ON w.account_id = s.account_id AND w.job_id = s.job_id
      AND w.delivery IS NOT NULL
      WHERE s.id = ?1";
 
+/// Settled as sent, the row keeps the report's provider message id (`?4`) unless it has one.
 const RECORD_SETTLE_FROM_REPORT: &str =
     "UPDATE sends SET status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
      sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     provider_message_id = CASE WHEN ?2 THEN coalesce(provider_message_id, ?4)
+     ELSE provider_message_id END,
      doubt_since = NULL, updated_at = ?3,
      last_error = coalesce(last_error || '; ', '') || CASE WHEN ?2
      THEN 'delivery reported by a provider webhook' ELSE 'failure reported by a provider webhook' END

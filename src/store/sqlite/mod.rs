@@ -108,6 +108,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0018_operators",
         include_str!("../../../schema/0018_operators.sql"),
     ),
+    (
+        "0019_report_ids",
+        include_str!("../../../schema/0019_report_ids.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.

@@ -14,8 +14,8 @@ const FIND_EVENT: &str = "SELECT body_sha256, action FROM webhook_events
      WHERE account_id = ?1 AND source = ?2 AND event_id = ?3";
 
 const INSERT_EVENT: &str = "INSERT INTO webhook_events (account_id, source, event_id,
-     body_sha256, kind, job_id, address, delivery, action, received_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+     body_sha256, kind, job_id, address, delivery, action, received_at, provider_message_id)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 
 const SUPPRESS: &str =
     "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
@@ -39,9 +39,12 @@ const CONFIRM_SEND: &str = "SELECT s.id, s.status, s.campaign_id FROM list_confi
      JOIN sends s ON s.campaign_id = lc.campaign_id AND s.subscriber_id = lc.subscriber_id
      WHERE lc.list_id = ?1 AND lc.subscriber_id = ?2 AND s.account_id = ?3 AND s.job_id = ?4";
 
+/// A row settled as sent keeps the provider's id the report names (`?6`) unless it has one.
 const SETTLE_IN_DOUBT: &str = "UPDATE sends SET
      status = CASE WHEN ?2 THEN 'sent' ELSE 'failed' END,
      sent_at = CASE WHEN ?2 THEN ?3 ELSE sent_at END,
+     provider_message_id = CASE WHEN ?2 THEN coalesce(provider_message_id, ?6)
+     ELSE provider_message_id END,
      updated_at = ?3, doubt_since = NULL, lease_token = NULL,
      last_error = 'settled by a ' || ?4 || ' webhook (' || ?5 || ')'
      WHERE id = ?1 AND status = 'in_doubt'";
@@ -97,8 +100,9 @@ fn send_for_job(
     Ok(None)
 }
 
-/// A delivery report for `job`: settles the row if it is in doubt, else keeps it for the claim
-/// (`Recorded`); an unknown job changes nothing (`Ignored`, no delivery kept).
+/// A delivery report for `job`: settles the row if it is in doubt (as sent: with the report's
+/// `provider_id` when the row has none), else keeps it for the claim (`Recorded`); an unknown
+/// job changes nothing (`Ignored`, no delivery kept).
 fn deliver(
     tx: &Transaction<'_>,
     account_id: i64,
@@ -108,6 +112,7 @@ fn deliver(
     sent: bool,
     now: i64,
 ) -> Result<(WebhookAction, Option<&'static str>)> {
+    let provider_id = event.effect.report_id();
     let delivery = Some(if sent { "sent" } else { "failed" });
     let Some((id, status, campaign)) = send_for_job(tx, account_id, job)? else {
         return Ok((WebhookAction::Ignored, None));
@@ -120,7 +125,8 @@ fn deliver(
         sent,
         now,
         source.as_str(),
-        event.kind
+        event.kind,
+        provider_id
     ])?;
     if n != 1 {
         return Err(Error::damaged(format!(
@@ -189,7 +195,7 @@ fn apply_tx(
             ])?;
             (WebhookAction::Unsuppressed, None)
         }
-        Effect::Delivery { job_id, sent } => {
+        Effect::Delivery { job_id, sent, .. } => {
             deliver(tx, account_id, source, event, job_id, *sent, now)?
         }
         Effect::Nothing => (WebhookAction::Ignored, None),
@@ -204,7 +210,8 @@ fn apply_tx(
         event.address,
         delivery,
         action.as_str(),
-        now
+        now,
+        event.effect.report_id()
     ])?;
     Ok(Applied::New(action))
 }

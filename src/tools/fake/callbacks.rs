@@ -3,7 +3,8 @@
 //! sender the message was delivered, signed the way the real provider signs:
 //!
 //! - `POST /send` (the generic webhook): Standard Webhooks to `URL/hooks/standard/ACCOUNT`,
-//!   `{"type": "message.delivered", "data": {"job_id", "to", "channel"}}`, signed with
+//!   `{"type": "message.delivered", "data": {"job_id", "to", "channel", "message_id"}}`
+//!   (`message_id`: the `id` the send was answered with), signed with
 //!   `SENDONCE_FAKE_WEBHOOK_SECRET` (`whsec_...`);
 //! - Resend: Svix headers to `URL/hooks/resend/ACCOUNT`, `email.delivered` with the message's
 //!   tags, same secret;
@@ -155,7 +156,8 @@ fn call_for(cb: &Callbacks, a: &Accepted, message_id: &str) -> Option<Call> {
             "webhook",
             format!("msg_{message_id}"),
             json!({"type": "message.delivered",
-                   "data": {"job_id": a.job_id, "to": a.to, "channel": a.channel}}),
+                   "data": {"job_id": a.job_id, "to": a.to, "channel": a.channel,
+                            "message_id": message_id}}),
         ),
         Some("resend") => {
             let tag = crate::domain::webhook::job_tag(&a.job_id);
