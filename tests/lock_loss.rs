@@ -8,7 +8,7 @@
 //! another process is honoured by the server's next claim. Routes added later are walked with
 //! no edit here.
 
-use crate::common::dashboard::{create_admin, Admin, PASSWORD};
+use crate::common::dashboard::{create_operator, Admin, PASSWORD};
 use crate::common::{client, rt, token, Env, Fake, Server};
 use serde_json::Value;
 use std::path::Path;
@@ -88,7 +88,8 @@ fn id_of(v: &Value) -> String {
 fn setup(env: &Env) -> (String, String, String) {
     env.ok(&["init"]);
     env.ok(&["account", "add", "acme"]);
-    create_admin(env, "acme", "ana");
+    // An operator: the Settings page runs doctor only for one.
+    create_operator(env, "acme", "ana");
     let list = id_of(&json(
         env,
         &["list", "create", "--account", "acme", "locks"],
