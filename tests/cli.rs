@@ -676,7 +676,12 @@ fn approving_a_campaign_that_reaches_nobody_warns_or_is_refused_with_strict() {
 #[test]
 fn doctor_names_a_missing_file_and_a_moved_one_for_what_they_are() {
     let env = Env::new();
-    let missing = env.run(&["--db", "/nonexistent/dir/typo.db", "doctor"]);
+    let missing: common::Run = std::process::Command::new(common::BIN)
+        .args(["--db", "/nonexistent/dir/typo.db", "doctor"])
+        .env_remove("SENDONCE_DB")
+        .output()
+        .expect("run doctor")
+        .into();
     assert_eq!(missing.code, 1, "{missing:?}");
     assert!(missing.stdout.contains("no such file"), "{missing:?}");
     assert!(!missing.stdout.contains("restore"), "{missing:?}");

@@ -440,7 +440,8 @@ fn csv_long_column_name_is_refused() {
 }
 
 /// The streaming reader keeps what the whole-file reader did: the byte order mark is dropped,
-/// a multi-line quoted field is one row, and errors name the row's first line.
+/// a multi-line quoted field is one row (refused now: a name may not hold a line break), and
+/// errors name the row's first line.
 #[test]
 fn csv_streaming_keeps_bom_and_line_numbers() {
     let env = Env::new();
@@ -450,9 +451,11 @@ fn csv_streaming_keeps_bom_and_line_numbers() {
         "bom.csv",
         &[b"\xef\xbb\xbfEmail,name\na@x.com,\"two\nlines\"\nb@x.com,B\n"],
     );
-    let (r, _) = import(&env, &acct, &f, &[]);
+    let (r, _) = import(&env, &acct, &f, &["--skip-invalid"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(subscribers(&env), 2);
+    let said = format!("{}{}", r.stdout, r.stderr);
+    assert!(said.contains("line 2"), "{said}");
+    assert_eq!(subscribers(&env), 1);
     let f = csv_file(
         &env,
         "bad.csv",
@@ -460,6 +463,15 @@ fn csv_streaming_keeps_bom_and_line_numbers() {
     );
     let (r, _) = import(&env, &acct, &f, &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("line 4"), "{}", r.stderr);
-    assert_eq!(subscribers(&env), 2);
+    assert!(r.stderr.contains("line 2"), "{}", r.stderr);
+    assert_eq!(subscribers(&env), 1);
+    let f = csv_file(
+        &env,
+        "late.csv",
+        &[b"email,name\nc@x.com,\"two, lines\"\nbroken,B\n"],
+    );
+    let (r, _) = import(&env, &acct, &f, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("line 3"), "{}", r.stderr);
+    assert_eq!(subscribers(&env), 1);
 }

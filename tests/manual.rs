@@ -278,31 +278,50 @@ fn every_command_block_is_run_or_says_why_not() {
 /// The `sendonce` command lines of a block, continuation lines joined.
 fn sendonce_lines(body: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    // Whether the previous line was part of a `sendonce` command (its start or a continuation).
+    let mut in_command = false;
     let mut continuing = false;
     for raw in body {
         let line = raw.split(" #").next().unwrap_or("");
         let t = line.trim();
         let starts_flag = t.starts_with("[--") || t.starts_with("--") || t.starts_with("(--");
-        if continuing || (starts_flag && raw.starts_with(' ') && !out.is_empty()) {
+        if continuing || (in_command && starts_flag && raw.starts_with(' ')) {
             if let Some(last) = out.last_mut() {
                 last.push(' ');
                 last.push_str(t);
             }
+            in_command = true;
         } else if let Some(i) = find_sendonce(t) {
             out.push(t[i..].to_string());
+            in_command = true;
+        } else {
+            in_command = false;
         }
-        continuing = t.ends_with('\\') && !out.is_empty();
+        continuing = in_command && t.ends_with('\\');
     }
     out
 }
 
-/// Where the command `sendonce` starts in a line (after variables, `$(`, `sudo …`).
+/// Where the command `sendonce` starts in a line: at the start, or after variable assignments,
+/// `$(`, `sudo`, `env` or `--` (not as an argument: `runuser -u sendonce`, `command -v sendonce`).
 fn find_sendonce(line: &str) -> Option<usize> {
     let mut at = 0;
+    let mut previous: Option<&str> = None;
     for word in line.split(' ') {
         let w = word.trim_start_matches("$(");
-        if w == "sendonce" {
+        let command_position = w.len() < word.len()
+            || match previous {
+                None => true,
+                Some(p) => {
+                    matches!(p, "sudo" | "env" | "--" | "&&" | ";" | "|" | "then" | "do")
+                        || (p.contains('=') && !p.starts_with('-'))
+                }
+            };
+        if w == "sendonce" && command_position {
             return Some(at + (word.len() - w.len()));
+        }
+        if !word.is_empty() {
+            previous = Some(word);
         }
         at += word.len() + 1;
     }

@@ -338,7 +338,11 @@ fn the_sqlite_upgrade_normalises_stored_rows_and_an_opt_out_wins() {
         .execute_batch(&old_rows(&job))
         .expect("old rows");
     let init = json_of(&env.ok(&["--json", "init"]));
-    assert_eq!(init["schema_version"], 17, "{init}");
+    assert_eq!(
+        init["schema_version"],
+        sendonce::store::SCHEMA_VERSION,
+        "{init}"
+    );
     let query = |sql: &str| {
         let c = env.sqlite();
         let mut st = c.prepare(sql).expect(sql);
@@ -423,10 +427,13 @@ fn the_postgres_upgrade_normalises_stored_rows_the_same_way() {
         ]);
     }
     env.ok(&["list", "create", "--account", "acme", "news"]);
-    // Back to schema 3, then the rows a binary of schema 3 could have written.
+    // Back to schema 3 (what 4 and every later migration added undone), then the rows a
+    // binary of schema 3 could have written.
     c.psql(
         &db,
-        "DROP TABLE address_collisions; DELETE FROM sendonce_schema WHERE version = 4",
+        "DROP TABLE address_collisions; ALTER TABLE admins DROP COLUMN role;
+         ALTER TABLE webhook_events DROP COLUMN provider_message_id;
+         DELETE FROM sendonce_schema WHERE version >= 4",
     );
     let job = |s| format!("campaign:2:sub:{s}");
     c.psql(&db, &old_rows(&job));
