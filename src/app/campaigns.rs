@@ -286,22 +286,7 @@ pub fn approve(
     };
     template::check_all(&src, &attrs, &counts)
         .map_err(|e| e.context(&format!("campaign {id} cannot be approved")))?;
-    let warning = (counts.total == 0).then(|| {
-        let address = match c.channel {
-            Channel::Email => "an email address",
-            Channel::Sms => "a phone number",
-        };
-        let filtered = if filter.is_some() {
-            " and matches its filter"
-        } else {
-            ""
-        };
-        format!(
-            "campaign {id} reaches nobody right now: no confirmed subscriber with {address} is \
-             in its audience{filtered}; it will end `sent (0 recipients)` unless some arrive \
-             before it starts"
-        )
-    });
+    let warning = (counts.total == 0).then(|| nobody(id, c.channel, filter.is_some()));
     if let (Some(w), Empty::Refuse) = (&warning, empty) {
         return Err(Error::invalid(format!("{w} (refused with --strict)")));
     }
@@ -313,6 +298,24 @@ pub fn approve(
         audience: counts.total,
         warning,
     })
+}
+
+/// What `approve` says of a campaign whose audience is empty right now.
+fn nobody(id: i64, channel: Channel, filtered: bool) -> String {
+    let address = match channel {
+        Channel::Email => "an email address",
+        Channel::Sms => "a phone number",
+    };
+    let filtered = if filtered {
+        " and matches its filter"
+    } else {
+        ""
+    };
+    format!(
+        "campaign {id} reaches nobody right now: no confirmed subscriber with {address} is in \
+         its audience{filtered}; it will end `sent (0 recipients)` unless some arrive before it \
+         starts"
+    )
 }
 
 /// A campaign and the state a transition left it in.
