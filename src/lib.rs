@@ -23,6 +23,7 @@
 //!   `crash-points`).
 
 pub mod app;
+pub mod busy;
 pub mod cli;
 pub mod config;
 pub mod domain;

@@ -7,10 +7,9 @@
 //! retries or buffers.
 
 use crate::common::{rt, token, Env, Server, BIN, TEST_PUBLIC_URL, TEST_UNSUBSCRIBE_SECRET};
-use std::io::BufRead;
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -68,22 +67,14 @@ fn command(env: &Env, args: &[&str]) -> Command {
 
 /// The server started by `command`, its address read from its first line.
 fn start(env: &Env, args: &[&str]) -> (Server, SocketAddr) {
-    let mut child = command(env, args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn sendonce serve");
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("read the address line");
-    let base = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_string();
-    let addr = base.strip_prefix("http://").unwrap().parse().unwrap();
-    (Server { child, base }, addr)
+    let server = Server::spawn(&mut command(env, args));
+    let addr = server
+        .base
+        .strip_prefix("http://")
+        .unwrap()
+        .parse()
+        .unwrap();
+    (server, addr)
 }
 
 /// Read one answer (head and Content-Length body) within `limit`: its status, head and body.

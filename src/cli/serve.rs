@@ -21,16 +21,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
     let body_limit = a.body_limit.or(file.body_limit).unwrap_or(1024 * 1024);
     let timeout = pick(&a.request_timeout, &file.request_timeout, "60s");
     let body_timeout = pick(&a.body_timeout, &file.body_timeout, "10s");
-    let max_connections = a
-        .max_connections
-        .or(file.max_connections)
-        .unwrap_or(crate::http::MAX_CONNECTIONS);
-    let max_connections = limits::count_in(
-        "--max-connections",
-        max_connections,
-        limits::MAX_CONNECTIONS,
-    )?;
-    crate::http::check_fd_limit(max_connections)?;
+    let max_connections = max_connections(a, &file)?;
     let settings = crate::http::Settings {
         listen: pick(&a.listen, &file.listen, "127.0.0.1:8025"),
         drain,
@@ -92,6 +83,18 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         None => "stopped".to_string(),
     };
     Ok(Output::ok(to_json(&summary), text))
+}
+
+/// `--max-connections` (flag, then the file, then the default), in bounds and within what
+/// `ulimit -n` leaves.
+fn max_connections(a: &ServeArgs, file: &crate::config::Serve) -> Result<usize> {
+    let n = a
+        .max_connections
+        .or(file.max_connections)
+        .unwrap_or(crate::http::MAX_CONNECTIONS);
+    let n = limits::count_in("--max-connections", n, limits::MAX_CONNECTIONS)?;
+    crate::http::check_fd_limit(n)?;
+    Ok(n)
 }
 
 /// The keys that open link tokens, when `SENDONCE_UNSUBSCRIBE_SECRET` is set (a set but

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
@@ -184,30 +183,10 @@ impl Conns {
 
 /// Read the request head (an HTTP client answered before it has written its request takes the
 /// answer for a broken connection), answer 503, close; each step within `REFUSE_LINGER`.
-async fn answer_503(mut stream: TcpStream) {
+async fn answer_503(stream: TcpStream) {
     const BODY: &str = "{\"error\":{\"code\":\"busy\",\"message\":\"too many connections \
                         (--max-connections): try again\",\"request_id\":\"\"}}";
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    let _ = tokio::time::timeout(REFUSE_LINGER, async {
-        while head.len() < 64 << 10 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{BODY}",
-        BODY.len()
-    );
-    let _ = tokio::time::timeout(REFUSE_LINGER, async {
-        stream.write_all(answer.as_bytes()).await?;
-        stream.shutdown().await
-    })
-    .await;
+    crate::busy::refuse(stream, REFUSE_LINGER, 64 << 10, BODY).await;
 }
 
 /// Set on a request whose body did not arrive in time (its answer becomes a 408).

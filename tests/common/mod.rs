@@ -463,6 +463,11 @@ impl Server {
                 cmd.env(k, v);
             }
         }
+        Server::spawn(&mut cmd)
+    }
+
+    /// Spawn a prepared `sendonce serve` command and read its address from its first line.
+    pub fn spawn(cmd: &mut Command) -> Server {
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

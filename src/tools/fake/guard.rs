@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -217,29 +217,9 @@ impl Gate {
 /// Answer a connection over the cap: read its request head (at most `REFUSE_LINGER` and
 /// `MAX_HEAD` bytes: an HTTP client answered before it has written its request takes the answer
 /// for a broken connection), write a 503 with `Connection: close`, and close.
-pub(super) async fn refuse(mut stream: TcpStream) {
+pub(super) async fn refuse(stream: TcpStream) {
     const BODY: &str = "{\"error\":\"too many connections (--max-connections): try again\"}";
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    let _ = tokio::time::timeout(REFUSE_LINGER, async {
-        while head.len() < MAX_HEAD && !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    let answer = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n{BODY}",
-        BODY.len()
-    );
-    let _ = tokio::time::timeout(REFUSE_LINGER, async {
-        stream.write_all(answer.as_bytes()).await?;
-        stream.shutdown().await
-    })
-    .await;
+    crate::busy::refuse(stream, REFUSE_LINGER, MAX_HEAD, BODY).await;
 }
 
 /// Why a body was not read.
