@@ -17,6 +17,8 @@ mod normalise;
 mod notify;
 mod optin;
 mod ratelimit;
+mod shared;
+pub mod sql;
 mod suppressions;
 mod tokens;
 mod webhooks;

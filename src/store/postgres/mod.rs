@@ -53,6 +53,7 @@ mod audit;
 mod bench;
 mod campaigns;
 mod cleartext;
+mod dialect;
 mod directory;
 pub(crate) mod doctor;
 mod ledger;
@@ -66,7 +67,7 @@ mod pages;
 mod ratelimit;
 mod segment;
 mod suppressions;
-mod tokens;
+pub mod tx;
 mod webhooks;
 // migrate-store's target (kept last: easy to merge).
 mod import;

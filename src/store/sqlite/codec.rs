@@ -81,51 +81,7 @@ text_enum!(OptIn, "list opt-in mode", |s: &str| OptIn::parse(s).ok());
 text_enum!(BodyFormat, "body format", BodyFormat::parse);
 text_enum!(Scope, "token scope", |s: &str| Scope::parse(s).ok());
 
-/// What `campaigns.body` holds (0005): the text template, or, when the text part is generated
-/// from the HTML, the HTML template (`body` is NOT NULL since 0001).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BodyFormat {
-    Text,
-    Html,
-}
-
-impl BodyFormat {
-    fn as_str(self) -> &'static str {
-        match self {
-            BodyFormat::Text => "text",
-            BodyFormat::Html => "html",
-        }
-    }
-
-    fn parse(s: &str) -> Option<BodyFormat> {
-        match s {
-            "text" => Some(BodyFormat::Text),
-            "html" => Some(BodyFormat::Html),
-            _ => None,
-        }
-    }
-
-    /// The stored `(body, body_format, html)` of a text template `body` (empty: generated
-    /// from `html`) and an HTML template.
-    pub(super) fn store<'a>(
-        body: &'a str,
-        html: Option<&'a str>,
-    ) -> (&'a str, BodyFormat, Option<&'a str>) {
-        match html {
-            Some(h) if body.is_empty() => (h, BodyFormat::Html, None),
-            _ => (body, BodyFormat::Text, html),
-        }
-    }
-
-    /// The `(text template, HTML template)` of stored columns; the text is empty when it is
-    /// generated from the HTML.
-    pub(super) fn load(self, body: String, html: Option<String>) -> (String, Option<String>) {
-        match self {
-            BodyFormat::Text => (body, html),
-            BodyFormat::Html => (String::new(), Some(body)),
-        }
-    }
-}
+pub(super) use crate::store::shared::BodyFormat;
 
 /// `r.get(idx)`, with `table.column` added to an [`UnknownValue`] so that the error names
 /// where the damage is.

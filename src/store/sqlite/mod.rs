@@ -8,6 +8,7 @@ mod bench;
 mod campaigns;
 mod codec;
 mod dbfile;
+mod dialect;
 mod directory;
 mod doctor;
 mod error;
@@ -22,7 +23,7 @@ mod optin;
 mod pages;
 mod ratelimit;
 mod segment;
-mod tokens;
+pub mod tx;
 mod unsubscribe;
 mod webhooks;
 

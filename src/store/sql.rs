@@ -1,0 +1,376 @@
+//! The seam between the store's operations and its two databases. Each operation (a claim, a
+//! record, an unsubscribe, a token lookup…) is written once as a function over [`Tx`], a
+//! synchronous transaction handle with `exec` and `query` over neutral values ([`Arg`] in,
+//! [`Value`] out); `sqlite/tx.rs` and `postgres/tx.rs` implement it, and where the SQL text or the
+//! locking differs, the operation asks the transaction's [`Dialect`] (`sqlite/dialect.rs`,
+//! `postgres/dialect.rs`).
+//!
+//! SQL is written with SQLite's numbered placeholders (`?1`, `?2`…); the PostgreSQL
+//! transaction rewrites them to `$1`, `$2`… and converts each value to the type the server
+//! inferred for its parameter (an integer to `boolean`, `integer` or `bigint`, text to `json`…),
+//! so the operation does not care which column types a backend chose. A parameter whose type
+//! PostgreSQL cannot infer (`?2 - ?3`) is written `CAST(?2 AS BIGINT)`, which both read.
+
+use crate::domain::address::Channel;
+use crate::domain::model::{CampaignStatus, SendStatus};
+use crate::domain::token::Scope;
+use crate::error::{Error, Result};
+use crate::store::OptIn;
+
+/// A value bound to a placeholder, borrowed from the caller (no copies on the way in).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arg<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+    Blob(&'a [u8]),
+}
+
+/// A column's value, borrowed from the row the backend returned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value<'a> {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(&'a str),
+    Blob(&'a [u8]),
+}
+
+impl std::fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Null => f.write_str("NULL"),
+            Value::Int(i) => write!(f, "the integer {i}"),
+            Value::Real(r) => write!(f, "the number {r}"),
+            Value::Text(t) => write!(f, "{t:?}"),
+            Value::Blob(b) => write!(f, "a blob of {} bytes", b.len()),
+        }
+    }
+}
+
+macro_rules! int_arg {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Arg<'_> {
+            fn from(v: $t) -> Self {
+                Arg::Int(v as i64)
+            }
+        }
+    )*};
+}
+int_arg!(i64, i32, u32, u16, u8);
+
+impl From<bool> for Arg<'_> {
+    fn from(v: bool) -> Self {
+        Arg::Int(i64::from(v))
+    }
+}
+
+impl From<f64> for Arg<'_> {
+    fn from(v: f64) -> Self {
+        Arg::Real(v)
+    }
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(v)
+    }
+}
+
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Arg::Text(v)
+    }
+}
+
+impl<'a> From<&'a [u8]> for Arg<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Arg::Blob(v)
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for Arg<'a> {
+    fn from(v: &'a Vec<u8>) -> Self {
+        Arg::Blob(v)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u8; N]> for Arg<'a> {
+    fn from(v: &'a [u8; N]) -> Self {
+        Arg::Blob(v)
+    }
+}
+
+impl<'a, T: Into<Arg<'a>>> From<Option<T>> for Arg<'a> {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Arg::Null, Into::into)
+    }
+}
+
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        v.as_deref().map_or(Arg::Null, Arg::Text)
+    }
+}
+
+/// The arguments of one statement: `args![a, b, c]` is `[Arg::from(a), …]`.
+#[macro_export]
+macro_rules! args {
+    ($($v:expr),* $(,)?) => {
+        [$($crate::store::sql::Arg::from($v)),*]
+    };
+}
+pub use args;
+
+/// A type a column can be read as. Text enums (a status, a channel) are read by their names; a
+/// name that is not one of them is damage, never a default.
+pub trait Column: Sized {
+    /// The value as `Self`, or what is wrong with it (`Err(true)`: a text that names no
+    /// variant, i.e. damage; `Err(false)`: a value of another type).
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch>;
+}
+
+/// Why a value could not be read as the requested type.
+pub struct Mismatch {
+    /// What the column should hold ("send status", "integer").
+    pub what: &'static str,
+    /// A text that names no variant of an enum: the file is damaged.
+    pub unknown_name: bool,
+}
+
+fn mismatch<T>(what: &'static str) -> std::result::Result<T, Mismatch> {
+    Err(Mismatch {
+        what,
+        unknown_name: false,
+    })
+}
+
+impl Column for i64 {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+        match v {
+            Value::Int(i) => Ok(i),
+            _ => mismatch("integer"),
+        }
+    }
+}
+
+macro_rules! int_column {
+    ($($t:ty),*) => {$(
+        impl Column for $t {
+            fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+                match v {
+                    Value::Int(i) => <$t>::try_from(i).or_else(|_| mismatch(stringify!($t))),
+                    _ => mismatch("integer"),
+                }
+            }
+        }
+    )*};
+}
+int_column!(i32, u32, u64, usize, u16, u8);
+
+impl Column for bool {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+        match v {
+            Value::Int(i) => Ok(i != 0),
+            _ => mismatch("boolean"),
+        }
+    }
+}
+
+impl Column for f64 {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+        match v {
+            Value::Real(r) => Ok(r),
+            Value::Int(i) => Ok(i as f64),
+            _ => mismatch("number"),
+        }
+    }
+}
+
+impl Column for String {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+        match v {
+            Value::Text(t) => Ok(t.to_string()),
+            _ => mismatch("text"),
+        }
+    }
+}
+
+impl Column for Vec<u8> {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+        match v {
+            Value::Blob(b) => Ok(b.to_vec()),
+            Value::Text(t) => Ok(t.as_bytes().to_vec()),
+            _ => mismatch("blob"),
+        }
+    }
+}
+
+impl<T: Column> Column for Option<T> {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+        match v {
+            Value::Null => Ok(None),
+            v => T::from_value(v).map(Some),
+        }
+    }
+}
+
+/// `Column` and `Arg` for an enum stored by name (`as_str` / a parser).
+macro_rules! text_enum {
+    ($t:ty, $what:literal, $parse:expr) => {
+        impl Column for $t {
+            fn from_value(v: Value<'_>) -> std::result::Result<Self, Mismatch> {
+                let parse = $parse;
+                match v {
+                    Value::Text(t) => parse(t).ok_or(Mismatch {
+                        what: $what,
+                        unknown_name: true,
+                    }),
+                    _ => Err(Mismatch {
+                        what: $what,
+                        unknown_name: true,
+                    }),
+                }
+            }
+        }
+        impl From<$t> for Arg<'_> {
+            fn from(v: $t) -> Self {
+                Arg::Text(v.as_str())
+            }
+        }
+    };
+}
+
+text_enum!(SendStatus, "send status", SendStatus::parse);
+text_enum!(CampaignStatus, "campaign status", CampaignStatus::parse);
+text_enum!(Channel, "channel", |s: &str| s.parse::<Channel>().ok());
+text_enum!(OptIn, "list opt-in mode", |s: &str| OptIn::parse(s).ok());
+text_enum!(Scope, "token scope", |s: &str| Scope::parse(s).ok());
+
+/// One row as a backend returned it (`sqlite/tx.rs`, `postgres/tx.rs`).
+pub trait Fields {
+    /// Column `i`'s value.
+    fn value(&self, i: usize) -> Result<Value<'_>>;
+    /// Column `i`'s name (for messages).
+    fn name(&self, i: usize) -> &str;
+}
+
+/// A row of a result, read by column index.
+#[derive(Clone, Copy)]
+pub struct Row<'r>(pub &'r dyn Fields);
+
+impl Row<'_> {
+    /// Column `i` as `T`. A text that names no variant of an enum is damage (the message names
+    /// the column and the value); any other mismatch is a database error.
+    pub fn get<T: Column>(&self, i: usize) -> Result<T> {
+        let v = self.0.value(i)?;
+        T::from_value(v).map_err(|m| {
+            let place = self.0.name(i);
+            if m.unknown_name {
+                Error::damaged(format!("{place} holds {v}, which is not a {}", m.what))
+            } else {
+                Error::db(format!(
+                    "database error: column {place} holds {v}, not a value of type {}",
+                    m.what
+                ))
+            }
+        })
+    }
+
+    /// Column `i`'s raw value.
+    pub fn value(&self, i: usize) -> Result<Value<'_>> {
+        self.0.value(i)
+    }
+}
+
+/// One open transaction (or, for reads, one connection) on either backend.
+pub trait Tx {
+    /// The SQL and locking differences of this backend.
+    fn dialect(&self) -> &'static dyn Dialect;
+    /// Run a statement; the number of rows it changed.
+    fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64>;
+    /// Run a query, calling `f` with each row in order (stopping at its first error).
+    fn each(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        f: &mut dyn FnMut(Row<'_>) -> Result<()>,
+    ) -> Result<()>;
+}
+
+impl dyn Tx + '_ {
+    /// Every row, mapped by `f`.
+    pub fn query<T>(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        mut f: impl FnMut(Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.each(sql, args, &mut |r| {
+            out.push(f(r)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The first row, mapped by `f`, if there is one.
+    pub fn query_opt<T>(
+        &mut self,
+        sql: &str,
+        args: &[Arg<'_>],
+        f: impl FnOnce(Row<'_>) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.each(sql, args, &mut |r| {
+            if let Some(f) = f.take() {
+                out = Some(f(r)?);
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The first row's first column (a query that returns no row is an internal error).
+    pub fn scalar<T: Column>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<T> {
+        self.query_opt(sql, args, |r| r.get(0))?
+            .ok_or_else(|| Error::internal(format!("a query returned no row: {sql}")))
+    }
+
+    /// The first row's first column, if there is a row.
+    pub fn scalar_opt<T: Column>(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Option<T>> {
+        self.query_opt(sql, args, |r| r.get(0))
+    }
+
+    /// Whether the query returns a row.
+    pub fn exists(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<bool> {
+        Ok(self.query_opt(sql, args, |_| Ok(()))?.is_some())
+    }
+}
+
+/// A database that runs transactions over [`Tx`]: `SqliteStore` and `PgStore`. Every
+/// operation written once is generic over it.
+pub trait Db: Send + Sync + 'static {
+    /// Run `f` in a writing transaction and commit it: `BEGIN IMMEDIATE` on SQLite (so the
+    /// transaction holds the one write lock from its first statement); READ COMMITTED on
+    /// PostgreSQL, run again (three more times at most) after a deadlock or a serialization
+    /// failure, so `f` may run more than once and must not act outside the transaction.
+    fn write<T>(&self, f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T>;
+
+    /// Run `f` on a connection without a transaction of ours (each statement sees the latest
+    /// commit).
+    fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T>;
+}
+
+/// What differs between the two SQL dialects, in one named place per backend
+/// (`sqlite/dialect.rs`, `postgres/dialect.rs`). An operation asks for a fragment or an action
+/// here instead of testing which backend it runs on.
+pub trait Dialect: Sync {
+    /// `"sqlite"` or `"postgres"`.
+    fn name(&self) -> &'static str;
+    /// The clause that locks the rows a `SELECT` returns until commit (` FOR UPDATE` on
+    /// PostgreSQL; nothing on SQLite, whose write transaction already excludes every other).
+    fn for_update(&self) -> &'static str;
+}
