@@ -464,7 +464,11 @@ fn random_kills(idempotent: bool) {
     let mut generation = 0u64;
     std::thread::scope(|s| {
         s.spawn(|| {
-            let store = sendonce::store::open(&env.db, &Default::default()).unwrap();
+            let store = sendonce::store::open(
+                &sendonce::store::Target::File(env.db.clone()),
+                &Default::default(),
+            )
+            .unwrap();
             let mut r = Rng(seed.wrapping_mul(31));
             for i in 0..optouts {
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -796,10 +800,13 @@ fn disk_full_fails_cleanly_and_resumes() {
                 out.status
             );
         }
-        let bad: Vec<String> = sendonce::store::open(&env.db, &Default::default())
-            .unwrap()
-            .invariant_violations(cid.parse().unwrap())
-            .unwrap();
+        let bad: Vec<String> = sendonce::store::open(
+            &sendonce::store::Target::File(env.db.clone()),
+            &Default::default(),
+        )
+        .unwrap()
+        .invariant_violations(cid.parse().unwrap())
+        .unwrap();
         assert!(bad.is_empty(), "round {round}: after the failure: {bad:?}");
         // Space is back.
         let code = run_to_completion(&env.db, &spec, &args);

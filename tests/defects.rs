@@ -48,7 +48,8 @@ fn built_campaign(env: &Env, n: usize) -> i64 {
         pool_size: 1,
         ..Default::default()
     };
-    let store = sendonce::store::open(&env.db, &one).unwrap();
+    let store =
+        sendonce::store::open(&sendonce::store::Target::File(env.db.clone()), &one).unwrap();
     store
         .start_due_campaigns(sendonce::domain::clock::now_ms())
         .unwrap();

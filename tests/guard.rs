@@ -326,7 +326,7 @@ fn a_claim_refuses_a_counter_gone_back_or_another_owner() {
         create: true,
         ..Default::default()
     };
-    let s = sendonce::store::open(&env.db, &opts).unwrap();
+    let s = sendonce::store::open(&sendonce::store::Target::File(env.db.clone()), &opts).unwrap();
     let (acct, cid) = common::started_campaign(&*s, 20);
     while !s.build_list_chunk(cid, 7).unwrap() {}
     let req = |token: i64| ClaimRequest {

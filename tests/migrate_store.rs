@@ -431,7 +431,7 @@ fn a_running_worker_claims_nothing_once_the_file_is_marked_as_moved() {
         create: true,
         ..Default::default()
     };
-    let s = sendonce::store::open(&env.db, &opts).unwrap();
+    let s = sendonce::store::open(&sendonce::store::Target::File(env.db.clone()), &opts).unwrap();
     let (acct, cid) = common::started_campaign(&*s, 6);
     while !s.build_list_chunk(cid, 7).unwrap() {}
     let req = |token: i64| ClaimRequest {

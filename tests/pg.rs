@@ -18,8 +18,11 @@ fn create() -> OpenOptions {
 }
 
 fn open(url: &str) -> Arc<dyn Storage> {
-    sendonce::store::open(std::path::Path::new(url), &create())
-        .unwrap_or_else(|e| panic!("open {url}: {e}\n{}", pg::shared().log()))
+    sendonce::store::open(
+        &sendonce::store::Target::parse(std::path::Path::new(url)),
+        &create(),
+    )
+    .unwrap_or_else(|e| panic!("open {url}: {e}\n{}", pg::shared().log()))
 }
 
 /// A fresh database with one account, `n` subscribers and one campaign in `sending` whose
@@ -83,7 +86,7 @@ fn a_new_database_is_migrated_and_admin_answers() {
     assert!(s.journal_mode().unwrap().starts_with("wal"));
     s.check_writable().unwrap();
     assert_eq!(s.in_doubt_count().unwrap(), 0);
-    assert_eq!(s.wal_bytes().unwrap(), 0);
+    assert!(s.file().is_none(), "a PostgreSQL store has no file");
     assert_eq!(s.ledger_counts().unwrap().sends, 0);
     let g = s.guard_state().unwrap();
     assert_eq!(
@@ -91,22 +94,25 @@ fn a_new_database_is_migrated_and_admin_answers() {
         (0, false, true)
     );
     assert_eq!(g.installation, id);
-    s.claim_ownership().unwrap();
     assert_eq!(
         s.key_scope(1, 1).unwrap(),
         sendonce::domain::model::key_scope(&id, 0)
     );
     // SQLite-only operations say so.
-    let e = s.adopt(None).unwrap_err().to_string();
+    let e = sendonce::app::guard::adopt(&*s).unwrap_err().to_string();
     assert!(e.contains("PostgreSQL"), "{e}");
-    let e = s
-        .backup_to(std::path::Path::new("/tmp/x"))
-        .unwrap_err()
-        .to_string();
+    let e =
+        sendonce::app::guard::backup(&*s, std::path::Path::new("/tmp/x"), &OpenOptions::default())
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("pg_dump"), "{e}");
     // Reopened (not creating): the same installation, migrations not applied twice.
     drop(s);
-    let again = sendonce::store::open(std::path::Path::new(&url), &OpenOptions::default()).unwrap();
+    let again = sendonce::store::open(
+        &sendonce::store::Target::parse(std::path::Path::new(&url)),
+        &OpenOptions::default(),
+    )
+    .unwrap();
     assert_eq!(again.installation_id().unwrap(), id);
     let db = url.split('/').nth(3).unwrap().split('?').next().unwrap();
     assert_migrated_once(c, db);
@@ -141,10 +147,13 @@ fn assert_migrated_once(c: &pg::PgCluster, db: &str) {
 fn an_empty_database_is_refused_without_create_and_the_password_is_never_shown() {
     let c = pg::shared();
     let url = c.fresh_url().replace("sendonce@", "sendonce:hunter2@");
-    let e = sendonce::store::open(std::path::Path::new(&url), &OpenOptions::default())
-        .err()
-        .expect("an empty database without --create is refused")
-        .to_string();
+    let e = sendonce::store::open(
+        &sendonce::store::Target::parse(std::path::Path::new(&url)),
+        &OpenOptions::default(),
+    )
+    .err()
+    .expect("an empty database without --create is refused")
+    .to_string();
     assert!(e.contains("sendonce init"), "{e}");
     assert!(!e.contains("hunter2"), "{e}");
     let s = open(&url);
@@ -332,7 +341,8 @@ fn db_name(url: &str) -> String {
 #[test]
 fn lists_and_optin_answer_alike_on_both_stores() {
     let env = crate::common::Env::new();
-    let sqlite = sendonce::store::open(&env.db, &create()).unwrap();
+    let sqlite =
+        sendonce::store::open(&sendonce::store::Target::File(env.db.clone()), &create()).unwrap();
     let url = pg::shared().fresh_url();
     let db = db_name(&url);
     let postgres = open(&url);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 fn store(dir: &std::path::Path) -> Arc<dyn Storage> {
     sendonce::store::open(
-        &dir.join("r.db"),
+        &sendonce::store::Target::File(dir.join("r.db")),
         &OpenOptions {
             create: true,
             ..Default::default()

@@ -29,7 +29,11 @@ fn campaigns(env: &Env) -> i64 {
 
 /// A draft written through the store, unchecked, as an earlier version could have created it.
 fn unchecked_draft(env: &Env, body: &str) -> i64 {
-    let store = sendonce::store::open(&env.db, &Default::default()).unwrap();
+    let store = sendonce::store::open(
+        &sendonce::store::Target::File(env.db.clone()),
+        &Default::default(),
+    )
+    .unwrap();
     let account = store.resolve_account("acme").unwrap();
     store
         .create_campaign(&sendonce::store::NewCampaign {

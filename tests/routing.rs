@@ -168,7 +168,11 @@ impl Provider for Searchable {
 fn rows_in_doubt_are_reconciled_by_lookup() {
     let env = Env::new();
     let (cid, _) = two_tenants(&env, 4);
-    let store = sendonce::store::open(&env.db, &OpenOptions::default()).unwrap();
+    let store = sendonce::store::open(
+        &sendonce::store::Target::File(env.db.clone()),
+        &OpenOptions::default(),
+    )
+    .unwrap();
     let cid: i64 = cid.parse().unwrap();
     store
         .start_due_campaigns(sendonce::domain::clock::now_ms())
@@ -266,7 +270,11 @@ impl Provider for PanicsOnce {
 fn a_panicking_call_is_settled_not_leaked() {
     let env = Env::new();
     let (cid, _) = two_tenants(&env, 5);
-    let store = sendonce::store::open(&env.db, &OpenOptions::default()).unwrap();
+    let store = sendonce::store::open(
+        &sendonce::store::Target::File(env.db.clone()),
+        &OpenOptions::default(),
+    )
+    .unwrap();
     let cid: i64 = cid.parse().unwrap();
     store
         .start_due_campaigns(sendonce::domain::clock::now_ms())

@@ -28,7 +28,8 @@ fn backends() -> Vec<Backend> {
                 create: true,
                 ..Default::default()
             };
-            sendonce::store::open(&env.db, &opts).expect("open a fresh SQLite store")
+            sendonce::store::open(&sendonce::store::Target::File(env.db.clone()), &opts)
+                .expect("open a fresh SQLite store")
         },
     }]
 }
@@ -46,8 +47,11 @@ fn ledger_backends() -> Vec<Backend> {
                 ..Default::default()
             };
             let url = common::pg::shared().fresh_url();
-            sendonce::store::open(std::path::Path::new(&url), &opts)
-                .expect("open a fresh PostgreSQL store")
+            sendonce::store::open(
+                &sendonce::store::Target::parse(std::path::Path::new(&url)),
+                &opts,
+            )
+            .expect("open a fresh PostgreSQL store")
         },
     });
     all
@@ -2971,8 +2975,11 @@ fn dashboard_pages_are_exact_under_a_linguistic_collation() {
         create: true,
         ..Default::default()
     };
-    let s = sendonce::store::open(std::path::Path::new(&pg.url("icu_pages")), &opts)
-        .expect("open the ICU database");
+    let s = sendonce::store::open(
+        &sendonce::store::Target::parse(std::path::Path::new(&pg.url("icu_pages"))),
+        &opts,
+    )
+    .expect("open the ICU database");
     assert_eq!(
         pg.psql("icu_pages", "SELECT 'zoe:' < 'zoe9' AND 'z{' < 'za'")
             .trim(),

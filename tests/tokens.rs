@@ -22,7 +22,11 @@ fn setup() -> Env {
 }
 
 fn store(env: &Env) -> Arc<dyn Storage> {
-    sendonce::store::open(&env.db, &Default::default()).unwrap()
+    sendonce::store::open(
+        &sendonce::store::Target::File(env.db.clone()),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 fn json(env: &Env, args: &[&str]) -> Value {

@@ -458,7 +458,7 @@ pub fn owned(store: &dyn Storage, account_id: i64, id: i64) -> Result<crate::sto
 /// Following a campaign needs to see other processes' writes: a read-only snapshot of the file
 /// at `db` cannot.
 pub fn check_followable(store: &dyn Storage, db: &Path) -> Result<()> {
-    if store.is_snapshot() {
+    if store.file().is_some_and(|f| f.is_snapshot()) {
         return Err(Error::invalid(format!(
             "cannot follow {}: it is read-only in a directory you cannot write, so SQLite \
              cannot see other processes' writes (run without --watch, or as a user who can \

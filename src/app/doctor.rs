@@ -4,7 +4,7 @@
 use crate::domain::clock;
 use crate::error::Result;
 use crate::store::doctor::{InspectOptions, Inspection};
-use crate::store::{GuardState, OpenOptions, Watermark, APPLICATION_ID, SCHEMA_VERSION};
+use crate::store::{GuardState, OpenOptions, Target, Watermark, APPLICATION_ID, SCHEMA_VERSION};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ pub struct Report {
 /// What to look at.
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub db: PathBuf,
+    pub db: Target,
     /// `integrity_check` instead of `quick_check`.
     pub full: bool,
     /// The config file whose routes are built (None: the one `config::discover` finds).
@@ -95,20 +95,19 @@ fn mib(bytes: u64) -> String {
 
 /// Look at the database `req.db` and its files; nothing is written.
 pub fn run(req: &Request) -> Result<Report> {
-    let db = &req.db;
     // A postgres:// URL is shown without its password.
-    let shown = crate::store::shown(db);
+    let shown = req.db.shown();
     let ins = crate::store::doctor::inspect(
-        db,
+        &req.db,
         &InspectOptions {
             full: req.full,
             now: clock::now_ms(),
             far_ms: FAR_MS,
         },
     )?;
-    if crate::store::kind_of(db) == "postgres" {
+    let Target::File(db) = &req.db else {
         return Ok(postgres(req, &ins, shown));
-    }
+    };
     // A mistyped path is not damage: say so, and nothing about backups.
     if !db.exists() {
         let f = vec![finding(

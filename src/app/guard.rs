@@ -4,7 +4,7 @@
 
 use crate::domain::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{Adopted, GuardState, LedgerCounts, OpenOptions, Storage, Watermark};
+use crate::store::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Storage, Watermark};
 use serde::Serialize;
 use std::path::Path;
 
@@ -125,8 +125,8 @@ pub fn before_sending(store: &dyn Storage) -> Result<()> {
              run `sendonce doctor` to check it"
         );
     }
-    if st.enforced {
-        store.claim_ownership()?;
+    if let (true, Some(file)) = (st.enforced, store.file()) {
+        file.claim_ownership()?;
     }
     Ok(())
 }
@@ -149,7 +149,14 @@ fn damaged_at_start(path: &Path, problems: &[String]) -> Error {
 
 /// `sendonce adopt`: this place becomes the owner of the file.
 pub fn adopt(store: &dyn Storage) -> Result<Adopted> {
-    store.adopt(None)
+    match store.file() {
+        Some(file) => file.adopt(None),
+        None => Err(Error::invalid(
+            "adopt is for a SQLite file that was moved or restored; a PostgreSQL database is \
+             shared by every host and has no owner to change (restore it with PostgreSQL's own \
+             tools, with every worker stopped)",
+        )),
+    }
 }
 
 /// What `backup` made.
@@ -163,8 +170,14 @@ pub struct Backup {
 /// `sendonce backup PATH`: a consistent copy made while workers run, synced, then opened on its
 /// own and checked with `quick_check`.
 pub fn backup(store: &dyn Storage, to: &Path, opts: &OpenOptions) -> Result<Backup> {
-    store.backup_to(to)?;
-    let copy = crate::store::open(
+    let Some(file) = store.file() else {
+        return Err(Error::invalid(
+            "backup writes a SQLite file; back up a PostgreSQL database with pg_dump or the \
+             server's own backups (pg_basebackup, WAL archiving)",
+        ));
+    };
+    file.backup_to(to)?;
+    let copy = crate::store::open_file(
         to,
         &OpenOptions {
             read_only: true,

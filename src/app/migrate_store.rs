@@ -7,7 +7,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::store::copy::Chunk;
 use crate::store::postgres::{self, PgStore};
 use crate::store::sqlite::export::Source;
-use crate::store::{Admin, OpenOptions};
+use crate::store::{Admin, OpenOptions, Target};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,10 +34,11 @@ pub struct Migrated {
 /// Copy `from` into the PostgreSQL database at `to` (the full URL: it is never shown or stored;
 /// [`postgres::without_password`] is).
 pub fn migrate_store(from: &Path, to: &str, opts: &OpenOptions) -> Result<Migrated> {
-    if !postgres::is_url(to) {
+    let target = Target::parse(Path::new(to));
+    if target.url().is_none() {
         return Err(Error::invalid(format!(
             "the target must be a postgres:// or postgresql:// URL, not {}",
-            postgres::redact(to)
+            target.shown()
         )));
     }
     let shown = postgres::without_password(to);

@@ -5,7 +5,7 @@
 use crate::domain::address::{normalize_email, normalize_phone, Channel};
 use crate::domain::{clock, model};
 use crate::error::{Error, Result};
-use crate::store::{Ledger, NotifyRow, OpenOptions, Storage};
+use crate::store::{Ledger, NotifyRow, OpenOptions, Storage, Target};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ pub struct Request {
     pub key: Option<String>,
     pub channel: Option<Channel>,
     pub provider: Option<String>,
-    pub state: Option<PathBuf>,
+    pub state: Option<Target>,
     pub dry_run: bool,
 }
 
@@ -253,7 +253,7 @@ type Groups = Vec<(Channel, Vec<String>)>;
 struct Plan {
     key: String,
     key_source: String,
-    state: PathBuf,
+    state: Target,
     groups: Groups,
 }
 
@@ -273,7 +273,7 @@ pub fn run(
         key: plan.key,
         key_source: plan.key_source,
         // A postgres:// ledger is shown without its password.
-        state: PathBuf::from(crate::store::shown(&plan.state)),
+        state: PathBuf::from(plan.state.shown()),
         dry_run: req.dry_run,
         recipients,
     })
@@ -294,7 +294,7 @@ fn plan(req: &Request, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan> {
     }
     let state = match &req.state {
         Some(p) => p.clone(),
-        None => default_state(env)?,
+        None => Target::File(default_state(env)?),
     };
     Ok(Plan {
         key,
@@ -360,8 +360,7 @@ fn groups_of(req: &Request) -> Result<Groups> {
 /// A dry run: what each recipient's state is, read from the ledger if it exists; nothing
 /// written.
 fn would_send(plan: &Plan) -> Result<Vec<Recipient>> {
-    let url = crate::store::kind_of(&plan.state) == "postgres";
-    let existing = if url || plan.state.exists() {
+    let existing = if plan.state.file().is_none_or(Path::exists) {
         Some(crate::store::open(&plan.state, &OpenOptions::default())?)
     } else {
         None
@@ -472,9 +471,8 @@ fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<
 
 /// The state ledger at `state`, its directory and file created if missing.
 /// A postgres:// ledger is a database of its own: nothing to create on disk.
-fn open_state(state: &Path) -> Result<std::sync::Arc<dyn Storage>> {
-    let url = crate::store::kind_of(state) == "postgres";
-    if let Some(dir) = state.parent().filter(|_| !url) {
+fn open_state(state: &Target) -> Result<std::sync::Arc<dyn Storage>> {
+    if let Some(dir) = state.file().and_then(Path::parent) {
         crate::files::create_dir_all_private(dir)
             .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), e))?;
     }

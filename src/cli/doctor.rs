@@ -9,7 +9,7 @@ use crate::exit;
 
 pub(super) fn doctor(cli: &Cli, a: &DoctorArgs) -> Result<Output> {
     let report = doctor::run(&doctor::Request {
-        db: cli.db.clone(),
+        db: super::target(cli),
         full: a.full,
         config: a.config.clone(),
         provider: a.provider.clone(),

@@ -6,7 +6,7 @@ use super::{open_opts, to_json, Output};
 use crate::app::migrate_store;
 use crate::domain::clock;
 use crate::error::{Error, Result};
-use crate::store::postgres;
+use crate::store::Target;
 
 /// The target URL: `--to`, else the variable `--to-env` names, else `--db`/SENDONCE_DB when it
 /// is a PostgreSQL URL.
@@ -22,9 +22,8 @@ fn target(cli: &Cli, a: &MigrateStoreArgs) -> Result<String> {
             ))),
         };
     }
-    let db = cli.db.to_string_lossy();
-    if postgres::is_url(&db) {
-        return Ok(db.into_owned());
+    if let Target::Postgres(url) = super::target(cli) {
+        return Ok(url);
     }
     Err(Error::invalid(
         "name the PostgreSQL target: SENDONCE_DB=postgres://… or --to-env VAR (both keep the \

@@ -22,7 +22,7 @@ use crate::app::{self, accounts, doubts, import, limits, suppressions};
 use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::store::{OpenOptions, Storage};
+use crate::store::{OpenOptions, Storage, Target};
 use args::*;
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
@@ -53,12 +53,18 @@ impl Output {
 /// Where `notify` keeps its ledger: `--state`, else the database `--db`/`SENDONCE_DB` names
 /// when it is a postgres:// URL (a server several CI runners share), else the default state
 /// file. A SQLite `--db` is not used: notify's file is its own (a CI cache carries it).
-fn notify_state(cli: &Cli, a: &NotifyArgs) -> Option<std::path::PathBuf> {
-    let url = |p: &std::path::PathBuf| crate::store::kind_of(p) == "postgres";
+fn notify_state(cli: &Cli, a: &NotifyArgs) -> Option<Target> {
+    let url = |t: &Target| matches!(t, Target::Postgres(_));
     a.state
-        .clone()
-        .or_else(|| a.db.clone().filter(url))
-        .or_else(|| Some(cli.db.clone()).filter(url))
+        .as_deref()
+        .map(Target::parse)
+        .or_else(|| a.db.as_deref().map(Target::parse).filter(url))
+        .or_else(|| Some(target(cli)).filter(url))
+}
+
+/// The store `--db` names (or `SENDONCE_DB`, the config file's `db`, the default file).
+pub(super) fn target(cli: &Cli) -> Target {
+    Target::parse(&cli.db)
 }
 
 /// A use case's output as the JSON document `--json` prints.
@@ -74,13 +80,13 @@ pub(super) fn open_opts(cli: &Cli) -> Result<OpenOptions> {
 }
 
 pub(super) fn open(cli: &Cli) -> Result<std::sync::Arc<dyn Storage>> {
-    crate::store::open(&cli.db, &open_opts(cli)?)
+    crate::store::open(&target(cli), &open_opts(cli)?)
 }
 
 /// For commands that only read: nothing is written, so they work on a read-only file.
 pub(super) fn open_read_only(cli: &Cli) -> Result<std::sync::Arc<dyn Storage>> {
     crate::store::open(
-        &cli.db,
+        &target(cli),
         &OpenOptions {
             read_only: true,
             ..open_opts(cli)?
@@ -124,15 +130,16 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
 }
 
 fn init(cli: &Cli) -> Result<Output> {
+    let target = target(cli);
     let store = crate::store::open(
-        &cli.db,
+        &target,
         &OpenOptions {
             create: true,
             ..open_opts(cli)?
         },
     )?;
     // A postgres:// URL is shown without its password.
-    let shown = std::path::PathBuf::from(crate::store::shown(&cli.db));
+    let shown = std::path::PathBuf::from(target.shown());
     let d = accounts::init(&*store, &shown)?;
     let text = format!(
         "database ready: {} (schema {}, journal {}, installation {})",
@@ -231,10 +238,10 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
     }
 }
 
-pub(super) fn sync_of(s: SyncArg) -> crate::store::Sync {
+pub(super) fn sync_of(s: SyncArg) -> crate::store::Synchronous {
     match s {
-        SyncArg::Full => crate::store::Sync::Full,
-        SyncArg::Normal => crate::store::Sync::Normal,
+        SyncArg::Full => crate::store::Synchronous::Full,
+        SyncArg::Normal => crate::store::Synchronous::Normal,
     }
 }
 
@@ -242,19 +249,15 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
     let batch = limits::count_in("--batch", a.batch, limits::BATCH)?;
     let concurrency = limits::count_in("--concurrency", a.concurrency, limits::CONCURRENCY)?;
     let recipients = limits::at_least("--recipients", a.recipients, 100)?;
-    let db =
-        a.db.as_ref()
-            .unwrap_or(&cli.db)
-            .to_string_lossy()
-            .into_owned();
+    let db = Target::parse(a.db.as_ref().unwrap_or(&cli.db));
     if let Some(url) = &a.compare_pg {
         // Never repeat the value: it may hold a password.
-        if !crate::store::postgres::is_url(url) {
+        if Target::parse(std::path::Path::new(url)).url().is_none() {
             return Err(Error::invalid(
                 "--compare-pg (SENDONCE_BENCH_PG) must be a postgres:// or postgresql:// URL",
             ));
         }
-        if a.only.is_some() || crate::store::postgres::is_url(&db) {
+        if a.only.is_some() || db.url().is_some() {
             return Err(Error::invalid(
                 "--compare-pg (SENDONCE_BENCH_PG) goes with the whole SQLite bench only: \
                  not with --only, nor with --db postgres://… (which compares the two loops \
@@ -262,9 +265,9 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
             ));
         }
     }
-    if crate::store::postgres::is_url(&db) {
+    if let Target::Postgres(url) = db {
         let opts = crate::tools::bench_pg::Options {
-            url: db,
+            url,
             recipients,
             batch,
             concurrency,
@@ -411,10 +414,8 @@ pub fn tag_store(cli: &Cli, mut out: Output) -> Output {
         | Command::Completions { .. }
         | Command::Manpage { .. }
         | Command::Config(_) => None,
-        Command::Notify(a) => {
-            Some(notify_state(cli, a).map_or("sqlite", |p| crate::store::kind_of(&p)))
-        }
-        _ => Some(crate::store::kind_of(&cli.db)),
+        Command::Notify(a) => Some(notify_state(cli, a).map_or("sqlite", |t| t.kind())),
+        _ => Some(target(cli).kind()),
     };
     if let (Some(store), serde_json::Value::Object(doc)) = (store, &mut out.json) {
         doc.entry("store").or_insert_with(|| store.into());

@@ -13,7 +13,7 @@ pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Resul
     let mut cfg = settings(a).check()?;
     cfg.links = app::run::links(a.config.as_deref(), a.public_url.as_deref())?;
     let store = crate::store::open(
-        &cli.db,
+        &super::target(cli),
         &OpenOptions {
             sync: sync_of(a.sync),
             ..open_opts(cli)?

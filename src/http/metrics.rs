@@ -19,7 +19,13 @@ pub fn routes() -> axum::Router<AppState> {
 /// `-wal` file. Counters are kept in memory as things happen, never counted from the ledger.
 /// A gauge that cannot be read is left out of the answer (and logged), the rest still served.
 pub async fn scrape(State(st): State<AppState>) -> Response {
-    let read = blocking(&st, |s| Ok((s.in_doubt_count(), s.wal_bytes()))).await;
+    let read = blocking(&st, |s| {
+        Ok((
+            s.in_doubt_count(),
+            s.file().map_or(Ok(0), |f| f.wal_bytes()),
+        ))
+    })
+    .await;
     let (doubt, wal) = match read {
         Ok(x) => x,
         Err(e) => (Err(e.clone()), Err(e)),

@@ -27,11 +27,12 @@ pub async fn readyz(State(st): State<AppState>) -> Response {
     let db = blocking(&st, |s| s.check_writable()).await;
     let worker = st.worker_alive.as_ref().map(|a| a.load(Ordering::SeqCst));
     let ready = db.is_ok() && worker != Some(false);
+    let target = crate::store::Target::parse(&st.ops.db);
     let doc = json!({
         "status": if ready { "ready" } else { "not_ready" },
         "database": if db.is_ok() { "ok" } else { "unavailable" },
-        "store": crate::store::kind_of(&st.ops.db),
-        "schema_version": crate::store::schema_version_of(&st.ops.db),
+        "store": target.kind(),
+        "schema_version": target.schema_version(),
         "worker": match worker { None => "none", Some(true) => "running", Some(false) => "stopped" },
     });
     let status = if ready {

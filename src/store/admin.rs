@@ -8,7 +8,7 @@ use std::time::Duration;
 /// How durable a commit is. `Full` is the default: with `Normal` a committed marker can roll
 /// back on power loss, which breaks the exactly-once promise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sync {
+pub enum Synchronous {
     Full,
     Normal,
 }
@@ -22,7 +22,7 @@ pub struct OpenOptions {
     /// file the user can only read.
     pub read_only: bool,
     /// `synchronous` pragma.
-    pub sync: Sync,
+    pub sync: Synchronous,
     /// How long a connection waits for another writer before reporting the database busy.
     pub busy_timeout: Duration,
     /// Connections in the pool.
@@ -37,7 +37,7 @@ impl Default for OpenOptions {
         OpenOptions {
             create: false,
             read_only: false,
-            sync: Sync::Full,
+            sync: Synchronous::Full,
             busy_timeout: Duration::from_secs(10),
             pool_size: 4,
             guard: true,
@@ -47,9 +47,9 @@ impl Default for OpenOptions {
 
 /// The installation: what a database says about itself.
 pub trait Admin: Send + std::marker::Sync {
-    /// True when the store was opened as an immutable snapshot (it does not see later writes);
-    /// commands that follow a database over time refuse it.
-    fn is_snapshot(&self) -> bool;
+    /// The SQLite file behind this store, for what only a file has (a snapshot open, the WAL,
+    /// an owner to adopt, an online backup); None on PostgreSQL.
+    fn file(&self) -> Option<&crate::store::sqlite::SqliteStore>;
     /// The id of this installation (created with the database; a copy keeps it). Part of every
     /// campaign job id, and so of every provider idempotency key.
     fn installation_id(&self) -> Result<String>;
@@ -65,18 +65,8 @@ pub trait Admin: Send + std::marker::Sync {
     /// Sends in doubt in the whole database (for `/metrics`): counted through the backend's
     /// index of in-doubt rows, so its cost follows the rows in doubt, not the ledger's size.
     fn in_doubt_count(&self) -> Result<u64>;
-    /// Bytes of the write-ahead log (0 when there is none), for `/metrics`.
-    fn wal_bytes(&self) -> Result<u64>;
     /// The clone guard and the watermark, read now.
     fn guard_state(&self) -> Result<GuardState>;
-    /// Record this process's place as the owner when none is recorded yet (a file from before
-    /// the guard; a file owned by another place is left as it is), and write the watermark if
-    /// there is none yet.
-    fn claim_ownership(&self) -> Result<()>;
-    /// Make this place the owner deliberately (a moved file, a restored backup). When the
-    /// database is behind `behind_of` or its watermark, rows the lost timeline may have sent
-    /// are marked as possibly delivered (see `schema/0011_guard.sql`).
-    fn adopt(&self, behind_of: Option<i64>) -> Result<Adopted>;
     /// The backend's quick consistency check (`full`: the complete one); empty when sound,
     /// else the problems it found.
     fn quick_check(&self, full: bool) -> Result<Vec<String>>;
@@ -85,9 +75,6 @@ pub trait Admin: Send + std::marker::Sync {
     fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String>;
     /// The database's ledger counts.
     fn ledger_counts(&self) -> Result<LedgerCounts>;
-    /// A consistent copy of the database at `to` (which must not exist), made while other
-    /// processes keep writing, synced to disk.
-    fn backup_to(&self, to: &Path) -> Result<()>;
 }
 
 /// Where a process works on a database: the machine and the file's absolute path.
@@ -174,4 +161,36 @@ pub struct LedgerCounts {
     pub in_doubt: u64,
     pub unfinished: u64,
     pub suppressions: u64,
+}
+
+/// Overrides the machine id (a container whose `/etc/machine-id` changes with every image, or is
+/// shared by clones).
+pub const HOST_ENV: &str = "SENDONCE_HOST_ID";
+
+/// This machine's id: `SENDONCE_HOST_ID`, else systemd's machine id, else the host name.
+pub(crate) fn host_id() -> String {
+    if let Some(v) = std::env::var(HOST_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        return v.trim().to_string();
+    }
+    for f in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
+        if let Ok(text) = std::fs::read_to_string(f) {
+            let id = text.trim();
+            if !id.is_empty() {
+                return id.to_string();
+            }
+        }
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer we own.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = if rc == 0 {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    format!("hostname:{name}")
 }

@@ -1,9 +1,8 @@
 //! What `sendonce doctor` reads from a database, backend-neutral: each part read on its own, so a
 //! damaged file still answers what it can, and an error is a finding, never a crash.
 
-use super::GuardState;
+use super::{GuardState, Target};
 use crate::error::Result;
-use std::path::Path;
 
 /// One part of an inspection: what was read, or why it could not be (the backend's words).
 pub type Part<T> = std::result::Result<T, String>;
@@ -77,10 +76,9 @@ pub struct InspectOptions {
 /// Inspect the store at `target` (a SQLite file or a postgres:// URL) without writing to it.
 /// An `Err` only for a target that is not a backend at all; every problem with the database
 /// itself is inside the [`Inspection`].
-pub fn inspect(target: &Path, opts: &InspectOptions) -> Result<Inspection> {
-    let text = target.to_string_lossy();
-    if super::postgres::is_url(&text) {
-        return Ok(super::postgres::doctor::inspect(&text, opts));
-    }
-    Ok(super::sqlite::inspect(target, opts))
+pub fn inspect(target: &Target, opts: &InspectOptions) -> Result<Inspection> {
+    Ok(match target {
+        Target::Postgres(url) => super::postgres::doctor::inspect(url, opts),
+        Target::File(path) => super::sqlite::inspect(path, opts),
+    })
 }

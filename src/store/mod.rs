@@ -26,7 +26,9 @@ mod webhooks;
 pub mod postgres;
 pub mod sqlite;
 
-pub use admin::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Sync, Watermark};
+pub use admin::{
+    Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Synchronous, Watermark,
+};
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
 pub use campaigns::{
@@ -53,7 +55,7 @@ pub use tokens::{NewToken, TokenRow, Tokens};
 pub use webhooks::{Applied, DeliveryEvent, WebhookAction, Webhooks};
 
 use crate::error::Result;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Everything a store offers: one object the commands hold (`Arc<dyn Storage>`). Implemented
@@ -101,49 +103,85 @@ impl<T> Storage for T where
 {
 }
 
-/// Open the store at `target`: a SQLite database file, or a `postgres://` /
-/// `postgresql://` URL (`postgres/`).
-pub fn open(target: &Path, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
-    let text = target.to_string_lossy();
-    if postgres::is_url(&text) {
-        return Ok(Arc::new(postgres::PgStore::open(&text, opts)?));
+/// Which database `--db` (or `SENDONCE_DB`, a config file's `db`) names, decided once from its
+/// text: the one place that looks at a URL scheme.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A SQLite database file.
+    File(PathBuf),
+    /// A PostgreSQL database (`postgres://…` or `postgresql://…`; the URL may hold a password,
+    /// so it is only shown through [`Target::shown`]).
+    Postgres(String),
+}
+
+impl Target {
+    /// The target `text` names: a `postgres://` / `postgresql://` URL, else a file path.
+    pub fn parse(text: &Path) -> Target {
+        match text.to_str() {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Target::Postgres(url.to_string())
+            }
+            _ => Target::File(text.to_path_buf()),
+        }
     }
-    let store = sqlite::SqliteStore::open(target, opts)?;
+
+    /// `"sqlite"` or `"postgres"` (what `--json` output and `doctor` tell the user).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::File(_) => "sqlite",
+            Target::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The file, for a SQLite target.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Target::File(p) => Some(p),
+            Target::Postgres(_) => None,
+        }
+    }
+
+    /// The URL, for a PostgreSQL target.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Target::File(_) => None,
+            Target::Postgres(u) => Some(u),
+        }
+    }
+
+    /// The target as it may be shown (messages, output): a URL without its password.
+    pub fn shown(&self) -> String {
+        match self {
+            Target::File(p) => p.display().to_string(),
+            Target::Postgres(u) => postgres::redact(u),
+        }
+    }
+
+    /// The schema version this binary writes for this backend. The two backends number their
+    /// migrations apart (SQLite's file has had more of them), so a version is shown with its
+    /// backend.
+    pub fn schema_version(&self) -> i64 {
+        match self {
+            Target::File(_) => sqlite::SCHEMA_VERSION,
+            Target::Postgres(_) => i64::from(postgres::SCHEMA_VERSION),
+        }
+    }
+}
+
+/// Open the store `target` names.
+pub fn open(target: &Target, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
+    match target {
+        Target::Postgres(url) => Ok(Arc::new(postgres::PgStore::open(url, opts)?)),
+        Target::File(path) => Ok(Arc::new(open_file(path, opts)?)),
+    }
+}
+
+/// Open the SQLite file at `path` (finishing schema 0017's address step, which SQL cannot do
+/// on SQLite, when the open may write).
+pub fn open_file(path: &Path, opts: &OpenOptions) -> Result<sqlite::SqliteStore> {
+    let store = sqlite::SqliteStore::open(path, opts)?;
     if !opts.read_only {
-        // Schema 0017's address step (SQL cannot normalise Unicode); PostgreSQL runs its twin
-        // inside its migration transaction.
         store.finish_address_step()?;
     }
-    Ok(Arc::new(store))
-}
-
-/// Which backend `target` names: `"postgres"` for a `postgres://` URL, else `"sqlite"` (what
-/// `--json` output and `doctor` tell the user).
-pub fn kind_of(target: &Path) -> &'static str {
-    if postgres::is_url(&target.to_string_lossy()) {
-        "postgres"
-    } else {
-        "sqlite"
-    }
-}
-
-/// The schema version this binary writes for the backend `target` names. The two backends
-/// number their migrations apart (SQLite's file has had more of them), so a version is shown
-/// with its backend.
-pub fn schema_version_of(target: &Path) -> i64 {
-    if postgres::is_url(&target.to_string_lossy()) {
-        i64::from(postgres::SCHEMA_VERSION)
-    } else {
-        sqlite::SCHEMA_VERSION
-    }
-}
-
-/// `target` as it may be shown (messages, output): a URL without its password.
-pub fn shown(target: &Path) -> String {
-    let text = target.to_string_lossy();
-    if postgres::is_url(&text) {
-        postgres::redact(&text)
-    } else {
-        text.into_owned()
-    }
+    Ok(store)
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::provider::{self, Provider};
 use crate::store::sqlite::{QueryPlan, SqliteStore};
 use crate::store::{
-    Audience, Campaigns, Ledger, Lists, NewCampaign, NewList, OpenOptions, OptIn, Sync,
+    Audience, Campaigns, Ledger, Lists, NewCampaign, NewList, OpenOptions, OptIn, Synchronous,
 };
 use crate::worker;
 use serde::Serialize;
@@ -26,7 +26,7 @@ pub struct Options {
     pub recipients: u64,
     /// Rows per claim.
     pub batch: usize,
-    pub sync: Sync,
+    pub sync: Synchronous,
     /// Provider latency of the latency-bound section.
     pub latency: Duration,
     /// Calls in flight (pipeline, scale and latency sections).
@@ -362,10 +362,10 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn sync_name(s: Sync) -> &'static str {
+fn sync_name(s: Synchronous) -> &'static str {
     match s {
-        Sync::Full => "full",
-        Sync::Normal => "normal",
+        Synchronous::Full => "full",
+        Synchronous::Normal => "normal",
     }
 }
 
@@ -373,11 +373,11 @@ fn sync_name(s: Sync) -> &'static str {
 pub(crate) struct Workspace {
     dir: PathBuf,
     keep: bool,
-    sync: Sync,
+    sync: Synchronous,
 }
 
 impl Workspace {
-    pub(crate) fn new(dir: Option<&Path>, sync: Sync) -> Result<Workspace> {
+    pub(crate) fn new(dir: Option<&Path>, sync: Synchronous) -> Result<Workspace> {
         let (dir, keep) = match dir {
             Some(d) => (d.to_path_buf(), true),
             None => (

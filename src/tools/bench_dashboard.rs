@@ -11,7 +11,7 @@ use crate::domain::login::Password;
 use crate::domain::token::Scope;
 use crate::error::{Error, Result};
 use crate::store::sqlite::SqliteStore;
-use crate::store::{Ledger, Lists, Outcome, Record, Sync};
+use crate::store::{Ledger, Lists, Outcome, Record, Synchronous};
 use serde::Serialize;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ const ADMIN_PASSWORD: &str = "bench dashboard password";
 pub struct Options {
     /// Recipients of the campaign (subscribers seeded).
     pub recipients: u64,
-    pub sync: Sync,
+    pub sync: Synchronous,
     pub dir: Option<PathBuf>,
 }
 

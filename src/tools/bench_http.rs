@@ -8,7 +8,7 @@ use super::bench::{child_cmd, load_average, machine, Machine, Workspace};
 use crate::domain::token::Scope;
 use crate::error::{Error, Result};
 use crate::store::sqlite::SqliteStore;
-use crate::store::{OpenOptions, Sync};
+use crate::store::{OpenOptions, Synchronous};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -127,7 +127,7 @@ impl Drop for Proc {
 fn prepare(db: &Path) -> Result<String> {
     let opts = OpenOptions {
         create: true,
-        sync: Sync::Full,
+        sync: Synchronous::Full,
         ..Default::default()
     };
     let store = SqliteStore::open(db, &opts)?;
@@ -139,7 +139,7 @@ fn prepare(db: &Path) -> Result<String> {
 /// Run the section.
 pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<HttpReport> {
     let load_start = load_average();
-    let ws = Workspace::new(opts.dir.as_deref(), Sync::Full)?;
+    let ws = Workspace::new(opts.dir.as_deref(), Synchronous::Full)?;
     let (db, log) = (ws.path("http.db"), ws.path("deliveries.jsonl"));
     if db.exists() {
         return Err(Error::invalid(format!(

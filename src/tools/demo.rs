@@ -179,7 +179,7 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
     let rows = write_csv(&csv, recipients as u64)?;
 
     let store = crate::store::open(
-        &db,
+        &crate::store::Target::File(db.clone()),
         &OpenOptions {
             create: true,
             ..Default::default()

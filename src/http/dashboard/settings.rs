@@ -144,7 +144,7 @@ fn doctor_report(
             let _done = Done(ops.clone());
             let started = Instant::now();
             let run = doctor::run(&doctor::Request {
-                db: ops.db.clone(),
+                db: crate::store::Target::parse(&ops.db),
                 full: false,
                 config: ops.config.clone(),
                 provider: ops.provider.clone(),

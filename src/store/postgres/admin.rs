@@ -11,7 +11,7 @@
 
 use super::{migrate::SCHEMA_VERSION, PgStore};
 use crate::error::{Error, Result};
-use crate::store::{Admin, Adopted, GuardState, LedgerCounts, Place, Watermark};
+use crate::store::{Admin, GuardState, LedgerCounts, Place, Watermark};
 use std::path::Path;
 
 impl PgStore {
@@ -84,8 +84,8 @@ impl PgStore {
 }
 
 impl Admin for PgStore {
-    fn is_snapshot(&self) -> bool {
-        false
+    fn file(&self) -> Option<&crate::store::sqlite::SqliteStore> {
+        None
     }
 
     fn installation_id(&self) -> Result<String> {
@@ -145,13 +145,9 @@ impl Admin for PgStore {
         self.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'")
     }
 
-    fn wal_bytes(&self) -> Result<u64> {
-        Ok(0)
-    }
-
     fn guard_state(&self) -> Result<GuardState> {
         let here = Place {
-            host: crate::store::sqlite::guard::host_id(),
+            host: crate::store::admin::host_id(),
             path: self.shown().display().to_string(),
         };
         self.run(move |pool| async move {
@@ -182,19 +178,6 @@ impl Admin for PgStore {
                 moved_at: None,
             })
         })
-    }
-
-    /// Nothing to record: several hosts work on one server database by design.
-    fn claim_ownership(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn adopt(&self, _behind_of: Option<i64>) -> Result<Adopted> {
-        Err(Error::invalid(
-            "adopt is for a SQLite file that was moved or restored; a PostgreSQL database is \
-             shared by every host and has no owner to change (restore it with PostgreSQL's own \
-             tools, with every worker stopped)",
-        ))
     }
 
     fn quick_check(&self, full: bool) -> Result<Vec<String>> {
@@ -238,13 +221,6 @@ impl Admin for PgStore {
                 suppressions: n(6),
             })
         })
-    }
-
-    fn backup_to(&self, _to: &Path) -> Result<()> {
-        Err(Error::invalid(
-            "backup writes a SQLite file; back up a PostgreSQL database with pg_dump or the \
-             server's own backups (pg_basebackup, WAL archiving)",
-        ))
     }
 }
 

@@ -22,43 +22,14 @@ fn flock(f: &File, op: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// Overrides the machine id (a container whose `/etc/machine-id` changes with every image, or is
-/// shared by clones).
-pub const HOST_ENV: &str = "SENDONCE_HOST_ID";
+use crate::store::admin::host_id;
+pub use crate::store::admin::HOST_ENV;
 
 /// The file beside the database that keeps the watermark.
 pub fn watermark_path(db: &Path) -> PathBuf {
     let mut p = db.as_os_str().to_owned();
     p.push("-watermark");
     PathBuf::from(p)
-}
-
-/// This machine's id: `SENDONCE_HOST_ID`, else systemd's machine id, else the host name.
-pub(crate) fn host_id() -> String {
-    if let Some(v) = std::env::var(HOST_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-    {
-        return v.trim().to_string();
-    }
-    for f in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
-        if let Ok(text) = std::fs::read_to_string(f) {
-            let id = text.trim();
-            if !id.is_empty() {
-                return id.to_string();
-            }
-        }
-    }
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `buf.len()` bytes into the buffer we own.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let name = if rc == 0 {
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        String::new()
-    };
-    format!("hostname:{name}")
 }
 
 /// Where this process works on `db`.
@@ -577,7 +548,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) fn claim_ownership_impl(&self) -> Result<()> {
+    pub fn claim_ownership(&self) -> Result<()> {
         let g = self.guard_ctx()?;
         let generation = self.write(|tx| {
             tx.execute(
@@ -596,7 +567,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) fn adopt_impl(&self, behind_of: Option<i64>) -> Result<Adopted> {
+    pub fn adopt(&self, behind_of: Option<i64>) -> Result<Adopted> {
         let g = self.guard_ctx()?;
         let mark = read_mark(&g.mark_path);
         let marked = match &mark {
@@ -684,7 +655,7 @@ impl SqliteStore {
         })
     }
 
-    pub(super) fn backup_to_impl(&self, to: &Path) -> Result<()> {
+    pub fn backup_to(&self, to: &Path) -> Result<()> {
         let io = |what: &str, e: std::io::Error| Error::io(&format!("{what} {}", to.display()), e);
         match std::fs::symlink_metadata(to) {
             Ok(_) => {

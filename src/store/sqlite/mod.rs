@@ -43,7 +43,7 @@ pub fn json_patch(attrs: &str, patch: &str) -> crate::error::Result<String> {
 }
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{Admin, OpenOptions, Sync};
+use crate::store::{Admin, OpenOptions, Synchronous};
 use dbfile::{check_header, FileState};
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -205,14 +205,14 @@ fn identify(conn: &Connection, path: &Path) -> Result<Identity> {
 
 /// Per-connection settings. `sync` is `None` for a read-only connection (setting it would
 /// need the WAL index, which a reader that cannot write beside the file cannot make).
-fn configure(conn: &Connection, sync: Option<Sync>, busy: Duration) -> rusqlite::Result<()> {
+fn configure(conn: &Connection, sync: Option<Synchronous>, busy: Duration) -> rusqlite::Result<()> {
     conn.busy_timeout(busy)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     // Power-loss suite only (tests/powerloss.rs): its control run weakens every writing
     // connection to NORMAL, to show that the suite catches what FULL prevents.
     #[cfg(feature = "crash-points")]
     let sync = match (sync, std::env::var("SENDONCE_TEST_SYNC").as_deref()) {
-        (Some(_), Ok("normal")) => Some(Sync::Normal),
+        (Some(_), Ok("normal")) => Some(Synchronous::Normal),
         (s, _) => s,
     };
     if let Some(sync) = sync {
@@ -220,8 +220,8 @@ fn configure(conn: &Connection, sync: Option<Sync>, busy: Duration) -> rusqlite:
             None,
             "synchronous",
             match sync {
-                Sync::Full => "FULL",
-                Sync::Normal => "NORMAL",
+                Synchronous::Full => "FULL",
+                Synchronous::Normal => "NORMAL",
             },
         )?;
     }
@@ -316,12 +316,31 @@ impl SqliteStore {
     }
 }
 
-impl Admin for SqliteStore {
+/// What only a SQLite file has (a snapshot open, a WAL, an owner, a copy on disk): reached
+/// through `Admin::file`, never on a trait PostgreSQL implements.
+impl SqliteStore {
     /// True when the file was opened as an immutable snapshot: a read-only file in a directory
     /// we cannot write, with no process holding it open at that moment. Such a store does not
     /// see later writes; commands that follow a file over time refuse it.
-    fn is_snapshot(&self) -> bool {
+    pub fn is_snapshot(&self) -> bool {
         self.snapshot
+    }
+
+    /// The size of the `-wal` file beside the database (a stat, no SQL), for `/metrics`.
+    pub fn wal_bytes(&self) -> Result<u64> {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        match std::fs::metadata(&wal) {
+            Ok(m) => Ok(m.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(Error::io("cannot read the WAL file's size", e)),
+        }
+    }
+}
+
+impl Admin for SqliteStore {
+    fn file(&self) -> Option<&SqliteStore> {
+        Some(self)
     }
 
     /// The id of this database file (created with it; a copy keeps it). Part of every campaign
@@ -361,27 +380,8 @@ impl Admin for SqliteStore {
         })
     }
 
-    /// The size of the `-wal` file beside the database (a stat, no SQL).
-    fn wal_bytes(&self) -> Result<u64> {
-        let mut wal = self.path.clone().into_os_string();
-        wal.push("-wal");
-        match std::fs::metadata(&wal) {
-            Ok(m) => Ok(m.len()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-            Err(e) => Err(Error::io("cannot read the WAL file's size", e)),
-        }
-    }
-
     fn guard_state(&self) -> Result<crate::store::GuardState> {
         self.guard_state_impl()
-    }
-
-    fn claim_ownership(&self) -> Result<()> {
-        self.claim_ownership_impl()
-    }
-
-    fn adopt(&self, behind_of: Option<i64>) -> Result<crate::store::Adopted> {
-        self.adopt_impl(behind_of)
     }
 
     fn quick_check(&self, full: bool) -> Result<Vec<String>> {
@@ -394,10 +394,6 @@ impl Admin for SqliteStore {
 
     fn ledger_counts(&self) -> Result<crate::store::LedgerCounts> {
         self.ledger_counts_impl()
-    }
-
-    fn backup_to(&self, to: &Path) -> Result<()> {
-        self.backup_to_impl(to)
     }
 }
 
@@ -437,7 +433,7 @@ fn refuse_missing(path: &Path, state: FileState, opts: &OpenOptions) -> Result<(
 fn first_connection(
     path: &Path,
     mut flags: OpenFlags,
-    sync: Option<Sync>,
+    sync: Option<Synchronous>,
     opts: &OpenOptions,
 ) -> Result<(PathBuf, OpenFlags)> {
     let open = |target: &Path, flags| -> Result<Connection> {
