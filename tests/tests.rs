@@ -69,6 +69,7 @@ mod serve_flood;
 mod smtp;
 mod sql_edge;
 mod store_contract;
+mod store_shape;
 mod tokens;
 mod unsubscribe;
 mod upgrades;

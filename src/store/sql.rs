@@ -287,7 +287,7 @@ impl Row<'_> {
 /// One open transaction (or, for reads, one connection) on either backend.
 pub trait Tx {
     /// The SQL and locking differences of this backend.
-    fn dialect(&self) -> &'static dyn Dialect;
+    fn dialect(&self) -> &'static Dialect;
     /// Run a statement; the number of rows it changed.
     fn exec(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64>;
     /// Run a query, calling `f` with each row in order (stopping at its first error).
@@ -364,13 +364,16 @@ pub trait Db: Send + Sync + 'static {
     fn read<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T>) -> Result<T>;
 }
 
-/// What differs between the two SQL dialects, in one named place per backend
-/// (`sqlite/dialect.rs`, `postgres/dialect.rs`). An operation asks for a fragment or an action
-/// here instead of testing which backend it runs on.
-pub trait Dialect: Sync {
+/// What differs between the two SQL dialects, as data: one table per backend
+/// (`sqlite/dialect.rs`, `postgres/dialect.rs`). An operation takes a fragment or a statement
+/// from here instead of testing which backend it runs on; a statement that one backend does not
+/// need (a row or advisory lock, where SQLite's one writer already excludes every other) is
+/// `None` there.
+#[derive(Debug)]
+pub struct Dialect {
     /// `"sqlite"` or `"postgres"`.
-    fn name(&self) -> &'static str;
+    pub name: &'static str,
     /// The clause that locks the rows a `SELECT` returns until commit (` FOR UPDATE` on
     /// PostgreSQL; nothing on SQLite, whose write transaction already excludes every other).
-    fn for_update(&self) -> &'static str;
+    pub for_update: &'static str,
 }

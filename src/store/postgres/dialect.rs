@@ -4,17 +4,7 @@
 use crate::store::sql::Dialect;
 
 /// PostgreSQL's dialect.
-pub struct Postgres;
-
-/// The one instance every PostgreSQL transaction hands out.
-pub static POSTGRES: Postgres = Postgres;
-
-impl Dialect for Postgres {
-    fn name(&self) -> &'static str {
-        "postgres"
-    }
-
-    fn for_update(&self) -> &'static str {
-        " FOR UPDATE"
-    }
-}
+pub static POSTGRES: Dialect = Dialect {
+    name: "postgres",
+    for_update: " FOR UPDATE",
+};

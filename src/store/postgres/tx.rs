@@ -187,7 +187,7 @@ impl PgTx<'_> {
 }
 
 impl Tx for PgTx<'_> {
-    fn dialect(&self) -> &'static dyn Dialect {
+    fn dialect(&self) -> &'static Dialect {
         &POSTGRES
     }
 

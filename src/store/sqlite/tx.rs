@@ -45,7 +45,7 @@ impl Fields for rusqlite::Row<'_> {
 }
 
 impl Tx for SqliteTx<'_> {
-    fn dialect(&self) -> &'static dyn Dialect {
+    fn dialect(&self) -> &'static Dialect {
         &SQLITE
     }
 

@@ -1,0 +1,109 @@
+//! The store's shape (issue 39), measured on the source: each operation written once (function
+//! names present in both `store/sqlite/` and `store/postgres/` stay within a small budget of
+//! genuinely per-backend code: opening, migrations, doctor, bench), neither backend imports the
+//! other, and `src/store` within its line budget. `cargo test --test integration store_shape --
+//! --nocapture` prints the figures.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Function names both backends may define: the per-backend parts that are not an operation.
+const MAX_TWINS: usize = 25;
+/// Lines of `src/store` (every file, tests included).
+const MAX_STORE_LINES: usize = 9_000;
+
+fn store() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store")
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src/store") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The names of the functions defined under `dir`, unit tests left out.
+fn fn_names(dir: &Path) -> BTreeSet<String> {
+    let mut files = Vec::new();
+    sources(dir, &mut files);
+    let mut names = BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read source");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for line in code.lines() {
+            let Some(at) = line.find("fn ") else { continue };
+            let before = line[..at].trim();
+            let is_item = before.is_empty()
+                || before
+                    .split_whitespace()
+                    .all(|w| ["pub", "pub(crate)", "pub(super)", "async", "const", "unsafe"].contains(&w));
+            if !is_item || line.trim_start().starts_with("//") {
+                continue;
+            }
+            let name: String = line[at + 3..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_two_stores_share_few_function_names() {
+    let sqlite = fn_names(&store().join("sqlite"));
+    let postgres = fn_names(&store().join("postgres"));
+    let twins: Vec<&String> = sqlite.intersection(&postgres).collect();
+    println!("function names in both store/sqlite and store/postgres: {}", twins.len());
+    println!("{twins:?}");
+    assert!(
+        twins.len() <= MAX_TWINS,
+        "{} function names are defined in both backends (budget {MAX_TWINS}): {twins:?}. Write \
+         the operation once over `store::sql::Tx` and put what differs in the dialects",
+        twins.len()
+    );
+}
+
+#[test]
+fn neither_store_imports_the_other() {
+    for (dir, other) in [("postgres", "sqlite::"), ("sqlite", "postgres::")] {
+        let mut files = Vec::new();
+        sources(&store().join(dir), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("read source");
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                assert!(
+                    !code.contains(other),
+                    "{}:{}: store/{dir} names {other}: {}",
+                    f.display(),
+                    n + 1,
+                    line.trim()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_store_fits_its_line_budget() {
+    let mut files = Vec::new();
+    sources(&store(), &mut files);
+    let lines: usize = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("read source").lines().count())
+        .sum();
+    println!("src/store: {lines} lines in {} files", files.len());
+    assert!(
+        lines <= MAX_STORE_LINES,
+        "src/store has {lines} lines (budget {MAX_STORE_LINES})"
+    );
+}
