@@ -8,7 +8,7 @@ use sendonce::domain::model::campaign_job_id;
 use sendonce::error::ErrorKind;
 use sendonce::store::sqlite::SqliteStore as Store;
 use sendonce::store::{
-    Admin, Audience, Campaigns, ClaimRequest, Directory, Ledger, OpenOptions, Suppressions,
+    Audience, Campaigns, ClaimRequest, Directory, Installation, Ledger, OpenOptions, Suppressions,
 };
 
 fn store(env: &Env) -> Store {

@@ -39,9 +39,17 @@ fn fn_names(dir: &Path) -> BTreeSet<String> {
             let Some(at) = line.find("fn ") else { continue };
             let before = line[..at].trim();
             let is_item = before.is_empty()
-                || before
-                    .split_whitespace()
-                    .all(|w| ["pub", "pub(crate)", "pub(super)", "async", "const", "unsafe"].contains(&w));
+                || before.split_whitespace().all(|w| {
+                    [
+                        "pub",
+                        "pub(crate)",
+                        "pub(super)",
+                        "async",
+                        "const",
+                        "unsafe",
+                    ]
+                    .contains(&w)
+                });
             if !is_item || line.trim_start().starts_with("//") {
                 continue;
             }
@@ -62,7 +70,10 @@ fn the_two_stores_share_few_function_names() {
     let sqlite = fn_names(&store().join("sqlite"));
     let postgres = fn_names(&store().join("postgres"));
     let twins: Vec<&String> = sqlite.intersection(&postgres).collect();
-    println!("function names in both store/sqlite and store/postgres: {}", twins.len());
+    println!(
+        "function names in both store/sqlite and store/postgres: {}",
+        twins.len()
+    );
     println!("{twins:?}");
     assert!(
         twins.len() <= MAX_TWINS,
@@ -99,7 +110,12 @@ fn the_store_fits_its_line_budget() {
     sources(&store(), &mut files);
     let lines: usize = files
         .iter()
-        .map(|f| std::fs::read_to_string(f).expect("read source").lines().count())
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .expect("read source")
+                .lines()
+                .count()
+        })
         .sum();
     println!("src/store: {lines} lines in {} files", files.len());
     assert!(

@@ -4,7 +4,9 @@
 
 use crate::domain::clock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Storage, Watermark};
+use crate::store::{
+    Admin, Adopted, GuardState, Installation, LedgerCounts, OpenOptions, Storage, Watermark,
+};
 use serde::Serialize;
 use std::path::Path;
 

@@ -2,6 +2,7 @@
 //! `Admin` trait every backend implements.
 
 use crate::error::Result;
+use crate::store::sql::{Arg, Db, Tx};
 use std::path::Path;
 use std::time::Duration;
 
@@ -50,9 +51,6 @@ pub trait Admin: Send + std::marker::Sync {
     /// The SQLite file behind this store, for what only a file has (a snapshot open, the WAL,
     /// an owner to adopt, an online backup); None on PostgreSQL.
     fn file(&self) -> Option<&crate::store::sqlite::SqliteStore>;
-    /// The id of this installation (created with the database; a copy keeps it). Part of every
-    /// campaign job id, and so of every provider idempotency key.
-    fn installation_id(&self) -> Result<String>;
     /// Where the database is (for messages).
     fn path(&self) -> &Path;
     /// The backend's integrity check; `ok` when sound (the crash suite asserts it).
@@ -62,19 +60,11 @@ pub trait Admin: Send + std::marker::Sync {
     /// `Ok` when a write transaction can be taken now (the lock, then an empty commit): what
     /// `/readyz` reports as "database writable".
     fn check_writable(&self) -> Result<()>;
-    /// Sends in doubt in the whole database (for `/metrics`): counted through the backend's
-    /// index of in-doubt rows, so its cost follows the rows in doubt, not the ledger's size.
-    fn in_doubt_count(&self) -> Result<u64>;
     /// The clone guard and the watermark, read now.
     fn guard_state(&self) -> Result<GuardState>;
     /// The backend's quick consistency check (`full`: the complete one); empty when sound,
     /// else the problems it found.
     fn quick_check(&self, full: bool) -> Result<Vec<String>>;
-    /// The scope of the job id of this campaign's send to this subscriber
-    /// (`model::key_scope`).
-    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String>;
-    /// The database's ledger counts.
-    fn ledger_counts(&self) -> Result<LedgerCounts>;
 }
 
 /// Where a process works on a database: the machine and the file's absolute path.
@@ -193,4 +183,101 @@ pub(crate) fn host_id() -> String {
         String::new()
     };
     format!("hostname:{name}")
+}
+
+/// What a database says about itself and its ledger, written once for both stores.
+pub trait Installation: Send + std::marker::Sync {
+    /// The id of this installation (created with the database; a copy keeps it). Part of every
+    /// campaign job id, and so of every provider idempotency key.
+    fn installation_id(&self) -> Result<String>;
+    /// Sends in doubt in the whole database (for `/metrics`): counted through the index of
+    /// in-doubt rows, so its cost follows the rows in doubt, not the ledger's size.
+    fn in_doubt_count(&self) -> Result<u64>;
+    /// The scope of the job id of this campaign's send to this subscriber
+    /// (`model::key_scope`).
+    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String>;
+    /// The database's ledger counts.
+    fn ledger_counts(&self) -> Result<LedgerCounts>;
+}
+
+impl<S: Db> Installation for S {
+    fn installation_id(&self) -> Result<String> {
+        self.read(|tx| tx.scalar("SELECT id FROM installation WHERE singleton = 1", &[]))
+    }
+
+    fn in_doubt_count(&self) -> Result<u64> {
+        self.read(|tx| {
+            let n: i64 = tx.scalar(tx.dialect().in_doubt_count, &[])?;
+            Ok(n.max(0) as u64)
+        })
+    }
+
+    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
+        self.read(|tx| {
+            key_scope(
+                tx,
+                &[
+                    ("campaigns_through", campaign_id),
+                    ("subscribers_through", subscriber_id),
+                ],
+            )
+        })
+    }
+
+    fn ledger_counts(&self) -> Result<LedgerCounts> {
+        self.read(|tx| {
+            let n: Vec<i64> = tx
+                .query(
+                    "SELECT (SELECT count(*) FROM campaigns WHERE kind = 'campaign'),
+                            (SELECT count(*) FROM subscribers),
+                            (SELECT count(*) FROM sends),
+                            (SELECT count(*) FROM sends WHERE status = 'sent'),
+                            (SELECT count(*) FROM sends WHERE status = 'in_doubt'),
+                            (SELECT count(*) FROM sends WHERE status IN ('queued', 'leased')),
+                            (SELECT count(*) FROM suppressions)",
+                    &[],
+                    |r| (0..7).map(|i| r.get::<i64>(i)).collect::<Result<Vec<_>>>(),
+                )?
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            let at = |i: usize| n.get(i).copied().unwrap_or(0).max(0) as u64;
+            Ok(LedgerCounts {
+                campaigns: at(0),
+                subscribers: at(1),
+                sends: at(2),
+                sent: at(3),
+                in_doubt: at(4),
+                unfinished: at(5),
+                suppressions: at(6),
+            })
+        })
+    }
+}
+
+/// The scope of a job made from these ids (column of `guard_epochs`, id): the installation,
+/// with the highest label of the epochs any of the ids is above (`guard_epochs` gets a row when
+/// a SQLite file adopts a lost timeline: ids made after it get a new scope, so their provider
+/// keys differ from the lost timeline's). The columns are constants of the callers, the ids
+/// bound.
+pub(crate) fn key_scope(tx: &mut dyn Tx, ids: &[(&str, i64)]) -> Result<String> {
+    let installation: String = tx.scalar("SELECT id FROM installation WHERE singleton = 1", &[])?;
+    let epoch: i64 = if ids.is_empty() {
+        0
+    } else {
+        let above: Vec<String> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, (col, _))| format!("?{} > {col}", i + 1))
+            .collect();
+        let args: Vec<Arg<'_>> = ids.iter().map(|(_, id)| Arg::Int(*id)).collect();
+        tx.scalar(
+            &format!(
+                "SELECT CAST(coalesce(max(label), 0) AS BIGINT) FROM guard_epochs WHERE {}",
+                above.join(" OR ")
+            ),
+            &args,
+        )?
+    };
+    Ok(crate::domain::model::key_scope(&installation, epoch))
 }

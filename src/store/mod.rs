@@ -27,7 +27,8 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use admin::{
-    Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Synchronous, Watermark,
+    Admin, Adopted, GuardState, Installation, LedgerCounts, OpenOptions, Place, Synchronous,
+    Watermark,
 };
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
@@ -62,6 +63,7 @@ use std::sync::Arc;
 /// for every type that implements all the concerns.
 pub trait Storage:
     Ledger
+    + Installation
     + Campaigns
     + Audience
     + Lists
@@ -83,6 +85,7 @@ pub trait Storage:
 
 impl<T> Storage for T where
     T: Ledger
+        + Installation
         + Campaigns
         + Audience
         + Lists

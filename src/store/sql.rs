@@ -376,4 +376,7 @@ pub struct Dialect {
     /// The clause that locks the rows a `SELECT` returns until commit (` FOR UPDATE` on
     /// PostgreSQL; nothing on SQLite, whose write transaction already excludes every other).
     pub for_update: &'static str,
+    /// Counts the sends in doubt through the partial index of in-doubt rows (SQLite is told
+    /// which index; PostgreSQL's planner picks it).
+    pub in_doubt_count: &'static str,
 }

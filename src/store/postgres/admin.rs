@@ -11,7 +11,7 @@
 
 use super::{migrate::SCHEMA_VERSION, PgStore};
 use crate::error::{Error, Result};
-use crate::store::{Admin, GuardState, LedgerCounts, Place, Watermark};
+use crate::store::{Admin, GuardState, Place, Watermark};
 use std::path::Path;
 
 impl PgStore {
@@ -73,30 +73,11 @@ impl PgStore {
             Ok(found)
         })
     }
-
-    fn count(&self, sql: &'static str) -> Result<u64> {
-        self.run(move |pool| async move {
-            let c = pool.get().await?;
-            let n: i64 = c.query_one(sql, &[]).await?.get(0);
-            Ok(n.max(0) as u64)
-        })
-    }
 }
 
 impl Admin for PgStore {
     fn file(&self) -> Option<&crate::store::sqlite::SqliteStore> {
         None
-    }
-
-    fn installation_id(&self) -> Result<String> {
-        self.run(|pool| async move {
-            let c = pool.get().await?;
-            Ok(
-                c.query_one("SELECT id FROM installation WHERE singleton = 1", &[])
-                    .await?
-                    .get(0),
-            )
-        })
     }
 
     fn path(&self) -> &Path {
@@ -140,11 +121,6 @@ impl Admin for PgStore {
         })
     }
 
-    /// Through the partial index `sends_doubt`.
-    fn in_doubt_count(&self) -> Result<u64> {
-        self.count("SELECT count(*) FROM sends WHERE status = 'in_doubt'")
-    }
-
     fn guard_state(&self) -> Result<GuardState> {
         let here = Place {
             host: crate::store::admin::host_id(),
@@ -182,45 +158,6 @@ impl Admin for PgStore {
 
     fn quick_check(&self, full: bool) -> Result<Vec<String>> {
         self.problems(full)
-    }
-
-    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
-        self.run(move |pool| async move {
-            let c = pool.get().await?;
-            let ids = [
-                ("campaigns_through", campaign_id),
-                ("subscribers_through", subscriber_id),
-            ];
-            Ok(key_scope(&**c, &ids).await?)
-        })
-    }
-
-    fn ledger_counts(&self) -> Result<LedgerCounts> {
-        self.run(|pool| async move {
-            let c = pool.get().await?;
-            let r = c
-                .query_one(
-                    "SELECT (SELECT count(*) FROM campaigns WHERE kind = 'campaign'),
-                            (SELECT count(*) FROM subscribers),
-                            (SELECT count(*) FROM sends),
-                            (SELECT count(*) FROM sends WHERE status = 'sent'),
-                            (SELECT count(*) FROM sends WHERE status = 'in_doubt'),
-                            (SELECT count(*) FROM sends WHERE status IN ('queued', 'leased')),
-                            (SELECT count(*) FROM suppressions)",
-                    &[],
-                )
-                .await?;
-            let n = |i: usize| r.get::<_, i64>(i).max(0) as u64;
-            Ok(LedgerCounts {
-                campaigns: n(0),
-                subscribers: n(1),
-                sends: n(2),
-                sent: n(3),
-                in_doubt: n(4),
-                unfinished: n(5),
-                suppressions: n(6),
-            })
-        })
     }
 }
 

@@ -7,4 +7,5 @@ use crate::store::sql::Dialect;
 pub static POSTGRES: Dialect = Dialect {
     name: "postgres",
     for_update: " FOR UPDATE",
+    in_doubt_count: "SELECT count(*) FROM sends WHERE status = 'in_doubt'",
 };

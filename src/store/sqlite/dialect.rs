@@ -7,4 +7,5 @@ use crate::store::sql::Dialect;
 pub static SQLITE: Dialect = Dialect {
     name: "sqlite",
     for_update: "",
+    in_doubt_count: "SELECT count(*) FROM sends INDEXED BY sends_doubt WHERE status = 'in_doubt'",
 };

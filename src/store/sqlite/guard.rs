@@ -5,7 +5,9 @@
 use super::SqliteStore;
 use crate::domain::clock::now_ms;
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{Admin, Adopted, GuardState, LedgerCounts, OpenOptions, Place, Watermark};
+use crate::store::{
+    Admin, Adopted, GuardState, Installation, LedgerCounts, OpenOptions, Place, Watermark,
+};
 use rusqlite::{named_params, OptionalExtension, Transaction};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -611,18 +613,6 @@ impl SqliteStore {
         Ok(adopted)
     }
 
-    pub(super) fn key_scope_impl(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
-        self.read(|c| {
-            key_scope(
-                c,
-                &[
-                    ("campaigns_through", campaign_id),
-                    ("subscribers_through", subscriber_id),
-                ],
-            )
-        })
-    }
-
     pub(super) fn quick_check_impl(&self, full: bool) -> Result<Vec<String>> {
         let sql = if full {
             "PRAGMA integrity_check"
@@ -635,23 +625,6 @@ impl SqliteStore {
                 .query_map([], |r| r.get::<_, String>(0))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(found.into_iter().filter(|l| l != "ok").collect())
-        })
-    }
-
-    pub(super) fn ledger_counts_impl(&self) -> Result<LedgerCounts> {
-        self.read(|c| {
-            let n = |sql: &str| -> Result<u64> {
-                Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))?.max(0) as u64)
-            };
-            Ok(LedgerCounts {
-                campaigns: n("SELECT count(*) FROM campaigns WHERE kind = 'campaign'")?,
-                subscribers: n("SELECT count(*) FROM subscribers")?,
-                sends: n("SELECT count(*) FROM sends")?,
-                sent: n("SELECT count(*) FROM sends WHERE status = 'sent'")?,
-                in_doubt: n("SELECT count(*) FROM sends WHERE status = 'in_doubt'")?,
-                unfinished: n("SELECT count(*) FROM sends WHERE status IN ('queued', 'leased')")?,
-                suppressions: n("SELECT count(*) FROM suppressions")?,
-            })
         })
     }
 

@@ -343,12 +343,6 @@ impl Admin for SqliteStore {
         Some(self)
     }
 
-    /// The id of this database file (created with it; a copy keeps it). Part of every campaign
-    /// job id, and so of every provider idempotency key.
-    fn installation_id(&self) -> Result<String> {
-        self.read(|c| Ok(c.query_row("SELECT id FROM installation", [], |r| r.get(0))?))
-    }
-
     fn path(&self) -> &Path {
         &self.path
     }
@@ -367,33 +361,12 @@ impl Admin for SqliteStore {
         self.write(|_| Ok(()))
     }
 
-    /// Read through the partial index `sends_doubt` (`WHERE status = 'in_doubt'`): only the
-    /// in-doubt rows are visited.
-    fn in_doubt_count(&self) -> Result<u64> {
-        self.read(|c| {
-            let n: i64 = c.query_row(
-                "SELECT count(*) FROM sends INDEXED BY sends_doubt WHERE status = 'in_doubt'",
-                [],
-                |r| r.get(0),
-            )?;
-            Ok(n.max(0) as u64)
-        })
-    }
-
     fn guard_state(&self) -> Result<crate::store::GuardState> {
         self.guard_state_impl()
     }
 
     fn quick_check(&self, full: bool) -> Result<Vec<String>> {
         self.quick_check_impl(full)
-    }
-
-    fn key_scope(&self, campaign_id: i64, subscriber_id: i64) -> Result<String> {
-        self.key_scope_impl(campaign_id, subscriber_id)
-    }
-
-    fn ledger_counts(&self) -> Result<crate::store::LedgerCounts> {
-        self.ledger_counts_impl()
     }
 }
 
