@@ -76,3 +76,15 @@ impl From<BodyFormat> for Arg<'_> {
         Arg::Text(v.as_str())
     }
 }
+
+// --- webhooks, rate limits ---
+
+/// `sql` followed by a lock clause of the dialect (`Dialect::for_update`…), without a copy
+/// when the clause is empty (SQLite).
+pub(crate) fn locking<'a>(sql: &'a str, lock: &str) -> std::borrow::Cow<'a, str> {
+    if lock.is_empty() {
+        std::borrow::Cow::Borrowed(sql)
+    } else {
+        std::borrow::Cow::Owned(format!("{sql}{lock}"))
+    }
+}

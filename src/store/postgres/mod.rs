@@ -64,7 +64,6 @@ mod migrate;
 mod notify;
 mod optin;
 mod pages;
-mod ratelimit;
 mod segment;
 mod suppressions;
 pub mod tx;

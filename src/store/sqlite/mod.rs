@@ -21,7 +21,6 @@ mod messages;
 mod notify;
 mod optin;
 mod pages;
-mod ratelimit;
 mod segment;
 pub mod tx;
 mod unsubscribe;
@@ -31,7 +30,6 @@ pub use bench::{BareClaim, QueryPlan};
 pub use doctor::inspect;
 pub use guard::{restore, watermark_path, Restored, HOST_ENV};
 pub use notify::notify_job_id;
-pub use ratelimit::refill;
 
 /// SQLite's `json_patch(attrs, patch)` (RFC 7396 merge patch: key order kept, new keys
 /// appended, null removes, nested objects merged, number text as written), computed by SQLite
