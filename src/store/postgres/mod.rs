@@ -58,7 +58,6 @@ mod directory;
 pub(crate) mod doctor;
 mod ledger;
 mod lists;
-mod logins;
 mod messages;
 mod migrate;
 mod notify;

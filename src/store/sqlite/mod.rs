@@ -16,7 +16,6 @@ pub mod export;
 pub(crate) mod guard;
 mod ledger;
 mod lists;
-mod logins;
 mod messages;
 mod notify;
 mod optin;
