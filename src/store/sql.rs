@@ -373,4 +373,32 @@ pub trait Dialect: Sync {
     /// The clause that locks the rows a `SELECT` returns until commit (` FOR UPDATE` on
     /// PostgreSQL; nothing on SQLite, whose write transaction already excludes every other).
     fn for_update(&self) -> &'static str;
+
+    // --- webhooks, logins, rate limits (`Webhooks`: store/webhooks.rs) ---
+
+    /// The clause that locks the rows of table `alias` a `SELECT` returns (` FOR UPDATE OF s`
+    /// on PostgreSQL; nothing on SQLite).
+    fn for_update_of(&self, alias: &str) -> String;
+    /// Take the lock of one webhook event's key (account, source, event id) until commit, so
+    /// that two deliveries of one event at once apply it once (PostgreSQL's two-key advisory
+    /// lock; nothing on SQLite, whose one writer already orders them).
+    fn lock_webhook_event(
+        &self,
+        tx: &mut dyn Tx,
+        account_id: i64,
+        source: &str,
+        event_id: &str,
+    ) -> Result<()>;
+    /// Order the account's opt-outs (suppression, removal, unsubscribe, bounce) after its
+    /// claims: PostgreSQL takes the account's opt-out advisory lock exclusively; SQLite's one
+    /// writer already orders them. Returns the time after the lock was granted.
+    fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64>;
+    /// The time an opt-out made at `now` is dated: on PostgreSQL, after taking the account's
+    /// opt-out lock ([`Dialect::lock_opt_outs`]), no earlier than the time it was granted (so
+    /// later than every claim that committed before it); `now` on SQLite.
+    fn opt_out_at(&self, tx: &mut dyn Tx, account_id: i64, now: i64) -> Result<i64>;
+    /// Lock campaign `campaign_id`'s row until commit before deciding it is done, so that the
+    /// decision reads after every transaction that holds it (PostgreSQL's `FOR UPDATE`;
+    /// nothing on SQLite).
+    fn lock_campaign(&self, tx: &mut dyn Tx, campaign_id: i64) -> Result<()>;
 }

@@ -66,7 +66,6 @@ mod pages;
 mod segment;
 mod suppressions;
 pub mod tx;
-mod webhooks;
 // migrate-store's target (kept last: easy to merge).
 mod import;
 
