@@ -1,7 +1,7 @@
 //! Small steps that several operations share, written once over the seam (`sql::Tx`).
 
 use crate::error::{Error, Result};
-use crate::store::sql::{args, Arg, Column, Mismatch, Tx, Value};
+use crate::store::sql::{args, Arg, Column, Mismatch, Row, Tx, Value};
 
 /// `NotFound` unless account `account_id` exists.
 pub(crate) fn require_account(tx: &mut dyn Tx, account_id: i64) -> Result<()> {
@@ -75,4 +75,32 @@ impl From<BodyFormat> for Arg<'_> {
     fn from(v: BodyFormat) -> Self {
         Arg::Text(v.as_str())
     }
+}
+
+// --- Directory, Suppressions, Audit (store/directory.rs, suppressions.rs, audit.rs) ---
+
+/// Column `i` of `r` as `T`, where a value that names no variant of an enum is damage named
+/// `place` (`table.column`, as the message the user sees says it).
+pub(crate) fn get_at<T: Column>(r: Row<'_>, i: usize, place: &str) -> Result<T> {
+    let v = r.value(i)?;
+    T::from_value(v).map_err(|m| {
+        if m.unknown_name {
+            Error::damaged(format!("{place} holds {v}, which is not a {}", m.what))
+        } else {
+            Error::db(format!(
+                "database error: column {place} holds {v}, not a value of type {}",
+                m.what
+            ))
+        }
+    })
+}
+
+/// SQLite's `json_patch(attrs, patch)` (RFC 7396 merge patch: key order kept, new keys
+/// appended, null removes, nested objects merged, number text as written), computed by SQLite
+/// itself on an in-memory connection. The PostgreSQL store merges subscriber attributes with it
+/// (`Dialect::json_patch`), so both stores keep the same bytes (PostgreSQL's `jsonb ||` is
+/// shallow and reorders keys).
+pub(crate) fn json_patch(attrs: &str, patch: &str) -> Result<String> {
+    let c = rusqlite::Connection::open_in_memory()?;
+    Ok(c.query_row("SELECT json_patch(?1, ?2)", [attrs, patch], |r| r.get(0))?)
 }

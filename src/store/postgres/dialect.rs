@@ -1,7 +1,12 @@
 //! PostgreSQL's SQL where it differs from SQLite's (`store::sql::Dialect`): READ COMMITTED
 //! transactions that lock the rows they change.
 
-use crate::store::sql::Dialect;
+use crate::error::Result;
+use crate::store::sql::{args, Dialect, Tx};
+
+/// Advisory lock keys, as `ledger.rs` takes them (PostgreSQL's one-bigint key space).
+const OPT_OUT_LOCK: i64 = 1 << 62;
+const SUBSCRIBERS_LOCK: i64 = 1 << 61;
 
 /// PostgreSQL's dialect.
 pub struct Postgres;
@@ -16,5 +21,39 @@ impl Dialect for Postgres {
 
     fn for_update(&self) -> &'static str {
         " FOR UPDATE"
+    }
+
+    // --- Directory, Suppressions, Audit ---
+
+    fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64> {
+        tx.exec(
+            "SELECT pg_advisory_xact_lock(CAST(?1 AS BIGINT))",
+            &args![OPT_OUT_LOCK | account_id],
+        )?;
+        Ok(crate::domain::clock::now_ms())
+    }
+
+    fn lock_subscribers(&self, tx: &mut dyn Tx, account_id: i64) -> Result<()> {
+        tx.exec(
+            "SELECT pg_advisory_xact_lock_shared(CAST(?1 AS BIGINT))",
+            &args![SUBSCRIBERS_LOCK | account_id],
+        )?;
+        Ok(())
+    }
+
+    fn like_ci(&self) -> &'static str {
+        "ILIKE"
+    }
+
+    fn byte_order(&self) -> &'static str {
+        " COLLATE \"C\""
+    }
+
+    fn json_patch(&self, _tx: &mut dyn Tx, attrs: &str, patch: &str) -> Result<String> {
+        crate::store::shared::json_patch(attrs, patch)
+    }
+
+    fn begin_snapshot(&self) -> &'static str {
+        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
     }
 }

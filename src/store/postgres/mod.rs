@@ -54,7 +54,6 @@ mod bench;
 mod campaigns;
 mod cleartext;
 mod dialect;
-mod directory;
 pub(crate) mod doctor;
 mod ledger;
 mod lists;
