@@ -48,8 +48,8 @@
 
 mod addresses;
 mod admin;
-mod audience;
 mod audit;
+mod audience;
 mod bench;
 mod campaigns;
 mod cleartext;
@@ -65,7 +65,6 @@ mod optin;
 mod pages;
 mod ratelimit;
 mod segment;
-mod suppressions;
 pub mod tx;
 mod webhooks;
 // migrate-store's target (kept last: easy to merge).
