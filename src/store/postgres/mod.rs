@@ -48,7 +48,6 @@
 
 mod addresses;
 mod admin;
-mod audit;
 mod audience;
 mod bench;
 mod campaigns;

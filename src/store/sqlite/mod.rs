@@ -3,7 +3,6 @@
 
 mod addresses;
 mod admin;
-mod audit;
 mod bench;
 mod campaigns;
 mod codec;
