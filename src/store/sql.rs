@@ -380,9 +380,6 @@ pub trait Dialect: Sync {
     /// one order: PostgreSQL's exclusive advisory lock; SQLite's single writer already orders
     /// them). Returns the time after the lock was granted.
     fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64>;
-    /// Take the account's new-subscriber lock, shared, until commit (a list chunk takes it
-    /// exclusively; nothing to take on SQLite).
-    fn lock_subscribers(&self, tx: &mut dyn Tx, account_id: i64) -> Result<()>;
     /// The case-insensitive `LIKE` (SQLite's `LIKE` is; PostgreSQL's `ILIKE`).
     fn like_ci(&self) -> &'static str;
     /// The clause after a text column that compares it in byte order (SQLite's BINARY, which

@@ -4,9 +4,8 @@
 use crate::error::Result;
 use crate::store::sql::{args, Dialect, Tx};
 
-/// Advisory lock keys, as `ledger.rs` takes them (PostgreSQL's one-bigint key space).
+/// The opt-out advisory lock key, as `ledger.rs` takes it (PostgreSQL's one-bigint key space).
 const OPT_OUT_LOCK: i64 = 1 << 62;
-const SUBSCRIBERS_LOCK: i64 = 1 << 61;
 
 /// PostgreSQL's dialect.
 pub struct Postgres;
@@ -31,14 +30,6 @@ impl Dialect for Postgres {
             &args![OPT_OUT_LOCK | account_id],
         )?;
         Ok(crate::domain::clock::now_ms())
-    }
-
-    fn lock_subscribers(&self, tx: &mut dyn Tx, account_id: i64) -> Result<()> {
-        tx.exec(
-            "SELECT pg_advisory_xact_lock_shared(CAST(?1 AS BIGINT))",
-            &args![SUBSCRIBERS_LOCK | account_id],
-        )?;
-        Ok(())
     }
 
     fn like_ci(&self) -> &'static str {

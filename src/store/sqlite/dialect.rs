@@ -25,10 +25,6 @@ impl Dialect for Sqlite {
         Ok(crate::domain::clock::now_ms())
     }
 
-    fn lock_subscribers(&self, _tx: &mut dyn Tx, _account_id: i64) -> Result<()> {
-        Ok(())
-    }
-
     fn like_ci(&self) -> &'static str {
         "LIKE"
     }
