@@ -401,4 +401,22 @@ pub trait Dialect: Sync {
     /// decision reads after every transaction that holds it (PostgreSQL's `FOR UPDATE`;
     /// nothing on SQLite).
     fn lock_campaign(&self, tx: &mut dyn Tx, campaign_id: i64) -> Result<()>;
+    // --- Directory, Suppressions, Audit (store/directory.rs, suppressions.rs, audit.rs) ---
+
+    /// Take the account's opt-out lock until commit (an opt-out and a claim of one account in
+    /// one order: PostgreSQL's exclusive advisory lock; SQLite's single writer already orders
+    /// them). Returns the time after the lock was granted.
+    fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64>;
+    /// The case-insensitive `LIKE` (SQLite's `LIKE` is; PostgreSQL's `ILIKE`).
+    fn like_ci(&self) -> &'static str;
+    /// The clause after a text column that compares it in byte order (SQLite's BINARY, which
+    /// is its default; ` COLLATE "C"` on PostgreSQL, whatever the database's collation).
+    fn byte_order(&self) -> &'static str;
+    /// SQLite's `json_patch(attrs, patch)` (RFC 7396 merge patch, key order kept), so that
+    /// both stores keep the same bytes: SQLite's own function on SQLite;
+    /// `store::shared::json_patch` on PostgreSQL (whose `jsonb ||` is shallow and reorders).
+    fn json_patch(&self, tx: &mut dyn Tx, attrs: &str, patch: &str) -> Result<String>;
+    /// The statement that opens a read-only transaction seeing one snapshot (`BEGIN` on
+    /// SQLite; REPEATABLE READ, READ ONLY on PostgreSQL); `COMMIT` ends it.
+    fn begin_snapshot(&self) -> &'static str;
 }

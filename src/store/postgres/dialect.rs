@@ -10,6 +10,7 @@ const WEBHOOK_EVENT_LOCK: i32 = 0x574B_4556; // "WKEV"
 
 /// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock and the webhook
 /// events' two-key locks live elsewhere in it or in the other space).
+/// The opt-out advisory lock key, as `ledger.rs` takes it (PostgreSQL's one-bigint key space).
 const OPT_OUT_LOCK: i64 = 1 << 62;
 
 /// PostgreSQL's dialect.
@@ -53,6 +54,8 @@ impl Dialect for Postgres {
     /// commit. So a claim either sees the opt-out, or committed before the opt-out was written,
     /// and the opt-out's time (taken after the lock: the returned clock) is later than the
     /// claim's.
+    // --- Directory, Suppressions, Audit ---
+
     fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64> {
         tx.exec(
             "SELECT pg_advisory_xact_lock(CAST(?1 AS BIGINT))",
@@ -71,5 +74,19 @@ impl Dialect for Postgres {
             &args![campaign_id],
         )?;
         Ok(())
+    fn like_ci(&self) -> &'static str {
+        "ILIKE"
+    }
+
+    fn byte_order(&self) -> &'static str {
+        " COLLATE \"C\""
+    }
+
+    fn json_patch(&self, _tx: &mut dyn Tx, attrs: &str, patch: &str) -> Result<String> {
+        crate::store::shared::json_patch(attrs, patch)
+    }
+
+    fn begin_snapshot(&self) -> &'static str {
+        "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
     }
 }

@@ -49,12 +49,10 @@
 mod addresses;
 mod admin;
 mod audience;
-mod audit;
 mod bench;
 mod campaigns;
 mod cleartext;
 mod dialect;
-mod directory;
 pub(crate) mod doctor;
 mod ledger;
 mod lists;
@@ -64,7 +62,6 @@ mod notify;
 mod optin;
 mod pages;
 mod segment;
-mod suppressions;
 pub mod tx;
 // migrate-store's target (kept last: easy to merge).
 mod import;

@@ -5,11 +5,8 @@
 //! ranges; `starts_with` keeps the match exact.
 
 use super::PgStore;
-use crate::domain::address::Channel;
-use crate::error::{Error, Result};
-use crate::store::{
-    prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow, Suppression, SuppressionPage,
-};
+use crate::error::Result;
+use crate::store::{prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow};
 use tokio_postgres::Row;
 
 const MEMBER_COLS: &str = "s.id, s.account_id, s.email, s.phone, s.name, s.status, s.attrs,
@@ -30,21 +27,6 @@ fn member_from_row(r: &Row) -> MemberRow {
         email_norm: r.get(8),
         membership: r.get(9),
     }
-}
-
-fn suppression_from_row(r: &Row) -> Result<Suppression> {
-    let channel: String = r.get(0);
-    Ok(Suppression {
-        channel: channel.parse::<Channel>().map_err(|_| {
-            Error::damaged(format!(
-                "suppressions.channel holds {channel:?}, which is not a channel"
-            ))
-        })?,
-        address: r.get(1),
-        reason: r.get(2),
-        source: r.get(3),
-        created_at: r.get(4),
-    })
 }
 
 impl PgStore {
@@ -104,54 +86,6 @@ impl PgStore {
                 )
                 .await?;
             Ok(rows.iter().map(member_from_row).collect())
-        })
-    }
-
-    /// A page of an account's suppressions (see `Suppressions::suppressions_page`).
-    pub(super) fn suppression_page(&self, q: &SuppressionPage<'_>) -> Result<Vec<Suppression>> {
-        let account = q.account_id;
-        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
-        let Some((channel, prefix)) = q.search else {
-            let (ch, address) = q.after.map_or((String::new(), String::new()), |(c, a)| {
-                (c.as_str().to_string(), a.to_string())
-            });
-            return self.run(move |pool| async move {
-                let c = pool.get().await?;
-                let rows = c
-                    .query(
-                        "SELECT channel, address, reason, source, created_at FROM suppressions
-                         WHERE account_id = $1 AND (channel, address) > ($2, $3)
-                         ORDER BY channel, address LIMIT $4",
-                        &[&account, &ch, &address, &limit],
-                    )
-                    .await?;
-                rows.iter().map(suppression_from_row).collect()
-            });
-        };
-        let after = q.after.filter(|(c, _)| *c == channel).map(|(_, a)| a);
-        let (low, high) = prefix_bounds(prefix, after);
-        let (prefix, after) = (prefix.to_string(), after.map(str::to_string));
-        self.run(move |pool| async move {
-            let c = pool.get().await?;
-            let rows = c
-                .query(
-                    "SELECT channel, address, reason, source, created_at FROM suppressions
-                     WHERE account_id = $1 AND channel = $2 AND address COLLATE \"C\" >= $3
-                       AND address COLLATE \"C\" < $4 AND starts_with(address, $5)
-                       AND address IS DISTINCT FROM $6::text
-                     ORDER BY address COLLATE \"C\" LIMIT $7",
-                    &[
-                        &account,
-                        &channel.as_str(),
-                        &low,
-                        &high,
-                        &prefix,
-                        &after,
-                        &limit,
-                    ],
-                )
-                .await?;
-            rows.iter().map(suppression_from_row).collect()
         })
     }
 }

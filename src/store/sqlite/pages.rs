@@ -1,12 +1,10 @@
 //! Keyset pages the dashboard reads on SQLite: a list's members (in id order, or an address
-//! prefix through the account's address indexes) and an account's suppressions (through the
-//! primary key). Each statement reads at most one page of index entries past its start.
+//! prefix through the account's address indexes; an account's suppressions are paged in
+//! `store/suppressions.rs`). Each statement reads at most one page of index entries past its
+//! start.
 
-use super::codec;
 use crate::error::Result;
-use crate::store::{
-    prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow, Suppression, SuppressionPage,
-};
+use crate::store::{prefix_bounds, MemberOrder, MemberPage, MemberRow, SubscriberRow};
 use rusqlite::{named_params, Connection, Row};
 
 const MEMBER_COLS: &str = "s.id, s.account_id, s.email, s.phone, s.name, s.status, s.attrs,
@@ -80,57 +78,5 @@ pub(super) fn members(c: &Connection, q: &MemberPage<'_>) -> Result<Vec<MemberRo
             member_from_row,
         )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(rows)
-}
-
-fn suppression_from_row(r: &Row<'_>) -> rusqlite::Result<Suppression> {
-    Ok(Suppression {
-        channel: codec::get(r, 0, "suppressions")?,
-        address: r.get(1)?,
-        reason: r.get(2)?,
-        source: r.get(3)?,
-        created_at: r.get(4)?,
-    })
-}
-
-/// A page of an account's suppressions (see `Suppressions::suppressions_page`).
-pub(super) fn suppressions(c: &Connection, q: &SuppressionPage<'_>) -> Result<Vec<Suppression>> {
-    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
-    let rows = match q.search {
-        None => {
-            let (channel, address) = q.after.map_or(("", ""), |(c, a)| (c.as_str(), a));
-            c.prepare_cached(
-                "SELECT channel, address, reason, source, created_at FROM suppressions
-                 WHERE account_id = :account AND (channel, address) > (:channel, :address)
-                 ORDER BY channel, address LIMIT :limit",
-            )?
-            .query_map(
-                named_params! {
-                    ":account": q.account_id, ":channel": channel, ":address": address,
-                    ":limit": limit,
-                },
-                suppression_from_row,
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()?
-        }
-        Some((channel, prefix)) => {
-            let after = q.after.filter(|(c, _)| *c == channel).map(|(_, a)| a);
-            let (low, high) = prefix_bounds(prefix, after);
-            c.prepare_cached(
-                "SELECT channel, address, reason, source, created_at FROM suppressions
-                 WHERE account_id = :account AND channel = :channel
-                   AND address >= :low AND address < :high AND address IS NOT :after
-                 ORDER BY address LIMIT :limit",
-            )?
-            .query_map(
-                named_params! {
-                    ":account": q.account_id, ":channel": channel.as_str(), ":low": low,
-                    ":high": high, ":after": after, ":limit": limit,
-                },
-                suppression_from_row,
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()?
-        }
-    };
     Ok(rows)
 }
