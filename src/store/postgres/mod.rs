@@ -62,7 +62,6 @@ mod logins;
 mod messages;
 mod migrate;
 mod notify;
-mod optin;
 mod pages;
 mod ratelimit;
 mod segment;

@@ -24,7 +24,6 @@ mod pages;
 mod ratelimit;
 mod segment;
 pub mod tx;
-mod unsubscribe;
 mod webhooks;
 
 pub use bench::{BareClaim, QueryPlan};
