@@ -16,11 +16,13 @@ mod messages;
 mod normalise;
 mod notify;
 mod optin;
+mod pages;
 mod ratelimit;
 mod shared;
 pub mod sql;
 mod suppressions;
 mod tokens;
+mod unsubscribe;
 mod webhooks;
 
 pub mod postgres;

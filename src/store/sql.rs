@@ -389,6 +389,22 @@ pub trait Dialect: Sync {
         source: &str,
         event_id: &str,
     ) -> Result<()>;
+    // --- lists and opt-in (`Lists`, `Optin`: store/lists.rs, store/optin.rs) ---
+
+    /// The member counts of list `l` as three columns (subscribed, unsubscribed, pending):
+    /// SQLite reads its `list_counts` counters (0015), PostgreSQL counts the memberships.
+    fn list_member_counts(&self) -> &'static str;
+    /// The collation that orders and compares text byte by byte, written after a column
+    /// (nothing on SQLite, whose BINARY already does; ` COLLATE "C"` on PostgreSQL, whatever
+    /// the database's collation), so that a prefix is a range of the order.
+    fn byte_order(&self) -> &'static str;
+    /// A condition that `column` starts with the text of placeholder `param`, appended to a
+    /// byte range's bounds (` AND starts_with(..)` on PostgreSQL; nothing on SQLite, where the
+    /// range alone is the prefix).
+    fn starts_with(&self, column: &str, param: &str) -> String;
+    /// The clause that locks the rows of table `alias` a `SELECT` returns (` FOR UPDATE OF m`
+    /// on PostgreSQL; nothing on SQLite).
+    fn for_update_of(&self, alias: &str) -> String;
     /// Order the account's opt-outs (suppression, removal, unsubscribe, bounce) after its
     /// claims: PostgreSQL takes the account's opt-out advisory lock exclusively; SQLite's one
     /// writer already orders them. Returns the time after the lock was granted.

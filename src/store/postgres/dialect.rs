@@ -55,6 +55,25 @@ impl Dialect for Postgres {
     /// and the opt-out's time (taken after the lock: the returned clock) is later than the
     /// claim's.
     // --- Directory, Suppressions, Audit ---
+    // --- lists and opt-in (`Lists`, `Optin`) ---
+
+    fn list_member_counts(&self) -> &'static str {
+        "(SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'subscribed'),
+    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'unsubscribed'),
+    (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'pending')"
+    }
+
+    fn byte_order(&self) -> &'static str {
+        " COLLATE \"C\""
+    }
+
+    fn starts_with(&self, column: &str, param: &str) -> String {
+        format!(" AND starts_with({column}, {param})")
+    }
+
+    fn for_update_of(&self, alias: &str) -> String {
+        format!(" FOR UPDATE OF {alias}")
+    }
 
     fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64> {
         tx.exec(
@@ -90,3 +109,7 @@ impl Dialect for Postgres {
         "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
     }
 }
+
+/// The advisory lock key space of an account's opt-outs (`postgres/ledger.rs`'s
+/// `OPT_OUT_LOCK`: the same key, so an unsubscribe and a claim exclude each other).
+const OPT_OUT_LOCK: i64 = 1 << 62;

@@ -59,8 +59,6 @@ mod lists;
 mod messages;
 mod migrate;
 mod notify;
-mod optin;
-mod pages;
 mod segment;
 pub mod tx;
 // migrate-store's target (kept last: easy to merge).

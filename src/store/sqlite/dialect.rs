@@ -54,6 +54,12 @@ impl Dialect for Sqlite {
 
     fn like_ci(&self) -> &'static str {
         "LIKE"
+    // --- lists and opt-in (`Lists`, `Optin`) ---
+
+    fn list_member_counts(&self) -> &'static str {
+        "(SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'subscribed'),
+    (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'unsubscribed'),
+    (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'pending')"
     }
 
     fn byte_order(&self) -> &'static str {
@@ -114,5 +120,15 @@ mod tests {
         for (target, patch) in [("{", "{}"), ("{}", r#"{"a":}"#), ("{}", "01")] {
             assert!(crate::store::shared::json_patch(target, patch).is_err());
         }
+    fn starts_with(&self, _column: &str, _param: &str) -> String {
+        String::new()
+    }
+
+    fn for_update_of(&self, _alias: &str) -> String {
+        String::new()
+    }
+
+    fn lock_opt_outs(&self, _tx: &mut dyn Tx, _account_id: i64) -> Result<i64> {
+        Ok(crate::domain::clock::now_ms())
     }
 }

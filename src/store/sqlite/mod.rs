@@ -17,10 +17,8 @@ mod lists;
 mod messages;
 mod notify;
 mod optin;
-mod pages;
 mod segment;
 pub mod tx;
-mod unsubscribe;
 
 pub use bench::{BareClaim, QueryPlan};
 pub use doctor::inspect;
