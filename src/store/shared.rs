@@ -1,7 +1,7 @@
 //! Small steps that several operations share, written once over the seam (`sql::Tx`).
 
 use crate::error::{Error, Result};
-use crate::store::sql::{args, Arg, Column, Mismatch, Tx, Value};
+use crate::store::sql::{args, Arg, Column, Mismatch, Row, Tx, Value};
 
 /// `NotFound` unless account `account_id` exists.
 pub(crate) fn require_account(tx: &mut dyn Tx, account_id: i64) -> Result<()> {
@@ -75,4 +75,22 @@ impl From<BodyFormat> for Arg<'_> {
     fn from(v: BodyFormat) -> Self {
         Arg::Text(v.as_str())
     }
+}
+
+// --- Campaigns, Messages, Notifications (store/campaigns.rs, messages.rs, notify.rs) ---
+
+/// Column `i` of `r` as `T`, where a value that names no variant of an enum is damage named
+/// `place` (`table.column`, as the message the user sees says it).
+pub(crate) fn get_at<T: Column>(r: Row<'_>, i: usize, place: &str) -> Result<T> {
+    let v = r.value(i)?;
+    T::from_value(v).map_err(|m| {
+        if m.unknown_name {
+            Error::damaged(format!("{place} holds {v}, which is not a {}", m.what))
+        } else {
+            Error::db(format!(
+                "database error: column {place} holds {v}, not a value of type {}",
+                m.what
+            ))
+        }
+    })
 }

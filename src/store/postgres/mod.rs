@@ -51,7 +51,6 @@ mod admin;
 mod audience;
 mod audit;
 mod bench;
-mod campaigns;
 mod cleartext;
 mod dialect;
 mod directory;
