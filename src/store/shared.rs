@@ -94,3 +94,29 @@ pub(crate) fn get_at<T: Column>(r: Row<'_>, i: usize, place: &str) -> Result<T> 
         }
     })
 }
+
+/// The scope of a job made from these ids (column of `guard_epochs`, id): the installation,
+/// with the highest label of the epochs any of the ids is above (`model::key_scope`;
+/// `guard_epochs` is filled only by a database that adopted a lost timeline, or one moved from
+/// such a SQLite file). The columns are constants of the callers, the ids bound.
+pub(crate) fn key_scope(tx: &mut dyn Tx, ids: &[(&str, i64)]) -> Result<String> {
+    let installation: String = tx.scalar("SELECT id FROM installation WHERE singleton = 1", &[])?;
+    let epoch: i64 = if ids.is_empty() {
+        0
+    } else {
+        let above: Vec<String> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, (col, _))| format!("?{} > {col}", i + 1))
+            .collect();
+        let bound: Vec<Arg<'_>> = ids.iter().map(|(_, id)| Arg::Int(*id)).collect();
+        tx.scalar(
+            &format!(
+                "SELECT CAST(coalesce(max(label), 0) AS BIGINT) FROM guard_epochs WHERE {}",
+                above.join(" OR ")
+            ),
+            &bound,
+        )?
+    };
+    Ok(crate::domain::model::key_scope(&installation, epoch))
+}

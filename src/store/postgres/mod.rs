@@ -58,7 +58,6 @@ pub(crate) mod doctor;
 mod ledger;
 mod lists;
 mod logins;
-mod messages;
 mod migrate;
 mod notify;
 mod optin;

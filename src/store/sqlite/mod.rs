@@ -17,7 +17,6 @@ pub(crate) mod guard;
 mod ledger;
 mod lists;
 mod logins;
-mod messages;
 mod notify;
 mod optin;
 mod pages;
