@@ -45,10 +45,10 @@ pub use lists::{
 };
 pub use logins::{role, LoginRow, Logins, NewLogin, SessionRow, OPERATOR};
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
-pub use notify::{Notifications, NotifyRow};
+pub use notify::{notify_job_id, Notifications, NotifyRow};
 pub use optin::{Confirmation, MemberKey, MemberState, Optin};
 pub use ratelimit::{Grant, RateLimits};
-pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
+pub use sqlite::{refill, APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, SuppressionPage, Suppressions};
 pub use tokens::{NewToken, TokenRow, Tokens};
 pub use webhooks::{Applied, DeliveryEvent, WebhookAction, Webhooks};

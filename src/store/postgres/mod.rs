@@ -59,7 +59,6 @@ mod ledger;
 mod lists;
 mod logins;
 mod migrate;
-mod notify;
 mod optin;
 mod pages;
 mod ratelimit;

@@ -17,7 +17,6 @@ pub(crate) mod guard;
 mod ledger;
 mod lists;
 mod logins;
-mod notify;
 mod optin;
 mod pages;
 mod ratelimit;
@@ -29,7 +28,6 @@ mod webhooks;
 pub use bench::{BareClaim, QueryPlan};
 pub use doctor::inspect;
 pub use guard::{restore, watermark_path, Restored, HOST_ENV};
-pub use notify::notify_job_id;
 pub use ratelimit::refill;
 
 /// SQLite's `json_patch(attrs, patch)` (RFC 7396 merge patch: key order kept, new keys
