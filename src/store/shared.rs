@@ -89,7 +89,7 @@ pub(crate) fn locking<'a>(sql: &'a str, lock: &str) -> std::borrow::Cow<'a, str>
     }
 }
 
-// --- Directory, Suppressions, Audit (store/directory.rs, suppressions.rs, audit.rs) ---
+// --- get_at: Directory, Suppressions, Audit, Campaigns, Messages, Notifications ---
 
 /// Column `i` of `r` as `T`, where a value that names no variant of an enum is damage named
 /// `place` (`table.column`, as the message the user sees says it).

@@ -435,4 +435,45 @@ pub trait Dialect: Sync {
     /// The statement that opens a read-only transaction seeing one snapshot (`BEGIN` on
     /// SQLite; REPEATABLE READ, READ ONLY on PostgreSQL); `COMMIT` ends it.
     fn begin_snapshot(&self) -> &'static str;
+    // --- Campaigns, Messages, Notifications (store/campaigns.rs, messages.rs, notify.rs) ---
+
+    /// Lock the campaign row before deciding it is finished, so that the decision reads after
+    /// every transaction that holds it (a claim, a notification adding a recipient) committed;
+    /// nothing on SQLite.
+    fn lock_campaign(&self, tx: &mut dyn Tx, campaign_id: i64) -> Result<()>;
+    /// The template variables a send captures from its subscriber `s` (JSON text): the
+    /// attributes, with the built-ins `name`, `email`, `phone` on top.
+    fn captured_vars(&self) -> &'static str;
+    /// The value bound for an attribute path of an audience filter (SQLite: the JSON path
+    /// `$."key"`; PostgreSQL: the key).
+    fn attr_param(&self, key: &str) -> String;
+    /// The text of the subscriber's attribute whose path (or key) is bound at `param`, as
+    /// SQLite's `CAST(json_extract(attrs, path) AS TEXT)` gives it (NULL when missing).
+    fn attr_text(&self, param: &str) -> String;
+    /// Two texts compared two-valued (a NULL equals only NULL): `IS` / `IS NOT` on SQLite.
+    fn same_text(&self, same: bool) -> &'static str;
+    /// A campaign's sends per state, `(status, n)` rows of campaign `?1` (no row for a state
+    /// without sends): SQLite reads its counters (`campaign_counts`, 0014), PostgreSQL counts
+    /// the sends.
+    fn status_counts_sql(&self) -> &'static str;
+    /// How many sends of campaign `?1` are in state `?2`, when the store keeps that count
+    /// (SQLite's counters); `None` on PostgreSQL, which keeps no counters.
+    fn state_count_sql(&self) -> Option<&'static str>;
+    /// How a report page finds its campaign's sends (`?1`): the statement's text after
+    /// `FROM sends` up to its first condition, for a page narrowed by a prefix and/or a
+    /// `state` that `in_state` sends are in (from the counters; 0 when unknown). SQLite names
+    /// the index that reads fewest rows; PostgreSQL's planner picks its own.
+    fn report_scan(&self, prefix: bool, state: Option<SendStatus>, in_state: i64) -> &'static str;
+    /// A condition that `column` starts with the text bound at `param`: a range of the
+    /// column's byte order on SQLite (up to the text followed by U+10FFFF, which sorts after
+    /// every character an address can hold); `starts_with` on PostgreSQL, whose collation
+    /// may not order a prefix as a range.
+    fn prefix_match(&self, column: &str, param: &str) -> String;
+    /// How many rows a full report reads per query: `None` streams one statement (SQLite,
+    /// rows read as the callback takes them); PostgreSQL reads pages by send id, because its
+    /// client returns a query's rows all at once.
+    fn report_batch(&self) -> Option<i64>;
+    /// The hint after `sends s` that makes SQLite read the rows in doubt through the partial
+    /// index `sends_doubt` (` INDEXED BY sends_doubt`); nothing on PostgreSQL.
+    fn sends_doubt_index(&self) -> &'static str;
 }

@@ -12,12 +12,53 @@ const WEBHOOK_EVENT_LOCK: i32 = 0x574B_4556; // "WKEV"
 /// events' two-key locks live elsewhere in it or in the other space).
 /// The opt-out advisory lock key, as `ledger.rs` takes it (PostgreSQL's one-bigint key space).
 const OPT_OUT_LOCK: i64 = 1 << 62;
+use crate::domain::model::SendStatus;
+use crate::error::Result;
+use crate::store::sql::{args, Dialect, Tx};
 
 /// PostgreSQL's dialect.
 pub struct Postgres;
 
 /// The one instance every PostgreSQL transaction hands out.
 pub static POSTGRES: Postgres = Postgres;
+
+/// The template variables captured for a recipient: the attributes with the built-in `name`,
+/// `email`, `phone` over them (a NULL built-in is absent), as SQLite's `json_patch` does. The
+/// text differs from SQLite's (jsonb orders keys), which nothing depends on: it is parsed, and
+/// captured once per row.
+const CAPTURED_VARS: &str = "((s.attrs::jsonb - 'name' - 'email' - 'phone')
+     || jsonb_strip_nulls(jsonb_build_object('name', s.name, 'email', s.email,
+                                             'phone', s.phone)))::text";
+
+/// The text SQLite's `CAST(json_extract(s.attrs, '$."key"') AS TEXT)` gives, for the JSON
+/// value `v` of the key (`{key}`: the bound key): a string unescaped; `true`/`false` as `1`/`0`
+/// (json_extract makes them integers); an integer that fits 64 bits as its decimal text; any
+/// other number as SQLite prints a REAL (`5.0`, `2.5`, `1000.0` for `1e3`; beyond 10^15 or with
+/// more than 15 significant digits the two may print differently); JSON `null` and a missing
+/// key as NULL; an object or array as its JSON text. `json` rather than `jsonb` because `json`
+/// keeps a number's text as written (jsonb would turn `1e3` into `1000`, and SQLite makes that
+/// a REAL).
+const ATTR_TEXT: &str = "(SELECT CASE json_typeof(v)
+        WHEN 'string' THEN v #>> '{}'
+        WHEN 'boolean' THEN CASE WHEN v::text = 'true' THEN '1' ELSE '0' END
+        WHEN 'number' THEN CASE
+            WHEN v::text ~ '^-?[0-9]+$'
+                 AND v::text::numeric BETWEEN -9223372036854775808 AND 9223372036854775807
+                THEN v::text::numeric::text
+            WHEN v::text::float8 = trunc(v::text::float8) AND abs(v::text::float8) < 1e15
+                THEN trunc(v::text::float8)::numeric::text || '.0'
+            ELSE v::text::float8::text END
+        WHEN 'null' THEN NULL
+        ELSE v::text END
+     FROM (SELECT s.attrs::json -> {key} AS v) attr)";
+
+/// A campaign's sends per state, counted (no counters here), under the campaign's account.
+const STATUS_COUNTS: &str = "SELECT status, count(*) FROM sends
+     WHERE campaign_id = ?1 AND account_id = (SELECT account_id FROM campaigns WHERE id = ?1)
+     GROUP BY status";
+
+/// How many rows `Campaigns::report` reads per query.
+const REPORT_PAGE: i64 = 5000;
 
 impl Dialect for Postgres {
     fn name(&self) -> &'static str {
@@ -45,6 +86,12 @@ impl Dialect for Postgres {
         tx.exec(
             "SELECT pg_advisory_xact_lock(?1, hashtext(?2))",
             &args![WEBHOOK_EVENT_LOCK, &key],
+    // --- Campaigns, Messages, Notifications ---
+
+    fn lock_campaign(&self, tx: &mut dyn Tx, campaign_id: i64) -> Result<()> {
+        tx.exec(
+            "SELECT 1 FROM campaigns WHERE id = ?1 FOR UPDATE",
+            &args![campaign_id],
         )?;
         Ok(())
     }
@@ -107,6 +154,53 @@ impl Dialect for Postgres {
 
     fn begin_snapshot(&self) -> &'static str {
         "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+    fn captured_vars(&self) -> &'static str {
+        CAPTURED_VARS
+    }
+
+    fn attr_param(&self, key: &str) -> String {
+        key.to_string()
+    }
+
+    fn attr_text(&self, param: &str) -> String {
+        ATTR_TEXT.replace("{key}", &format!("CAST({param} AS TEXT)"))
+    }
+
+    fn same_text(&self, same: bool) -> &'static str {
+        if same {
+            "IS NOT DISTINCT FROM"
+        } else {
+            "IS DISTINCT FROM"
+        }
+    }
+
+    fn status_counts_sql(&self) -> &'static str {
+        STATUS_COUNTS
+    }
+
+    fn state_count_sql(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn report_scan(
+        &self,
+        _prefix: bool,
+        _state: Option<SendStatus>,
+        _in_state: i64,
+    ) -> &'static str {
+        "WHERE campaign_id = ?1"
+    }
+
+    fn prefix_match(&self, column: &str, param: &str) -> String {
+        format!("starts_with({column}, CAST({param} AS TEXT))")
+    }
+
+    fn report_batch(&self) -> Option<i64> {
+        Some(REPORT_PAGE)
+    }
+
+    fn sends_doubt_index(&self) -> &'static str {
+        ""
     }
 }
 

@@ -50,15 +50,12 @@ mod addresses;
 mod admin;
 mod audience;
 mod bench;
-mod campaigns;
 mod cleartext;
 mod dialect;
 pub(crate) mod doctor;
 mod ledger;
 mod lists;
-mod messages;
 mod migrate;
-mod notify;
 mod segment;
 pub mod tx;
 // migrate-store's target (kept last: easy to merge).

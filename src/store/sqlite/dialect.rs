@@ -4,12 +4,29 @@
 use crate::error::Result;
 use crate::store::sql::{Dialect, Tx};
 use crate::store::sql::{args, Dialect, Tx};
+use crate::domain::model::SendStatus;
+use crate::error::Result;
+use crate::store::sql::{Dialect, Tx};
 
 /// SQLite's dialect.
 pub struct Sqlite;
 
 /// The one instance every SQLite transaction hands out.
 pub static SQLITE: Sqlite = Sqlite;
+
+/// The template variables a send captures from its subscriber (`s`): the attributes, with the
+/// built-ins on top. Campaign preview and list previews read the same expression.
+pub(crate) const CAPTURED_VARS: &str =
+    "json_patch(s.attrs, json_object('name', s.name, 'email', s.email, 'phone', s.phone))";
+
+/// One count per send state of a campaign, from the counters the triggers of 0014 keep in
+/// every transaction that changes a send: one primary-key range, whatever the size of the
+/// campaign.
+pub(crate) const STATUS_COUNTS: &str =
+    "SELECT status, n FROM campaign_counts WHERE campaign_id = ?1 AND n <> 0";
+
+/// The most queued or leased sends a report page sorts by id rather than walk the campaign.
+const REPORT_SORT_AT_MOST: i64 = 50_000;
 
 impl Dialect for Sqlite {
     fn name(&self) -> &'static str {
@@ -130,5 +147,73 @@ mod tests {
 
     fn lock_opt_outs(&self, _tx: &mut dyn Tx, _account_id: i64) -> Result<i64> {
         Ok(crate::domain::clock::now_ms())
+    // --- Campaigns, Messages, Notifications ---
+
+    fn lock_campaign(&self, _tx: &mut dyn Tx, _campaign_id: i64) -> Result<()> {
+        Ok(())
+    }
+
+    fn captured_vars(&self) -> &'static str {
+        CAPTURED_VARS
+    }
+
+    fn attr_param(&self, key: &str) -> String {
+        format!("$.\"{key}\"")
+    }
+
+    fn attr_text(&self, param: &str) -> String {
+        format!("CAST(json_extract(s.attrs, {param}) AS TEXT)")
+    }
+
+    fn same_text(&self, same: bool) -> &'static str {
+        if same {
+            "IS"
+        } else {
+            "IS NOT"
+        }
+    }
+
+    fn status_counts_sql(&self) -> &'static str {
+        STATUS_COUNTS
+    }
+
+    fn state_count_sql(&self) -> Option<&'static str> {
+        Some("SELECT n FROM campaign_counts WHERE campaign_id = ?1 AND status = ?2")
+    }
+
+    /// The index that reads fewest rows:
+    /// - with a prefix, the range of UNIQUE (campaign_id, address);
+    /// - a state with a partial index (`in_doubt`: sends_doubt; `failed`, `suppressed`:
+    ///   sends_unsent of 0015) reads only that state's rows, in id order;
+    /// - `queued`/`leased` read sends_claim and sort, when there are at most
+    ///   [`REPORT_SORT_AT_MOST`] of them;
+    /// - otherwise `sends_campaign_order` (0014) walks the campaign in id order and stops at a
+    ///   page (a common state: its rows are dense).
+    fn report_scan(&self, prefix: bool, state: Option<SendStatus>, in_state: i64) -> &'static str {
+        match state {
+            _ if prefix => "WHERE campaign_id = ?1",
+            Some(SendStatus::InDoubt) => "WHERE campaign_id = ?1 AND status = 'in_doubt'",
+            Some(SendStatus::Failed | SendStatus::Suppressed) => {
+                "WHERE campaign_id = ?1 AND status IN ('failed', 'suppressed')"
+            }
+            // Left to itself, the planner prefers UNIQUE (campaign_id, subscriber_id) here.
+            Some(SendStatus::Queued | SendStatus::Leased) if in_state <= REPORT_SORT_AT_MOST => {
+                "INDEXED BY sends_claim WHERE campaign_id = ?1 AND status IN ('queued', 'leased')"
+            }
+            _ => "WHERE campaign_id + 0 = ?1",
+        }
+    }
+
+    fn prefix_match(&self, column: &str, param: &str) -> String {
+        // U+10FFFF is char(1114111); BINARY collation: the range is the prefix.
+        format!("{column} >= {param} AND {column} < {param} || char(1114111)")
+    }
+
+    fn report_batch(&self) -> Option<i64> {
+        None
+    }
+
+    fn sends_doubt_index(&self) -> &'static str {
+        " INDEXED BY sends_doubt"
     }
 }

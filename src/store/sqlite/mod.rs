@@ -14,8 +14,6 @@ pub mod export;
 pub(crate) mod guard;
 mod ledger;
 mod lists;
-mod messages;
-mod notify;
 mod optin;
 mod segment;
 pub mod tx;
@@ -23,7 +21,6 @@ pub mod tx;
 pub use bench::{BareClaim, QueryPlan};
 pub use doctor::inspect;
 pub use guard::{restore, watermark_path, Restored, HOST_ENV};
-pub use notify::notify_job_id;
 
 use crate::error::{Error, ErrorKind, Result};
 /// Written once in `store/webhooks.rs`; `bench.rs` reports the plans of its `hot_queries`.
