@@ -17,6 +17,7 @@ mod normalise;
 mod notify;
 mod optin;
 mod ratelimit;
+mod segment;
 mod shared;
 pub mod sql;
 mod suppressions;

@@ -53,7 +53,7 @@ mod audit;
 mod bench;
 mod campaigns;
 mod cleartext;
-mod dialect;
+pub(crate) mod dialect;
 mod directory;
 pub(crate) mod doctor;
 mod ledger;

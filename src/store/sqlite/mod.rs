@@ -8,7 +8,7 @@ mod bench;
 mod campaigns;
 mod codec;
 mod dbfile;
-mod dialect;
+pub(crate) mod dialect;
 mod directory;
 mod doctor;
 mod error;
