@@ -437,6 +437,22 @@ pub trait Dialect: Sync {
     fn begin_snapshot(&self) -> &'static str;
     // --- Campaigns, Messages, Notifications (store/campaigns.rs, messages.rs, notify.rs) ---
 
+    // The ledger and audience filters (`store/ledger.rs`, `store/segment.rs`).
+
+    /// Order this transaction after every opt-out of the account (suppression, removal,
+    /// unsubscribe, bounce) and every claim of it: PostgreSQL takes the account's opt-out lock
+    /// exclusively (claims share it until their commit); SQLite's one writer already orders
+    /// them. Returns the time after the lock was granted (an opt-out is dated then).
+    fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64>;
+    /// A claim shares the account's opt-out lock from before it reads its candidates to its
+    /// commit ([`Dialect::lock_opt_outs`]); nothing on SQLite.
+    fn share_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<()>;
+    /// Inserting subscribers shares the account's subscribers lock, so that a list chunk
+    /// (which takes it exclusively, [`Dialect::lock_subscribers_for_list`]) never reads while
+    /// lower ids of an insert are still in flight; nothing on SQLite.
+    fn lock_subscribers(&self, tx: &mut dyn Tx, account_id: i64) -> Result<()>;
+    /// A list chunk takes the account's subscribers lock exclusively; nothing on SQLite.
+    fn lock_subscribers_for_list(&self, tx: &mut dyn Tx, account_id: i64) -> Result<()>;
     /// Lock the campaign row before deciding it is finished, so that the decision reads after
     /// every transaction that holds it (a claim, a notification adding a recipient) committed;
     /// nothing on SQLite.
@@ -444,6 +460,23 @@ pub trait Dialect: Sync {
     /// The template variables a send captures from its subscriber `s` (JSON text): the
     /// attributes, with the built-ins `name`, `email`, `phone` on top.
     fn captured_vars(&self) -> &'static str;
+    /// The clause after the claim's candidate read (` FOR UPDATE OF s SKIP LOCKED` on
+    /// PostgreSQL: rows another claim holds are skipped, never waited for).
+    fn skip_locked(&self) -> &'static str;
+    /// The clause that keeps a read row from changing until commit (` FOR SHARE`).
+    fn for_share(&self) -> &'static str;
+    /// The condition "`col` is one of the ids of the JSON array bound at `param`" (`?1`). On
+    /// PostgreSQL `col = ANY(ARRAY(...))`: the array is built once and the ids are an index
+    /// condition (as a semi-join, the planner walked the index without them).
+    fn in_json_ids(&self, col: &str, param: &str) -> String;
+    /// The aggregate that makes a JSON array text of its rows.
+    fn json_array_agg(&self) -> &'static str;
+    /// The template variables a send captures from its subscriber `s` (JSON text): the
+    /// attributes, with the built-ins `name`, `email`, `phone` on top.
+    fn captured_vars(&self) -> &'static str;
+    /// After `FROM subscribers s` in list building: SQLite reads the chunk by rowid
+    /// (` NOT INDEXED`).
+    fn subscribers_by_id(&self) -> &'static str;
     /// The value bound for an attribute path of an audience filter (SQLite: the JSON path
     /// `$."key"`; PostgreSQL: the key).
     fn attr_param(&self, key: &str) -> String;
@@ -476,4 +509,9 @@ pub trait Dialect: Sync {
     /// The hint after `sends s` that makes SQLite read the rows in doubt through the partial
     /// index `sends_doubt` (` INDEXED BY sends_doubt`); nothing on PostgreSQL.
     fn sends_doubt_index(&self) -> &'static str;
+    /// The statement that confirms a group's accepted outcomes at once, fenced on each lease
+    /// token (`?1`: a JSON array of `{id, token, pid, note}`, `?2`: now), returning the ids it
+    /// confirmed: one round trip instead of one per row on PostgreSQL. `None` on SQLite, where
+    /// a statement costs no round trip: one per row.
+    fn confirm_many(&self) -> Option<&'static str>;
 }

@@ -51,7 +51,7 @@ mod admin;
 mod audience;
 mod bench;
 mod cleartext;
-mod dialect;
+pub(crate) mod dialect;
 pub(crate) mod doctor;
 mod ledger;
 mod lists;

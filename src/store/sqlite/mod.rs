@@ -7,7 +7,7 @@ mod bench;
 mod campaigns;
 mod codec;
 mod dbfile;
-mod dialect;
+pub(crate) mod dialect;
 mod doctor;
 mod error;
 pub mod export;
