@@ -1,9 +1,17 @@
 //! Subscriber lists (`Lists`), backend-neutral: lists per account with their opt-in mode,
 //! memberships with a status of their own, and the audience counts of a campaign's targets.
+//! Written once for both stores over `sql::Tx` (the unsubscribe link's steps in
+//! `unsubscribe.rs`, the keyset pages in `pages.rs`), except the audience counts, which
+//! compile an audience filter per backend ([`AudienceSql`]).
 
 use crate::domain::address::Channel;
+use crate::domain::links::Links;
 use crate::domain::segment::Filter;
+use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
+use crate::store::shared::require_account;
+use crate::store::sql::{args, Db, Dialect, Row, Tx};
+use crate::store::{unsubscribe, Campaigns};
 
 /// How a list takes new members: `single` subscribes them at once, `double` leaves them
 /// `pending` until they confirm.
@@ -262,4 +270,313 @@ pub trait Lists: Send + Sync {
         q: &AudienceQuery<'_>,
     ) -> Result<crate::domain::template::VarCounts>;
     fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts>;
+}
+
+// ---- Written once over the seam (`sql::Tx`) ----
+
+/// The columns of a [`ListRow`] over `lists l`, its member counts as `d` keeps them.
+fn list_cols(d: &Dialect) -> String {
+    format!(
+        "l.id, l.account_id, l.name, l.description, l.optin, l.created_at,
+    l.public, l.confirm_from, l.confirm_subject, l.confirm_body,
+    {}",
+        d.list_member_counts
+    )
+}
+
+fn list_from_row(r: Row<'_>) -> Result<ListRow> {
+    let count = |i: usize| -> Result<u64> { Ok(u64::try_from(r.get::<i64>(i)?).unwrap_or(0)) };
+    Ok(ListRow {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        optin: r.get(4)?,
+        created_at: r.get(5)?,
+        public: r.get(6)?,
+        confirm_from: r.get(7)?,
+        confirm_subject: r.get(8)?,
+        confirm_body: r.get(9)?,
+        subscribed: count(10)?,
+        unsubscribed: count(11)?,
+        pending: count(12)?,
+    })
+}
+
+/// `Ok` when every list in `lists` belongs to `account_id`; else `NotFound` naming the first
+/// that does not. `lock` takes each list's row `FOR UPDATE` on PostgreSQL (no membership can
+/// be added to it until the transaction ends; SQLite's write transaction already excludes it).
+pub(crate) fn require_lists(
+    tx: &mut dyn Tx,
+    account_id: i64,
+    lists: &[i64],
+    lock: bool,
+) -> Result<()> {
+    let sql = match (lock, tx.dialect().for_update.is_empty()) {
+        (true, false) => "SELECT 1 FROM lists WHERE id = ?1 AND account_id = ?2 FOR UPDATE",
+        _ => "SELECT 1 FROM lists WHERE id = ?1 AND account_id = ?2",
+    };
+    for &id in lists {
+        if !tx.exists(sql, &args![id, account_id])? {
+            return Err(Error::not_found(format!(
+                "unknown list id {id} in account {account_id}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Make `subscriber_id` a member of each of `lists` (checked by [`require_lists`]): subscribed,
+/// or pending on a double opt-in list, with its confirmation queued once
+/// (`optin::queue_confirmations`; the caller ran `optin::can_confirm`). An existing membership
+/// is kept as it is (someone who unsubscribed from the list stays unsubscribed). Returns how
+/// many memberships were new.
+pub(crate) fn join_lists(
+    tx: &mut dyn Tx,
+    subscriber_id: i64,
+    lists: &[i64],
+    links: Option<&Links>,
+) -> Result<u64> {
+    let now = crate::domain::clock::now_ms();
+    let mut joined = 0;
+    for &list in lists {
+        joined += tx.exec(
+            "INSERT INTO list_members (list_id, subscriber_id, status, created_at, updated_at)
+             SELECT l.id, ?1, CASE l.optin WHEN 'double' THEN 'pending' ELSE 'subscribed' END,
+                    ?2, ?2
+             FROM lists l WHERE l.id = ?3
+             ON CONFLICT DO NOTHING",
+            &args![subscriber_id, now, list],
+        )?;
+    }
+    crate::store::optin::queue_confirmations(tx, subscriber_id, lists, links)?;
+    Ok(joined)
+}
+
+/// List `list_id` if it takes public signups.
+pub(crate) fn public_list(tx: &mut dyn Tx, list_id: i64) -> Result<Option<ListRow>> {
+    let cols = list_cols(tx.dialect());
+    tx.query_opt(
+        &format!("SELECT {cols} FROM lists l WHERE l.id = ?1 AND l.public"),
+        &args![list_id],
+        list_from_row,
+    )
+}
+
+/// Store a new draft's targets (checked by [`require_lists`]).
+pub(crate) fn target_lists(tx: &mut dyn Tx, campaign_id: i64, lists: &[i64]) -> Result<()> {
+    for &list in lists {
+        tx.exec(
+            "INSERT INTO campaign_lists (campaign_id, list_id) VALUES (?1, ?2)
+             ON CONFLICT DO NOTHING",
+            &args![campaign_id, list],
+        )?;
+    }
+    Ok(())
+}
+
+fn find_list_row(tx: &mut dyn Tx, account_id: i64, key: &str) -> Result<Option<ListRow>> {
+    let by_id = key.parse::<i64>().ok();
+    let cols = list_cols(tx.dialect());
+    tx.query_opt(
+        &format!(
+            "SELECT {cols} FROM lists l
+             WHERE l.account_id = ?1 AND (l.id = ?2 OR l.name = ?3)
+             ORDER BY coalesce(l.id = ?2, FALSE) DESC LIMIT 1"
+        ),
+        &args![account_id, by_id, key],
+        list_from_row,
+    )
+}
+
+/// Insert list `l` named `name` (trimmed, not empty); a name the account already uses is a
+/// `Conflict` naming the list that has it.
+fn insert_list(tx: &mut dyn Tx, l: &NewList<'_>, name: &str) -> Result<i64> {
+    require_account(tx, l.account_id)?;
+    let id: Option<i64> = tx.scalar_opt(
+        "INSERT INTO lists (account_id, name, description, optin, created_at, public,
+                            confirm_from, confirm_subject, confirm_body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (account_id, name) DO NOTHING RETURNING id",
+        &args![
+            l.account_id,
+            name,
+            l.description,
+            l.optin,
+            crate::domain::clock::now_ms(),
+            l.public,
+            l.confirm.from,
+            l.confirm.subject,
+            l.confirm.body,
+        ],
+    )?;
+    if let Some(id) = id {
+        return Ok(id);
+    }
+    let id: i64 = tx.scalar(
+        "SELECT id FROM lists WHERE account_id = ?1 AND name = ?2",
+        &args![l.account_id, name],
+    )?;
+    Err(Error::conflict(format!(
+        "a list named {name:?} already exists in account {} (id {id})",
+        l.account_id
+    )))
+}
+
+/// Remove list `list_id` of `account_id` and its memberships, unless a campaign that is
+/// approved, sending or paused targets it. The list's row and the targeting campaigns' rows
+/// are locked on PostgreSQL (no membership joins it, no campaign is approved, while this
+/// decides).
+fn remove_list_in(tx: &mut dyn Tx, account_id: i64, list_id: i64) -> Result<u64> {
+    require_lists(tx, account_id, &[list_id], true)?;
+    let lock = (tx.dialect().for_update_of)("c");
+    let targeting: Vec<(i64, String)> = tx.query(
+        &format!(
+            "SELECT c.id, c.status FROM campaign_lists cl JOIN campaigns c ON c.id = cl.campaign_id
+             WHERE cl.list_id = ?1 ORDER BY c.id{lock}"
+        ),
+        &args![list_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let busy: Vec<i64> = targeting
+        .into_iter()
+        .filter(|(_, s)| !matches!(s.as_str(), "draft" | "sent" | "cancelled"))
+        .map(|(id, _)| id)
+        .collect();
+    if !busy.is_empty() {
+        return Err(Error::conflict(format!(
+            "list {list_id} is targeted by campaign(s) {busy:?}, which are approved, \
+             sending or paused: cancel them or let them finish first"
+        )));
+    }
+    let n = tx.exec(
+        "DELETE FROM list_members WHERE list_id = ?1",
+        &args![list_id],
+    )?;
+    tx.exec("DELETE FROM lists WHERE id = ?1", &args![list_id])?;
+    Ok(n)
+}
+
+/// The audience counts of a campaign's targets and filter, per backend: they compile the
+/// audience filter (`sqlite/segment.rs`, `postgres/segment.rs`), which is not yet written once.
+pub(crate) trait AudienceSql {
+    /// See [`Lists::audience_counts_for`].
+    fn audience_sql_counts(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts>;
+    /// See [`Lists::variable_counts_for`].
+    fn variable_sql_counts(&self, q: &AudienceQuery<'_>) -> Result<VarCounts>;
+}
+
+impl<S: Db + AudienceSql + Campaigns> Lists for S {
+    fn list_members(&self, q: &MemberPage<'_>) -> Result<Vec<MemberRow>> {
+        self.read(|tx| crate::store::pages::members(tx, q))
+    }
+
+    fn link_state(
+        &self,
+        account_id: i64,
+        channel: Channel,
+        address: &str,
+        lists: &[i64],
+    ) -> Result<LinkState> {
+        self.read(|tx| Ok(unsubscribe::state(tx, account_id, channel, address, lists)?.1))
+    }
+
+    fn unsubscribe(&self, r: &UnsubscribeRequest<'_>) -> Result<UnsubscribeChange> {
+        self.write(|tx| unsubscribe::apply(tx, r))
+    }
+
+    fn create_list(&self, l: &NewList<'_>) -> Result<i64> {
+        let name = l.name.trim();
+        if name.is_empty() {
+            return Err(Error::invalid("the list name is empty"));
+        }
+        self.write(|tx| insert_list(tx, l, name))
+    }
+
+    fn update_list(&self, account_id: i64, list_id: i64, change: &ListChange<'_>) -> Result<()> {
+        self.write(|tx| {
+            require_lists(tx, account_id, &[list_id], false)?;
+            tx.exec(
+                "UPDATE lists SET public = coalesce(?2, public),
+                        confirm_from = coalesce(?3, confirm_from),
+                        confirm_subject = coalesce(?4, confirm_subject),
+                        confirm_body = coalesce(?5, confirm_body)
+                 WHERE id = ?1",
+                &args![
+                    list_id,
+                    change.public,
+                    change.confirm.from,
+                    change.confirm.subject,
+                    change.confirm.body
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn lists(&self, account_id: i64) -> Result<Vec<ListRow>> {
+        self.read(|tx| require_account(tx, account_id))?;
+        self.read(|tx| {
+            let d = tx.dialect();
+            tx.query(
+                &format!(
+                    "SELECT {} FROM lists l WHERE l.account_id = ?1 ORDER BY l.name{}",
+                    list_cols(d),
+                    d.byte_order
+                ),
+                &args![account_id],
+                list_from_row,
+            )
+        })
+    }
+
+    fn find_list(&self, account_id: i64, key: &str) -> Result<ListRow> {
+        self.read(|tx| require_account(tx, account_id))?;
+        let key = key.trim();
+        self.read(|tx| find_list_row(tx, account_id, key))?
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "unknown list {key:?} in account {account_id} (`sendonce list list --account \
+                 {account_id}` shows them)"
+                ))
+            })
+    }
+
+    fn remove_list(&self, account_id: i64, list_id: i64) -> Result<u64> {
+        self.write(|tx| remove_list_in(tx, account_id, list_id))
+    }
+
+    fn campaign_lists(&self, campaign_id: i64) -> Result<Vec<i64>> {
+        self.read(|tx| {
+            tx.query(
+                "SELECT list_id FROM campaign_lists WHERE campaign_id = ?1 ORDER BY list_id",
+                &args![campaign_id],
+                |r| r.get(0),
+            )
+        })
+    }
+
+    fn audience_counts(&self, campaign_id: i64) -> Result<AudienceCounts> {
+        let c = self.campaign(campaign_id)?;
+        let lists = self.campaign_lists(campaign_id)?;
+        let filter = c
+            .filter
+            .as_deref()
+            .map(|f| Filter::parse_stored(f, campaign_id))
+            .transpose()?;
+        self.audience_counts_for(&AudienceQuery {
+            account_id: c.account_id,
+            channel: c.channel,
+            lists: &lists,
+            filter: filter.as_ref(),
+        })
+    }
+
+    fn variable_counts_for(&self, q: &AudienceQuery<'_>) -> Result<VarCounts> {
+        self.variable_sql_counts(q)
+    }
+
+    fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts> {
+        self.audience_sql_counts(q)
+    }
 }

@@ -16,11 +16,14 @@ mod messages;
 mod normalise;
 mod notify;
 mod optin;
+mod pages;
 mod ratelimit;
+mod segment;
 mod shared;
 pub mod sql;
 mod suppressions;
 mod tokens;
+mod unsubscribe;
 mod webhooks;
 
 pub mod postgres;
@@ -47,10 +50,10 @@ pub use lists::{
 };
 pub use logins::{role, LoginRow, Logins, NewLogin, SessionRow, OPERATOR};
 pub use messages::{MessageRow, Messages, NewMessage, Submitted};
-pub use notify::{Notifications, NotifyRow};
+pub use notify::{notify_job_id, Notifications, NotifyRow};
 pub use optin::{Confirmation, MemberKey, MemberState, Optin};
-pub use ratelimit::{Grant, RateLimits};
-pub use sqlite::{notify_job_id, refill, APPLICATION_ID, SCHEMA_VERSION};
+pub use ratelimit::{refill, Grant, RateLimits};
+pub use sqlite::{APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, SuppressionPage, Suppressions};
 pub use tokens::{NewToken, TokenRow, Tokens};
 pub use webhooks::{Applied, DeliveryEvent, WebhookAction, Webhooks};

@@ -368,15 +368,183 @@ pub trait Db: Send + Sync + 'static {
 /// (`sqlite/dialect.rs`, `postgres/dialect.rs`). An operation takes a fragment or a statement
 /// from here instead of testing which backend it runs on; a statement that one backend does not
 /// need (a row or advisory lock, where SQLite's one writer already excludes every other) is
-/// `None` there.
+/// `None` there. The few fragments that wrap a caller's column or placeholder are functions.
 #[derive(Debug)]
 pub struct Dialect {
     /// `"sqlite"` or `"postgres"`.
     pub name: &'static str,
+
+    // --- locking clauses and statements ---
     /// The clause that locks the rows a `SELECT` returns until commit (` FOR UPDATE` on
     /// PostgreSQL; nothing on SQLite, whose write transaction already excludes every other).
     pub for_update: &'static str,
+    /// The clause that locks the rows of table `alias` a `SELECT` returns (` FOR UPDATE OF s`).
+    pub for_update_of: fn(alias: &str) -> String,
+    /// The clause that keeps a read row from changing until commit (` FOR SHARE`).
+    pub for_share: &'static str,
+    /// The clause after the claim's candidate read (` FOR UPDATE OF s SKIP LOCKED` on
+    /// PostgreSQL: rows another claim holds are skipped, never waited for).
+    pub skip_locked: &'static str,
+    /// Takes the transaction-scoped advisory lock `?1` (a bigint key), exclusive and shared.
+    pub advisory_lock: Option<(&'static str, &'static str)>,
+    /// Takes the two-key advisory lock (`?1` a class, `?2` a text hashed into the second key).
+    pub advisory_lock_text: Option<&'static str>,
+    /// Locks campaign `?1`'s row until commit.
+    pub lock_campaign: Option<&'static str>,
+    /// The statement that opens a read-only transaction seeing one snapshot (`BEGIN` on
+    /// SQLite; REPEATABLE READ, READ ONLY on PostgreSQL); `COMMIT` ends it.
+    pub begin_snapshot: &'static str,
+
+    // --- text, JSON ---
+    /// The collation that orders and compares text byte by byte, written after a column
+    /// (nothing on SQLite, whose BINARY already does; ` COLLATE "C"` on PostgreSQL, whatever
+    /// the database's collation), so that a prefix is a range of the order.
+    pub byte_order: &'static str,
+    /// A condition that `column` starts with the text of placeholder `param`, appended to a
+    /// byte range's bounds (` AND starts_with(..)` on PostgreSQL; nothing on SQLite, where the
+    /// range alone is the prefix).
+    pub starts_with: fn(column: &str, param: &str) -> String,
+    /// A condition that `column` starts with the text bound at `param`, by itself: a range of
+    /// the column's byte order on SQLite (up to the text followed by U+10FFFF, which sorts
+    /// after every character an address can hold); `starts_with` on PostgreSQL.
+    pub prefix_match: fn(column: &str, param: &str) -> String,
+    /// The case-insensitive `LIKE` (SQLite's `LIKE` is; PostgreSQL's `ILIKE`).
+    pub like_ci: &'static str,
+    /// Two texts compared two-valued (a NULL equals only NULL): equal, and different.
+    pub same_text: (&'static str, &'static str),
+    /// SQLite's `json_patch(?1, ?2)` where the database has it; `None`: the same merge in Rust
+    /// (`shared::json_patch`; PostgreSQL's `jsonb ||` is shallow and reorders keys).
+    pub json_patch: Option<&'static str>,
+    /// The aggregate that makes a JSON array text of its rows.
+    pub json_array_agg: &'static str,
+    /// The condition "`col` is one of the ids of the JSON array bound at `param`". On
+    /// PostgreSQL `col = ANY(ARRAY(...))`: the array is built once and the ids are an index
+    /// condition (as a semi-join, the planner walked the index without them).
+    pub in_json_ids: fn(col: &str, param: &str) -> String,
+    /// The template variables a send captures from its subscriber `s` (JSON text): the
+    /// attributes, with the built-ins `name`, `email`, `phone` on top.
+    pub captured_vars: &'static str,
+    /// The value bound for an attribute path of an audience filter (SQLite: the JSON path
+    /// `$."key"`; PostgreSQL: the key).
+    pub attr_param: fn(key: &str) -> String,
+    /// The text of the subscriber's attribute whose path (or key) is bound at `param`, as
+    /// SQLite's `CAST(json_extract(attrs, path) AS TEXT)` gives it (NULL when missing).
+    pub attr_text: fn(param: &str) -> String,
+
+    // --- counters, plans ---
+    /// The member counts of list `l` as three columns (subscribed, unsubscribed, pending):
+    /// SQLite reads its `list_counts` counters (0015), PostgreSQL counts the memberships.
+    pub list_member_counts: &'static str,
+    /// A campaign's sends per state, `(status, n)` rows of campaign `?1` (no row for a state
+    /// without sends): SQLite reads its counters (`campaign_counts`, 0014), PostgreSQL counts.
+    pub status_counts: &'static str,
+    /// How many sends of campaign `?1` are in state `?2`, when the store keeps that count
+    /// (SQLite's counters); `None` on PostgreSQL, which keeps no counters.
+    pub state_count: Option<&'static str>,
+    /// How a report page finds its campaign's sends (`?1`): the statement's text after
+    /// `FROM sends` up to its first condition, for a page narrowed by a prefix and/or a
+    /// `state` that `in_state` sends are in (from the counters; 0 when unknown). SQLite names
+    /// the index that reads fewest rows; PostgreSQL's planner picks its own.
+    pub report_scan: fn(prefix: bool, state: Option<SendStatus>, in_state: i64) -> &'static str,
+    /// How many rows a full report reads per query: `None` streams one statement (SQLite,
+    /// rows read as the callback takes them); PostgreSQL reads pages by send id, because its
+    /// client returns a query's rows all at once.
+    pub report_batch: Option<i64>,
     /// Counts the sends in doubt through the partial index of in-doubt rows (SQLite is told
     /// which index; PostgreSQL's planner picks it).
     pub in_doubt_count: &'static str,
+    /// The hint after `sends s` that makes SQLite read the rows in doubt through the partial
+    /// index `sends_doubt` (` INDEXED BY sends_doubt`); nothing on PostgreSQL.
+    pub sends_doubt_index: &'static str,
+    /// After `FROM subscribers s` in list building: SQLite reads the chunk by rowid
+    /// (` NOT INDEXED`).
+    pub subscribers_by_id: &'static str,
+    /// The statement that confirms a group's accepted outcomes at once, fenced on each lease
+    /// token (`?1`: a JSON array of `{id, token, pid, note}`, `?2`: now), returning the ids it
+    /// confirmed: one round trip instead of one per row on PostgreSQL. `None` on SQLite, where
+    /// a statement costs no round trip: one per row.
+    pub confirm_many: Option<&'static str>,
+}
+
+/// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock lives elsewhere
+/// in it, the webhook events' two-key locks in the other space).
+pub(crate) const OPT_OUT_LOCK: i64 = 1 << 62;
+pub(crate) const SUBSCRIBERS_LOCK: i64 = 1 << 61;
+/// The advisory lock class of webhook events (the two-key form).
+const WEBHOOK_EVENT_LOCK: i32 = 0x574B_4556; // "WKEV"
+
+/// The locks and merges an operation asks for, written once over the dialect's statements: on
+/// SQLite each is nothing (its one writer already orders every transaction) or SQLite's own.
+impl Dialect {
+    fn advisory(&self, tx: &mut dyn Tx, key: i64, shared: bool) -> Result<()> {
+        if let Some((exclusive, share)) = self.advisory_lock {
+            tx.exec(if shared { share } else { exclusive }, &args![key])?;
+        }
+        Ok(())
+    }
+
+    /// Order this transaction after every opt-out of the account (suppression, removal,
+    /// unsubscribe, bounce) and every claim of it: PostgreSQL takes the account's opt-out lock
+    /// exclusively (claims share it until their commit). Returns the time after the lock was
+    /// granted (an opt-out is dated then).
+    pub fn lock_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<i64> {
+        self.advisory(tx, OPT_OUT_LOCK | account_id, false)?;
+        Ok(crate::domain::clock::now_ms())
+    }
+
+    /// The time an opt-out made at `now` is dated: after taking the account's opt-out lock
+    /// ([`Dialect::lock_opt_outs`]), no earlier than the time it was granted (so later than
+    /// every claim that committed before it).
+    pub fn opt_out_at(&self, tx: &mut dyn Tx, account_id: i64, now: i64) -> Result<i64> {
+        Ok(now.max(self.lock_opt_outs(tx, account_id)?))
+    }
+
+    /// A claim shares the account's opt-out lock from before it reads its candidates to its
+    /// commit ([`Dialect::lock_opt_outs`]).
+    pub fn share_opt_outs(&self, tx: &mut dyn Tx, account_id: i64) -> Result<()> {
+        self.advisory(tx, OPT_OUT_LOCK | account_id, true)
+    }
+
+    /// New subscribers and list building of one account in one order: identity ids are handed
+    /// out before commit, so without this a list chunk could end past an id committed early
+    /// and leave behind the lower ids of a slower import still in flight. Inserting
+    /// subscribers shares the lock; a list chunk (`for_list`) takes it exclusively, so when it
+    /// reads no insert is in flight.
+    pub fn lock_subscribers(&self, tx: &mut dyn Tx, account_id: i64, for_list: bool) -> Result<()> {
+        self.advisory(tx, SUBSCRIBERS_LOCK | account_id, !for_list)
+    }
+
+    /// Lock the campaign row before deciding it is finished, so that the decision reads after
+    /// every transaction that holds it (a claim, a notification adding a recipient) committed.
+    pub fn lock_campaign(&self, tx: &mut dyn Tx, campaign_id: i64) -> Result<()> {
+        if let Some(sql) = self.lock_campaign {
+            tx.exec(sql, &args![campaign_id])?;
+        }
+        Ok(())
+    }
+
+    /// Take the lock of one webhook event's key (account, source, event id) until commit, so
+    /// that two deliveries of one event at once apply it once.
+    pub fn lock_webhook_event(
+        &self,
+        tx: &mut dyn Tx,
+        account_id: i64,
+        source: &str,
+        event_id: &str,
+    ) -> Result<()> {
+        if let Some(sql) = self.advisory_lock_text {
+            let key = format!("{account_id}:{source}:{event_id}");
+            tx.exec(sql, &args![WEBHOOK_EVENT_LOCK, &key])?;
+        }
+        Ok(())
+    }
+
+    /// SQLite's `json_patch(attrs, patch)` (RFC 7396 merge patch, key order kept), so that both
+    /// stores keep the same bytes.
+    pub fn json_patch(&self, tx: &mut dyn Tx, attrs: &str, patch: &str) -> Result<String> {
+        match self.json_patch {
+            Some(sql) => tx.scalar(sql, &args![attrs, patch]),
+            None => crate::store::shared::json_patch(attrs, patch),
+        }
+    }
 }

@@ -112,39 +112,39 @@ struct HotParams {
     now: i64,
     batch: i64,
     channel: &'static str,
-    campaigns: Vec<i64>,
+    /// The cancelled campaigns, as the JSON array the sweep binds.
+    campaigns: String,
 }
 
 /// The hot reads of a campaign's unfinished rows, each with the partial indexes meant to serve
 /// it and its parameters.
 fn hot_statements(p: &HotParams) -> [Statement<'_>; 5] {
-    use super::ledger::{
-        CLAIM_CANDIDATES, COMPLETE_IF_DONE, NEXT_VISIBLE, RECONCILABLE, SWEEP_CANCELLED,
-    };
+    let [claim_candidates, next_visible, reconcilable, complete_if_done, sweep_cancelled] =
+        super::ledger::bench_statements();
     let id = &p.campaign_id;
     [
         (
             "claim: candidates",
-            CLAIM_CANDIDATES,
+            claim_candidates,
             &["sends_claim"],
             vec![id, &p.account_id, &p.channel, &p.now, &p.batch],
         ),
-        ("next visible", NEXT_VISIBLE, &["sends_claim"], vec![id]),
+        ("next visible", next_visible, &["sends_claim"], vec![id]),
         (
             "reconcilable",
-            RECONCILABLE,
+            reconcilable,
             &["sends_doubt"],
             vec![id, &p.now, &p.batch],
         ),
         (
             "complete if done",
-            COMPLETE_IF_DONE,
+            complete_if_done,
             &["sends_claim", "sends_doubt"],
             vec![id, &p.now],
         ),
         (
             "sweep cancelled",
-            SWEEP_CANCELLED,
+            sweep_cancelled,
             &["sends_claim"],
             vec![&p.now, &p.campaigns],
         ),
@@ -291,7 +291,7 @@ impl PgStore {
                 now: crate::domain::clock::now_ms(),
                 batch: 500,
                 channel: "email",
-                campaigns: vec![campaign_id],
+                campaigns: format!("[{campaign_id}]"),
             };
             let mut out = Vec::new();
             for (name, sql, indexes, params) in hot_statements(&p) {

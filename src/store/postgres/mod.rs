@@ -49,26 +49,15 @@
 mod addresses;
 mod admin;
 mod audience;
-mod audit;
 mod bench;
-mod campaigns;
 mod cleartext;
-mod dialect;
-mod directory;
+pub(crate) mod dialect;
 pub(crate) mod doctor;
 mod ledger;
 mod lists;
-mod logins;
-mod messages;
 mod migrate;
-mod notify;
-mod optin;
-mod pages;
-mod ratelimit;
 mod segment;
-mod suppressions;
 pub mod tx;
-mod webhooks;
 // migrate-store's target (kept last: easy to merge).
 mod import;
 

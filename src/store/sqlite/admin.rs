@@ -1,12 +1,9 @@
-//! Tenants, subscribers and suppression lists.
+//! Tenants and subscribers (`Audience` on SQLite).
 
-use super::codec;
 use super::SqliteStore;
-use crate::domain::address::Channel;
 use crate::domain::links::Links;
 use crate::error::{Error, Result};
-use crate::store::{Audience, ImportReport, NewSubscriber, SkippedRow, Suppression, Suppressions};
-use crate::tools::crash;
+use crate::store::{Audience, ImportReport, NewSubscriber, SkippedRow};
 use rusqlite::types::Null;
 use rusqlite::{named_params, params, OptionalExtension, ToSql, Transaction};
 use std::collections::BTreeSet;
@@ -259,90 +256,6 @@ impl Audience for SqliteStore {
             found
                 .map(|_| ())
                 .ok_or_else(|| Error::not_found(format!("unknown account id {account_id}")))
-        })
-    }
-}
-
-impl Suppressions for SqliteStore {
-    /// Add an address to an account's suppression list. Returns false if it was already there.
-    /// From the moment this commits, no claim leases that address.
-    fn suppress(
-        &self,
-        account_id: i64,
-        channel: Channel,
-        address: &str,
-        reason: &str,
-        source: &str,
-    ) -> Result<bool> {
-        self.write(|tx| {
-            require_account(tx, account_id)?;
-            let n = tx.execute(
-                "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
-                 VALUES (:account, :channel, :address, :reason, :source, :now)
-                 ON CONFLICT DO NOTHING",
-                named_params! {
-                    ":account": account_id,
-                    ":channel": channel,
-                    ":address": address,
-                    ":reason": reason,
-                    ":source": source,
-                    ":now": crate::domain::clock::now_ms(),
-                },
-            )?;
-            crash::point("suppression_insert");
-            Ok(n == 1)
-        })
-    }
-
-    fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()> {
-        self.write(|tx| {
-            require_account(tx, account_id)?;
-            let n = tx.execute(
-                "DELETE FROM suppressions WHERE account_id = ?1 AND channel = ?2 AND address = ?3",
-                params![account_id, channel, address],
-            )?;
-            if n == 0 {
-                return Err(Error::not_found(format!(
-                    "{address} is not on the {channel} suppression list of account {account_id}"
-                )));
-            }
-            Ok(())
-        })
-    }
-
-    fn is_suppressed(&self, account_id: i64, channel: Channel, address: &str) -> Result<bool> {
-        self.read(|c| {
-            Ok(c.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM suppressions
-                 WHERE account_id = ?1 AND channel = ?2 AND address = ?3)",
-            )?
-            .query_row(params![account_id, channel, address], |r| r.get(0))?)
-        })
-    }
-
-    fn suppressions_page(&self, q: &crate::store::SuppressionPage<'_>) -> Result<Vec<Suppression>> {
-        self.read(|c| super::pages::suppressions(c, q))
-    }
-
-    fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>> {
-        self.account_exists(account_id)?;
-        self.read(|c| {
-            let mut st = c.prepare(
-                "SELECT channel, address, reason, source, created_at FROM suppressions
-                 WHERE account_id = ?1 ORDER BY channel, address",
-            )?;
-            let rows = st
-                .query_map([account_id], |r| {
-                    Ok(Suppression {
-                        channel: codec::get(r, 0, "suppressions")?,
-                        address: r.get(1)?,
-                        reason: r.get(2)?,
-                        source: r.get(3)?,
-                        created_at: r.get(4)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
         })
     }
 }

@@ -7,7 +7,6 @@ use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::domain::token::Scope;
 use crate::store::OptIn;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
-use rusqlite::Row;
 use std::fmt;
 
 /// A column holds a value that is not one of the enum's names. `place` is `table.column` once
@@ -83,24 +82,6 @@ text_enum!(Scope, "token scope", |s: &str| Scope::parse(s).ok());
 
 pub(super) use crate::store::shared::BodyFormat;
 
-/// `r.get(idx)`, with `table.column` added to an [`UnknownValue`] so that the error names
-/// where the damage is.
-pub(super) fn get<T: FromSql>(r: &Row<'_>, idx: usize, table: &str) -> rusqlite::Result<T> {
-    r.get(idx).map_err(|e| match e {
-        rusqlite::Error::FromSqlConversionFailure(i, ty, err) => {
-            match err.downcast::<UnknownValue>() {
-                Ok(mut u) => {
-                    let column = r.as_ref().column_name(idx).unwrap_or("?");
-                    u.place = Some(format!("{table}.{column}"));
-                    rusqlite::Error::FromSqlConversionFailure(i, ty, u)
-                }
-                Err(err) => rusqlite::Error::FromSqlConversionFailure(i, ty, err),
-            }
-        }
-        other => other,
-    })
-}
-
 /// The [`UnknownValue`] inside a rusqlite error, if that is what it is.
 pub(super) fn unknown_value(e: &rusqlite::Error) -> Option<&UnknownValue> {
     match e {
@@ -129,37 +110,5 @@ mod tests {
         }
         let back: CampaignStatus = c.query_row("SELECT 'paused'", [], |r| r.get(0)).unwrap();
         assert_eq!(back, CampaignStatus::Paused);
-    }
-
-    #[test]
-    fn an_unknown_value_is_an_error_naming_its_place() {
-        let c = Connection::open_in_memory().unwrap();
-        c.execute_batch(
-            "CREATE TABLE t (channel TEXT, status TEXT); INSERT INTO t VALUES ('fax', 7)",
-        )
-        .unwrap();
-        let e = c
-            .query_row("SELECT channel FROM t", [], |r| get::<Channel>(r, 0, "t"))
-            .unwrap_err();
-        let u = unknown_value(&e).expect("an UnknownValue");
-        assert_eq!(
-            u.to_string(),
-            "t.channel holds \"fax\", which is not a channel"
-        );
-        // TEXT affinity stored the 7 as text.
-        let e = c
-            .query_row("SELECT status FROM t", [], |r| r.get::<_, SendStatus>(0))
-            .unwrap_err();
-        assert_eq!(
-            unknown_value(&e).expect("an UnknownValue").to_string(),
-            "\"7\" is not a send status"
-        );
-        let e = c
-            .query_row("SELECT 7", [], |r| r.get::<_, CampaignStatus>(0))
-            .unwrap_err();
-        assert_eq!(
-            unknown_value(&e).expect("an UnknownValue").to_string(),
-            "\"Integer(7)\" is not a campaign status"
-        );
     }
 }

@@ -1,11 +1,127 @@
 //! SQLite's SQL where it differs from PostgreSQL's (`store::sql::Dialect`): one writer at a
-//! time (`BEGIN IMMEDIATE`), so no row or advisory locks.
+//! time (`BEGIN IMMEDIATE`), so no row or advisory locks; counters kept by triggers, and the
+//! index a statement should read named where the planner would pick another.
 
+use crate::domain::model::SendStatus;
 use crate::store::sql::Dialect;
 
 /// SQLite's dialect.
 pub static SQLITE: Dialect = Dialect {
     name: "sqlite",
     for_update: "",
+    for_update_of: |_| String::new(),
+    for_share: "",
+    skip_locked: "",
+    advisory_lock: None,
+    advisory_lock_text: None,
+    lock_campaign: None,
+    begin_snapshot: "BEGIN",
+    byte_order: "",
+    starts_with: |_, _| String::new(),
+    // U+10FFFF is char(1114111); BINARY collation: the range is the prefix.
+    prefix_match: |c, p| format!("{c} >= {p} AND {c} < {p} || char(1114111)"),
+    like_ci: "LIKE",
+    same_text: ("IS", "IS NOT"),
+    json_patch: Some("SELECT json_patch(?1, ?2)"),
+    json_array_agg: "json_group_array",
+    in_json_ids: |col, param| format!("{col} IN (SELECT value FROM json_each({param}))"),
+    captured_vars: CAPTURED_VARS,
+    attr_param: |key| format!("$.\"{key}\""),
+    attr_text: |param| format!("CAST(json_extract(s.attrs, {param}) AS TEXT)"),
+    list_member_counts: "(SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'subscribed'),
+    (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'unsubscribed'),
+    (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'pending')",
+    status_counts: STATUS_COUNTS,
+    state_count: Some("SELECT n FROM campaign_counts WHERE campaign_id = ?1 AND status = ?2"),
+    report_scan,
+    report_batch: None,
     in_doubt_count: "SELECT count(*) FROM sends INDEXED BY sends_doubt WHERE status = 'in_doubt'",
+    sends_doubt_index: " INDEXED BY sends_doubt",
+    subscribers_by_id: " NOT INDEXED",
+    confirm_many: None,
 };
+
+/// The template variables a send captures from its subscriber (`s`): the attributes, with the
+/// built-ins on top. Campaign preview and list previews read the same expression.
+pub(crate) const CAPTURED_VARS: &str =
+    "json_patch(s.attrs, json_object('name', s.name, 'email', s.email, 'phone', s.phone))";
+
+/// One count per send state of a campaign, from the counters the triggers of 0014 keep in
+/// every transaction that changes a send: one primary-key range, whatever the size of the
+/// campaign.
+pub(crate) const STATUS_COUNTS: &str =
+    "SELECT status, n FROM campaign_counts WHERE campaign_id = ?1 AND n <> 0";
+
+/// The most queued or leased sends a report page sorts by id rather than walk the campaign.
+const REPORT_SORT_AT_MOST: i64 = 50_000;
+
+/// The index that reads fewest rows:
+/// - with a prefix, the range of UNIQUE (campaign_id, address);
+/// - a state with a partial index (`in_doubt`: sends_doubt; `failed`, `suppressed`:
+///   sends_unsent of 0015) reads only that state's rows, in id order;
+/// - `queued`/`leased` read sends_claim and sort, when there are at most
+///   [`REPORT_SORT_AT_MOST`] of them;
+/// - otherwise `sends_campaign_order` (0014) walks the campaign in id order and stops at a
+///   page (a common state: its rows are dense).
+fn report_scan(prefix: bool, state: Option<SendStatus>, in_state: i64) -> &'static str {
+    match state {
+        _ if prefix => "WHERE campaign_id = ?1",
+        Some(SendStatus::InDoubt) => "WHERE campaign_id = ?1 AND status = 'in_doubt'",
+        Some(SendStatus::Failed | SendStatus::Suppressed) => {
+            "WHERE campaign_id = ?1 AND status IN ('failed', 'suppressed')"
+        }
+        // Left to itself, the planner prefers UNIQUE (campaign_id, subscriber_id) here.
+        Some(SendStatus::Queued | SendStatus::Leased) if in_state <= REPORT_SORT_AT_MOST => {
+            "INDEXED BY sends_claim WHERE campaign_id = ?1 AND status IN ('queued', 'leased')"
+        }
+        _ => "WHERE campaign_id + 0 = ?1",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite::tx::SqliteTx;
+
+    /// The Rust merge PostgreSQL uses (`shared::json_patch`) gives SQLite's bytes.
+    #[test]
+    fn json_patch_in_rust_is_sqlites() {
+        let c = rusqlite::Connection::open_in_memory().expect("in-memory SQLite");
+        let cases = [
+            ("{}", r#"{"z":1,"a":{"x":1,"y":[1,2]},"m":"é"}"#),
+            (
+                r#"{"z":1,"a":{"x":1,"y":[1,2]},"m":"é"}"#,
+                r#"{"a":{"x":null,"w":true},"z":null,"n":2.50}"#,
+            ),
+            (
+                r#"{ "a" : [ 1 , { "b" : null } ] , "c":"x\"y" }"#,
+                r#"{"c":"\u00e9"}"#,
+            ),
+            (
+                r#"{"a":1}"#,
+                r#"{"b":{"c":null,"d":{"e":null,"f":-0.5e+3}}}"#,
+            ),
+            (r#"{"a":{"b":1}}"#, r#"{"a":7}"#),
+            (r#"{"a":7}"#, r#"{"a":{"b":null,"c":1}}"#),
+            (r#"{"\u0061":1,"b":2}"#, r#"{"a":null,"b":3,"b":4}"#),
+            (r#"[1,2]"#, r#"{"a":1}"#),
+            (r#"{"a":1}"#, r#"[1, 2]"#),
+            (r#"{"a":1}"#, "null"),
+            (r#"{"a":1,"a":2}"#, r#"{"a":null}"#),
+            (
+                r#"{"n":12345678901234567890,"t":true,"f":false}"#,
+                r#"{"x":1E400}"#,
+            ),
+        ];
+        for (target, patch) in cases {
+            let sqlite = SQLITE
+                .json_patch(&mut SqliteTx(&c), target, patch)
+                .expect("SQLite's json_patch");
+            let rust = crate::store::shared::json_patch(target, patch).expect("Rust json_patch");
+            assert_eq!(rust, sqlite, "json_patch({target}, {patch})");
+        }
+        for (target, patch) in [("{", "{}"), ("{}", r#"{"a":}"#), ("{}", "01")] {
+            assert!(crate::store::shared::json_patch(target, patch).is_err());
+        }
+    }
+}

@@ -63,12 +63,3 @@ impl From<r2d2::Error> for Error {
         Error::db(format!("could not get a database connection: {e}"))
     }
 }
-
-/// On the send path an unknown value is ledger damage in the worker's sense
-/// ([`Error::damaged`]: nothing committed, the worker stops); elsewhere as [`From`].
-pub(super) fn on_send_path(e: rusqlite::Error) -> Error {
-    match unknown_value(&e) {
-        Some(u) => Error::damaged(u),
-        None => e.into(),
-    }
-}

@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::store::{
     Admin, Adopted, GuardState, Installation, LedgerCounts, OpenOptions, Place, Watermark,
 };
-use rusqlite::{named_params, OptionalExtension, Transaction};
+use rusqlite::Transaction;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -282,36 +282,53 @@ pub(super) fn sync_dir(path: &Path) -> Result<()> {
         .map_err(|e| Error::io(&format!("cannot sync the directory {}", dir.display()), e))
 }
 
-const CLAIM_GENERATION: &str = "UPDATE guard SET generation = generation + 1, heartbeat_at = :now,
-     host = coalesce(host, :host), path = coalesce(path, :path)
+const CLAIM_GENERATION: &str = "UPDATE guard SET generation = generation + 1, heartbeat_at = ?1,
+     host = coalesce(host, ?2), path = coalesce(path, ?3)
      WHERE singleton = 1 AND moved_to IS NULL
-       AND (:host IS NULL OR host IS NULL OR (host = :host AND path = :path))
+       AND (?2 IS NULL OR host IS NULL OR (host = ?2 AND path = ?3))
      RETURNING generation";
 
 /// Inside a claim that leased rows: count it, and check that this process may claim from this
 /// file (its owner, or no owner yet) and that the file did not go back in time under it.
+/// (Over the ledger's `sql::Tx`: the claim is written once, `store/ledger.rs`.)
 pub(super) fn claim_generation(
-    tx: &Transaction<'_>,
+    tx: &mut dyn crate::store::sql::Tx,
     guard: Option<&Guard>,
     now: i64,
 ) -> Result<i64> {
+    use crate::store::sql::args;
     let place = guard.filter(|g| g.enforced).map(|g| &g.here);
-    let generation: Option<i64> = tx
-        .prepare_cached(CLAIM_GENERATION)?
-        .query_row(
-            named_params! {
-                ":now": now,
-                ":host": place.map(|p| &p.host),
-                ":path": place.map(|p| &p.path),
-            },
-            |r| r.get(0),
-        )
-        .optional()?;
+    let generation: Option<i64> = tx.scalar_opt(
+        CLAIM_GENERATION,
+        &args![
+            now,
+            place.map(|p| p.host.as_str()),
+            place.map(|p| p.path.as_str())
+        ],
+    )?;
     let Some(generation) = generation else {
-        if let (Some(to), at) = moved(tx)? {
+        let (to, at): (Option<String>, Option<i64>) = tx
+            .query_opt(
+                "SELECT moved_to, moved_at FROM guard WHERE singleton = 1",
+                &[],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?
+            .unwrap_or((None, None));
+        if let Some(to) = to {
             return Err(moved_error(&to, at));
         }
-        let owner = owner(tx)?;
+        let owner = tx
+            .query_opt(
+                "SELECT host, path FROM guard WHERE singleton = 1",
+                &[],
+                |r| {
+                    Ok(match (r.get(0)?, r.get(1)?) {
+                        (Some(host), Some(path)) => Some(Place { host, path }),
+                        _ => None,
+                    })
+                },
+            )?
+            .flatten();
         return Err(copy_error(owner.as_ref(), place));
     };
     if let Some(g) = guard {
@@ -466,31 +483,6 @@ fn read_guard_row(c: &rusqlite::Connection) -> Result<(i64, Option<i64>, Option<
         [],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?)
-}
-
-/// The scope of a job made from these ids (column of `guard_epochs`, id): the installation,
-/// with the highest label of the epochs any of the ids is above (`model::key_scope`).
-pub(super) fn key_scope(c: &rusqlite::Connection, ids: &[(&str, i64)]) -> Result<String> {
-    let installation: String =
-        c.query_row("SELECT id FROM installation WHERE singleton = 1", [], |r| {
-            r.get(0)
-        })?;
-    let above: Vec<String> = ids
-        .iter()
-        .map(|(col, id)| format!("{id} > {col}"))
-        .collect();
-    let epoch: i64 = match above.is_empty() {
-        true => 0,
-        false => c.query_row(
-            &format!(
-                "SELECT coalesce(max(label), 0) FROM guard_epochs WHERE {}",
-                above.join(" OR ")
-            ),
-            [],
-            |r| r.get(0),
-        )?,
-    };
-    Ok(crate::domain::model::key_scope(&installation, epoch))
 }
 
 /// Mark what the lost timeline may have sent: every unfinished row, and the rows list building

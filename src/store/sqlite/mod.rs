@@ -3,46 +3,27 @@
 
 mod addresses;
 mod admin;
-mod audit;
 mod bench;
-mod campaigns;
 mod codec;
 mod dbfile;
-mod dialect;
-mod directory;
+pub(crate) mod dialect;
 mod doctor;
 mod error;
 pub mod export;
 pub(crate) mod guard;
 mod ledger;
 mod lists;
-mod logins;
-mod messages;
-mod notify;
 mod optin;
-mod pages;
-mod ratelimit;
 mod segment;
 pub mod tx;
-mod unsubscribe;
-mod webhooks;
 
 pub use bench::{BareClaim, QueryPlan};
 pub use doctor::inspect;
 pub use guard::{restore, watermark_path, Restored, HOST_ENV};
-pub use notify::notify_job_id;
-pub use ratelimit::refill;
-
-/// SQLite's `json_patch(attrs, patch)` (RFC 7396 merge patch: key order kept, new keys
-/// appended, null removes, nested objects merged, number text as written), computed by SQLite
-/// itself on an in-memory connection. The PostgreSQL store merges subscriber attributes with it,
-/// so both stores keep the same bytes (PostgreSQL's `jsonb ||` is shallow and reorders keys).
-pub fn json_patch(attrs: &str, patch: &str) -> crate::error::Result<String> {
-    let c = rusqlite::Connection::open_in_memory()?;
-    Ok(c.query_row("SELECT json_patch(?1, ?2)", [attrs, patch], |r| r.get(0))?)
-}
 
 use crate::error::{Error, ErrorKind, Result};
+/// Written once in `store/webhooks.rs`; `bench.rs` reports the plans of its `hot_queries`.
+use crate::store::webhooks;
 use crate::store::{Admin, OpenOptions, Synchronous};
 use dbfile::{check_header, FileState};
 use r2d2_sqlite::SqliteConnectionManager;
