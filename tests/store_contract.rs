@@ -2094,7 +2094,7 @@ fn a_report_that_settles_a_row_as_sent_gives_it_its_provider_id_on_every_backend
 
 // ---- Audience filters and `Audience` with lists: the same answers on every backend ----------
 //
-// PostgreSQL compiles a filter on its own (`store/postgres/segment.rs`); these scripts seed the
+// Each store compiles a filter for its own dialect (`store/segment.rs`); these scripts seed the
 // same subscribers, with attributes of every JSON type, on both stores and require the same
 // audience counts, the same recipients built, and the same `matches_filter` for each filter.
 

@@ -1,8 +1,8 @@
 //! Subscriber lists (`Lists`), backend-neutral: lists per account with their opt-in mode,
 //! memberships with a status of their own, and the audience counts of a campaign's targets.
 //! Written once for both stores over `sql::Tx` (the unsubscribe link's steps in
-//! `unsubscribe.rs`, the keyset pages in `pages.rs`), except the audience counts, which
-//! compile an audience filter per backend ([`AudienceSql`]).
+//! `unsubscribe.rs`, the keyset pages in `pages.rs`); the audience counts compile the audience
+//! filter with `segment.rs` for the store's dialect.
 
 use crate::domain::address::Channel;
 use crate::domain::links::Links;
@@ -11,7 +11,8 @@ use crate::domain::template::VarCounts;
 use crate::error::{Error, Result};
 use crate::store::shared::require_account;
 use crate::store::sql::{args, Db, Dialect, Row, Tx};
-use crate::store::{unsubscribe, Campaigns};
+use crate::store::{segment, unsubscribe, Campaigns};
+use std::collections::BTreeMap;
 
 /// How a list takes new members: `single` subscribes them at once, `double` leaves them
 /// `pending` until they confirm.
@@ -457,16 +458,136 @@ fn remove_list_in(tx: &mut dyn Tx, account_id: i64, list_id: i64) -> Result<u64>
     Ok(n)
 }
 
-/// The audience counts of a campaign's targets and filter, per backend: they compile the
-/// audience filter (`sqlite/segment.rs`, `postgres/segment.rs`), which is not yet written once.
-pub(crate) trait AudienceSql {
-    /// See [`Lists::audience_counts_for`].
-    fn audience_sql_counts(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts>;
-    /// See [`Lists::variable_counts_for`].
-    fn variable_sql_counts(&self, q: &AudienceQuery<'_>) -> Result<VarCounts>;
+/// The address column of subscriber `s` for `channel`.
+fn address_column(channel: Channel) -> &'static str {
+    match channel {
+        Channel::Sms => "s.phone",
+        Channel::Email => "s.email_norm",
+    }
 }
 
-impl<S: Db + AudienceSql + Campaigns> Lists for S {
+/// The audience counts of one query; see [`AudienceCounts`] for the buckets. `?1`: the
+/// targeted list ids (a JSON array), folded per subscriber in `m`; `?2`: whether the whole
+/// account is targeted (no lists); `?3` the account, `?4` the channel; `filter`, the compiled
+/// audience filter (its parameters from `?5`), applied where list building applies it: to the
+/// subscribers it would otherwise take. One statement, so one snapshot.
+fn audience_sql(d: &Dialect, channel: Channel, filter: Option<&str>) -> String {
+    let addr = address_column(channel);
+    let targeted = (d.in_json_ids)("lm.list_id", "?1");
+    let filtered = filter.map_or(String::new(), |f| {
+        format!("WHEN NOT {f} THEN 'filtered_out'")
+    });
+    let n = |k: &str| format!("count(CASE WHEN k = '{k}' THEN 1 END)");
+    format!(
+        "WITH m AS (
+             SELECT lm.subscriber_id AS sid,
+                    max(CASE WHEN lm.status = 'subscribed' THEN 1 ELSE 0 END) = 1 AS sub,
+                    max(CASE WHEN lm.status = 'unsubscribed' THEN 1 ELSE 0 END) = 1 AS unsub
+             FROM list_members lm WHERE {targeted}
+             GROUP BY lm.subscriber_id),
+         t AS (
+             SELECT {addr} AS addr,
+                    CASE WHEN NOT coalesce(m.sub, ?2) AND m.unsub THEN 'unsubscribed'
+                         WHEN NOT coalesce(m.sub, ?2) OR s.status <> 'confirmed'
+                              THEN 'unconfirmed'
+                         WHEN {addr} IS NULL THEN 'no_address'
+                         {filtered}
+                         ELSE 'ok' END AS k
+             FROM subscribers s LEFT JOIN m ON m.sid = s.id
+             WHERE s.account_id = ?3 AND s.removed_at IS NULL
+               AND (?2 OR m.sid IS NOT NULL))
+         SELECT {}, {}, {},
+                {} - count(DISTINCT CASE WHEN k = 'ok' THEN addr END),
+                count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NOT NULL THEN addr END),
+                count(DISTINCT CASE WHEN k = 'ok' AND su.address IS NULL THEN addr END),
+                {}
+         FROM t LEFT JOIN suppressions su ON su.account_id = ?3
+                                         AND su.channel = ?4 AND su.address = t.addr",
+        n("unsubscribed"),
+        n("unconfirmed"),
+        n("no_address"),
+        n("ok"),
+        n("filtered_out"),
+    )
+}
+
+/// The audience of [`Lists::variable_counts_for`] (`?1` the account, `?2` whether the whole
+/// account is targeted, `?3` the targeted list ids as a JSON array; `filter`, a compiled
+/// condition on `s`, from `?4`), then its size (the row whose key is NULL) and how many of it
+/// have each variable, read from the same JSON object list building captures for rendering
+/// (`Dialect::captured_vars`), so "has it" means here what it means when the message is
+/// rendered. One statement, so one snapshot.
+fn variable_counts_sql(d: &Dialect, channel: Channel, filter: &str) -> String {
+    let addr = address_column(channel);
+    let targeted = (d.in_json_ids)("lm.list_id", "?3");
+    format!(
+        "WITH a AS (
+             SELECT s.id, s.attrs, s.name, s.email, s.phone FROM subscribers s
+             WHERE s.account_id = ?1 AND s.status = 'confirmed' AND {addr} IS NOT NULL
+               AND (?2 OR EXISTS (
+                   SELECT 1 FROM list_members lm
+                   WHERE {targeted} AND lm.subscriber_id = s.id AND lm.status = 'subscribed'))
+               AND {filter})
+         SELECT CAST(NULL AS TEXT), count(*) FROM a
+         UNION ALL
+         SELECT j.key, count(DISTINCT s.id) FROM a s, {keys} j GROUP BY j.key",
+        keys = (d.json_keys)(d.captured_vars),
+    )
+}
+
+/// A count read from the database (never negative).
+fn count(r: Row<'_>, i: usize) -> Result<u64> {
+    Ok(u64::try_from(r.get::<i64>(i)?).unwrap_or(0))
+}
+
+/// [`Lists::audience_counts_for`] on one connection.
+fn audience_counts_in(tx: &mut dyn Tx, q: &AudienceQuery<'_>) -> Result<AudienceCounts> {
+    let d = tx.dialect();
+    let compiled = q.filter.map(|f| segment::compile(d, Some(f), 5));
+    let sql = audience_sql(d, q.channel, compiled.as_ref().map(|c| c.sql.as_str()));
+    let lists = serde_json::Value::from(q.lists.to_vec()).to_string();
+    let fixed = args![&lists, q.lists.is_empty(), q.account_id, q.channel];
+    let params = compiled.as_ref().map_or(fixed.to_vec(), |c| c.with(&fixed));
+    let counts = tx.query_opt(&sql, &params, |r| {
+        Ok(AudienceCounts {
+            unsubscribed: count(r, 0)?,
+            unconfirmed: count(r, 1)?,
+            no_address: count(r, 2)?,
+            duplicates: count(r, 3)?,
+            suppressed: count(r, 4)?,
+            would_receive: count(r, 5)?,
+            filtered_out: count(r, 6)?,
+        })
+    })?;
+    counts.ok_or_else(|| Error::internal("the audience counts query returned no row"))
+}
+
+/// [`Lists::variable_counts_for`] on one connection.
+fn variable_counts_in(tx: &mut dyn Tx, q: &AudienceQuery<'_>) -> Result<VarCounts> {
+    let d = tx.dialect();
+    let compiled = segment::compile(d, q.filter, 4);
+    let sql = variable_counts_sql(d, q.channel, &compiled.sql);
+    let lists = serde_json::Value::from(q.lists.to_vec()).to_string();
+    let params = compiled.with(&args![q.account_id, q.lists.is_empty(), &lists]);
+    let mut counts = VarCounts {
+        channel: q.channel,
+        total: 0,
+        present: BTreeMap::new(),
+    };
+    tx.each(&sql, &params, &mut |r| {
+        let n = count(r, 1)?;
+        match r.get::<Option<String>>(0)? {
+            None => counts.total = n,
+            Some(k) => {
+                counts.present.insert(k, n);
+            }
+        }
+        Ok(())
+    })?;
+    Ok(counts)
+}
+
+impl<S: Db + Campaigns> Lists for S {
     fn list_members(&self, q: &MemberPage<'_>) -> Result<Vec<MemberRow>> {
         self.read(|tx| crate::store::pages::members(tx, q))
     }
@@ -573,10 +694,10 @@ impl<S: Db + AudienceSql + Campaigns> Lists for S {
     }
 
     fn variable_counts_for(&self, q: &AudienceQuery<'_>) -> Result<VarCounts> {
-        self.variable_sql_counts(q)
+        self.read(|tx| variable_counts_in(tx, q))
     }
 
     fn audience_counts_for(&self, q: &AudienceQuery<'_>) -> Result<AudienceCounts> {
-        self.audience_sql_counts(q)
+        self.read(|tx| audience_counts_in(tx, q))
     }
 }

@@ -430,6 +430,16 @@ pub struct Dialect {
     /// The text of the subscriber's attribute whose path (or key) is bound at `param`, as
     /// SQLite's `CAST(json_extract(attrs, path) AS TEXT)` gives it (NULL when missing).
     pub attr_text: fn(param: &str) -> String,
+    /// The keys of the JSON object text `obj`, as a table function whose rows have a `key`
+    /// column (SQLite's `json_each`; PostgreSQL's `jsonb_each` of the text cast).
+    pub json_keys: fn(obj: &str) -> String,
+    /// Every attribute name of account `?1`'s subscribers (`DISTINCT key` rows); PostgreSQL
+    /// skips an `attrs` that is not a JSON object, where `json_each` would fail.
+    pub attribute_names: &'static str,
+    /// A statement the database refused ends the transaction (PostgreSQL: every later one
+    /// fails until `ROLLBACK`); SQLite undoes that statement alone and the transaction goes
+    /// on. An import that skips bad rows skips one the database refused only where it goes on.
+    pub failed_statement_aborts: bool,
 
     // --- counters, plans ---
     /// The member counts of list `l` as three columns (subscribed, unsubscribed, pending):

@@ -34,6 +34,10 @@ pub static POSTGRES: Dialect = Dialect {
     captured_vars: CAPTURED_VARS,
     attr_param: |key| key.to_string(),
     attr_text: |param| ATTR_TEXT.replace("{key}", &format!("CAST({param} AS TEXT)")),
+    json_keys: |obj| format!("jsonb_each(CAST({obj} AS jsonb))"),
+    attribute_names: "SELECT DISTINCT j.key FROM subscribers s, json_each(s.attrs::json) j
+     WHERE s.account_id = ?1 AND json_typeof(s.attrs::json) = 'object'",
+    failed_statement_aborts: true,
     list_member_counts:
         "(SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'subscribed'),
     (SELECT count(*) FROM list_members m WHERE m.list_id = l.id AND m.status = 'unsubscribed'),

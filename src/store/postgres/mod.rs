@@ -48,15 +48,12 @@
 
 mod addresses;
 mod admin;
-mod audience;
 mod bench;
 mod cleartext;
 pub(crate) mod dialect;
 pub(crate) mod doctor;
 mod ledger;
-mod lists;
 mod migrate;
-mod segment;
 pub mod tx;
 // migrate-store's target (kept last: easy to merge).
 mod import;

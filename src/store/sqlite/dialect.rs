@@ -28,6 +28,10 @@ pub static SQLITE: Dialect = Dialect {
     captured_vars: CAPTURED_VARS,
     attr_param: |key| format!("$.\"{key}\""),
     attr_text: |param| format!("CAST(json_extract(s.attrs, {param}) AS TEXT)"),
+    json_keys: |obj| format!("json_each({obj})"),
+    attribute_names: "SELECT DISTINCT j.key FROM subscribers s, json_each(s.attrs) j
+     WHERE s.account_id = ?1",
+    failed_statement_aborts: false,
     list_member_counts: "(SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'subscribed'),
     (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'unsubscribed'),
     (SELECT coalesce(sum(n), 0) FROM list_counts c WHERE c.list_id = l.id AND c.status = 'pending')",

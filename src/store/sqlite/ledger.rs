@@ -10,8 +10,6 @@ use crate::error::Result;
 use crate::store::ledger::{self as ledger, LedgerStore};
 use crate::store::sql::Tx;
 
-pub(super) use super::dialect::CAPTURED_VARS;
-
 impl LedgerStore for SqliteStore {
     fn count_claim(&self, tx: &mut dyn Tx, claimed_at: i64) -> Result<Option<i64>> {
         super::guard::claim_generation(tx, self.guard(), claimed_at).map(Some)

@@ -2,7 +2,6 @@
 //! the project lives under this module.
 
 mod addresses;
-mod admin;
 mod bench;
 mod codec;
 mod dbfile;
@@ -12,9 +11,6 @@ mod error;
 pub mod export;
 pub(crate) mod guard;
 mod ledger;
-mod lists;
-mod optin;
-mod segment;
 pub mod tx;
 
 pub use bench::{BareClaim, QueryPlan};
