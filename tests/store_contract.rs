@@ -2476,6 +2476,50 @@ fn audience_with_lists_answers_the_same_on_every_backend() {
     same_on_both(audience_script);
 }
 
+/// An import row the database itself refuses (its email names a removed subscriber, revived
+/// with a phone another subscriber has: a unique index says no) is skipped with
+/// `skip_invalid` on SQLite, whose transaction goes on; on PostgreSQL the refused statement
+/// ended the transaction, so the import fails whole and writes nothing (it never reports rows
+/// as imported that its commit did not keep).
+#[test]
+fn an_import_row_the_database_refuses_is_skipped_only_where_the_transaction_goes_on() {
+    for b in ledger_backends() {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let acct = s.add_account("a").unwrap();
+        let new = |email: Option<&str>, phone: Option<&str>| {
+            sendonce::app::import::subscriber(email, phone, None, Some("confirmed"), &[]).unwrap()
+        };
+        let gone = s
+            .add_subscriber(acct, &new(Some("a@x.org"), None), &[])
+            .unwrap();
+        s.add_subscriber(acct, &new(None, Some("+351912345678")), &[])
+            .unwrap();
+        s.remove_subscriber(acct, gone).unwrap();
+        let rows = vec![
+            (2, Ok(new(Some("a@x.org"), Some("+351912345678")))),
+            (3, Ok(new(Some("c@x.org"), None))),
+        ];
+        let report = s.import_subscribers(acct, rows, true, &[]);
+        let kept = s.find_subscriber(acct, "c@x.org").map(|r| r.id);
+        if b.name == "postgresql" {
+            let e = report.expect_err("PostgreSQL cannot go on after a refused statement");
+            assert_eq!(
+                e.kind,
+                sendonce::error::ErrorKind::Database,
+                "{}",
+                e.message
+            );
+            assert!(kept.is_err(), "{}: {kept:?}", b.name);
+        } else {
+            let r = report.expect("SQLite skips the refused row");
+            assert_eq!((r.imported, r.existing, r.skipped.len()), (1, 0, 1));
+            assert_eq!(r.skipped[0].line, 2);
+            assert!(kept.is_ok(), "{}: {kept:?}", b.name);
+        }
+    }
+}
+
 // ---- Logins: the dashboard's admins and sessions, on both backends --------------------------
 
 /// The `Logins` contract with a clock the test holds (the `now` arguments): create (duplicate
