@@ -175,44 +175,4 @@ mod tests {
         let c = compile(&POSTGRES, Some(&f), 1);
         assert_eq!(c.params[0], Param::Text("city".into()));
     }
-
-    /// The compiled condition against an in-memory SQLite table: the missing-attribute rule
-    /// and two-valued `not`.
-    #[test]
-    fn missing_attributes_never_equal() {
-        let db = rusqlite::Connection::open_in_memory().unwrap();
-        db.execute_batch(
-            "CREATE TABLE subscribers (id INTEGER PRIMARY KEY, name TEXT, email_norm TEXT,
-                                       phone TEXT, attrs TEXT, created_at INTEGER);
-             INSERT INTO subscribers VALUES
-               (1, 'Ann', 'ann@x.org', NULL, '{\"city\": \"Lisboa\", \"n\": 5}', 1000),
-               (2, NULL, 'bob@x.org', '+351', '{\"city\": \"Porto\", \"zone\": \"  \"}', 2000),
-               (3, 'Cy', 'cy@x.org', NULL, '{}', 3000);",
-        )
-        .unwrap();
-        let ids = |text: &str| -> Vec<i64> {
-            let f = Filter::parse(text).unwrap();
-            let c = compile(&SQLITE, Some(&f), 1);
-            let sql = format!("SELECT id FROM subscribers s WHERE {} ORDER BY id", c.sql);
-            let mut st = db.prepare(&sql).unwrap();
-            st.query_map(rusqlite::params_from_iter(c.with(&[])), |r| r.get(0))
-                .unwrap()
-                .collect::<rusqlite::Result<Vec<i64>>>()
-                .unwrap()
-        };
-        assert_eq!(ids(r#"city = "Lisboa""#), [1]);
-        assert_eq!(ids(r#"city != "Lisboa""#), [2, 3]);
-        assert_eq!(ids(r#"not city = "Lisboa""#), [2, 3]);
-        assert_eq!(ids(r#"city in ("Lisboa", "Porto")"#), [1, 2]);
-        assert_eq!(ids(r#"city not in ("Lisboa")"#), [2, 3]);
-        assert_eq!(ids(r#"not city in ("Lisboa")"#), [2, 3]);
-        assert_eq!(ids("has city"), [1, 2]);
-        assert_eq!(ids("not has zone"), [1, 2, 3]);
-        assert_eq!(ids("has name"), [1, 3]);
-        assert_eq!(ids("has phone"), [2]);
-        assert_eq!(ids(r#"n = "5""#), [1]);
-        assert_eq!(ids(r#"email = "BOB@X.org" or name = "Cy""#), [2, 3]);
-        assert_eq!(ids(r#"created_after "1970-01-01T00:00:02Z""#), [2, 3]);
-        assert_eq!(ids(r#"created_before "1970-01-01T00:00:02Z""#), [1]);
-    }
 }
