@@ -956,7 +956,7 @@ fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
          UPDATE sends SET status = 'in_doubt', doubt_since = 0 WHERE id = 2;",
     );
     let store = sendonce::store::postgres::PgStore::open(&c.url(&db), &create()).unwrap();
-    let plans = store.hot_query_plans(1).unwrap();
+    let plans = store.hot_read_plans(1).unwrap();
     let names: Vec<&str> = plans.iter().map(|p| p.name).collect();
     assert_eq!(
         names,

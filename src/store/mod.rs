@@ -2,9 +2,11 @@
 //! `open`, which picks the backend from the target. Today's backend is SQLite (`sqlite/`); a
 //! second one (PostgreSQL) implements the same traits and passes `tests/store_contract.rs`.
 
+mod addresses;
 mod admin;
 mod audience;
 mod audit;
+mod bench;
 mod campaigns;
 pub mod copy;
 mod directory;
@@ -35,6 +37,7 @@ pub use admin::{
 };
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
+pub use bench::Bench;
 pub use campaigns::{
     AccountDoubtRow, Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow,
     ReportSearch, StatusCounts,

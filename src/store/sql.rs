@@ -474,6 +474,12 @@ pub struct Dialect {
     /// confirmed: one round trip instead of one per row on PostgreSQL. `None` on SQLite, where
     /// a statement costs no round trip: one per row.
     pub confirm_many: Option<&'static str>,
+
+    // --- bench ---
+    /// Inserts `sendonce bench`'s confirmed email subscribers `reader<i>@bench.example`, i from
+    /// `?2` to `?3`, of account `?1` at time `?4`, each with a `city` attribute: counted by a
+    /// recursive CTE on SQLite, by `generate_series` on PostgreSQL.
+    pub seed_subscribers: &'static str,
 }
 
 /// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock lives elsewhere

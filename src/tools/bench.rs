@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::provider::{self, Provider};
 use crate::store::sqlite::{QueryPlan, SqliteStore};
 use crate::store::{
-    Audience, Campaigns, Ledger, Lists, NewCampaign, NewList, OpenOptions, OptIn, Synchronous,
+    Audience, Bench, Campaigns, Ledger, Lists, NewCampaign, NewList, OpenOptions, OptIn,
+    Synchronous,
 };
 use crate::worker;
 use serde::Serialize;
@@ -60,7 +61,7 @@ const NOTIFY_SAMPLES: usize = 5;
 /// One subscriber in this many has opted out before the campaign.
 const OPTED_OUT_EVERY: u64 = 1000;
 /// Lists of the targeted list-building figure (overlapping windows, see
-/// `SqliteStore::bench_seed_memberships`).
+/// `Bench::bench_seed_memberships`).
 const TARGETED_LISTS: usize = 3;
 
 #[derive(Debug, Serialize)]
@@ -434,7 +435,7 @@ fn setup_campaign(store: &SqliteStore, n: u64) -> Result<i64> {
 }
 
 /// [`setup_campaign`], the campaign targeting `lists` lists that hold every subscriber
-/// (`SqliteStore::bench_seed_memberships`; none: the whole account). Returns the campaign id
+/// (`Bench::bench_seed_memberships`; none: the whole account). Returns the campaign id
 /// and the number of memberships.
 pub(crate) fn setup_campaign_in_lists(
     store: &SqliteStore,

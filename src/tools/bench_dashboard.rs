@@ -11,7 +11,7 @@ use crate::domain::login::Password;
 use crate::domain::token::Scope;
 use crate::error::{Error, Result};
 use crate::store::sqlite::SqliteStore;
-use crate::store::{Ledger, Lists, Outcome, Record, Synchronous};
+use crate::store::{Bench, Ledger, Lists, Outcome, Record, Synchronous};
 use serde::Serialize;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::store::postgres::{PgPlan, PgStore};
-use crate::store::{Audience, Campaigns, Ledger, NewCampaign, OpenOptions};
+use crate::store::{Audience, Bench, Campaigns, Ledger, NewCampaign, OpenOptions};
 use serde::Serialize;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -272,7 +272,7 @@ fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>, Ve
         });
     }
     let plans = match last {
-        Some(cid) => store.hot_query_plans(cid)?,
+        Some(cid) => store.hot_read_plans(cid)?,
         None => Vec::new(),
     };
     Ok((server_version, arms, plans))

@@ -1,11 +1,11 @@
-//! What `sendonce bench --db postgres://…` needs from PostgreSQL beside the storage traits:
-//! seeding subscribers in bulk, and the original design's at-most-once loop
-//! (`../shared/seeds/000_*`: claim with `FOR UPDATE SKIP LOCKED`, mark sent before the call,
-//! commit) on a table of its own, so the bench can run it beside the exactly-once pipeline on
-//! the same server in the same run.
+//! What only `sendonce bench --db postgres://…` measures on PostgreSQL (the seeding and
+//! counting both stores share are `store/bench.rs`): the plans of the hot reads, and the
+//! original design's at-most-once loop (`../shared/seeds/000_*`: claim with `FOR UPDATE SKIP
+//! LOCKED`, mark sent before the call, commit) on a table of its own, so the bench can run it
+//! beside the exactly-once pipeline on the same server in the same run.
 
 use super::PgStore;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The original design's send table, as its article declares it: one row per (campaign,
 /// subscriber), a status, a deterministic job id. The partial index is the one a careful user
@@ -58,7 +58,7 @@ pub struct OriginalLoop {
     pub commits: u64,
 }
 
-/// A statement, its partial indexes, and its parameters, for [`PgStore::hot_query_plans`].
+/// A statement, its partial indexes, and its parameters, for [`PgStore::hot_read_plans`].
 type Statement<'a> = (
     &'static str,
     &'static str,
@@ -152,43 +152,6 @@ fn hot_statements(p: &HotParams) -> [Statement<'_>; 5] {
 }
 
 impl PgStore {
-    /// True when the database holds no account: the bench writes only into such a database
-    /// (it adds accounts, campaigns and a table of its own, and removes them after).
-    pub fn bench_database_is_empty(&self) -> Result<bool> {
-        self.run(|pool| async move {
-            let c = pool.get().await?;
-            let n: i64 = c
-                .query_one("SELECT count(*) FROM accounts", &[])
-                .await?
-                .get(0);
-            Ok(n == 0)
-        })
-    }
-
-    /// Insert `n` confirmed email subscribers `reader<i>@bench.example` with a `city`
-    /// attribute (as the SQLite bench does), in one statement.
-    pub fn bench_seed_subscribers(&self, account_id: i64, n: u64) -> Result<u64> {
-        let n = i64::try_from(n).map_err(|_| Error::invalid("too many subscribers"))?;
-        let now = crate::domain::clock::now_ms();
-        self.run(move |pool| async move {
-            let c = pool.get().await?;
-            let done = c
-                .execute(
-                    "INSERT INTO subscribers (account_id, email, email_norm, name, status, attrs,
-                                              created_at)
-                     SELECT $1, 'reader' || i || '@bench.example',
-                            'reader' || i || '@bench.example', 'Reader ' || i, 'confirmed',
-                            json_build_object('city', (ARRAY['Lisbon','Porto','Recife','Luanda',
-                                                             'Maputo'])[i % 5 + 1])::text,
-                            $3
-                       FROM generate_series(1, $2::bigint) AS i",
-                    &[&account_id, &n, &now],
-                )
-                .await?;
-            Ok(done)
-        })
-    }
-
     /// Make the original design's table and build its list for `campaign_id` from the
     /// account's subscribers. Returns the rows queued.
     pub fn bench_original_setup(&self, campaign_id: i64, account_id: i64) -> Result<u64> {
@@ -244,7 +207,7 @@ impl PgStore {
     }
 
     /// Remove what the bench wrote: every table's rows (the database was empty when it began,
-    /// [`PgStore::bench_database_is_empty`]) and the original design's table.
+    /// [`crate::store::Bench::bench_database_is_empty`]) and the original design's table.
     pub fn bench_clean(&self) -> Result<()> {
         self.run(|pool| async move {
             let c = pool.get().await?;
@@ -272,7 +235,7 @@ impl PgStore {
     /// The plans PostgreSQL picks for the send path's reads of one campaign that a partial
     /// index must serve (`EXPLAIN`, nothing run; `sends` analyzed first), with the campaign's
     /// real values bound. See [`PgPlan::reads_whole_campaign`].
-    pub fn hot_query_plans(&self, campaign_id: i64) -> Result<Vec<PgPlan>> {
+    pub fn hot_read_plans(&self, campaign_id: i64) -> Result<Vec<PgPlan>> {
         self.run(move |pool| async move {
             let c = pool.get().await?;
             // The statistics autovacuum would have by now, so the plans are the ones a
@@ -316,22 +279,6 @@ impl PgStore {
         self.run(|pool| async move {
             let c = pool.get().await?;
             Ok(c.query_one("SHOW server_version", &[]).await?.get(0))
-        })
-    }
-
-    /// Rows of `campaign_id` in `status`.
-    pub fn bench_count(&self, campaign_id: i64, status: &str) -> Result<u64> {
-        let status = status.to_string();
-        self.run(move |pool| async move {
-            let c = pool.get().await?;
-            let n: i64 = c
-                .query_one(
-                    "SELECT count(*) FROM sends WHERE campaign_id = $1 AND status = $2",
-                    &[&campaign_id, &status],
-                )
-                .await?
-                .get(0);
-            Ok(n as u64)
         })
     }
 }

@@ -63,6 +63,14 @@ pub static POSTGRES: Dialect = Dialect {
          WHERE s.id = v.id AND s.lease_token = v.token AND s.status = 'leased'
          RETURNING s.id",
     ),
+    seed_subscribers: "INSERT INTO subscribers (account_id, email, email_norm, name, status, attrs,
+                             created_at)
+     SELECT ?1, 'reader' || i || '@bench.example', 'reader' || i || '@bench.example',
+            'Reader ' || i, 'confirmed',
+            json_build_object('city', (ARRAY['Lisbon','Porto','Recife','Luanda',
+                                             'Maputo'])[i % 5 + 1])::text,
+            ?4
+       FROM generate_series(CAST(?2 AS BIGINT), CAST(?3 AS BIGINT)) AS i",
 };
 
 /// The template variables captured for a recipient: the attributes with the built-in `name`,

@@ -1,7 +1,9 @@
 //! The PostgreSQL migrations (`schema/postgres/`, append-only) and the check that a database
-//! is ours, all in one transaction under `pg_advisory_xact_lock`.
+//! is ours, all in one transaction (`PgStore::transaction`) under `pg_advisory_xact_lock`.
 
+use super::tx::PgTx;
 use crate::error::{Error, Result};
+use crate::store::sql::{args, Tx};
 
 /// The migrations, in order: (version, name, SQL).
 const MIGRATIONS: &[(i32, &str, &str)] = &[
@@ -44,35 +46,29 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 /// The advisory lock every migrating process takes: the SQLite `application_id` ("SNDO").
 const LOCK_KEY: i64 = crate::store::APPLICATION_ID;
 
-/// Bring the schema up to date (or with `read_only`, only check it). Two hosts starting
-/// together: the second waits on the lock, then finds the versions the first applied.
-pub(super) async fn migrate(
-    client: &mut deadpool_postgres::Client,
-    shown: &str,
-    create: bool,
-    read_only: bool,
-) -> Result<()> {
-    let tx = client.transaction().await?;
+/// The migration whose rows are then normalised in Rust (SQL cannot normalise Unicode):
+/// `store::addresses`, SQLite's 0017 step.
+const ADDRESS_STEP: i32 = 4;
+
+/// Bring the schema up to date (or with `read_only`, only check it), in `tx`: one
+/// transaction (`PgStore::transaction`). Two hosts starting together: the second waits on the
+/// lock, then finds the versions the first applied.
+pub(super) fn migrate(tx: &mut PgTx<'_>, shown: &str, create: bool, read_only: bool) -> Result<()> {
     if !read_only {
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY])
-            .await?;
+        tx.exec(
+            "SELECT pg_advisory_xact_lock(CAST(?1 AS BIGINT))",
+            &args![LOCK_KEY],
+        )?;
     }
-    let ours: bool = tx
-        .query_one("SELECT to_regclass('sendonce_schema') IS NOT NULL", &[])
-        .await?
-        .get(0);
+    let q: &mut dyn Tx = &mut *tx;
+    let ours: bool = q.scalar("SELECT to_regclass('sendonce_schema') IS NOT NULL", &[])?;
     let applied: i32 = if ours {
-        tx.query_one("SELECT coalesce(max(version), 0) FROM sendonce_schema", &[])
-            .await?
-            .get(0)
+        q.scalar("SELECT coalesce(max(version), 0) FROM sendonce_schema", &[])?
     } else {
-        let foreign: bool = tx
-            .query_one(
-                "SELECT to_regclass('accounts') IS NOT NULL OR to_regclass('sends') IS NOT NULL",
-                &[],
-            )
-            .await?
-            .get(0);
+        let foreign: bool = q.scalar(
+            "SELECT to_regclass('accounts') IS NOT NULL OR to_regclass('sends') IS NOT NULL",
+            &[],
+        )?;
         if foreign {
             return Err(Error::db(format!(
                 "{shown} has tables named like sendonce's but no sendonce_schema: it is not a \
@@ -102,35 +98,29 @@ pub(super) async fn migrate(
         return Ok(());
     }
     if !ours {
-        tx.batch_execute(
+        tx.batch(
             "CREATE TABLE sendonce_schema (
                  version    INTEGER PRIMARY KEY,
                  name       TEXT NOT NULL,
                  applied_at BIGINT NOT NULL
              )",
-        )
-        .await?;
+        )?;
     }
-    apply_after(&tx, applied).await?;
-    tx.commit().await?;
-    Ok(())
+    apply_after(tx, applied)
 }
 
 /// Apply the migrations newer than `applied`, each with its `sendonce_schema` row (and, for
 /// the address one, its step in Rust), inside the caller's transaction.
-async fn apply_after(tx: &tokio_postgres::Transaction<'_>, applied: i32) -> Result<()> {
+fn apply_after(tx: &mut PgTx<'_>, applied: i32) -> Result<()> {
     for &(version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > applied) {
-        tx.batch_execute(sql)
-            .await
-            .map_err(|e| Error::from(e).context(&format!("migration {name}")))?;
-        tx.execute(
-            "INSERT INTO sendonce_schema (version, name, applied_at) VALUES ($1, $2, $3)",
-            &[&version, &name, &crate::domain::clock::now_ms()],
-        )
-        .await?;
-        if version == super::addresses::VERSION {
-            // The rows before it, normalised in Rust (SQL cannot normalise Unicode).
-            super::addresses::run(tx).await?;
+        tx.batch(sql)
+            .map_err(|e| e.context(&format!("migration {name}")))?;
+        tx.exec(
+            "INSERT INTO sendonce_schema (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            &args![version, name, crate::domain::clock::now_ms()],
+        )?;
+        if version == ADDRESS_STEP {
+            crate::store::addresses::normalise_addresses(tx, "0004")?;
         }
         tracing::info!(migration = name, "PostgreSQL schema migrated");
     }

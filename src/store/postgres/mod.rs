@@ -46,7 +46,6 @@
 //! `crate::redact` with the URL's password: verbatim, case-folded, hex, base64, any 8
 //! characters of it. So does the URL as shown.
 
-mod addresses;
 mod admin;
 mod bench;
 mod cleartext;
@@ -233,10 +232,9 @@ impl PgStore {
         };
         let (create, read_only) = (opts.create, opts.read_only);
         let shown = store.shown.display().to_string();
-        store.run(move |pool| async move {
-            let mut client = pool.get().await?;
-            migrate::migrate(&mut client, &shown, create, read_only).await
-        })?;
+        store
+            .transaction(|tx| migrate::migrate(tx, &shown, create, read_only))
+            .map_err(|(e, _)| e)?;
         Ok(store)
     }
 

@@ -169,7 +169,8 @@ impl PgTx<'_> {
         e.into()
     }
 
-    fn batch(&mut self, sql: &str) -> Result<()> {
+    /// Run `sql` as it is (one or more statements, no parameters: a migration's file).
+    pub(super) fn batch(&mut self, sql: &str) -> Result<()> {
         let c = self.client;
         block_on(self.rt, c.batch_execute(sql)).map_err(|e| self.failed(e))
     }
@@ -241,10 +242,12 @@ impl PgStore {
         Ok(block_on(self.runtime()?, self.pool.get())?)
     }
 
-    /// One try of a writing transaction; `Err((e, retryable))` when it did not commit.
-    fn try_write<T>(
+    /// One try of a transaction on one pooled client: `BEGIN`, `f`, `COMMIT` (`ROLLBACK` when
+    /// `f` or the commit fails); `Err((e, retryable))` when it did not commit. The migrations
+    /// run in one (`migrate.rs`, which also runs whole SQL files through [`PgTx::batch`]).
+    pub(super) fn transaction<T>(
         &self,
-        f: &mut impl FnMut(&mut dyn Tx) -> Result<T>,
+        f: impl FnOnce(&mut PgTx<'_>) -> Result<T>,
     ) -> std::result::Result<T, (Error, bool)> {
         let rt = self.runtime().map_err(|e| (e, false))?;
         let mut held = Held {
@@ -282,7 +285,7 @@ impl Db for PgStore {
     fn write<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
         let mut tries = 0;
         loop {
-            match self.try_write(&mut f) {
+            match self.transaction(|tx| f(tx)) {
                 Ok(v) => return Ok(v),
                 Err((_, true)) if tries < 3 => tries += 1,
                 Err((e, _)) => return Err(hide(&self.secrets, e)),

@@ -1,13 +1,10 @@
-//! SQL used only by `sendonce bench`: bulk seeding of synthetic subscribers, the bare two-marker
-//! loop that measures what SQLite itself can do on this machine (the "limit"), WAL checkpoints
-//! and the query plans of the hot queries.
+//! What only SQLite's `sendonce bench` measures (the seeding and counting both stores share are
+//! `store/bench.rs`): the bare two-marker loop that measures what SQLite itself can do on this
+//! machine (the "limit"), WAL checkpoints and the query plans of the hot queries.
 
 use super::SqliteStore;
 use crate::error::Result;
-use rusqlite::{named_params, params};
-
-/// Subscribers inserted per seeding transaction (keeps the WAL small while seeding).
-const SEED_CHUNK: i64 = 50_000;
+use rusqlite::named_params;
 
 /// One bare claim of the limit loop: ids and fence tokens of the rows leased.
 #[derive(Debug, Default)]
@@ -78,116 +75,6 @@ impl SqliteStore {
                 out.push(QueryPlan { name, plan });
             }
             Ok(out)
-        })
-    }
-
-    /// Insert `n` confirmed email subscribers `reader<i>@bench.example` (i from 1) with a `city`
-    /// attribute, in chunks of 50,000 per transaction. Returns how many were inserted.
-    pub fn bench_seed_subscribers(&self, account_id: i64, n: u64) -> Result<u64> {
-        let now = crate::domain::clock::now_ms();
-        let mut done: i64 = 0;
-        let n = n as i64;
-        while done < n {
-            let first = done + 1;
-            let last = (done + SEED_CHUNK).min(n);
-            self.write(|tx| {
-                tx.prepare_cached(
-                    "WITH RECURSIVE seq(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM seq
-                                               WHERE i < :last)
-                     INSERT INTO subscribers (account_id, email, email_norm, name, status, attrs,
-                                              created_at)
-                     SELECT :account, 'reader' || i || '@bench.example', 'reader' || i || '@bench.example',
-                            'Reader ' || i, 'confirmed',
-                            json_object('city', CASE i % 5 WHEN 0 THEN 'Lisbon' WHEN 1 THEN 'Porto'
-                                                WHEN 2 THEN 'Recife' WHEN 3 THEN 'Luanda'
-                                                ELSE 'Maputo' END),
-                            :now
-                     FROM seq",
-                )?
-                .execute(named_params! {
-                    ":account": account_id,
-                    ":first": first,
-                    ":last": last,
-                    ":now": now,
-                })?;
-                Ok(())
-            })?;
-            done = last;
-        }
-        Ok(done as u64)
-    }
-
-    /// Subscribe the account's subscribers to `lists` as overlapping windows: with the
-    /// subscribers in id order cut into as many equal parts as there are lists, list k holds
-    /// part k and the first third of part k+1 (the last list wraps to the first part). So a
-    /// third of the subscribers are in two lists, everyone is in at least one, and there are
-    /// 4/3 memberships per subscriber (1,333,332 for 1,000,000). Inserted in id ranges of
-    /// 50,000 per transaction. Returns how many memberships were inserted.
-    pub fn bench_seed_memberships(&self, account_id: i64, lists: &[i64]) -> Result<u64> {
-        let (first, last, n): (Option<i64>, Option<i64>, i64) = self.read(|c| {
-            Ok(c.query_row(
-                "SELECT min(id), max(id), count(*) FROM subscribers WHERE account_id = ?1",
-                [account_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )?)
-        })?;
-        let (Some(first), Some(last)) = (first, last) else {
-            return Ok(0);
-        };
-        let k = lists.len() as i64;
-        if k == 0 || n < k {
-            return Ok(0);
-        }
-        let part = n / k;
-        let now = crate::domain::clock::now_ms();
-        let mut inserted = 0;
-        let mut lo = first;
-        while lo <= last {
-            let hi = (lo + SEED_CHUNK - 1).min(last);
-            inserted += self.write(|tx| {
-                let mut st = tx.prepare_cached(
-                    "INSERT INTO list_members (list_id, subscriber_id, status, created_at,
-                                               updated_at)
-                     SELECT :list, id, 'subscribed', :now, :now FROM subscribers
-                     WHERE account_id = :account AND id BETWEEN :lo AND :hi
-                       AND ((id - :first - :start) % :n + :n) % :n < :len
-                     ORDER BY id",
-                )?;
-                let mut rows = 0;
-                for (i, &list) in lists.iter().enumerate() {
-                    rows += st.execute(named_params! {
-                        ":list": list,
-                        ":now": now,
-                        ":account": account_id,
-                        ":lo": lo,
-                        ":hi": hi,
-                        ":first": first,
-                        ":start": i as i64 * part,
-                        ":n": n,
-                        ":len": part + part / 3,
-                    })? as u64;
-                }
-                Ok(rows)
-            })?;
-            lo = hi + 1;
-        }
-        Ok(inserted)
-    }
-
-    /// Suppress the address of every `every`-th subscriber of the account (opted out before
-    /// the campaign), in one statement.
-    pub fn bench_seed_suppressions(&self, account_id: i64, every: u64) -> Result<u64> {
-        let now = crate::domain::clock::now_ms();
-        self.write(|tx| {
-            let n = tx.execute(
-                "INSERT INTO suppressions (account_id, channel, address, reason, source, created_at)
-                 SELECT account_id, 'email', email_norm, 'bench: opted out', 'manual', ?3
-                 FROM subscribers
-                 WHERE account_id = ?1 AND id % ?2 = 0 AND email_norm IS NOT NULL
-                 ON CONFLICT DO NOTHING",
-                params![account_id, every as i64, now],
-            )?;
-            Ok(n as u64)
         })
     }
 
@@ -307,33 +194,6 @@ impl SqliteStore {
         let c = self.conn()?;
         c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         Ok(())
-    }
-
-    /// A campaign's sends counted row by row, per state (states with no send left out): what
-    /// its counters (`campaign_counts`) must say.
-    pub fn bench_full_counts(&self, campaign_id: i64) -> Result<Vec<(String, u64)>> {
-        self.read(|c| {
-            let mut st = c.prepare(
-                "SELECT status, count(*) FROM sends WHERE campaign_id = ?1
-                 GROUP BY status ORDER BY status",
-            )?;
-            let rows = st.query_map([campaign_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-        })
-    }
-
-    /// Sends of a campaign in a given state (bench bookkeeping).
-    pub fn bench_count(&self, campaign_id: i64, status: &str) -> Result<u64> {
-        self.read(|c| {
-            let n: i64 = c.query_row(
-                "SELECT count(*) FROM sends WHERE campaign_id = ?1 AND status = ?2",
-                params![campaign_id, status],
-                |r| r.get(0),
-            )?;
-            Ok(n as u64)
-        })
     }
 }
 

@@ -43,6 +43,14 @@ pub static SQLITE: Dialect = Dialect {
     sends_doubt_index: " INDEXED BY sends_doubt",
     subscribers_by_id: " NOT INDEXED",
     confirm_many: None,
+    seed_subscribers: "WITH RECURSIVE seq(i) AS (SELECT ?2 UNION ALL SELECT i + 1 FROM seq WHERE i < ?3)
+     INSERT INTO subscribers (account_id, email, email_norm, name, status, attrs, created_at)
+     SELECT ?1, 'reader' || i || '@bench.example', 'reader' || i || '@bench.example',
+            'Reader ' || i, 'confirmed',
+            json_object('city', CASE i % 5 WHEN 0 THEN 'Lisbon' WHEN 1 THEN 'Porto'
+                                WHEN 2 THEN 'Recife' WHEN 3 THEN 'Luanda' ELSE 'Maputo' END),
+            ?4
+     FROM seq",
 };
 
 /// The template variables a send captures from its subscriber (`s`): the attributes, with the

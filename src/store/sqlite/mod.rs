@@ -1,7 +1,6 @@
-//! The SQLite store: opening the file (pragmas read back), migrations, and the pool. All SQL of
-//! the project lives under this module.
+//! The SQLite store: opening the file (pragmas read back), migrations, and the pool; the
+//! operations themselves are written once in `store/` over `sql::Tx` (`tx.rs` is SQLite's side).
 
-mod addresses;
 mod bench;
 mod codec;
 mod dbfile;
@@ -18,6 +17,7 @@ pub use doctor::inspect;
 pub use guard::{restore, watermark_path, Restored, HOST_ENV};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::sql::{args, Db, Tx};
 /// Written once in `store/webhooks.rs`; `bench.rs` reports the plans of its `hot_queries`.
 use crate::store::webhooks;
 use crate::store::{Admin, OpenOptions, Synchronous};
@@ -595,4 +595,43 @@ fn migrate_pending(conn: &Connection, current: i64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The `pending_steps` row of schema 0017's address step.
+const ADDRESS_STEP: &str = "addresses_0017";
+
+impl SqliteStore {
+    /// Run the address step of schema 0017 (`store::addresses`: SQL cannot normalise Unicode)
+    /// if it is still pending, with the deletion of its `pending_steps` row, in one `BEGIN
+    /// IMMEDIATE` transaction. Run by every writable `store::open`; a no-op (one read) once
+    /// done. Returns how many report rows it wrote (None when there was nothing to do).
+    pub fn finish_address_step(&self) -> Result<Option<usize>> {
+        if !Db::read(self, address_step_pending)? {
+            return Ok(None);
+        }
+        Db::write(self, |tx| {
+            // Another process may have run it while this one waited for the lock.
+            if !address_step_pending(tx)? {
+                return Ok(None);
+            }
+            let rows = crate::store::addresses::normalise_addresses(tx, "0017")?;
+            tx.exec(
+                "DELETE FROM pending_steps WHERE name = ?1",
+                &args![ADDRESS_STEP],
+            )?;
+            Ok(Some(rows))
+        })
+    }
+}
+
+fn address_step_pending(tx: &mut dyn Tx) -> Result<bool> {
+    let has_table = tx.exists(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'pending_steps'",
+        &[],
+    )?;
+    Ok(has_table
+        && tx.exists(
+            "SELECT 1 FROM pending_steps WHERE name = ?1",
+            &args![ADDRESS_STEP],
+        )?)
 }
