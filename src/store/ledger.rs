@@ -16,7 +16,7 @@ use crate::domain::model::{
 };
 use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
-use crate::store::shared::BodyFormat;
+use crate::store::shared::{get_at, BodyFormat};
 use crate::store::sql::{args, Db, Dialect, Row, Tx};
 use crate::tools::crash;
 use std::sync::OnceLock;
@@ -536,7 +536,7 @@ fn active_campaign(r: Row<'_>) -> Result<ActiveCampaign> {
     Ok(ActiveCampaign {
         id: r.get(0)?,
         account_id: r.get(1)?,
-        channel: r.get(2)?,
+        channel: get_at(r, 2, "campaigns.channel")?,
         sender: r.get(3)?,
         subject: r.get(4)?,
         body,
@@ -574,10 +574,10 @@ fn list_chunk(tx: &mut dyn Tx, campaign_id: i64, chunk: usize) -> Result<bool> {
     let row = tx.query_opt(LIST_CAMPAIGN.get(d), &args![campaign_id], |r| {
         Ok(ListCampaign {
             account_id: r.get(0)?,
-            channel: r.get(1)?,
+            channel: get_at(r, 1, "campaigns.channel")?,
             cursor: r.get(2)?,
             complete: r.get(3)?,
-            status: r.get(4)?,
+            status: get_at(r, 4, "campaigns.status")?,
             targeted: r.get(5)?,
             filter: r.get(6)?,
         })

@@ -76,10 +76,6 @@ impl PgStore {
 }
 
 impl Admin for PgStore {
-    fn file(&self) -> Option<&crate::store::sqlite::SqliteStore> {
-        None
-    }
-
     fn path(&self) -> &Path {
         self.shown()
     }
