@@ -8,6 +8,7 @@ use crate::domain::model::{CampaignStatus, SendStatus};
 use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
 use crate::store::ledger::settle_doubt_tx;
+use crate::store::lists::{require_lists, target_lists};
 use crate::store::shared::{get_at, require_account, BodyFormat};
 use crate::store::sql::{args, Arg, Db, Dialect, Row, Tx};
 use std::collections::BTreeMap;
@@ -696,35 +697,6 @@ impl<S: Db> Campaigns for S {
 
 // Until the Lists port merges: its neutral `require_lists` and `target_lists`
 // (`store/lists.rs` on that branch), copied; remove at merge.
-
-/// `Ok` when every list in `lists` belongs to `account_id`; else `NotFound` naming the first
-/// that does not. `lock` takes each list's row `FOR UPDATE` on PostgreSQL.
-fn require_lists(tx: &mut dyn Tx, account_id: i64, lists: &[i64], lock: bool) -> Result<()> {
-    let sql = match (lock, tx.dialect().for_update.is_empty()) {
-        (true, false) => "SELECT 1 FROM lists WHERE id = ?1 AND account_id = ?2 FOR UPDATE",
-        _ => "SELECT 1 FROM lists WHERE id = ?1 AND account_id = ?2",
-    };
-    for &id in lists {
-        if !tx.exists(sql, &args![id, account_id])? {
-            return Err(Error::not_found(format!(
-                "unknown list id {id} in account {account_id}"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Store a new draft's targets (checked by [`require_lists`]).
-fn target_lists(tx: &mut dyn Tx, campaign_id: i64, lists: &[i64]) -> Result<()> {
-    for &list in lists {
-        tx.exec(
-            "INSERT INTO campaign_lists (campaign_id, list_id) VALUES (?1, ?2)
-             ON CONFLICT DO NOTHING",
-            &args![campaign_id, list],
-        )?;
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod report_plans {
