@@ -9,8 +9,10 @@
 //! - `worker`: the `Worker` that claims rows, renders them, calls providers with bounded
 //!   concurrency and group-commits the outcomes — the only caller of providers; its routes and
 //!   rate limiter.
-//! - `store`: backend-neutral traits (`Ledger` for the worker, `Storage` for the rest) and
-//!   `store::open`; `store::sqlite` is the backend and the only code with SQL.
+//! - `store`: the only code with SQL. Each operation written once over a small seam
+//!   (`store::sql`: a transaction with `exec`/`each`) as concern traits (`Ledger` for the
+//!   worker, the others for the app layer), implemented for `store::Store`, the SQLite or
+//!   PostgreSQL backend that `store::open` picks from a typed `Target`.
 //! - `provider`: outbound adapters (outbox, webhook, SMTP, Twilio, Resend, Postmark), their
 //!   capabilities (idempotency window, lookup) and the classification of their answers.
 //! - `domain`: pure rules with no I/O — addresses and channels, states, job ids and keys,

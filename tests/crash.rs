@@ -6,6 +6,7 @@
 //! a random run.
 
 use crate::common::{Env, Fake, BIN};
+use sendonce::store::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -4,6 +4,7 @@
 
 use crate::common;
 use crate::common::Env;
+use sendonce::store::prelude::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

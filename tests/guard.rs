@@ -4,6 +4,7 @@
 //! while workers die. In every case nobody gets a message twice.
 
 use crate::common::{self, Env, Fake, BIN};
+use sendonce::store::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -347,9 +348,8 @@ fn a_claim_refuses_a_counter_gone_back_or_another_owner() {
         matches!(st.watermark, Watermark::At { generation: 1, .. }),
         "{st:?}"
     );
-    let leased = |s: &dyn sendonce::store::Storage| {
-        s.status_counts(cid).unwrap().counts.get("leased").copied()
-    };
+    let leased =
+        |s: &sendonce::store::Store| s.status_counts(cid).unwrap().counts.get("leased").copied();
     // Another connection puts the counter back, as a file swapped under the process would.
     env.sqlite()
         .execute("UPDATE guard SET generation = 0", [])
@@ -358,7 +358,7 @@ fn a_claim_refuses_a_counter_gone_back_or_another_owner() {
     assert_eq!(e.kind, sendonce::error::ErrorKind::Guarded, "{}", e.message);
     assert!(e.message.contains("went back in time"), "{}", e.message);
     assert_eq!(
-        leased(&*s),
+        leased(&s),
         Some(2),
         "nothing of the refused claim committed"
     );
@@ -376,7 +376,7 @@ fn a_claim_refuses_a_counter_gone_back_or_another_owner() {
         "{}",
         e.message
     );
-    assert_eq!(leased(&*s), Some(2));
+    assert_eq!(leased(&s), Some(2));
     assert_eq!(sendonce::exit::for_error(&e), 5);
 }
 

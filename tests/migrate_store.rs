@@ -5,6 +5,7 @@
 //! held by a worker, non-empty target) write nothing; the password is never shown or stored.
 
 use crate::common::{self, pg, Env, Fake, Run};
+use sendonce::store::prelude::*;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};

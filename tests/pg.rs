@@ -6,7 +6,8 @@ use crate::common::accepted;
 use crate::common::pg;
 use sendonce::domain::address::Channel;
 use sendonce::domain::clock::now_ms;
-use sendonce::store::{ClaimRequest, OpenOptions, Outcome, Record, Storage};
+use sendonce::store::prelude::*;
+use sendonce::store::{ClaimRequest, OpenOptions, Outcome, Record, Store};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ fn create() -> OpenOptions {
     }
 }
 
-fn open(url: &str) -> Arc<dyn Storage> {
+fn open(url: &str) -> Arc<Store> {
     sendonce::store::open(
         &sendonce::store::Target::parse(std::path::Path::new(url)),
         &create(),
@@ -27,7 +28,7 @@ fn open(url: &str) -> Arc<dyn Storage> {
 
 /// A fresh database with one account, `n` subscribers and one campaign in `sending` whose
 /// list of `n` rows is built (account and campaign ids are 1): (database name, store).
-fn seeded(n: usize) -> (String, Arc<dyn Storage>) {
+fn seeded(n: usize) -> (String, Arc<Store>) {
     let c = pg::shared();
     let url = c.fresh_url();
     let s = open(&url);
@@ -99,10 +100,10 @@ fn a_new_database_is_migrated_and_admin_answers() {
         sendonce::domain::model::key_scope(&id, 0)
     );
     // SQLite-only operations say so.
-    let e = sendonce::app::guard::adopt(&*s).unwrap_err().to_string();
+    let e = sendonce::app::guard::adopt(&s).unwrap_err().to_string();
     assert!(e.contains("PostgreSQL"), "{e}");
     let e =
-        sendonce::app::guard::backup(&*s, std::path::Path::new("/tmp/x"), &OpenOptions::default())
+        sendonce::app::guard::backup(&s, std::path::Path::new("/tmp/x"), &OpenOptions::default())
             .unwrap_err()
             .to_string();
     assert!(e.contains("pg_dump"), "{e}");
@@ -358,7 +359,7 @@ fn lists_and_optin_answer_alike_on_both_stores() {
     }
 }
 
-fn lists_scenario(s: &Arc<dyn Storage>, exec: &dyn Fn(&str)) -> Vec<String> {
+fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
     use sendonce::domain::segment::Filter;
     use sendonce::store::{
         AudienceQuery, ConfirmContent, ListChange, ListRow, MemberKey, NewList, OptIn,
@@ -894,7 +895,7 @@ fn the_same_webhook_or_notification_at_once_on_several_connections_is_applied_on
             reason: "bounced".into(),
         },
     };
-    let stores: Vec<Arc<dyn Storage>> = (0..6).map(|_| open(&url)).collect();
+    let stores: Vec<Arc<Store>> = (0..6).map(|_| open(&url)).collect();
     let applied: Vec<Applied> = std::thread::scope(|sc| {
         let hs: Vec<_> = stores
             .iter()
@@ -982,7 +983,7 @@ fn the_hot_reads_of_a_mostly_sent_campaign_use_their_partial_indexes() {
 /// lost timelines keeps (`guard_epochs`): labels 3 and 7, with bounds chosen so that the number
 /// of epochs above an id, or the highest label overall, would give other answers than the
 /// highest label of the epochs the ids are above. (database name, store, installation id).
-fn with_key_epochs() -> (String, Arc<dyn Storage>, String) {
+fn with_key_epochs() -> (String, Arc<Store>, String) {
     let c = pg::shared();
     let url = c.fresh_url();
     let s = open(&url);

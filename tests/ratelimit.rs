@@ -1,10 +1,11 @@
 //! Durable token buckets: shared by processes on one file, refilled for the time nobody ran.
 
-use sendonce::store::{OpenOptions, Storage};
+use sendonce::store::prelude::*;
+use sendonce::store::{OpenOptions, Store};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn store(dir: &std::path::Path) -> Arc<dyn Storage> {
+fn store(dir: &std::path::Path) -> Arc<Store> {
     sendonce::store::open(
         &sendonce::store::Target::File(dir.join("r.db")),
         &OpenOptions {

@@ -4,6 +4,7 @@
 //! renders heavily (or hostilely) leaves `/healthz` and another account's API answering.
 
 use crate::common::{client, rt, token, Env, Fake, Server};
+use sendonce::store::prelude::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

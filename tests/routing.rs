@@ -5,6 +5,7 @@ use crate::common::{deliveries, Env};
 use sendonce::provider::{
     CallFuture, CallResult, Capabilities, Lookup, LookupFuture, Message, Provider,
 };
+use sendonce::store::prelude::*;
 use sendonce::store::{Ledger, OpenOptions};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! The ledger's contract, run against every storage backend through the traits only
-//! (`dyn Storage`, no SQL): claims, fences, in-doubt, suppression at claim, completion and the
+//! (`Store`, no SQL): claims, fences, in-doubt, suppression at claim, completion and the
 //! one-commit worker cycle; lists, audiences (counts, template variables, filters) and what a
 //! campaign knows of one recipient. A second backend must pass these same tests.
 
@@ -7,14 +7,15 @@ use crate::common;
 use crate::common::accepted;
 use sendonce::domain::address::Channel;
 use sendonce::domain::clock::now_ms;
-use sendonce::store::{ClaimRequest, Claimed, OpenOptions, Outcome, Record, Storage};
+use sendonce::store::prelude::*;
+use sendonce::store::{ClaimRequest, Claimed, OpenOptions, Outcome, Record, Store};
 use std::collections::HashSet;
 use std::sync::Arc;
 
 /// One backend: a name for the failure messages and how to open a fresh, empty store.
 struct Backend {
     name: &'static str,
-    fresh: fn(&common::Env) -> Arc<dyn Storage>,
+    fresh: fn(&common::Env) -> Arc<Store>,
 }
 
 /// SQLite alone (the reference the `same_on_both` scripts' hard-coded answers are checked on).
@@ -62,7 +63,7 @@ fn ledger_backends() -> Vec<Backend> {
 struct Fixture {
     _env: common::Env,
     backend: &'static str,
-    s: Arc<dyn Storage>,
+    s: Arc<Store>,
     acct: i64,
     cid: i64,
 }
@@ -530,7 +531,7 @@ fn one_cycle_records_outcomes_and_claims_with_dispatch_markers() {
 /// An account with lists `a` and `b` and subscribers: u0 in a, u1 in a and b (its address
 /// differently cased in the second join), u2 in b with city Porto, u3 in no list, u4 in a but
 /// unconfirmed, u5 in a and suppressed. Returns (store, account, list a, list b).
-fn lists_fixture(b: &Backend, env: &common::Env) -> (Arc<dyn Storage>, i64, i64, i64) {
+fn lists_fixture(b: &Backend, env: &common::Env) -> (Arc<Store>, i64, i64, i64) {
     use sendonce::store::{NewList, OptIn};
     let s = (b.fresh)(env);
     let acct = s.add_account("t").unwrap();
@@ -928,7 +929,7 @@ fn a_list_unsubscribe_withdraws_rows_still_queued() {
         s.start_due_campaigns(sendonce::domain::clock::now_ms())
             .unwrap();
         while !s.build_list_chunk(cid, 1000).unwrap() {}
-        let queued = |s: &Arc<dyn Storage>| {
+        let queued = |s: &Arc<Store>| {
             s.status_counts(cid)
                 .unwrap()
                 .counts
@@ -1020,12 +1021,12 @@ fn said<T: std::fmt::Debug>(r: sendonce::error::Result<T>) -> String {
 }
 
 /// Run `script` on SQLite and PostgreSQL and require the same transcript.
-fn same_on_both(script: fn(&dyn Storage) -> Vec<String>) {
+fn same_on_both(script: fn(&Store) -> Vec<String>) {
     let mut transcripts: Vec<(&str, Vec<String>)> = Vec::new();
     for b in ledger_backends() {
         let env = common::Env::new();
         let s = (b.fresh)(&env);
-        transcripts.push((b.name, script(&*s)));
+        transcripts.push((b.name, script(&s)));
     }
     let (first, want) = &transcripts[0];
     for (name, got) in &transcripts[1..] {
@@ -2137,7 +2138,7 @@ const FILTERS: &[&str] = &[
 /// An account with subscribers whose attributes hold strings, integers, reals, booleans,
 /// `null`, an array and an object; one pending, one SMS only, one suppressed. Returns the
 /// account and the subscribers' (id, email or phone).
-fn filter_fixture(s: &dyn Storage) -> (i64, Vec<(i64, String)>) {
+fn filter_fixture(s: &Store) -> (i64, Vec<(i64, String)>) {
     use sendonce::store::NewSubscriber;
     let acct = s.add_account("f").unwrap();
     /// (email, phone, name, status, attrs)
@@ -2226,7 +2227,7 @@ fn filter_fixture(s: &dyn Storage) -> (i64, Vec<(i64, String)>) {
 
 /// For each filter: the audience counts on both channels, `matches_filter` of every
 /// subscriber, and the recipients list building produces (address and state).
-fn filter_script(s: &dyn Storage) -> Vec<String> {
+fn filter_script(s: &Store) -> Vec<String> {
     use sendonce::domain::segment::Filter;
     use sendonce::store::{AudienceQuery, NewCampaign};
     let (acct, subs) = filter_fixture(s);
@@ -2289,7 +2290,7 @@ fn audience_filters_pick_the_same_subscribers_on_every_backend() {
     // What SQLite answers for a few of them, so the comparison is not of two wrong answers.
     let env = common::Env::new();
     let s = (backends()[0].fresh)(&env);
-    let got = filter_script(&*s);
+    let got = filter_script(&s);
     let matches = |text: &str| -> String {
         let prefix = format!("{text} matches: ");
         got.iter()
@@ -2316,7 +2317,7 @@ fn audience_filters_pick_the_same_subscribers_on_every_backend() {
 /// lists with and without `skip_invalid`, double opt-in refused without links, a removed
 /// subscriber added back under its id with its removal's suppression gone, attribute names,
 /// and campaigns targeting lists (an unknown list refused).
-fn audience_script(s: &dyn Storage) -> Vec<String> {
+fn audience_script(s: &Store) -> Vec<String> {
     use sendonce::store::{NewCampaign, NewList, OptIn};
     let mut out = Vec::new();
     let acct = s.add_account("a").unwrap();
@@ -2467,7 +2468,7 @@ fn audience_script(s: &dyn Storage) -> Vec<String> {
 fn audience_with_lists_answers_the_same_on_every_backend() {
     let env = common::Env::new();
     let s = (backends()[0].fresh)(&env);
-    let got = audience_script(&*s);
+    let got = audience_script(&s);
     assert_eq!(got[0], "same subscriber joins: ok true", "{got:#?}");
     assert!(
         got.iter().any(|l| l == "back under its id: ok true"),
@@ -2837,7 +2838,7 @@ fn rows_in_doubt_of_an_account_are_paged_on_every_backend() {
 
 /// The dashboard's keyset pages: a list's members in id order and by address prefix, and
 /// suppressions in key order and by prefix, each page after the previous one's last key.
-fn pages_script(s: &dyn Storage) -> Vec<String> {
+fn pages_script(s: &Store) -> Vec<String> {
     use sendonce::store::{MemberOrder, MemberPage, NewList, OptIn, SuppressionPage};
     let mut out = Vec::new();
     let acct = s.add_account("acme").unwrap();
@@ -2980,7 +2981,7 @@ fn pages_script(s: &dyn Storage) -> Vec<String> {
 fn dashboard_pages_answer_the_same_on_every_backend() {
     let env = common::Env::new();
     let s = (backends()[0].fresh)(&env);
-    let got = pages_script(&*s);
+    let got = pages_script(&s);
     assert_eq!(
         got[3], "email a after Some(\"abe@y.org\"): ok [\"Some(\\\"ann@x.org\\\") subscribed\"]",
         "{got:#?}"
@@ -3008,7 +3009,7 @@ fn dashboard_pages_answer_the_same_on_every_backend() {
 #[test]
 fn dashboard_pages_are_exact_under_a_linguistic_collation() {
     let env = common::Env::new();
-    let want = pages_script(&*(backends()[0].fresh)(&env));
+    let want = pages_script(&(backends()[0].fresh)(&env));
     let pg = common::pg::shared();
     pg.psql(
         "postgres",
@@ -3030,7 +3031,7 @@ fn dashboard_pages_are_exact_under_a_linguistic_collation() {
         "t",
         "the database's collation must put punctuation first for this test to mean anything"
     );
-    let got = pages_script(&*s);
+    let got = pages_script(&s);
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(
             w, g,

@@ -9,7 +9,7 @@ use base64::Engine;
 use sendonce::app::tokens::{authenticate, Caller};
 use sendonce::domain::token::Scope;
 use sendonce::error::ErrorKind;
-use sendonce::store::Storage;
+use sendonce::store::Store;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ fn setup() -> Env {
     env
 }
 
-fn store(env: &Env) -> Arc<dyn Storage> {
+fn store(env: &Env) -> Arc<Store> {
     sendonce::store::open(
         &sendonce::store::Target::File(env.db.clone()),
         &Default::default(),
@@ -48,7 +48,7 @@ fn create(env: &Env, account: &str, extra: &[&str]) -> (i64, String) {
 
 /// The error `authenticate` gives for `presented`, checked to be `Unauthorized` and not to
 /// quote it.
-fn refused(s: &dyn Storage, presented: &str) -> String {
+fn refused(s: &Store, presented: &str) -> String {
     let e = authenticate(s, presented).expect_err("the token must be refused");
     assert_eq!(e.kind, ErrorKind::Unauthorized, "{}", e.message);
     let quoted = !presented.trim().is_empty() && e.message.contains(presented.trim());
@@ -76,7 +76,7 @@ fn create_prints_a_token_that_authenticates_to_its_account_and_scope() {
     assert!(r.stderr.contains("will not be shown again"), "{}", r.stderr);
     assert!(!r.stderr.contains(token), "{}", r.stderr);
     let s = store(&env);
-    let caller = authenticate(&*s, token).unwrap();
+    let caller = authenticate(&s, token).unwrap();
     assert_eq!(caller.account_id, 2);
     assert_eq!(caller.scope, Scope::Read);
     assert!(caller.require(Scope::Read).is_ok());
@@ -90,7 +90,7 @@ fn create_prints_a_token_that_authenticates_to_its_account_and_scope() {
     assert_eq!(v["name"], "api");
     assert_eq!(v["account_id"], 1);
     assert_eq!(v["prefix"], token[..9]);
-    let caller = authenticate(&*s, token).unwrap();
+    let caller = authenticate(&s, token).unwrap();
     let id = v["id"].as_i64().unwrap();
     assert_eq!(
         caller,
@@ -106,7 +106,7 @@ fn create_prints_a_token_that_authenticates_to_its_account_and_scope() {
 fn the_database_holds_no_token_text() {
     let env = setup();
     let (_, token) = create(&env, "acme", &["--scope", "admin"]);
-    authenticate(&*store(&env), &token).unwrap();
+    authenticate(&store(&env), &token).unwrap();
     let body = token.strip_prefix("so_").unwrap();
     let raw = URL_SAFE_NO_PAD.decode(body).unwrap();
     let needles: [&[u8]; 4] = [
@@ -164,13 +164,13 @@ fn revoking_works_within_the_account_only() {
         "{}",
         r.stderr
     );
-    let e = sendonce::app::tokens::revoke(&*s, "other", id).unwrap_err();
+    let e = sendonce::app::tokens::revoke(&s, "other", id).unwrap_err();
     assert_eq!(e.kind, ErrorKind::NotFound);
-    assert_eq!(authenticate(&*s, &token).unwrap().account_id, 1);
+    assert_eq!(authenticate(&s, &token).unwrap().account_id, 1);
 
     let out = env.ok(&["token", "revoke", "--account", "acme", &id.to_string()]);
     assert_eq!(out, format!("token {id} (\"api\") revoked"));
-    let message = refused(&*s, &token);
+    let message = refused(&s, &token);
     assert_eq!(message, "unknown or revoked API token");
     // A second revoke says so and keeps the first time.
     let before: i64 = env.count("SELECT revoked_at FROM api_tokens");
@@ -180,7 +180,7 @@ fn revoking_works_within_the_account_only() {
     );
     assert_eq!(v["already_revoked"], true);
     assert_eq!(env.count("SELECT revoked_at FROM api_tokens"), before);
-    refused(&*s, &token);
+    refused(&s, &token);
 }
 
 #[test]
@@ -191,16 +191,16 @@ fn a_changed_or_malformed_token_fails() {
     for at in [0, 2, 3, 20, token.len() - 1] {
         let mut bytes = token.clone().into_bytes();
         bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
-        refused(&*s, &String::from_utf8(bytes).unwrap());
+        refused(&s, &String::from_utf8(bytes).unwrap());
     }
-    refused(&*s, &token[..token.len() - 1]);
-    refused(&*s, &format!("{token}A"));
-    refused(&*s, &format!("Bearer {token}"));
-    refused(&*s, "");
-    let m = refused(&*s, "so_not-a-token");
+    refused(&s, &token[..token.len() - 1]);
+    refused(&s, &format!("{token}A"));
+    refused(&s, &format!("Bearer {token}"));
+    refused(&s, "");
+    let m = refused(&s, "so_not-a-token");
     assert!(m.starts_with("malformed API token"), "{m}");
     // The real one, with the newline a file adds, still works.
-    authenticate(&*s, &format!("{token}\n")).unwrap();
+    authenticate(&s, &format!("{token}\n")).unwrap();
 }
 
 #[test]
@@ -248,12 +248,12 @@ fn last_used_at_is_written_at_most_once_a_minute() {
             .unwrap()
     };
     assert_eq!(last_used(), None);
-    authenticate(&*s, &token).unwrap();
+    authenticate(&s, &token).unwrap();
     let first = last_used().expect("set by the first use");
     let v = json(&env, &["token", "list", "--account", "acme"]);
     assert!(v["tokens"][0]["last_used_at"].is_string(), "{v}");
     std::thread::sleep(std::time::Duration::from_millis(5));
-    authenticate(&*s, &token).unwrap();
+    authenticate(&s, &token).unwrap();
     assert_eq!(
         last_used(),
         Some(first),
@@ -267,6 +267,6 @@ fn last_used_at_is_written_at_most_once_a_minute() {
             [old, id],
         )
         .unwrap();
-    authenticate(&*s, &token).unwrap();
+    authenticate(&s, &token).unwrap();
     assert!(last_used().unwrap() >= first, "written again");
 }

@@ -2,7 +2,8 @@
 //! their sizes. Outputs are this module's own structs, the wire format of the future API.
 
 use crate::error::Result;
-use crate::store::Storage;
+use crate::store::prelude::*;
+use crate::store::Store;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +17,7 @@ pub struct Database {
 }
 
 /// What `init` reports about the database at `db`, opened (and created) as `store`.
-pub fn init(store: &dyn Storage, db: &Path) -> Result<Database> {
+pub fn init(store: &Store, db: &Path) -> Result<Database> {
     Ok(Database {
         db: db.to_path_buf(),
         schema_version: crate::store::SCHEMA_VERSION,
@@ -33,7 +34,7 @@ pub struct Added {
 }
 
 /// Add an account (the name must be non-empty and unique).
-pub fn add(store: &dyn Storage, name: &str) -> Result<Added> {
+pub fn add(store: &Store, name: &str) -> Result<Added> {
     let id = store.add_account(name)?;
     Ok(Added {
         id,
@@ -61,7 +62,7 @@ pub struct Accounts {
 }
 
 /// List the accounts.
-pub fn list(store: &dyn Storage) -> Result<Accounts> {
+pub fn list(store: &Store) -> Result<Accounts> {
     let accounts = store
         .accounts()?
         .into_iter()
@@ -78,7 +79,7 @@ pub fn list(store: &dyn Storage) -> Result<Accounts> {
 }
 
 /// How many accounts this server holds.
-pub fn count(store: &dyn Storage) -> Result<u64> {
+pub fn count(store: &Store) -> Result<u64> {
     store.account_count()
 }
 
@@ -91,7 +92,7 @@ pub struct Updated {
 
 /// Change an account's settings: `sms_footer` (None: unchanged; blank: removed). Campaigns
 /// already created keep the footer they were created with.
-pub fn update(store: &dyn Storage, account: &str, sms_footer: Option<&str>) -> Result<Updated> {
+pub fn update(store: &Store, account: &str, sms_footer: Option<&str>) -> Result<Updated> {
     let id = store.resolve_account(account)?;
     if let Some(f) = sms_footer {
         let f = crate::domain::content::check_sms_footer(f)?;

@@ -6,7 +6,8 @@
 use crate::domain::clock;
 use crate::domain::login::{self, Password, SessionToken};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{LoginRow, NewLogin, Storage};
+use crate::store::prelude::*;
+use crate::store::{LoginRow, NewLogin, Store};
 use serde::Serialize;
 
 /// Failed or successful logins an admin may try at once, and then one per this many seconds.
@@ -51,7 +52,7 @@ impl From<LoginRow> for Admin {
 /// Make an admin of `account` (id or name) called `name` with `password`; an `operator` also
 /// sees server-wide settings.
 pub fn create(
-    store: &dyn Storage,
+    store: &Store,
     account: &str,
     name: &str,
     password: &Password,
@@ -85,7 +86,7 @@ pub struct Admins {
 }
 
 /// The admins of `account` (id or name), or of every account.
-pub fn list(store: &dyn Storage, account: Option<&str>) -> Result<Admins> {
+pub fn list(store: &Store, account: Option<&str>) -> Result<Admins> {
     let account_id = account.map(|a| store.resolve_account(a)).transpose()?;
     let admins = store.logins(account_id)?;
     Ok(Admins {
@@ -94,13 +95,13 @@ pub fn list(store: &dyn Storage, account: Option<&str>) -> Result<Admins> {
 }
 
 /// Give admin `name` a new password; its sessions end.
-pub fn set_password(store: &dyn Storage, name: &str, password: &Password) -> Result<Admin> {
+pub fn set_password(store: &Store, name: &str, password: &Password) -> Result<Admin> {
     let hash = login::hash_password(password)?;
     Ok(store.set_password(name.trim(), &hash)?.into())
 }
 
 /// Remove admin `name`: it can no longer log in, its sessions end, its name is not reused.
-pub fn remove(store: &dyn Storage, name: &str) -> Result<Admin> {
+pub fn remove(store: &Store, name: &str) -> Result<Admin> {
     Ok(store.remove_login(name.trim(), clock::now_ms())?.into())
 }
 
@@ -122,7 +123,7 @@ fn refused() -> Error {
 /// process shares them. The bucket is taken before the name is looked up and is keyed by the
 /// name's hash, so a name nobody has is limited exactly like a real one, and costs the same
 /// hashing time as a wrong password: neither answer tells whether the name exists.
-pub fn login(store: &dyn Storage, name: &str, password: &Password) -> Result<Started> {
+pub fn login(store: &Store, name: &str, password: &Password) -> Result<Started> {
     use sha2::{Digest, Sha256};
     let now = clock::now_ms();
     let name = name.trim();
@@ -189,7 +190,7 @@ impl Session {
 
 /// The session a cookie's value stands for; `Unauthorized` when it is malformed, unknown,
 /// expired, idle too long, or its admin was removed.
-pub fn session(store: &dyn Storage, cookie: &str) -> Result<Session> {
+pub fn session(store: &Store, cookie: &str) -> Result<Session> {
     let gone = || Error::unauthorized("log in to the dashboard (the session ended or is unknown)");
     let token = SessionToken::parse(cookie).ok_or_else(gone)?;
     let row = store
@@ -209,7 +210,7 @@ pub fn session(store: &dyn Storage, cookie: &str) -> Result<Session> {
 }
 
 /// End the session of this cookie's value (nothing when it is not one).
-pub fn logout(store: &dyn Storage, cookie: &str) -> Result<()> {
+pub fn logout(store: &Store, cookie: &str) -> Result<()> {
     match SessionToken::parse(cookie) {
         Some(t) => store.end_session(&t.hash()),
         None => Ok(()),

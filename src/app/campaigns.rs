@@ -10,7 +10,8 @@ use crate::domain::segment::Filter;
 use crate::domain::template::Sources;
 use crate::domain::{sms, template};
 use crate::error::{Error, Result};
-use crate::store::{AudienceQuery, NewCampaign, Storage};
+use crate::store::prelude::*;
+use crate::store::{AudienceQuery, NewCampaign, Store};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -108,7 +109,7 @@ struct Checked {
 /// The checks of [`create`] (read-only): the account and lists exist, the content with the
 /// account's SMS footer, the templates against the account's subscribers, and the audience
 /// filter (its syntax, and every field a built-in or an attribute some subscriber has).
-fn check(store: &dyn Storage, account: &str, draft: &Draft, lists: &[String]) -> Result<Checked> {
+fn check(store: &Store, account: &str, draft: &Draft, lists: &[String]) -> Result<Checked> {
     let account = store.resolve_account(account)?;
     let lists = super::lists::resolve(store, account, lists)?;
     let footer = match draft.channel {
@@ -141,12 +142,7 @@ fn check(store: &dyn Storage, account: &str, draft: &Draft, lists: &[String]) ->
 /// confirmed subscriber) and the subscribers its filter matches: its templates are checked
 /// against the account's subscribers (every variable known, and present where it is printed).
 /// An SMS campaign takes the account's footer now and keeps it.
-pub fn create(
-    store: &dyn Storage,
-    account: &str,
-    draft: &Draft,
-    lists: &[String],
-) -> Result<Created> {
+pub fn create(store: &Store, account: &str, draft: &Draft, lists: &[String]) -> Result<Created> {
     let Checked {
         account,
         lists,
@@ -176,12 +172,7 @@ pub fn create(
 /// `campaign create --dry-run`: the checks of [`create`], then the audience counts the
 /// campaign would have (the numbers `campaign audience` gives once it is created); writes
 /// nothing.
-pub fn dry_run(
-    store: &dyn Storage,
-    account: &str,
-    draft: &Draft,
-    lists: &[String],
-) -> Result<Audience> {
+pub fn dry_run(store: &Store, account: &str, draft: &Draft, lists: &[String]) -> Result<Audience> {
     let c = check(store, account, draft, lists)?;
     let counts = store.audience_counts_for(&AudienceQuery {
         account_id: c.account,
@@ -222,7 +213,7 @@ pub enum Empty {
 
 /// Whether approving campaign `id` needs a working unsubscribe URL: an email campaign that
 /// is not transactional (its messages carry List-Unsubscribe, which must point somewhere).
-pub fn needs_unsubscribe_url(store: &dyn Storage, id: i64) -> Result<bool> {
+pub fn needs_unsubscribe_url(store: &Store, id: i64) -> Result<bool> {
     let c = store.campaign(id)?;
     Ok(c.channel == Channel::Email && !c.transactional)
 }
@@ -232,7 +223,7 @@ pub fn needs_unsubscribe_url(store: &dyn Storage, id: i64) -> Result<bool> {
 /// email campaign that is not transactional needs `links` (the public URL and secret its
 /// List-Unsubscribe links are made with).
 pub fn approve(
-    store: &dyn Storage,
+    store: &Store,
     id: i64,
     at: i64,
     links: Option<&crate::domain::links::Links>,
@@ -326,17 +317,17 @@ pub struct Transition {
 }
 
 /// Stop claiming for campaign `id`; in-flight calls finish.
-pub fn pause(store: &dyn Storage, id: i64) -> Result<Transition> {
+pub fn pause(store: &Store, id: i64) -> Result<Transition> {
     transition(store.pause_campaign(id)?)
 }
 
 /// Resume a paused campaign.
-pub fn resume(store: &dyn Storage, id: i64) -> Result<Transition> {
+pub fn resume(store: &Store, id: i64) -> Result<Transition> {
     transition(store.resume_campaign(id)?)
 }
 
 /// Cancel a campaign; its queued sends are cancelled.
-pub fn cancel(store: &dyn Storage, id: i64) -> Result<Transition> {
+pub fn cancel(store: &Store, id: i64) -> Result<Transition> {
     transition(store.cancel_campaign(id)?)
 }
 
@@ -380,7 +371,7 @@ pub struct Campaigns {
 /// The campaigns of `account` (id or name; every account's when `None`), optionally only
 /// those in `status`.
 pub fn list(
-    store: &dyn Storage,
+    store: &Store,
     account: Option<&str>,
     status: Option<CampaignStatus>,
 ) -> Result<Campaigns> {
@@ -433,7 +424,7 @@ impl Status {
 }
 
 /// The counts of campaign `id`.
-pub fn status(store: &dyn Storage, id: i64) -> Result<Status> {
+pub fn status(store: &Store, id: i64) -> Result<Status> {
     let s = store.status_counts(id)?;
     Ok(Status {
         id,
@@ -446,7 +437,7 @@ pub fn status(store: &dyn Storage, id: i64) -> Result<Status> {
 
 /// Campaign `id` if it belongs to `account_id`; a campaign of another account is `NotFound`,
 /// worded as an id that does not exist (a front door never tells the two apart).
-pub fn owned(store: &dyn Storage, account_id: i64, id: i64) -> Result<crate::store::Campaign> {
+pub fn owned(store: &Store, account_id: i64, id: i64) -> Result<crate::store::Campaign> {
     let c = store.campaign(id)?;
     // A one-off message's hidden campaign is followed as a message (`/v1/messages/{id}`).
     if c.account_id != account_id || c.one_off {
@@ -457,7 +448,7 @@ pub fn owned(store: &dyn Storage, account_id: i64, id: i64) -> Result<crate::sto
 
 /// Following a campaign needs to see other processes' writes: a read-only snapshot of the file
 /// at `db` cannot.
-pub fn check_followable(store: &dyn Storage, db: &Path) -> Result<()> {
+pub fn check_followable(store: &Store, db: &Path) -> Result<()> {
     if store.file().is_some_and(|f| f.is_snapshot()) {
         return Err(Error::invalid(format!(
             "cannot follow {}: it is read-only in a directory you cannot write, so SQLite \
@@ -499,11 +490,7 @@ impl From<crate::store::ReportRow> for ReportLine {
 }
 
 /// Every recipient of campaign `id`, streamed to `f` in send id order.
-pub fn report(
-    store: &dyn Storage,
-    id: i64,
-    mut f: impl FnMut(ReportLine) -> Result<()>,
-) -> Result<()> {
+pub fn report(store: &Store, id: i64, mut f: impl FnMut(ReportLine) -> Result<()>) -> Result<()> {
     store.report(id, &mut |r| f(r.into()))
 }
 
@@ -517,7 +504,7 @@ pub struct ReportPage {
 
 /// The recipients of campaign `id` after send id `after`, at most `limit` (checked against
 /// `limits::PAGE`).
-pub fn report_page(store: &dyn Storage, id: i64, after: i64, limit: usize) -> Result<ReportPage> {
+pub fn report_page(store: &Store, id: i64, after: i64, limit: usize) -> Result<ReportPage> {
     let limit = super::limits::count_in("limit", limit, super::limits::PAGE)?;
     let lines: Vec<ReportLine> = store
         .report_page(id, after, limit)?
@@ -536,7 +523,7 @@ pub fn report_page(store: &dyn Storage, id: i64, after: i64, limit: usize) -> Re
 /// addresses are compared lower-cased) and/or whose send is in state `status`, after send id
 /// `after`, at most `limit` (the dashboard's search).
 pub fn report_search(
-    store: &dyn Storage,
+    store: &Store,
     id: i64,
     prefix: Option<&str>,
     status: Option<&str>,
@@ -594,7 +581,7 @@ const CSV_PAGE: usize = 1000;
 /// Every recipient of campaign `id` as CSV to `out` (the CLI's `campaign report` and the
 /// dashboard's download): cells a spreadsheet would run as formulas neutralised, times in
 /// RFC 3339. A failed write is `ErrorKind::ClosedOutput` when the reader went away.
-pub fn write_report_csv(store: &dyn Storage, id: i64, out: &mut impl std::io::Write) -> Result<()> {
+pub fn write_report_csv(store: &Store, id: i64, out: &mut impl std::io::Write) -> Result<()> {
     let mut csvw = csv::Writer::from_writer(out);
     csvw.write_record(REPORT_CSV_HEADER).map_err(csv_output)?;
     // Keyset pages, each its own short read: no statement or read transaction stays open while

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::provider::deliverylog::DeliveryLine;
-use crate::store::{Audit, AuditRow, AuditSnapshot, Storage};
+use crate::store::{Audit, AuditRow, AuditSnapshot, Store};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -103,7 +103,7 @@ impl Report {
 }
 
 /// Check campaigns against the provider's delivery logs (outbox or fake-provider JSONL files).
-pub fn check_logs(store: &dyn Storage, campaigns: &[i64], logs: &[PathBuf]) -> Result<Report> {
+pub fn check_logs(store: &Store, campaigns: &[i64], logs: &[PathBuf]) -> Result<Report> {
     let mut lines = Vec::new();
     for l in logs {
         lines.extend(crate::provider::deliverylog::read_lines(l)?);

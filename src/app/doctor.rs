@@ -4,6 +4,7 @@
 use crate::domain::clock;
 use crate::error::Result;
 use crate::store::doctor::{InspectOptions, Inspection};
+use crate::store::prelude::*;
 use crate::store::{GuardState, OpenOptions, Target, Watermark, APPLICATION_ID, SCHEMA_VERSION};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;

@@ -2,7 +2,8 @@
 //! each: delivered, or not delivered and queued again.
 
 use crate::error::{Error, Result};
-use crate::store::Storage;
+use crate::store::prelude::*;
+use crate::store::Store;
 use serde::Serialize;
 
 /// One send in doubt.
@@ -25,7 +26,7 @@ pub struct Doubts {
 }
 
 /// The sends of `campaign` in doubt.
-pub fn list(store: &dyn Storage, campaign: i64) -> Result<Doubts> {
+pub fn list(store: &Store, campaign: i64) -> Result<Doubts> {
     let in_doubt = store
         .doubts(campaign)?
         .into_iter()
@@ -140,7 +141,7 @@ pub fn parse_cursor(after: Option<&str>) -> Result<(i64, i64)> {
 /// One page (at most [`PAGE`]) of the sends in doubt of every campaign of `account_id`, after
 /// the cursor `after`, each with its route (from `routes`) and delivery reports.
 pub fn account_list(
-    store: &dyn Storage,
+    store: &Store,
     account_id: i64,
     after: Option<&str>,
     routes: RouteSource<'_>,
@@ -243,7 +244,7 @@ pub struct Resolved {
 
 /// Nothing, if send `send_id` belongs to `account_id`; a send of another account is
 /// `NotFound`, worded as a send id that does not exist.
-pub fn owned_send(store: &dyn Storage, account_id: i64, send_id: i64) -> Result<()> {
+pub fn owned_send(store: &Store, account_id: i64, send_id: i64) -> Result<()> {
     match store.send_account(send_id)? {
         Some(a) if a == account_id => Ok(()),
         _ => Err(Error::not_found(format!("unknown send id {send_id}"))),
@@ -251,7 +252,7 @@ pub fn owned_send(store: &dyn Storage, account_id: i64, send_id: i64) -> Result<
 }
 
 /// Record `decision`: the send becomes sent, or queued to be sent again.
-pub fn resolve(store: &dyn Storage, decision: &Decision) -> Result<Resolved> {
+pub fn resolve(store: &Store, decision: &Decision) -> Result<Resolved> {
     store.resolve_doubt_by(decision.send_id, decision.delivered, &decision.by)?;
     Ok(Resolved {
         send_id: decision.send_id,

@@ -5,7 +5,7 @@
 use crate::domain::clock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::{
-    Admin, Adopted, GuardState, Installation, LedgerCounts, OpenOptions, Storage, Watermark,
+    Admin, Adopted, GuardState, Installation, LedgerCounts, OpenOptions, Store, Watermark,
 };
 use serde::Serialize;
 use std::path::Path;
@@ -99,7 +99,7 @@ pub fn refusal(st: &GuardState) -> Option<String> {
 /// Before a worker's first claim: refuse a copy, a file gone back in time, or a damaged file
 /// (`quick_check`, for files up to [`START_CHECK_MAX_BYTES`] or `SENDONCE_START_CHECK_MAX_BYTES`); record this place as the owner
 /// of a file that has none yet.
-pub fn before_sending(store: &dyn Storage) -> Result<()> {
+pub fn before_sending(store: &Store) -> Result<()> {
     let st = store.guard_state()?;
     if let Some(why) = refusal(&st) {
         return Err(Error::new(ErrorKind::Guarded, why));
@@ -150,7 +150,7 @@ fn damaged_at_start(path: &Path, problems: &[String]) -> Error {
 }
 
 /// `sendonce adopt`: this place becomes the owner of the file.
-pub fn adopt(store: &dyn Storage) -> Result<Adopted> {
+pub fn adopt(store: &Store) -> Result<Adopted> {
     match store.file() {
         Some(file) => file.adopt(None),
         None => Err(Error::invalid(
@@ -171,7 +171,7 @@ pub struct Backup {
 
 /// `sendonce backup PATH`: a consistent copy made while workers run, synced, then opened on its
 /// own and checked with `quick_check`.
-pub fn backup(store: &dyn Storage, to: &Path, opts: &OpenOptions) -> Result<Backup> {
+pub fn backup(store: &Store, to: &Path, opts: &OpenOptions) -> Result<Backup> {
     let Some(file) = store.file() else {
         return Err(Error::invalid(
             "backup writes a SQLite file; back up a PostgreSQL database with pg_dump or the \

@@ -5,8 +5,9 @@
 use crate::domain::address::Channel;
 use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
+use crate::store::prelude::*;
 use crate::store::{
-    AudienceCounts, AudienceQuery, ConfirmContent, ListChange, ListRow, NewList, OptIn, Storage,
+    AudienceCounts, AudienceQuery, ConfirmContent, ListChange, ListRow, NewList, OptIn, Store,
 };
 use serde::Serialize;
 
@@ -104,7 +105,7 @@ fn confirm_content<'a>(optin: OptIn, c: &ConfirmContent<'a>) -> Result<ConfirmCo
 }
 
 /// Create a list in an account; returns it.
-pub fn create(store: &dyn Storage, req: &NewListRequest<'_>) -> Result<List> {
+pub fn create(store: &Store, req: &NewListRequest<'_>) -> Result<List> {
     if req.name.trim().bytes().all(|b| b.is_ascii_digit()) && !req.name.trim().is_empty() {
         return Err(Error::invalid(format!(
             "the list name {:?} is all digits: commands take a list by id or by name, so it \
@@ -137,7 +138,7 @@ pub struct ListUpdate<'a> {
 
 /// Change a list; returns it as it now is. The confirmation content is checked whole, the
 /// stored values standing in for the fields not given.
-pub fn update(store: &dyn Storage, u: &ListUpdate<'_>) -> Result<List> {
+pub fn update(store: &Store, u: &ListUpdate<'_>) -> Result<List> {
     let account_id = store.resolve_account(u.account)?;
     let row = store.find_list(account_id, u.list)?;
     let given = ConfirmContent {
@@ -169,7 +170,7 @@ pub struct Lists {
 }
 
 /// The lists of an account.
-pub fn list(store: &dyn Storage, account: &str) -> Result<Lists> {
+pub fn list(store: &Store, account: &str) -> Result<Lists> {
     let account_id = store.resolve_account(account)?;
     Ok(Lists {
         lists: store
@@ -181,7 +182,7 @@ pub fn list(store: &dyn Storage, account: &str) -> Result<Lists> {
 }
 
 /// One list of an account, by id or name.
-pub fn show(store: &dyn Storage, account: &str, list: &str) -> Result<List> {
+pub fn show(store: &Store, account: &str, list: &str) -> Result<List> {
     let account_id = store.resolve_account(account)?;
     Ok(store.find_list(account_id, list)?.into())
 }
@@ -196,7 +197,7 @@ pub struct Removed {
 
 /// Remove a list and its memberships; refused while an approved, sending or paused campaign
 /// targets it.
-pub fn remove(store: &dyn Storage, account: &str, list: &str) -> Result<Removed> {
+pub fn remove(store: &Store, account: &str, list: &str) -> Result<Removed> {
     let account_id = store.resolve_account(account)?;
     let row = store.find_list(account_id, list)?;
     let memberships_removed = store.remove_list(account_id, row.id)?;
@@ -209,7 +210,7 @@ pub fn remove(store: &dyn Storage, account: &str, list: &str) -> Result<Removed>
 
 /// The ids of the lists `keys` (ids or names) of an account, each once, in the order given;
 /// an unknown one is `NotFound`.
-pub fn resolve(store: &dyn Storage, account_id: i64, keys: &[String]) -> Result<Vec<i64>> {
+pub fn resolve(store: &Store, account_id: i64, keys: &[String]) -> Result<Vec<i64>> {
     let mut ids = Vec::with_capacity(keys.len());
     for key in keys {
         let id = store.find_list(account_id, key)?.id;
@@ -283,7 +284,7 @@ impl Audience {
 
 /// The audience counts of campaign `id`, in any state (read-only). A stored filter that no
 /// longer parses is `Damaged`.
-pub fn audience(store: &dyn Storage, id: i64) -> Result<Audience> {
+pub fn audience(store: &Store, id: i64) -> Result<Audience> {
     let c = store.campaign(id)?;
     let lists = store.campaign_lists(id)?;
     let filter = c
@@ -340,7 +341,7 @@ pub struct MembersQuery<'a> {
 /// One page of a list's members ([`MEMBERS_PAGE`] at most), through an index: the list's
 /// memberships in id order, or the account's email or phone index over the searched prefix.
 /// A list of another account is `NotFound`.
-pub fn members(store: &dyn Storage, q: &MembersQuery<'_>) -> Result<Members> {
+pub fn members(store: &Store, q: &MembersQuery<'_>) -> Result<Members> {
     use crate::store::{MemberOrder, MemberPage};
     let account_id = store.resolve_account(q.account)?;
     let list = store.find_list(account_id, &q.list.to_string())?;
@@ -427,12 +428,7 @@ fn unsubscribe_address(s: &crate::store::SubscriberRow) -> Result<(Channel, Stri
 
 /// Subscriber `subscriber` (an id) in list `list` (an id) of `account`: `NotFound` when either
 /// is not the account's.
-pub fn membership(
-    store: &dyn Storage,
-    account: &str,
-    list: i64,
-    subscriber: i64,
-) -> Result<Membership> {
+pub fn membership(store: &Store, account: &str, list: i64, subscriber: i64) -> Result<Membership> {
     let account_id = store.resolve_account(account)?;
     let list = store.find_list(account_id, &list.to_string())?;
     let row = store.find_subscriber(account_id, &subscriber.to_string())?;
@@ -452,12 +448,7 @@ pub fn membership(
 /// Unsubscribe a subscriber from one list as its unsubscribe link would: the membership becomes
 /// `unsubscribed` (kept, so adding the address again does not resubscribe it), no suppression.
 /// Returns how many memberships changed (0: it was not subscribed).
-pub fn unsubscribe_member(
-    store: &dyn Storage,
-    account: &str,
-    list: i64,
-    subscriber: i64,
-) -> Result<u64> {
+pub fn unsubscribe_member(store: &Store, account: &str, list: i64, subscriber: i64) -> Result<u64> {
     let m = membership(store, account, list, subscriber)?;
     let account_id = m.list.account_id;
     let row = store.find_subscriber(account_id, &subscriber.to_string())?;

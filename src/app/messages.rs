@@ -9,7 +9,8 @@ use crate::domain::content::{self, Content};
 use crate::domain::model::SendStatus;
 use crate::domain::template::text_of_html;
 use crate::error::{Error, Result};
-use crate::store::{MessageRow, NewMessage, Storage, Submitted};
+use crate::store::prelude::*;
+use crate::store::{MessageRow, NewMessage, Store, Submitted};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -116,7 +117,7 @@ pub fn check_key(key: &str) -> Result<&str> {
 
 /// Submit `req` for `account_id` under `key`.
 pub fn submit(
-    store: &dyn Storage,
+    store: &Store,
     account_id: i64,
     key: &str,
     req: &MessageRequest,
@@ -193,18 +194,12 @@ fn request_hash(req: &MessageRequest) -> Result<String> {
 }
 
 /// Keep the answer the first request gave, for its replays.
-pub fn save_answer(
-    store: &dyn Storage,
-    account_id: i64,
-    id: i64,
-    status: u16,
-    body: &str,
-) -> Result<()> {
+pub fn save_answer(store: &Store, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
     store.save_answer(account_id, id, status, body)
 }
 
 /// Message `id` of `account_id`; another account's is `NotFound`.
-pub fn get(store: &dyn Storage, account_id: i64, id: i64) -> Result<MessageView> {
+pub fn get(store: &Store, account_id: i64, id: i64) -> Result<MessageView> {
     Ok(store.message(account_id, id)?.into())
 }
 

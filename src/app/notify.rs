@@ -5,7 +5,8 @@
 use crate::domain::address::{normalize_email, normalize_phone, Channel};
 use crate::domain::{clock, model};
 use crate::error::{Error, Result};
-use crate::store::{Ledger, NotifyRow, OpenOptions, Storage, Target};
+use crate::store::prelude::*;
+use crate::store::{Ledger, NotifyRow, OpenOptions, Store, Target};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -471,7 +472,7 @@ fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<
 
 /// The state ledger at `state`, its directory and file created if missing.
 /// A postgres:// ledger is a database of its own: nothing to create on disk.
-fn open_state(state: &Target) -> Result<std::sync::Arc<dyn Storage>> {
+fn open_state(state: &Target) -> Result<std::sync::Arc<Store>> {
     if let Some(dir) = state.file().and_then(Path::parent) {
         crate::files::create_dir_all_private(dir)
             .map_err(|e| Error::io(&format!("cannot create {}", dir.display()), e))?;

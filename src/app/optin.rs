@@ -7,7 +7,8 @@ use super::import;
 use crate::domain::address::Channel;
 use crate::domain::links::{Keys, Links, Purpose, Target};
 use crate::error::{Error, Result};
-use crate::store::{Confirmation, MemberKey, MemberState, OptIn, Storage};
+use crate::store::prelude::*;
+use crate::store::{Confirmation, MemberKey, MemberState, OptIn, Store};
 
 /// What a confirm link names, opened.
 #[derive(Debug, Clone)]
@@ -81,13 +82,13 @@ fn found(c: Option<Confirmation>) -> Result<Found> {
 }
 
 /// What the link would confirm, read only (`GET /c/{token}`: mail scanners fetch links).
-pub fn show(store: &dyn Storage, link: &Link) -> Result<Found> {
+pub fn show(store: &Store, link: &Link) -> Result<Found> {
     found(store.confirmation(&link.key())?)
 }
 
 /// Confirm: a pending membership becomes subscribed. Returns the state the link found (so
 /// `Pending` means "confirmed now"); any other state is left as it is.
-pub fn confirm(store: &dyn Storage, link: &Link) -> Result<Found> {
+pub fn confirm(store: &Store, link: &Link) -> Result<Found> {
     found(store.confirm(&link.key(), crate::domain::clock::now_ms())?)
 }
 
@@ -116,7 +117,7 @@ pub enum Signed {
 
 /// A public list, by the id a form names (`NotFound` for anything else, a private list's
 /// included).
-pub fn public_list(store: &dyn Storage, list: &str) -> Result<crate::store::ListRow> {
+pub fn public_list(store: &Store, list: &str) -> Result<crate::store::ListRow> {
     let missing = || Error::not_found("no such signup form");
     let id: i64 = list.trim().parse().map_err(|_| missing())?;
     store.public_list(id)?.ok_or_else(missing)
@@ -126,7 +127,7 @@ pub fn public_list(store: &dyn Storage, list: &str) -> Result<crate::store::List
 /// list, with its confirmation queued; subscribed on a single one). A filled honeypot writes
 /// nothing and gets the same answer. A double opt-in list whose confirmation cannot be sent
 /// here (no public URL or secret, no sender) is [`Signed::Unavailable`], nothing written.
-pub fn signup(store: &dyn Storage, links: Option<&Links>, s: &Signup<'_>) -> Result<Signed> {
+pub fn signup(store: &Store, links: Option<&Links>, s: &Signup<'_>) -> Result<Signed> {
     let list = public_list(store, s.list)?;
     let double = list.optin == OptIn::Double;
     if !s.honeypot.trim().is_empty() {

@@ -9,7 +9,8 @@ use crate::domain::model::{self, SendStatus};
 use crate::domain::template::{CampaignVars, Compiled, Sources};
 use crate::error::{Error, Result};
 use crate::provider::{build_email, CallResult, EmailSettings, Message};
-use crate::store::{Campaign, RecipientRow, Storage};
+use crate::store::prelude::*;
+use crate::store::{Campaign, RecipientRow, Store};
 use crate::worker::routes::Routes;
 use serde::Serialize;
 
@@ -32,7 +33,7 @@ pub struct Preview {
 /// Render campaign `campaign_id` for subscriber `subscriber` (id, email address or phone
 /// number); `links` signs `{{ unsubscribe_url }}`.
 pub fn preview(
-    store: &dyn Storage,
+    store: &Store,
     campaign_id: i64,
     subscriber: &str,
     links: Option<&Links>,
@@ -69,11 +70,7 @@ pub fn preview(
 }
 
 /// Who an unsubscribe link of campaign `c` to `to` is for (as the worker seals it).
-fn link_target(
-    store: &dyn Storage,
-    c: &Campaign,
-    to: &str,
-) -> Result<crate::domain::links::Target> {
+fn link_target(store: &Store, c: &Campaign, to: &str) -> Result<crate::domain::links::Target> {
     Ok(crate::domain::links::Target {
         account_id: c.account_id,
         channel: c.channel,
@@ -112,7 +109,7 @@ fn why_not(r: &RecipientRow) -> Option<String> {
 }
 
 /// The campaign's templates compiled as the worker compiles them.
-fn compile(store: &dyn Storage, c: &Campaign, links: Option<&Links>) -> Result<Compiled> {
+fn compile(store: &Store, c: &Campaign, links: Option<&Links>) -> Result<Compiled> {
     let ids = store.campaign_lists(c.id)?;
     let mut lists: Vec<String> = store
         .lists(c.account_id)?
@@ -172,7 +169,7 @@ fn render(
 /// The RFC 5322 bytes of an email preview, built as the SMTP provider builds them: with the
 /// settings of the campaign's route in `routes` when that route is SMTP, the builder's defaults
 /// otherwise (HTTP APIs build their own MIME). The `Date` is now.
-pub fn eml(store: &dyn Storage, p: &Preview, routes: Option<&Routes>) -> Result<Vec<u8>> {
+pub fn eml(store: &Store, p: &Preview, routes: Option<&Routes>) -> Result<Vec<u8>> {
     if p.message.channel != address::Channel::Email {
         return Err(Error::invalid(
             "an sms campaign has no eml form: use --format text",
@@ -212,7 +209,7 @@ pub struct TestSent {
 /// and the unsubscribe link is the test address's own (a click does not unsubscribe the
 /// subscriber whose variables were used).
 pub fn test_send(
-    store: &dyn Storage,
+    store: &Store,
     routes: &Routes,
     target: &TestTarget<'_>,
     rt: &tokio::runtime::Runtime,
@@ -272,7 +269,7 @@ pub struct TestTarget<'a> {
 }
 
 /// The first confirmed subscriber (by id) the campaign would send to.
-fn first_recipient(store: &dyn Storage, c: &Campaign) -> Result<i64> {
+fn first_recipient(store: &Store, c: &Campaign) -> Result<i64> {
     const PAGE: usize = 500;
     let mut after = 0;
     loop {

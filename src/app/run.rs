@@ -6,7 +6,8 @@ use super::limits;
 use crate::domain::model::CampaignStatus;
 use crate::error::{Error, Result};
 use crate::shutdown::stop_signal;
-use crate::store::Storage;
+use crate::store::prelude::*;
+use crate::store::Store;
 use crate::worker;
 pub use crate::worker::routes::Routes;
 use serde::Serialize;
@@ -15,11 +16,7 @@ use std::sync::Arc;
 
 /// The config file's routes (`config`, or the file `config::discover` finds) with `provider` as
 /// their default, or the one `provider` for everything; with neither, sending refuses to start.
-pub fn routes(
-    config: Option<&Path>,
-    provider: Option<&str>,
-    store: &Arc<dyn Storage>,
-) -> Result<Routes> {
+pub fn routes(config: Option<&Path>, provider: Option<&str>, store: &Arc<Store>) -> Result<Routes> {
     if let Some(file) = crate::config::Config::load(config)? {
         return Routes::from_config(file, provider, store);
     }
@@ -111,22 +108,22 @@ pub struct Finished {
 /// Run the worker with `cfg` over `routes` on `rt` until it is done (`cfg.once`) or a stop
 /// signal drains it.
 pub fn run(
-    store: &Arc<dyn Storage>,
+    store: &Arc<Store>,
     routes: Routes,
     cfg: worker::Config,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Finished> {
-    super::guard::before_sending(&**store)?;
+    super::guard::before_sending(store)?;
     let ledger: Arc<dyn crate::store::Ledger> = store.clone();
     let summary = rt.block_on(async move {
         let stop = stop_signal()?;
         worker::spawn_routed(ledger, Arc::new(routes), cfg, stop).await
     })?;
-    finished(&**store, summary)
+    finished(store, summary)
 }
 
 /// `summary` with the sends in doubt of the campaigns it touched and the paused campaigns.
-pub fn finished(store: &dyn Storage, summary: worker::Summary) -> Result<Finished> {
+pub fn finished(store: &Store, summary: worker::Summary) -> Result<Finished> {
     let mut in_doubt = 0;
     for id in &summary.campaigns_touched {
         in_doubt += store

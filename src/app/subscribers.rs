@@ -5,7 +5,8 @@
 use super::import::{self, CsvFormat};
 use crate::domain::links::Links;
 use crate::error::{Error, Result};
-use crate::store::{NewSubscriber, Storage, SubscriberRow};
+use crate::store::prelude::*;
+use crate::store::{NewSubscriber, Store, SubscriberRow};
 use serde::Serialize;
 use std::path::Path;
 
@@ -50,7 +51,7 @@ pub struct Added {
 /// confirmation email queued in the same transaction, its link built with `links` (without
 /// them such a list is refused and nothing is written).
 pub fn add(
-    store: &dyn Storage,
+    store: &Store,
     account: &str,
     s: &NewSubscriber,
     lists: &[String],
@@ -95,7 +96,7 @@ pub struct Imported {
 
 /// Import a CSV file in one transaction: all or nothing, or the valid rows with
 /// `skip_invalid`, every skipped row reported with its line.
-pub fn import_csv(store: &dyn Storage, req: &ImportRequest<'_>) -> Result<Imported> {
+pub fn import_csv(store: &Store, req: &ImportRequest<'_>) -> Result<Imported> {
     let account = store.resolve_account(req.account)?;
     let lists = super::lists::resolve(store, account, req.lists)?;
     let rows = import::read_csv_with(req.file, req.skip_invalid, req.format)?;
@@ -119,7 +120,7 @@ pub struct UploadRequest<'a> {
 
 /// [`import_csv`] for an uploaded file: the same parser (`import::read_csv_bytes`), the same
 /// one transaction.
-pub fn import_upload(store: &dyn Storage, req: UploadRequest<'_>) -> Result<Imported> {
+pub fn import_upload(store: &Store, req: UploadRequest<'_>) -> Result<Imported> {
     let account = store.resolve_account(req.account)?;
     let lists = super::lists::resolve(store, account, req.lists)?;
     let rows = import::read_csv_bytes(req.name, req.bytes, req.skip_invalid, req.format)?;
@@ -176,7 +177,7 @@ pub struct Subscribers {
 }
 
 /// List a page of subscribers (removed ones are not listed).
-pub fn list(store: &dyn Storage, page: &Page<'_>) -> Result<Subscribers> {
+pub fn list(store: &Store, page: &Page<'_>) -> Result<Subscribers> {
     let account = store.resolve_account(page.account)?;
     let rows = store.list_subscribers(account, page.status, page.after, page.limit)?;
     Ok(Subscribers {
@@ -185,7 +186,7 @@ pub fn list(store: &dyn Storage, page: &Page<'_>) -> Result<Subscribers> {
 }
 
 /// One subscriber of `account`, by id, email address or phone number.
-pub fn show(store: &dyn Storage, account: &str, subscriber: &str) -> Result<Subscriber> {
+pub fn show(store: &Store, account: &str, subscriber: &str) -> Result<Subscriber> {
     let account = store.resolve_account(account)?;
     Ok(store.find_subscriber(account, subscriber)?.into())
 }
@@ -201,7 +202,7 @@ pub struct Update<'a> {
 }
 
 /// Change a subscriber's name, status or attributes; returns it as it now is.
-pub fn update(store: &dyn Storage, u: &Update<'_>) -> Result<Subscriber> {
+pub fn update(store: &Store, u: &Update<'_>) -> Result<Subscriber> {
     let account = store.resolve_account(u.account)?;
     let changes = import::changes(u.name, u.status, u.attrs)?;
     let id = store.find_subscriber(account, u.subscriber)?.id;
@@ -216,7 +217,7 @@ pub struct Removed {
 }
 
 /// Remove a subscriber: never sent to again, listed nowhere; the ledger keeps its past sends.
-pub fn remove(store: &dyn Storage, account: &str, subscriber: &str) -> Result<Removed> {
+pub fn remove(store: &Store, account: &str, subscriber: &str) -> Result<Removed> {
     let account = store.resolve_account(account)?;
     let id = store.find_subscriber(account, subscriber)?.id;
     store.remove_subscriber(account, id)?;

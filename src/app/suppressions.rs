@@ -3,7 +3,8 @@
 
 use crate::domain::address::{normalize_for, Channel};
 use crate::error::Result;
-use crate::store::Storage;
+use crate::store::prelude::*;
+use crate::store::Store;
 use serde::Serialize;
 
 /// An address on one channel's list, in the normalised form the claim compares.
@@ -34,7 +35,7 @@ pub struct Added {
 
 /// Suppress `entry` for `account` (id or name); from the moment this returns, no new claim
 /// sends to it.
-pub fn add(store: &dyn Storage, account: &str, entry: &Entry, reason: &str) -> Result<Added> {
+pub fn add(store: &Store, account: &str, entry: &Entry, reason: &str) -> Result<Added> {
     let account = store.resolve_account(account)?;
     let added = store.suppress(account, entry.channel, &entry.address, reason, "manual")?;
     Ok(Added {
@@ -53,7 +54,7 @@ pub struct Removed {
 }
 
 /// Take `entry` off `account`'s list (an error if it is not on it).
-pub fn remove(store: &dyn Storage, account: &str, entry: &Entry) -> Result<Removed> {
+pub fn remove(store: &Store, account: &str, entry: &Entry) -> Result<Removed> {
     let account = store.resolve_account(account)?;
     store.unsuppress(account, entry.channel, &entry.address)?;
     Ok(Removed {
@@ -81,7 +82,7 @@ pub struct Suppressions {
 }
 
 /// List `account`'s suppressions.
-pub fn list(store: &dyn Storage, account: &str) -> Result<Suppressions> {
+pub fn list(store: &Store, account: &str) -> Result<Suppressions> {
     let account = store.resolve_account(account)?;
     let suppressions = store
         .suppressions(account)?
@@ -121,7 +122,7 @@ pub fn channel_of(text: &str) -> Channel {
 /// (channel, address) order, or with `search` the addresses that start with it (lower-cased
 /// for email). `after` is the cursor a previous page gave (`channel:address`).
 pub fn page(
-    store: &dyn Storage,
+    store: &Store,
     account: &str,
     search: Option<&str>,
     after: Option<&str>,
@@ -170,7 +171,7 @@ pub fn page(
 /// store keeps no removed rows, so the reason goes to the log, with the account, channel and
 /// who decided. An empty reason is refused.
 pub fn remove_with_reason(
-    store: &dyn Storage,
+    store: &Store,
     account: &str,
     entry: &Entry,
     reason: &str,

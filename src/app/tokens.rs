@@ -4,7 +4,8 @@
 use crate::domain::clock;
 use crate::domain::token::{self, Scope, Token};
 use crate::error::{Error, Result};
-use crate::store::{NewToken, Storage, TokenRow};
+use crate::store::prelude::*;
+use crate::store::{NewToken, Store, TokenRow};
 use serde::Serialize;
 
 /// Longest token name, in characters.
@@ -42,7 +43,7 @@ fn checked_name(name: &str) -> Result<&str> {
 
 /// Make a token for `account` (id or name) with this name and scope. Only its hash and prefix
 /// are stored; the text is in the answer alone.
-pub fn create(store: &dyn Storage, account: &str, name: &str, scope: Scope) -> Result<Created> {
+pub fn create(store: &Store, account: &str, name: &str, scope: Scope) -> Result<Created> {
     let name = checked_name(name)?;
     let account_id = store.resolve_account(account)?;
     let token = Token::generate()?;
@@ -103,7 +104,7 @@ pub struct Tokens {
 }
 
 /// The tokens of `account` (id or name).
-pub fn list(store: &dyn Storage, account: &str) -> Result<Tokens> {
+pub fn list(store: &Store, account: &str) -> Result<Tokens> {
     let account_id = store.resolve_account(account)?;
     let tokens = store.tokens(account_id)?;
     Ok(Tokens {
@@ -122,7 +123,7 @@ pub struct Revoked {
 
 /// Revoke token `id` of `account`: from the moment this returns it authenticates nothing. A
 /// token of another account is `NotFound` and stays as it is.
-pub fn revoke(store: &dyn Storage, account: &str, id: i64) -> Result<Revoked> {
+pub fn revoke(store: &Store, account: &str, id: i64) -> Result<Revoked> {
     let account_id = store.resolve_account(account)?;
     let (row, revoked) = store.revoke_token(account_id, id, clock::now_ms())?;
     Ok(Revoked {
@@ -162,7 +163,7 @@ impl Caller {
 
 /// The caller a presented token stands for. A malformed, unknown or revoked token is
 /// `Unauthorized`; no message quotes it. Marks the token used (at most once a minute).
-pub fn authenticate(store: &dyn Storage, presented: &str) -> Result<Caller> {
+pub fn authenticate(store: &Store, presented: &str) -> Result<Caller> {
     let hash = token::parse(presented).ok_or_else(|| {
         Error::unauthorized(format!(
             "malformed API token (expected {} followed by 43 base64url characters)",

@@ -7,7 +7,8 @@
 use crate::domain::address::Channel;
 use crate::domain::links::{Keys, Purpose, Target, TokenError};
 use crate::error::{Error, Result};
-use crate::store::{Storage, UnsubscribeRequest};
+use crate::store::prelude::*;
+use crate::store::{Store, UnsubscribeRequest};
 use serde::Serialize;
 
 /// The `source` of a suppression written by an unsubscribe link.
@@ -79,7 +80,7 @@ pub struct View {
 
 /// What `target`'s link covers now. `NotFound` when its account does not exist or one of its
 /// lists is another account's.
-pub fn view(store: &dyn Storage, target: &Target) -> Result<View> {
+pub fn view(store: &Store, target: &Target) -> Result<View> {
     let st = store.link_state(
         target.account_id,
         target.channel,
@@ -124,7 +125,7 @@ pub struct Done {
 /// address for the channel (reason `unsubscribed`, source `unsubscribe-link`) and every
 /// membership of its subscriber. One transaction; a second call changes nothing and says so.
 /// `List` on a link without lists is `Invalid`.
-pub fn unsubscribe(store: &dyn Storage, target: &Target, scope: Scope) -> Result<Done> {
+pub fn unsubscribe(store: &Store, target: &Target, scope: Scope) -> Result<Done> {
     if scope == Scope::List && target.lists.is_empty() {
         return Err(Error::invalid(
             "this link was sent to everyone, not to a list: choose everything",

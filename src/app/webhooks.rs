@@ -10,7 +10,8 @@ use crate::config::{AccountRef, Config};
 use crate::domain::webhook::{self as wh, Source};
 use crate::error::{Error, Result};
 use crate::provider::{inbound, twilio};
-use crate::store::{Applied, Storage, WebhookAction};
+use crate::store::prelude::*;
+use crate::store::{Applied, Store, WebhookAction};
 use serde::Serialize;
 use std::path::Path;
 
@@ -154,11 +155,7 @@ fn not_found() -> Error {
 }
 
 /// The configured hook of (account, source), with the account's id. Any miss is the same 404.
-fn hook_for<'h>(
-    store: &dyn Storage,
-    hooks: &'h Hooks,
-    req: &Inbound<'_>,
-) -> Result<(i64, &'h Hook)> {
+fn hook_for<'h>(store: &Store, hooks: &'h Hooks, req: &Inbound<'_>) -> Result<(i64, &'h Hook)> {
     let id = store
         .resolve_account(req.account)
         .map_err(|e| match e.kind {
@@ -234,7 +231,7 @@ fn verify_and_parse(hooks: &Hooks, hook: &Hook, req: &Inbound<'_>) -> Result<wh:
 /// Receive one webhook: find its account and configured hook (404 for any miss), verify it
 /// (401), parse it (400), then record and apply it once (a replay: the first action, nothing
 /// changed; the same id with another body: 409).
-pub fn receive(store: &dyn Storage, hooks: &Hooks, req: &Inbound<'_>) -> Result<Receipt> {
+pub fn receive(store: &Store, hooks: &Hooks, req: &Inbound<'_>) -> Result<Receipt> {
     let (account_id, hook) = hook_for(store, hooks, req)?;
     let event = verify_and_parse(hooks, hook, req)?;
     let hash = wh::body_sha256(req.body);

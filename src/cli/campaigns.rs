@@ -8,7 +8,7 @@ use crate::app::import;
 use crate::app::lists;
 use crate::domain::clock;
 use crate::error::{Error, Result};
-use crate::store::Storage;
+use crate::store::Store;
 use std::io::Write;
 use std::path::Path;
 
@@ -60,7 +60,7 @@ pub(super) fn command(
             } else {
                 ReportFormat::Csv
             });
-            report::write(&*store, *id, format)?;
+            report::write(&store, *id, format)?;
             Ok(Output::streamed())
         }
         CampaignCmd::Preview {
@@ -109,7 +109,7 @@ fn approve(
         None => clock::now_ms(),
     };
     let store = open(cli)?;
-    let links = if campaigns::needs_unsubscribe_url(&*store, id)? {
+    let links = if campaigns::needs_unsubscribe_url(&store, id)? {
         crate::app::run::links(config, public_url)?
     } else {
         None
@@ -119,7 +119,7 @@ fn approve(
     } else {
         campaigns::Empty::Warn
     };
-    let a = campaigns::approve(&*store, id, at, links.as_ref(), empty)?;
+    let a = campaigns::approve(&store, id, at, links.as_ref(), empty)?;
     let mut text = format!("campaign {id} approved for {}", clock::format_ms(at));
     if let Some(w) = &a.warning {
         text.push_str(&format!("\nwarning: {w}"));
@@ -161,10 +161,10 @@ fn transition(t: campaigns::Transition) -> Result<Output> {
 fn status(cli: &Cli, id: i64, watch: bool) -> Result<Output> {
     let store = open_read_only(cli)?;
     if watch {
-        campaigns::check_followable(&*store, &cli.db)?;
-        watch_status(&*store, id, cli.json)?;
+        campaigns::check_followable(&store, &cli.db)?;
+        watch_status(&store, id, cli.json)?;
     }
-    let s = campaigns::status(&*store, id)?;
+    let s = campaigns::status(&store, id)?;
     let noun = if s.total == 1 {
         "recipient"
     } else {
@@ -179,7 +179,7 @@ fn status(cli: &Cli, id: i64, watch: bool) -> Result<Output> {
 
 /// Follow a campaign until it is settled: a progress bar on a terminal; otherwise (piped, a
 /// log file) one line on stdout per change. With `--json`, nothing until the end.
-fn watch_status(store: &dyn Storage, id: i64, quiet: bool) -> Result<()> {
+fn watch_status(store: &Store, id: i64, quiet: bool) -> Result<()> {
     use std::io::IsTerminal;
     let lines = !quiet && !std::io::stderr().is_terminal();
     let mut last = String::new();

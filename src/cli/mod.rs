@@ -22,7 +22,7 @@ use crate::app::{self, accounts, doubts, import, limits, suppressions};
 use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::store::{OpenOptions, Storage, Target};
+use crate::store::{OpenOptions, Store, Target};
 use args::*;
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
@@ -79,12 +79,12 @@ pub(super) fn open_opts(cli: &Cli) -> Result<OpenOptions> {
     })
 }
 
-pub(super) fn open(cli: &Cli) -> Result<std::sync::Arc<dyn Storage>> {
+pub(super) fn open(cli: &Cli) -> Result<std::sync::Arc<Store>> {
     crate::store::open(&target(cli), &open_opts(cli)?)
 }
 
 /// For commands that only read: nothing is written, so they work on a read-only file.
-pub(super) fn open_read_only(cli: &Cli) -> Result<std::sync::Arc<dyn Storage>> {
+pub(super) fn open_read_only(cli: &Cli) -> Result<std::sync::Arc<Store>> {
     crate::store::open(
         &target(cli),
         &OpenOptions {
@@ -140,7 +140,7 @@ fn init(cli: &Cli) -> Result<Output> {
     )?;
     // A postgres:// URL is shown without its password.
     let shown = std::path::PathBuf::from(target.shown());
-    let d = accounts::init(&*store, &shown)?;
+    let d = accounts::init(&store, &shown)?;
     let text = format!(
         "database ready: {} (schema {}, journal {}, installation {})",
         d.db.display(),

@@ -9,7 +9,7 @@ use crate::app::run;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::store::Storage;
+use crate::store::Store;
 use std::sync::Arc;
 
 /// `campaign preview`: the bytes on stdout (text, HTML or eml); `--json`: the parts as JSON.
@@ -22,7 +22,7 @@ pub(super) fn show(
 ) -> Result<Output> {
     let store = open_read_only(cli)?;
     let links = run::links(t.config.as_deref(), t.public_url.as_deref())?;
-    let p = preview::preview(&*store, id, subscriber, links.as_ref())?;
+    let p = preview::preview(&store, id, subscriber, links.as_ref())?;
     if let Some(why) = &p.why_not {
         tracing::warn!(
             "subscriber {} would not receive it now: {why}",
@@ -40,7 +40,7 @@ pub(super) fn show(
         })?,
         PreviewFormat::Eml => {
             let routes = routes_if_any(&store, t)?;
-            let bytes = preview::eml(&*store, &p, routes.as_ref())?;
+            let bytes = preview::eml(&store, &p, routes.as_ref())?;
             String::from_utf8_lossy(&bytes).into_owned()
         }
     };
@@ -52,7 +52,7 @@ pub(super) fn show(
 }
 
 /// The routes `--provider` or a config file give, if any (a preview needs none).
-fn routes_if_any(store: &Arc<dyn Storage>, t: &SendTarget) -> Result<Option<run::Routes>> {
+fn routes_if_any(store: &Arc<Store>, t: &SendTarget) -> Result<Option<run::Routes>> {
     let found = crate::config::discover(t.config.as_deref(), &crate::config::process_env)?;
     let has_config = found.chosen.is_some();
     if t.provider.is_none() && !has_config {
@@ -79,7 +79,7 @@ pub(super) fn test_send(
         subscriber,
         links: links.as_ref(),
     };
-    let sent = preview::test_send(&*store, &routes, &target, rt)?;
+    let sent = preview::test_send(&store, &routes, &target, rt)?;
     let text = match (&sent.outcome, &sent.error) {
         (&"sent", _) => format!(
             "test copy of campaign {id} sent to {} (variables of subscriber {}; provider id {})",

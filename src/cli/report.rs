@@ -4,12 +4,12 @@
 use super::args::ReportFormat;
 use crate::app::campaigns;
 use crate::error::{Error, Result};
-use crate::store::Storage;
+use crate::store::Store;
 use std::io::Write;
 
 /// Write the report of campaign `id` to stdout. A reader that goes away ends it quietly
 /// (`ErrorKind::ClosedOutput`).
-pub(super) fn write(store: &dyn Storage, id: i64, format: ReportFormat) -> Result<()> {
+pub(super) fn write(store: &Store, id: i64, format: ReportFormat) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match format {
@@ -19,11 +19,11 @@ pub(super) fn write(store: &dyn Storage, id: i64, format: ReportFormat) -> Resul
     out.flush().map_err(Error::output)
 }
 
-fn write_csv(store: &dyn Storage, id: i64, out: &mut impl Write) -> Result<()> {
+fn write_csv(store: &Store, id: i64, out: &mut impl Write) -> Result<()> {
     campaigns::write_report_csv(store, id, out)
 }
 
-fn write_json(store: &dyn Storage, id: i64, out: &mut impl Write) -> Result<()> {
+fn write_json(store: &Store, id: i64, out: &mut impl Write) -> Result<()> {
     out.write_all(b"[").map_err(Error::output)?;
     let mut first = true;
     campaigns::report(store, id, |r| {

@@ -58,7 +58,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
             cfg.drain_deadline = drain;
             cfg.links = settings.links.clone();
             let routes = app::run::routes(a.config.as_deref(), a.provider.as_deref(), &store)?;
-            app::guard::before_sending(&*store)?;
+            app::guard::before_sending(&store)?;
             crate::http::Settings {
                 worker: Some((routes, cfg)),
                 ..settings

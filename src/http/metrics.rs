@@ -3,6 +3,7 @@
 
 use super::{blocking, AppState};
 use crate::metrics::{self, Gauges};
+use crate::store::prelude::*;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};

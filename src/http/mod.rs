@@ -20,7 +20,7 @@ pub mod pages;
 mod resources;
 
 use crate::error::{Error, Result};
-use crate::store::Storage;
+use crate::store::Store;
 use crate::worker::{self, routes::Routes};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderValue, StatusCode};
@@ -84,7 +84,7 @@ pub struct Ops {
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Arc<dyn Storage>,
+    pub store: Arc<Store>,
     /// True while the in-process worker runs (None: no worker here).
     pub worker_alive: Option<Arc<AtomicBool>>,
     /// The configured provider webhooks, secrets included (never logged).
@@ -104,10 +104,10 @@ pub struct AppState {
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
 pub async fn blocking<T: Send + 'static>(
     st: &AppState,
-    f: impl FnOnce(&dyn Storage) -> Result<T> + Send + 'static,
+    f: impl FnOnce(&Store) -> Result<T> + Send + 'static,
 ) -> Result<T> {
     let store = st.store.clone();
-    tokio::task::spawn_blocking(move || f(&*store))
+    tokio::task::spawn_blocking(move || f(&store))
         .await
         .map_err(|e| Error::internal(format!("a store task failed: {e}")))?
 }
@@ -225,7 +225,7 @@ fn closing(mut res: Response) -> Response {
 /// Serve until SIGTERM/Ctrl-C; `bound` is told the address actually bound (port 0 picks
 /// one). Returns the in-process worker's summary, if there was one.
 pub fn serve(
-    store: Arc<dyn Storage>,
+    store: Arc<Store>,
     mut s: Settings,
     rt: &tokio::runtime::Runtime,
     bound: impl FnOnce(SocketAddr),
@@ -274,7 +274,7 @@ pub fn serve(
 /// The send loop as a task of this runtime, stopping with the server; `alive` turns false
 /// when it ends (for `/readyz`).
 fn spawn_worker(
-    store: &Arc<dyn Storage>,
+    store: &Arc<Store>,
     w: Option<(Routes, worker::Config)>,
     alive: &Option<Arc<AtomicBool>>,
     rx: &watch::Receiver<bool>,

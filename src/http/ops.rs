@@ -3,6 +3,7 @@
 
 use super::error::body;
 use super::{blocking, AppState};
+use crate::store::prelude::*;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -48,11 +48,6 @@ impl Default for OpenOptions {
 
 /// The installation: what a database says about itself.
 pub trait Admin: Send + std::marker::Sync {
-    /// The SQLite file behind this store, for what only a file has (a snapshot open, the WAL,
-    /// an owner to adopt, an online backup); None on PostgreSQL.
-    fn file(&self) -> Option<&crate::store::sqlite::SqliteStore> {
-        None
-    }
     /// Where the database is (for messages).
     fn path(&self) -> &Path;
     /// The backend's integrity check; `ok` when sound (the crash suite asserts it).

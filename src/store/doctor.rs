@@ -1,6 +1,7 @@
 //! What `sendonce doctor` reads from a database, backend-neutral: each part read on its own, so a
 //! damaged file still answers what it can, and an error is a finding, never a crash.
 
+use super::sql::{args, Tx};
 use super::{GuardState, Target};
 use crate::error::Result;
 
@@ -73,12 +74,87 @@ pub struct InspectOptions {
     pub far_ms: i64,
 }
 
+/// What `doctor` has not read (yet): the database did not open.
+pub(crate) fn skipped<T>() -> Part<T> {
+    Err("not read: the database did not open".to_string())
+}
+
+/// The ledger's questions, asked the same way of both backends, each on its own so one that
+/// fails does not hide the others' answers.
+pub(crate) fn ask_ledger(tx: &mut dyn Tx, out: &mut Inspection, opts: &InspectOptions) {
+    let per_campaign = |tx: &mut dyn Tx, sql: &str, now: Option<i64>| {
+        let a = now.map_or_else(Vec::new, |now| args![now].to_vec());
+        tx.query(sql, &a, |r| {
+            Ok(PerCampaign {
+                campaign_id: r.get(0)?,
+                rows: r.get::<i64>(1)?.max(0) as u64,
+            })
+        })
+        .map_err(|e| e.message)
+    };
+    out.expired_leases = per_campaign(
+        tx,
+        "SELECT campaign_id, count(*) FROM sends
+         WHERE status = 'leased' AND visible_at < ?1 GROUP BY campaign_id ORDER BY campaign_id",
+        Some(opts.now),
+    );
+    out.in_doubt = per_campaign(
+        tx,
+        "SELECT campaign_id, count(*) FROM sends
+         WHERE status = 'in_doubt' GROUP BY campaign_id ORDER BY campaign_id",
+        None,
+    );
+    out.stuck = stuck(tx, opts.now.saturating_add(opts.far_ms)).map_err(|e| e.message);
+}
+
+/// Sending campaigns with nothing due before `far`: no row left to send on a complete list, or
+/// the next one not visible until after `far`.
+fn stuck(tx: &mut dyn Tx, far: i64) -> Result<Vec<Stuck>> {
+    let all = tx.query(
+        "SELECT c.id, c.list_complete,
+                (SELECT count(*) FROM sends s
+                  WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
+                (SELECT min(visible_at) FROM sends s
+                  WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
+                (SELECT count(*) FROM sends s
+                  WHERE s.campaign_id = c.id AND s.status = 'in_doubt')
+         FROM campaigns c WHERE c.status = 'sending' ORDER BY c.id",
+        &[],
+        |r| {
+            Ok(Stuck {
+                campaign_id: r.get(0)?,
+                list_complete: r.get(1)?,
+                due_rows: r.get::<i64>(2)?.max(0) as u64,
+                next_visible_at: r.get(3)?,
+                in_doubt: r.get::<i64>(4)?.max(0) as u64,
+            })
+        },
+    )?;
+    Ok(all
+        .into_iter()
+        .filter(|s| s.next_visible_at.map_or(s.list_complete, |t| t > far))
+        .collect())
+}
+
+/// Rows per value of `column` of `table`, in byte order of the value (`address_collisions`
+/// per kind, `sends` per status).
+pub(crate) fn counts_by(tx: &mut dyn Tx, table: &str, column: &str) -> Part<Vec<(String, u64)>> {
+    let sql = format!(
+        "SELECT {column}, count(*) FROM {table} GROUP BY {column} ORDER BY {column}{}",
+        tx.dialect().byte_order
+    );
+    tx.query(&sql, &[], |r| {
+        Ok((r.get(0)?, r.get::<i64>(1)?.max(0) as u64))
+    })
+    .map_err(|e| e.message)
+}
+
 /// Inspect the store at `target` (a SQLite file or a postgres:// URL) without writing to it.
 /// An `Err` only for a target that is not a backend at all; every problem with the database
 /// itself is inside the [`Inspection`].
 pub fn inspect(target: &Target, opts: &InspectOptions) -> Result<Inspection> {
     Ok(match target {
-        Target::Postgres(url) => super::postgres::doctor::inspect(url, opts),
-        Target::File(path) => super::sqlite::inspect(path, opts),
+        Target::Postgres(url) => super::postgres::doctor::inspect_database(url, opts),
+        Target::File(path) => super::sqlite::inspect_file(path, opts),
     })
 }

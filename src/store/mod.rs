@@ -65,51 +65,106 @@ use crate::error::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Everything a store offers: one object the commands hold (`Arc<dyn Storage>`). Implemented
-/// for every type that implements all the concerns.
-pub trait Storage:
-    Ledger
-    + Installation
-    + Campaigns
-    + Audience
-    + Lists
-    + Directory
-    + Suppressions
-    + Audit
-    + Notifications
-    + Messages
-    + Optin
-    + RateLimits
-    + Admin
-    + Tokens
-    + Logins
-    + Webhooks
-    + Send
-    + std::marker::Sync
-{
+/// The store the commands hold: one of the two backends, chosen once by [`open`]. Every
+/// concern (the traits above, written once over [`sql::Db`]) is implemented for it through its
+/// [`Db`](sql::Db) and [`LedgerStore`](ledger::LedgerStore); what only a SQLite file has is
+/// reached through [`Store::file`], on no trait PostgreSQL implements.
+pub enum Store {
+    Sqlite(sqlite::SqliteStore),
+    Postgres(postgres::PgStore),
 }
 
-impl<T> Storage for T where
-    T: Ledger
-        + Installation
-        + Campaigns
-        + Audience
-        + Lists
-        + Directory
-        + Suppressions
-        + Audit
-        + Notifications
-        + Messages
-        + Optin
-        + RateLimits
-        + Admin
-        + Tokens
-        + Logins
-        + Webhooks
-        + Send
-        + std::marker::Sync
-        + ?Sized
-{
+/// Every concern trait in scope (unnamed, so nothing is shadowed), for code that holds a
+/// [`Store`]: `use crate::store::prelude::*`.
+pub mod prelude {
+    pub use super::Admin as _;
+    pub use super::Audience as _;
+    pub use super::Audit as _;
+    pub use super::Bench as _;
+    pub use super::Campaigns as _;
+    pub use super::Directory as _;
+    pub use super::Installation as _;
+    pub use super::Ledger as _;
+    pub use super::Lists as _;
+    pub use super::Logins as _;
+    pub use super::Messages as _;
+    pub use super::Notifications as _;
+    pub use super::Optin as _;
+    pub use super::RateLimits as _;
+    pub use super::Suppressions as _;
+    pub use super::Tokens as _;
+    pub use super::Webhooks as _;
+}
+
+/// `$e` on whichever backend `$s` holds.
+macro_rules! each_backend {
+    ($s:expr, $b:ident => $e:expr) => {
+        match $s {
+            Store::Sqlite($b) => $e,
+            Store::Postgres($b) => $e,
+        }
+    };
+}
+
+impl Store {
+    /// The SQLite file behind this store, for what only a file has (a snapshot open, the WAL,
+    /// an owner to adopt, an online backup); None on PostgreSQL.
+    pub fn file(&self) -> Option<&sqlite::SqliteStore> {
+        match self {
+            Store::Sqlite(s) => Some(s),
+            Store::Postgres(_) => None,
+        }
+    }
+}
+
+impl sql::Db for Store {
+    fn write<T>(&self, f: impl FnMut(&mut dyn sql::Tx) -> Result<T>) -> Result<T> {
+        each_backend!(self, s => s.write(f))
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&mut dyn sql::Tx) -> Result<T>) -> Result<T> {
+        each_backend!(self, s => s.read(f))
+    }
+}
+
+impl ledger::LedgerStore for Store {
+    fn count_claim(&self, tx: &mut dyn sql::Tx, claimed_at: i64) -> Result<Option<i64>> {
+        each_backend!(self, s => s.count_claim(tx, claimed_at))
+    }
+
+    fn claim_committed(&self, generation: Option<i64>, now: i64) -> Result<()> {
+        each_backend!(self, s => s.claim_committed(generation, now))
+    }
+
+    fn checkpoint_wal_if_large(&self) -> Result<bool> {
+        each_backend!(self, s => s.checkpoint_wal_if_large())
+    }
+}
+
+impl Admin for Store {
+    fn path(&self) -> &Path {
+        each_backend!(self, s => s.path())
+    }
+
+    fn integrity_check(&self) -> Result<String> {
+        each_backend!(self, s => s.integrity_check())
+    }
+
+    fn journal_mode(&self) -> Result<String> {
+        each_backend!(self, s => s.journal_mode())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        each_backend!(self, s => s.check_writable())
+    }
+
+    fn guard_state(&self) -> Result<GuardState> {
+        each_backend!(self, s => s.guard_state())
+    }
+
+    fn quick_check(&self, full: bool) -> Result<Vec<String>> {
+        each_backend!(self, s => s.quick_check(full))
+    }
 }
 
 /// Which database `--db` (or `SENDONCE_DB`, a config file's `db`) names, decided once from its
@@ -178,11 +233,11 @@ impl Target {
 }
 
 /// Open the store `target` names.
-pub fn open(target: &Target, opts: &OpenOptions) -> Result<Arc<dyn Storage>> {
-    match target {
-        Target::Postgres(url) => Ok(Arc::new(postgres::PgStore::open(url, opts)?)),
-        Target::File(path) => Ok(Arc::new(open_file(path, opts)?)),
-    }
+pub fn open(target: &Target, opts: &OpenOptions) -> Result<Arc<Store>> {
+    Ok(Arc::new(match target {
+        Target::Postgres(url) => Store::Postgres(postgres::PgStore::open(url, opts)?),
+        Target::File(path) => Store::Sqlite(open_file(path, opts)?),
+    }))
 }
 
 /// Open the SQLite file at `path` (finishing schema 0017's address step, which SQL cannot do

@@ -11,7 +11,7 @@ use crate::domain::login::Password;
 use crate::domain::token::Scope;
 use crate::error::{Error, Result};
 use crate::store::sqlite::SqliteStore;
-use crate::store::{Bench, Ledger, Lists, Outcome, Record, Synchronous};
+use crate::store::{Bench, Ledger, Lists, Outcome, Record, Store, Synchronous};
 use serde::Serialize;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -120,9 +120,8 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<DashboardRepo
     let load_start = load_average();
     let ws = Workspace::new(opts.dir.as_deref(), opts.sync)?;
     let (db, store) = ws.fresh("dashboard.db")?;
-    let (ids, states) = seed(&store, opts.recipients)?;
+    let (ids, states) = seed(store, opts.recipients)?;
     let seed_seconds = started.elapsed().as_secs_f64();
-    drop(store);
     let (mut server, base) = start_server(&db)?;
     let timed = rt.block_on(time_pages(&base, &ids));
     // SAFETY: kill(2) on our own child, not reaped yet.
@@ -146,7 +145,8 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<DashboardRepo
 
 /// The account `bench` (admin `bench`, a send token), its subscribers in one list and the
 /// campaign's sends in a realistic mix of states.
-fn seed(store: &SqliteStore, n: u64) -> Result<(Ids, States)> {
+fn seed(file: SqliteStore, n: u64) -> Result<(Ids, States)> {
+    let store = &file;
     let (campaign, _) = setup_campaign_in_lists(store, n, 1)?;
     store.start_due_campaigns(crate::domain::clock::now_ms())?;
     while !store.build_list_chunk(campaign, 50_000)? {}
@@ -166,6 +166,8 @@ fn seed(store: &SqliteStore, n: u64) -> Result<(Ids, States)> {
         error: "timed out after the request was sent".into(),
     };
     let send_id = move_rows(store, campaign, in_doubt, &mut token, Some(&doubt))?;
+    // The app layer's use cases take the store the commands hold.
+    let store = &Store::Sqlite(file);
     app::admins::create(
         store,
         "bench",
@@ -193,7 +195,9 @@ fn seed(store: &SqliteStore, n: u64) -> Result<(Ids, States)> {
         queued: store.bench_count(campaign, "queued")?,
         suppressed: store.bench_count(campaign, "suppressed")?,
     };
-    store.checkpoint_truncate()?;
+    if let Some(file) = store.file() {
+        file.checkpoint_truncate()?;
+    }
     let ids = Ids {
         campaign,
         list,

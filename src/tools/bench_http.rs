@@ -130,7 +130,7 @@ fn prepare(db: &Path) -> Result<String> {
         sync: Synchronous::Full,
         ..Default::default()
     };
-    let store = SqliteStore::open(db, &opts)?;
+    let store = crate::store::Store::Sqlite(SqliteStore::open(db, &opts)?);
     crate::app::accounts::add(&store, "bench")?;
     let t = crate::app::tokens::create(&store, "bench", "bench", Scope::Send)?;
     Ok(t.token.expose().to_string())

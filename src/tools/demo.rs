@@ -3,7 +3,8 @@
 use crate::app::import;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
-use crate::store::{ImportReport, Ledger, NewCampaign, OpenOptions, Storage};
+use crate::store::prelude::*;
+use crate::store::{ImportReport, Ledger, NewCampaign, OpenOptions, Store};
 use crate::{provider, worker};
 use serde::Serialize;
 use std::io::Write;
@@ -131,7 +132,7 @@ fn write_csv(csv: &Path, n: u64) -> Result<u64> {
 
 /// The demo's account, subscribers (from `csv`), one suppressed address and an approved
 /// campaign: the campaign id, the import report and the suppressed address.
-fn seed(store: &dyn Storage, csv: &Path) -> Result<(i64, ImportReport, String)> {
+fn seed(store: &Store, csv: &Path) -> Result<(i64, ImportReport, String)> {
     let account = store.add_account("demo")?;
     let report = store.import_subscribers(account, import::read_csv(csv)?, true, &[])?;
     let suppressed_address = "reader3@example.org".to_string();
@@ -185,7 +186,7 @@ pub fn run(recipients: u32, dir: Option<&Path>, rt: &tokio::runtime::Runtime) ->
             ..Default::default()
         },
     )?;
-    let (cid, report, suppressed_address) = seed(&*store, &csv)?;
+    let (cid, report, suppressed_address) = seed(&store, &csv)?;
 
     let provider = provider::from_spec(&format!("outbox:{}", outbox.display()))?;
     let ledger: Arc<dyn Ledger> = store.clone();

@@ -6,7 +6,8 @@ use crate::config::Config;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::provider::{self, Provider};
-use crate::store::Storage;
+use crate::store::prelude::*;
+use crate::store::Store;
 use crate::worker::ratelimit::Limiter;
 use std::sync::Arc;
 
@@ -52,7 +53,7 @@ impl Routes {
     pub fn from_config(
         config: Config,
         default_spec: Option<&str>,
-        store: &Arc<dyn Storage>,
+        store: &Arc<Store>,
     ) -> Result<Routes> {
         let default = match default_spec.or(config.provider.as_deref()) {
             Some(spec) => Some(plain("default", provider::from_spec(spec)?)),

@@ -170,7 +170,10 @@ pub fn assert_counters(db: &Path) {
 /// Through the store's API only: an account with `n` email subscribers (`u0@x.com`, …) and a
 /// campaign approved and started (`sending`), its list not built yet. Returns (account,
 /// campaign).
-pub fn started_campaign(s: &dyn sendonce::store::Storage, n: usize) -> (i64, i64) {
+pub fn started_campaign(
+    s: &(impl sendonce::store::Audience + sendonce::store::Campaigns + sendonce::store::Ledger),
+    n: usize,
+) -> (i64, i64) {
     let acct = s.add_account("t").unwrap();
     let rows = (0..n)
         .map(|i| {

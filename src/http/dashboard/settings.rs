@@ -11,6 +11,7 @@
 use super::{fail, page, Signed};
 use crate::app::{config, doctor};
 use crate::http::{blocking, AppState};
+use crate::store::prelude::*;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use axum::routing::get;

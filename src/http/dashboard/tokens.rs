@@ -124,7 +124,7 @@ fn token_id(text: &str) -> Result<i64> {
 }
 
 /// Token `id` of the signed-in account, or `NotFound` (another account's token included).
-fn owned(s: &dyn crate::store::Storage, account_id: i64, id: i64) -> Result<TokenInfo> {
+fn owned(s: &crate::store::Store, account_id: i64, id: i64) -> Result<TokenInfo> {
     tokens::list(s, &account_id.to_string())?
         .tokens
         .into_iter()

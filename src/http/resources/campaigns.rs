@@ -10,7 +10,7 @@ use crate::domain::clock;
 use crate::error::Result;
 use crate::http::auth::Authed;
 use crate::http::{ApiError, AppState};
-use crate::store::Storage;
+use crate::store::Store;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Json, Path, Query, State};
 use axum::response::Response;
@@ -108,7 +108,7 @@ async fn owned<T: Send + 'static>(
     st: &AppState,
     who: &Authed,
     text: &str,
-    f: impl FnOnce(&dyn Storage, i64) -> Result<T> + Send + 'static,
+    f: impl FnOnce(&Store, i64) -> Result<T> + Send + 'static,
 ) -> Result<T, ApiError> {
     let id = id_of(who, "campaign", text)?;
     let account_id = who.caller.account_id;

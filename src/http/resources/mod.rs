@@ -75,7 +75,7 @@ fn id_of(who: &Authed, kind: &str, text: &str) -> Result<i64, ApiError> {
 async fn call<T: Send + 'static>(
     st: &AppState,
     who: &Authed,
-    f: impl FnOnce(&dyn crate::store::Storage) -> Result<T> + Send + 'static,
+    f: impl FnOnce(&crate::store::Store) -> Result<T> + Send + 'static,
 ) -> Result<T, ApiError> {
     blocking(st, f).await.map_err(|e| who.err(e))
 }

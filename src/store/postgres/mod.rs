@@ -159,7 +159,7 @@ impl From<deadpool_postgres::PoolError> for Error {
     }
 }
 
-/// A PostgreSQL database; cheap to share (`Arc<dyn Storage>`), one pool and one runtime.
+/// A PostgreSQL database; cheap to share (`Arc<Store>`), one pool and one runtime.
 pub struct PgStore {
     pool: deadpool_postgres::Pool,
     /// The store's own runtime (see the module doc); `None` only while dropping.

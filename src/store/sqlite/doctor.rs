@@ -2,8 +2,9 @@
 //! store's migrations, each question asked on its own so that a damaged file still answers
 //! the others. Nothing is written (no WAL switch, no migration, no ownership).
 
+use super::tx::SqliteTx;
 use super::{check_header, immutable_uri, FileState, SqliteStore, APPLICATION_ID, SCHEMA_VERSION};
-use crate::store::doctor::{InspectOptions, Inspection, Part, PerCampaign, Stuck, MAX_LINES};
+use crate::store::doctor::{self, skipped, InspectOptions, Inspection, Part, MAX_LINES};
 use crate::store::{Admin, OpenOptions};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -76,82 +77,22 @@ fn foreign_keys(c: &Connection) -> Part<(Vec<String>, u64)> {
     Ok((shown, count))
 }
 
-fn per_campaign(c: &Connection, sql: &str, now: Option<i64>) -> Part<Vec<PerCampaign>> {
-    let mut st = c.prepare(sql).map_err(text)?;
-    let map = |r: &rusqlite::Row<'_>| {
-        Ok(PerCampaign {
-            campaign_id: r.get(0)?,
-            rows: r.get::<_, i64>(1)?.max(0) as u64,
-        })
-    };
-    let params: Vec<i64> = now.into_iter().collect();
-    let rows = st
-        .query_map(rusqlite::params_from_iter(params), map)
-        .map_err(text)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(text)?;
-    Ok(rows)
-}
-
-/// `address_collisions` per kind, and whether schema 0017's address step is still pending.
+/// `address_collisions` per kind, and `pending` while schema 0017's address step has not run.
 fn addresses(c: &Connection) -> Part<Vec<(String, u64)>> {
-    let mut st = c
-        .prepare(
-            "SELECT kind, count(*) FROM address_collisions GROUP BY kind
-             UNION ALL SELECT 'pending', count(*) FROM pending_steps
-             WHERE name = 'addresses_0017' HAVING count(*) > 0
-             ORDER BY 1",
-        )
-        .map_err(text)?;
-    let rows = st
-        .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
-        .map_err(text)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(text)?;
+    let mut rows = doctor::counts_by(&mut SqliteTx(c), "address_collisions", "kind")?;
+    let pending = one(
+        c,
+        "SELECT count(*) FROM pending_steps WHERE name = 'addresses_0017'",
+    )?;
+    if pending > 0 {
+        rows.push(("pending".to_string(), pending as u64));
+        rows.sort();
+    }
     Ok(rows)
-}
-
-fn stuck(c: &Connection, now: i64, far_ms: i64) -> Part<Vec<Stuck>> {
-    let mut st = c
-        .prepare(
-            "SELECT c.id, c.list_complete,
-                    (SELECT count(*) FROM sends s
-                      WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
-                    (SELECT min(visible_at) FROM sends s
-                      WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
-                    (SELECT count(*) FROM sends s
-                      WHERE s.campaign_id = c.id AND s.status = 'in_doubt')
-             FROM campaigns c WHERE c.status = 'sending' ORDER BY c.id",
-        )
-        .map_err(text)?;
-    let all = st
-        .query_map([], |r| {
-            Ok(Stuck {
-                campaign_id: r.get(0)?,
-                list_complete: r.get::<_, i64>(1)? != 0,
-                due_rows: r.get::<_, i64>(2)?.max(0) as u64,
-                next_visible_at: r.get(3)?,
-                in_doubt: r.get::<_, i64>(4)?.max(0) as u64,
-            })
-        })
-        .map_err(text)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(text)?;
-    Ok(all
-        .into_iter()
-        .filter(|s| match s.next_visible_at {
-            None => s.list_complete,
-            Some(t) => t > now.saturating_add(far_ms),
-        })
-        .collect())
 }
 
 /// Everything `doctor` asks of the file at `path`.
-pub fn inspect(path: &Path, opts: &InspectOptions) -> Inspection {
-    const SKIPPED: &str = "not read: the database did not open";
-    fn skipped<T>() -> Part<T> {
-        Err(SKIPPED.to_string())
-    }
+pub fn inspect_file(path: &Path, opts: &InspectOptions) -> Inspection {
     let mut out = Inspection {
         opened: Ok(()),
         snapshot: false,
@@ -190,19 +131,7 @@ pub fn inspect(path: &Path, opts: &InspectOptions) -> Inspection {
         },
     );
     out.foreign_keys = foreign_keys(&c);
-    out.expired_leases = per_campaign(
-        &c,
-        "SELECT campaign_id, count(*) FROM sends
-         WHERE status = 'leased' AND visible_at < ?1 GROUP BY campaign_id ORDER BY campaign_id",
-        Some(opts.now),
-    );
-    out.in_doubt = per_campaign(
-        &c,
-        "SELECT campaign_id, count(*) FROM sends
-         WHERE status = 'in_doubt' GROUP BY campaign_id ORDER BY campaign_id",
-        None,
-    );
-    out.stuck = stuck(&c, opts.now, opts.far_ms);
+    doctor::ask_ledger(&mut SqliteTx(&c), &mut out, opts);
     if out.schema_version.as_ref().is_ok_and(|v| *v >= 17) {
         out.addresses = Some(addresses(&c));
     }

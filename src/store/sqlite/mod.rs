@@ -13,7 +13,7 @@ mod ledger;
 pub mod tx;
 
 pub use bench::{BareClaim, QueryPlan};
-pub use doctor::inspect;
+pub use doctor::inspect_file;
 pub use guard::{restore, watermark_path, Restored, HOST_ENV};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -316,10 +316,6 @@ impl SqliteStore {
 }
 
 impl Admin for SqliteStore {
-    fn file(&self) -> Option<&SqliteStore> {
-        Some(self)
-    }
-
     fn path(&self) -> &Path {
         &self.path
     }

@@ -13,7 +13,8 @@ use crate::app::lists;
 use crate::domain::clock;
 use crate::error::{Error, Result};
 use crate::http::{blocking, AppState};
-use crate::store::Storage;
+use crate::store::prelude::*;
+use crate::store::Store;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -68,7 +69,7 @@ pub(super) async fn owned<T: Send + 'static>(
     st: &AppState,
     session: &Session,
     id: &str,
-    f: impl FnOnce(&dyn Storage, crate::store::Campaign) -> Result<T> + Send + 'static,
+    f: impl FnOnce(&Store, crate::store::Campaign) -> Result<T> + Send + 'static,
 ) -> Result<T> {
     let id = campaign_id(id)?;
     let account = session.admin.account_id;
@@ -244,7 +245,7 @@ struct Shown {
     finished: Option<String>,
 }
 
-fn shown(s: &dyn Storage, c: crate::store::Campaign) -> Result<Shown> {
+fn shown(s: &Store, c: crate::store::Campaign) -> Result<Shown> {
     let progress = Progress::from(campaigns::status(s, c.id)?);
     // The audience counts walk the targeted subscribers: only before approval, when the
     // campaign has no sends yet.
@@ -407,12 +408,7 @@ impl Action {
         }
     }
 
-    fn run(
-        self,
-        s: &dyn Storage,
-        id: i64,
-        links: Option<&crate::domain::links::Links>,
-    ) -> Result<()> {
+    fn run(self, s: &Store, id: i64, links: Option<&crate::domain::links::Links>) -> Result<()> {
         match self {
             Action::Approve => {
                 campaigns::approve(s, id, clock::now_ms(), links, campaigns::Empty::Warn)
@@ -452,8 +448,7 @@ async fn act(
     action: Action,
 ) -> Response {
     let links = st.links.clone();
-    let run =
-        move |s: &dyn Storage, c: crate::store::Campaign| action.run(s, c.id, links.as_deref());
+    let run = move |s: &Store, c: crate::store::Campaign| action.run(s, c.id, links.as_deref());
     match owned(&st, &session, &id, run).await {
         Ok(()) => see_other(&format!("/admin/campaigns/{id}?done={}", action.word())),
         Err(e) => fail(Some(&session), &e),

@@ -9,7 +9,7 @@ use crate::app::{campaigns, preview, subscribers};
 use crate::error::{Error, Result};
 use crate::http::dashboard::{fail, page, sandbox, security_headers, Signed};
 use crate::http::AppState;
-use crate::store::{Campaign, Storage};
+use crate::store::{Campaign, Store};
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue};
@@ -40,7 +40,7 @@ struct Who {
 /// indexed row; the page says why when that one would not receive the campaign). Not the
 /// campaign's first send: that is an ordered read of every send of the campaign (0.85 s on a
 /// million-recipient campaign).
-fn default_subscriber(s: &dyn Storage, c: &Campaign) -> Result<String> {
+fn default_subscriber(s: &Store, c: &Campaign) -> Result<String> {
     let account = c.account_id.to_string();
     let page = subscribers::Page {
         account: &account,
@@ -231,7 +231,7 @@ async fn csv(
             tx,
             buf: Vec::new(),
         };
-        let r = campaigns::write_report_csv(&*store, c.id, &mut w)
+        let r = campaigns::write_report_csv(&store, c.id, &mut w)
             .and_then(|()| std::io::Write::flush(&mut w).map_err(Error::output));
         if let Err(e) = r {
             tracing::warn!(campaign = c.id, error = %e, "a CSV report download ended early");
