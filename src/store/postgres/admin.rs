@@ -11,6 +11,7 @@
 
 use super::{migrate::SCHEMA_VERSION, PgStore};
 use crate::error::{Error, Result};
+use crate::store::sql::Db;
 use crate::store::{Admin, GuardState, Place, Watermark};
 use std::path::Path;
 
@@ -19,53 +20,48 @@ impl PgStore {
     /// an index answers (a worker runs it before every start; the row scans of a
     /// million-row ledger are for `doctor --full` and `integrity_check`).
     fn problems(&self, full: bool) -> Result<Vec<String>> {
-        self.run(move |pool| async move {
-            let c = pool.get().await?;
+        const ONE: [(&str, &str); 2] = [
+            (
+                "SELECT count(*) FROM installation WHERE singleton = 1",
+                "the installation row is missing",
+            ),
+            (
+                "SELECT count(*) FROM guard WHERE singleton = 1",
+                "the guard row is missing",
+            ),
+        ];
+        // The first two scan every row; the last is answered by the `sends_doubt` index.
+        const NONE: [(&str, &str); 3] = [
+            (
+                "SELECT count(*) FROM sends WHERE status = 'sent' AND sent_at IS NULL",
+                "rows sent without a sent_at",
+            ),
+            (
+                "SELECT count(*) FROM sends s JOIN campaigns c ON c.id = s.campaign_id
+                 WHERE s.account_id <> c.account_id",
+                "rows whose account is not their campaign's",
+            ),
+            (
+                "SELECT count(*) FROM sends WHERE status = 'in_doubt' AND doubt_since IS NULL",
+                "rows in doubt without doubt_since",
+            ),
+        ];
+        self.read(|tx| {
             let mut found = Vec::new();
-            let version: i32 = c
-                .query_one("SELECT coalesce(max(version), 0) FROM sendonce_schema", &[])
-                .await?
-                .get(0);
-            if version != SCHEMA_VERSION {
+            let version: i64 =
+                tx.scalar("SELECT coalesce(max(version), 0) FROM sendonce_schema", &[])?;
+            if version != i64::from(SCHEMA_VERSION) {
                 found.push(format!(
                     "schema version {version}, this sendonce expects {SCHEMA_VERSION}"
                 ));
             }
-            let checks: &[(&str, &str)] = &[
-                (
-                    "SELECT count(*) FROM installation WHERE singleton = 1",
-                    "the installation row is missing",
-                ),
-                (
-                    "SELECT count(*) FROM guard WHERE singleton = 1",
-                    "the guard row is missing",
-                ),
-            ];
-            for (sql, problem) in checks {
-                let n: i64 = c.query_one(*sql, &[]).await?.get(0);
-                if n != 1 {
+            for (sql, problem) in ONE {
+                if tx.scalar::<i64>(sql, &[])? != 1 {
                     found.push(problem.to_string());
                 }
             }
-            let bad: &[(&str, &str)] = &[
-                (
-                    "SELECT count(*) FROM sends WHERE status = 'sent' AND sent_at IS NULL",
-                    "rows sent without a sent_at",
-                ),
-                (
-                    "SELECT count(*) FROM sends s JOIN campaigns c ON c.id = s.campaign_id
-                     WHERE s.account_id <> c.account_id",
-                    "rows whose account is not their campaign's",
-                ),
-                (
-                    "SELECT count(*) FROM sends WHERE status = 'in_doubt' AND doubt_since IS NULL",
-                    "rows in doubt without doubt_since",
-                ),
-            ];
-            // The first two scan every row; the last is answered by the `sends_doubt` index.
-            let bad = if full { bad } else { &bad[2..] };
-            for (sql, problem) in bad {
-                let n: i64 = c.query_one(*sql, &[]).await?.get(0);
+            for (sql, problem) in &NONE[if full { 0 } else { 2 }..] {
+                let n: i64 = tx.scalar(sql, &[])?;
                 if n != 0 {
                     found.push(format!("{n} {problem}"));
                 }
@@ -89,14 +85,9 @@ impl Admin for PgStore {
     }
 
     fn journal_mode(&self) -> Result<String> {
-        self.run(|pool| async move {
-            let c = pool.get().await?;
-            let sync: String = c
-                .query_one("SELECT current_setting('synchronous_commit')", &[])
-                .await?
-                .get(0);
-            Ok(format!("wal (PostgreSQL, synchronous_commit={sync})"))
-        })
+        let sync: String =
+            self.read(|tx| tx.scalar("SELECT current_setting('synchronous_commit')", &[]))?;
+        Ok(format!("wal (PostgreSQL, synchronous_commit={sync})"))
     }
 
     /// A transaction id can be assigned (it cannot on a read-only standby or a read-only
@@ -108,13 +99,7 @@ impl Admin for PgStore {
                 self.shown().display()
             )));
         }
-        self.run(|pool| async move {
-            let mut c = pool.get().await?;
-            let tx = c.transaction().await?;
-            tx.execute("SELECT pg_current_xact_id()", &[]).await?;
-            tx.commit().await?;
-            Ok(())
-        })
+        self.write(|tx| tx.exec("SELECT pg_current_xact_id()", &[]).map(|_| ()))
     }
 
     fn guard_state(&self) -> Result<GuardState> {
@@ -122,27 +107,25 @@ impl Admin for PgStore {
             host: crate::store::admin::host_id(),
             path: self.shown().display().to_string(),
         };
-        self.run(move |pool| async move {
-            let c = pool.get().await?;
-            let installation: String = c
-                .query_one("SELECT id FROM installation WHERE singleton = 1", &[])
-                .await?
-                .get(0);
-            let g = c
-                .query_one(
-                    "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
-                             FROM claim_generation),
-                            heartbeat_at, adopted_at FROM guard WHERE singleton = 1",
-                    &[],
-                )
-                .await?;
+        self.read(|tx| {
+            let installation: String =
+                tx.scalar("SELECT id FROM installation WHERE singleton = 1", &[])?;
+            let g = tx.query_opt(
+                "SELECT (SELECT CASE WHEN is_called THEN last_value ELSE 0 END
+                         FROM claim_generation),
+                        heartbeat_at, adopted_at FROM guard WHERE singleton = 1",
+                &[],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            let (generation, heartbeat_at, adopted_at) =
+                g.ok_or_else(|| Error::damaged("the guard row is missing"))?;
             Ok(GuardState {
                 installation,
                 owner: None,
                 here,
-                generation: g.get(0),
-                heartbeat_at: g.get(1),
-                adopted_at: g.get(2),
+                generation,
+                heartbeat_at,
+                adopted_at,
                 watermark: Watermark::Missing,
                 watermark_path: String::new(),
                 enforced: false,
