@@ -119,6 +119,33 @@ fn campaign_lifecycle_and_status_json() {
 }
 
 #[test]
+fn a_report_of_an_unknown_campaign_writes_nothing_to_stdout() {
+    let env = Env::new();
+    let (_a, cid) = env.setup_campaign(1);
+    for format in ["csv", "json"] {
+        let r = env.run(&["--json", "campaign", "report", "999", "--format", format]);
+        assert_eq!(r.code, 2, "{format}: {}", r.stderr);
+        let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{format}: stdout is one JSON document ({e}): {:?}",
+                r.stdout
+            )
+        });
+        assert_eq!(doc["exit_code"], 2, "{format}: {doc}");
+        let r = env.run(&["campaign", "report", "999", "--format", format]);
+        assert_eq!(r.code, 2, "{format}");
+        assert_eq!(
+            r.stdout, "",
+            "{format}: no header or bracket before the error"
+        );
+    }
+    // A campaign without recipients yet: an empty array, a header alone.
+    let json = env.ok(&["campaign", "report", &cid, "--format", "json"]);
+    assert_eq!(json.trim(), "[]");
+    assert_eq!(env.ok(&["campaign", "report", &cid]).lines().count(), 1);
+}
+
+#[test]
 fn approve_twice_is_refused() {
     let env = Env::new();
     let (_a, cid) = env.setup_campaign(1);

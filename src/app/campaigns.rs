@@ -582,15 +582,14 @@ const CSV_PAGE: usize = 1000;
 /// dashboard's download): cells a spreadsheet would run as formulas neutralised, times in
 /// RFC 3339. A failed write is `ErrorKind::ClosedOutput` when the reader went away.
 pub fn write_report_csv(store: &Store, id: i64, out: &mut impl std::io::Write) -> Result<()> {
+    // Keyset pages, each its own short read: no statement or read transaction stays open while
+    // the rows are written to a reader that may be slow (a browser's download, a pipe). The
+    // first is read before the header, so an unknown campaign writes nothing.
+    let mut page = store.report_page(id, 0, CSV_PAGE)?;
     let mut csvw = csv::Writer::from_writer(out);
     csvw.write_record(REPORT_CSV_HEADER).map_err(csv_output)?;
-    // Keyset pages, each its own short read: no statement or read transaction stays open while
-    // the rows are written to a reader that may be slow (a browser's download, a pipe).
-    let mut after = 0;
-    loop {
-        let page = store.report_page(id, after, CSV_PAGE)?;
-        let Some(last) = page.last() else { break };
-        after = last.send_id;
+    while let Some(last) = page.last() {
+        let after = last.send_id;
         let full = page.len() == CSV_PAGE;
         for r in page {
             csvw.write_record([
@@ -610,6 +609,7 @@ pub fn write_report_csv(store: &Store, id: i64, out: &mut impl std::io::Write) -
         if !full {
             break;
         }
+        page = store.report_page(id, after, CSV_PAGE)?;
     }
     csvw.flush().map_err(Error::output)
 }

@@ -23,17 +23,18 @@ fn write_csv(store: &Store, id: i64, out: &mut impl Write) -> Result<()> {
     campaigns::write_report_csv(store, id, out)
 }
 
+/// The array opens with its first line (or at the end, empty), so a campaign refused before
+/// any line (an unknown id) writes nothing to stdout.
 fn write_json(store: &Store, id: i64, out: &mut impl Write) -> Result<()> {
-    out.write_all(b"[").map_err(Error::output)?;
     let mut first = true;
     campaigns::report(store, id, |r| {
-        if !first {
-            out.write_all(b",\n").map_err(Error::output)?;
-        }
+        let sep: &[u8] = if first { b"[" } else { b",\n" };
+        out.write_all(sep).map_err(Error::output)?;
         first = false;
         serde_json::to_writer(&mut *out, &r).map_err(json_output)
     })?;
-    out.write_all(b"]\n").map_err(Error::output)
+    let end: &[u8] = if first { b"[]\n" } else { b"]\n" };
+    out.write_all(end).map_err(Error::output)
 }
 
 /// A failed write of JSON output; a closed pipe stays recognisable as one.

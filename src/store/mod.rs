@@ -1,6 +1,7 @@
-//! Storage: the backend-neutral traits (grouped by concern), their input and row types, and
-//! `open`, which picks the backend from the target. Today's backend is SQLite (`sqlite/`); a
-//! second one (PostgreSQL) implements the same traits and passes `tests/store_contract.rs`.
+//! The store: the concern traits (each written once over the seam of `sql.rs`, in its own file),
+//! their input and row types, [`Store`] (the SQLite or PostgreSQL backend the commands hold) and
+//! [`open`], which picks the backend from a [`Target`] parsed once. Both backends pass
+//! `tests/store_contract.rs`.
 
 mod addresses;
 mod admin;

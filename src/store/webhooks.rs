@@ -387,8 +387,6 @@ impl<S: Db> Webhooks for S {
     }
 }
 
-// shared with campaigns/ledger (merge keeps one)
-
 /// Statements of this module whose plans `SqliteStore::hot_query_plans` reports
 /// (tests/ledger.rs), as SQLite runs them.
 pub(crate) fn hot_queries() -> Vec<(&'static str, String)> {

@@ -294,7 +294,7 @@ impl SqliteStore {
 }
 
 /// What only a SQLite file has (a snapshot open, a WAL, an owner, a copy on disk): reached
-/// through `Admin::file`, never on a trait PostgreSQL implements.
+/// through `Store::file`, never on a trait PostgreSQL implements.
 impl SqliteStore {
     /// True when the file was opened as an immutable snapshot: a read-only file in a directory
     /// we cannot write, with no process holding it open at that moment. Such a store does not
@@ -340,15 +340,6 @@ impl Admin for SqliteStore {
 
     fn quick_check(&self, full: bool) -> Result<Vec<String>> {
         self.quick_check_impl(full)
-    }
-}
-
-impl SqliteStore {
-    /// Limit the database size in pages (disk-full simulation in tests).
-    pub fn set_max_page_count(&self, pages: i64) -> Result<()> {
-        let c = self.conn()?;
-        c.query_row(&format!("PRAGMA max_page_count={pages}"), [], |_| Ok(()))?;
-        Ok(())
     }
 }
 
