@@ -274,6 +274,30 @@ fn three_overlapping_lists_send_once_per_address_and_count_what_they_drop() {
         N as i64 - 3 + 1
     );
 
+    // `check` counts the campaign's audience, not the whole account: everyone it sent to and
+    // u20 (suppressed), nobody lost. The log also holds p0's opt-in confirmation, a message of
+    // its own that this campaign does not explain: the one unexpected line.
+    let t_log = env.path("t.jsonl");
+    let r = env.run(&[
+        "--json",
+        "check",
+        "--campaign",
+        &targeted,
+        "--log",
+        t_log.to_str().unwrap(),
+    ]);
+    let checked: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(checked["eligible"], N as u64 - 2, "{checked:#}");
+    assert_eq!(checked["lost"], 0, "{checked:#}");
+    assert_eq!(checked["duplicated"], 0, "{checked:#}");
+    assert_eq!(checked["unexpected"], 1, "{checked:#}");
+    assert!(
+        checked["examples"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("confirm:") && e.contains("p0@example.com")),
+        "{checked:#}"
+    );
+
     env.ok(&["campaign", "approve", &whole]);
     let got = send_all(&env, &env.path("w.jsonl"));
     assert_eq!(

@@ -4,7 +4,9 @@
 
 use crate::domain::address::Channel;
 use crate::domain::model::SendStatus;
+use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
+use crate::store::segment;
 use crate::store::shared::get_at;
 use crate::store::sql::{args, Db, Tx};
 use crate::store::{Admin, Campaign, Campaigns};
@@ -26,7 +28,9 @@ pub struct AuditSnapshot {
     pub campaign_id: i64,
     pub account_id: i64,
     pub campaign_status: String,
-    /// Distinct normalised addresses of the account's confirmed subscribers for the channel.
+    /// Distinct normalised addresses of the campaign's audience for its channel: the confirmed
+    /// subscribers its lists hold as subscribed (the account's, when it targets no list) that
+    /// pass its filter.
     pub eligible: Vec<String>,
     /// Ledger rows by job id.
     pub rows: HashMap<String, AuditRow>,
@@ -84,14 +88,30 @@ fn snapshot(tx: &mut dyn Tx, c: &Campaign) -> Result<AuditSnapshot> {
         Channel::Sms => "phone",
         Channel::Email => "email_norm",
     };
-    let eligible: Vec<String> = tx.query(
-        &format!(
-            "SELECT DISTINCT {addr} FROM subscribers
-             WHERE account_id = ?1 AND status = 'confirmed' AND {addr} IS NOT NULL"
-        ),
-        &args![c.account_id],
-        |r| r.get(0),
-    )?;
+    // The campaign's audience as list building picks it: its lists' subscribed members (every
+    // confirmed subscriber of the account when it targets none), through its filter.
+    let filter = c
+        .filter
+        .as_deref()
+        .map(|f| Filter::parse_stored(f, c.id))
+        .transpose()?;
+    let compiled = filter
+        .as_ref()
+        .map(|f| segment::compile(tx.dialect(), Some(f), 3));
+    let sql = format!(
+        "SELECT DISTINCT s.{addr} FROM subscribers s
+         WHERE s.account_id = ?1 AND s.status = 'confirmed' AND s.{addr} IS NOT NULL
+           AND (NOT EXISTS (SELECT 1 FROM campaign_lists cl WHERE cl.campaign_id = ?2)
+                OR s.id IN (SELECT m.subscriber_id FROM campaign_lists cl
+                            JOIN list_members m ON m.list_id = cl.list_id
+                            WHERE cl.campaign_id = ?2 AND m.status = 'subscribed')) {}",
+        compiled
+            .as_ref()
+            .map_or(String::new(), |f| format!("AND {}", f.sql))
+    );
+    let fixed = args![c.account_id, c.id];
+    let all = compiled.as_ref().map_or(fixed.to_vec(), |f| f.with(&fixed));
+    let eligible: Vec<String> = tx.query(&sql, &all, |r| r.get(0))?;
     let mut rows = HashMap::new();
     tx.each(
         "SELECT job_id, address, status, attempts, claimed_at FROM sends
