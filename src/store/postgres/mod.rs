@@ -12,8 +12,9 @@
 //! or what only this backend does (bench loops, `migrate-store`'s import, `PgStore::run`).
 //! Before, two runtime threads drove the connections while the caller polled: two cross-thread
 //! wake-ups per statement. Measured after the change (2 cores, loopback server): one worker on a
-//! 20,000-row campaign sends 18.4k rows/s, against 16.4-17.6k for the build before issue 39,
-//! where each transaction ran whole on the runtime.
+//! 20,000-row campaign sends 18.4k rows/s on an idle machine, against 16.4-17.6k for the build
+//! before issue 39, where each transaction ran whole on the runtime; with one of the two cores
+//! busy it sends less than that build did (7-10k against 10-16k rows/s), a cause not found yet.
 //!
 //! Why not `Handle::block_on` on the caller's runtime: it panics when the caller happens to be
 //! inside an async context (a CLI command's `#[tokio::main]` thread, a test), and a store call
