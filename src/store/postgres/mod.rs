@@ -6,22 +6,24 @@
 //!
 //! The store's operations are synchronous and every caller already runs them on a blocking
 //! thread (`http::blocking`, the worker's `spawn_blocking`, or a plain CLI thread). The driver
-//! (tokio-postgres, pooled by deadpool-postgres) is async. The store owns a single-threaded
-//! tokio runtime on which its connections live, and every call runs its future there from the
-//! caller's thread, which drives the runtime while it waits (`tx.rs`, `block_on`): a statement,
-//! or what only this backend does (bench loops, `migrate-store`'s import, `PgStore::run`).
-//! Before, two runtime threads drove the connections while the caller polled: two cross-thread
-//! wake-ups per statement. Measured after the change (2 cores, loopback server): one worker on a
-//! 20,000-row campaign sends 18.4k rows/s on an idle machine, against 16.4-17.6k for the build
-//! before issue 39, where each transaction ran whole on the runtime; with one of the two cores
-//! busy it sends less than that build did (7-10k against 10-16k rows/s), a cause not found yet.
+//! (tokio-postgres, pooled by deadpool-postgres) is async. The store owns a small tokio runtime
+//! of its own (two worker threads) on which every connection task runs; a statement is polled
+//! from the caller's thread with that runtime entered (`tx.rs`, `block_on`), and what only this
+//! backend does (bench loops, `migrate-store`'s import) spawns its future there and waits on a
+//! std channel (`PgStore::run`).
 //!
 //! Why not `Handle::block_on` on the caller's runtime: it panics when the caller happens to be
 //! inside an async context (a CLI command's `#[tokio::main]` thread, a test), and a store call
-//! must never panic; `block_on` moves such a call to a scoped thread. Nothing of ours runs on
-//! the caller's runtime, so it cannot deadlock there. The runtime is shut down in the
-//! background when the store is dropped (dropping a runtime inside an async context would
-//! panic).
+//! must never panic. Neither way can deadlock on the caller's runtime because nothing of ours
+//! runs there: the connections live on the store's own runtime, so they keep being driven
+//! while the caller blocks. The runtime is shut down in the background when the store is
+//! dropped (dropping a runtime inside an async context would panic).
+//!
+//! Weighed and measured (2 cores, loopback server, one worker, 20,000 rows, whole process): a
+//! single-threaded runtime driven by the calling thread (`Runtime::block_on`) was as fast on an
+//! idle machine (1.87-1.95 s against 1.79-2.06 s) but slower with one core busy (2.63-3.03 s
+//! against 2.02-2.10 s, the build before issue 39 1.93-2.12 s), so the runtime stays
+//! multi-threaded.
 //!
 //! # Schema
 //!
@@ -65,7 +67,6 @@ use crate::store::OpenOptions;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tx::block_on;
 
 pub use bench::{OriginalLoop, PgPlan};
 pub use migrate::SCHEMA_VERSION;
@@ -214,7 +215,9 @@ impl PgStore {
         if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
             config.keepalives_idle(Duration::from_secs(30));
         }
-        let rt = tokio::runtime::Builder::new_current_thread()
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sendonce-pg")
             .enable_all()
             .build()
             .map_err(|e| Error::io("cannot start the PostgreSQL runtime", e))?;
@@ -245,7 +248,14 @@ impl PgStore {
         let Some(rt) = self.rt.as_ref() else {
             return Err(Error::db("the PostgreSQL store is closed"));
         };
-        block_on(rt, f(self.pool.clone())).map_err(|e| hide(&self.secrets, e))
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let fut = f(self.pool.clone());
+        rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.recv()
+            .map_err(|_| Error::db("the PostgreSQL store stopped before it answered"))?
+            .map_err(|e| hide(&self.secrets, e))
     }
 
     /// The URL without its password.

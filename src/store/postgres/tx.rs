@@ -3,16 +3,14 @@
 //!
 //! # Blocking on the store's runtime
 //!
-//! The store's runtime is single-threaded and nobody runs it but its callers: a statement's
-//! future is run by [`block_on`] on the calling thread, which drives the runtime (the pool's
-//! connection tasks, their sockets and timers) while it waits. So a statement and its answer
-//! cost no wake-up of another thread; several callers at once take turns driving, and each is
-//! woken when its answer is in. Nothing runs on the caller's runtime, so a call from any thread
-//! cannot deadlock on it; a thread inside another runtime's context, where tokio's `block_on`
-//! may panic (an async task; tokio does not tell it apart from a `spawn_blocking` thread, where
-//! it would not), waits on a scoped thread of its own instead: a thread start per call there. A transaction's statements all run
-//! on the caller's thread, so an operation written once over `Tx` borrows its arguments instead
-//! of moving copies into a task.
+//! A statement's future is polled on the calling thread by [`block_on`] (parking the thread
+//! between wake-ups) with the store's own runtime entered, so that a new connection registers
+//! its socket and spawns its task there. The connection tasks run on that runtime's threads and
+//! wake the caller when an answer arrives; nothing runs on the caller's runtime, so a call from
+//! any thread (a blocking thread, a plain one, even an async worker of another runtime) cannot
+//! deadlock on it and cannot panic. A transaction's statements all run on the caller's thread,
+//! so an operation written once over `Tx` borrows its arguments instead of moving copies into a
+//! task.
 //!
 //! # Values
 //!
@@ -28,26 +26,33 @@ use crate::store::sql::{Arg, Db, Dialect, Fields, Row, Tx, Value};
 use bytes::{BufMut, BytesMut};
 use std::borrow::Cow;
 use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 
 type BoxError = Box<dyn std::error::Error + Sync + Send>;
 
-/// Run `fut` to completion on the store's runtime from this thread (see the module doc): the
-/// runtime is single-threaded, so this thread drives the connections while it waits, and a
-/// statement's answer needs no wake-up of another thread. A thread inside a runtime's context
-/// (where `block_on` may panic) hands the wait to a scoped thread of its own.
-pub(crate) fn block_on<F>(rt: &tokio::runtime::Runtime, fut: F) -> F::Output
-where
-    F: Future + Send,
-    F::Output: Send,
-{
-    if tokio::runtime::Handle::try_current().is_err() {
-        return rt.block_on(fut);
+/// Poll `fut` to completion on this thread, with `rt` entered (see the module doc).
+pub(crate) fn block_on<F: Future>(rt: &tokio::runtime::Runtime, fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
     }
-    std::thread::scope(|s| match s.spawn(|| rt.block_on(fut)).join() {
-        Ok(v) => v,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
+    let _entered = rt.enter();
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
 }
 
 /// `sql` with SQLite's `?N` placeholders as PostgreSQL's `$N` (outside string literals).
