@@ -282,6 +282,19 @@ fn a_filter_narrows_targeted_lists_and_is_shown() {
     env.ok(&["campaign", "approve", &cid]);
     let sent = send_all(&env, &env.path("out.jsonl"));
     assert_eq!(sent[&cid], addrs(&[0, 1]));
+    // `check` holds the campaign to the same audience: the two the filter keeps, both sent.
+    let log = env.path("out.jsonl");
+    let checked: serde_json::Value = serde_json::from_str(&env.ok(&[
+        "--json",
+        "check",
+        "--campaign",
+        &cid,
+        "--log",
+        log.to_str().unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(checked["eligible"], 2, "{checked:#}");
+    assert_eq!(checked["pass"], true, "{checked:#}");
 }
 
 #[test]
