@@ -28,6 +28,7 @@ pub mod app;
 pub mod busy;
 pub mod cli;
 pub mod config;
+pub mod crash;
 pub mod domain;
 pub mod error;
 pub mod exit;

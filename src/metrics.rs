@@ -226,6 +226,13 @@ fn latency(out: &mut String) {
     }
 }
 
+/// The process's peak resident set (VmHWM in /proc/self/status), in KiB.
+pub fn peak_rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,6 +52,12 @@ pub struct SecretState {
     pub state: String,
 }
 
+/// The environment variable with the Standard Webhooks / Svix secret the fake provider signs its
+/// callbacks with.
+pub const FAKE_WEBHOOK_SECRET_ENV: &str = "SENDONCE_FAKE_WEBHOOK_SECRET";
+/// The environment variable with the fake provider's Postmark callback `user:password`.
+pub const FAKE_POSTMARK_AUTH_ENV: &str = "SENDONCE_FAKE_POSTMARK_AUTH";
+
 /// The environment variables of secrets the program reads, and what reads each.
 pub const SECRET_VARS: &[(&str, &str)] = &[
     ("SENDONCE_SMTP_PASSWORD", "smtp provider"),
@@ -66,14 +72,8 @@ pub const SECRET_VARS: &[(&str, &str)] = &[
         crate::domain::links::OLD_SECRETS_ENV,
         "links sealed with older keys",
     ),
-    (
-        crate::tools::fake::callbacks::SECRET_ENV,
-        "fake-provider callbacks",
-    ),
-    (
-        crate::tools::fake::callbacks::POSTMARK_AUTH_ENV,
-        "fake-provider callbacks",
-    ),
+    (FAKE_WEBHOOK_SECRET_ENV, "fake-provider callbacks"),
+    (FAKE_POSTMARK_AUTH_ENV, "fake-provider callbacks"),
 ];
 
 /// The effective settings. `explicit` is `config show --config`; `db` is the database path the

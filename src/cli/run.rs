@@ -45,7 +45,7 @@ fn settings(a: &RunArgs) -> app::run::Settings {
 fn told(f: &app::run::Finished, peak_rss: bool) -> Output {
     let mut doc = to_json(f);
     if peak_rss {
-        doc["peak_rss_kib"] = json!(crate::tools::bench::peak_rss_kib());
+        doc["peak_rss_kib"] = json!(crate::metrics::peak_rss_kib());
     }
     let s = &f.summary;
     let mut text = format!(

@@ -9,6 +9,7 @@
 //! opt-out lock; SQLite's `BEGIN IMMEDIATE` already excludes every other writer) and of
 //! [`LedgerStore`] (how a claim is counted: SQLite's clone guard, PostgreSQL's sequence).
 
+use crate::crash;
 use crate::domain::address::Channel;
 use crate::domain::model::{
     CampaignStatus, SendStatus, CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB, EPOCH_MARK,
@@ -18,7 +19,6 @@ use crate::domain::segment::Filter;
 use crate::error::{Error, Result};
 use crate::store::shared::{get_at, BodyFormat};
 use crate::store::sql::{args, Db, Dialect, Row, Tx};
-use crate::tools::crash;
 use std::sync::OnceLock;
 
 /// A campaign the worker may claim from (status `sending`), with its frozen content.

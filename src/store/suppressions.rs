@@ -2,12 +2,12 @@
 //! claim leases that address. Written once for both stores over `sql::Tx`; listed in byte
 //! order (SQLite's BINARY, PostgreSQL's "C" collation) whatever the database's collation.
 
+use crate::crash;
 use crate::domain::address::Channel;
 use crate::error::{Error, Result};
 use crate::store::prefix_bounds;
 use crate::store::shared::{get_at, require_account};
 use crate::store::sql::{args, Db, Row};
-use crate::tools::crash;
 
 /// A suppression-list entry.
 #[derive(Debug, Clone)]

@@ -290,12 +290,7 @@ pub struct Report {
     pub seconds: f64,
 }
 
-/// The process's peak resident set (VmHWM in /proc/self/status), in KiB.
-pub fn peak_rss_kib() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
+pub use crate::metrics::peak_rss_kib;
 
 /// CPU time (user + system) this process has used so far, in seconds: less noisy than wall
 /// time on a shared machine.

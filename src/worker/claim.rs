@@ -346,7 +346,7 @@ async fn call(
         res,
         CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }
     ) {
-        crate::tools::crash::point("after_provider_accept");
+        crate::crash::point("after_provider_accept");
     }
     (id, res)
 }

@@ -20,11 +20,11 @@ use crate::error::{Error, Result};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// The environment variable with the Standard Webhooks / Svix secret the callbacks are signed
-/// with.
-pub const SECRET_ENV: &str = "SENDONCE_FAKE_WEBHOOK_SECRET";
-/// The environment variable with Postmark's `user:password`.
-pub const POSTMARK_AUTH_ENV: &str = "SENDONCE_FAKE_POSTMARK_AUTH";
+/// The environment variables of the callbacks' secrets, named with every secret the program
+/// reads (`config show` masks them).
+pub use crate::app::config::{
+    FAKE_POSTMARK_AUTH_ENV as POSTMARK_AUTH_ENV, FAKE_WEBHOOK_SECRET_ENV as SECRET_ENV,
+};
 const TRIES: u32 = 10;
 
 /// Where callbacks go and how they are signed.

@@ -13,6 +13,7 @@
 //! - `smtp`: the SMTP listener (`--smtp`), storing each message in the same journal.
 
 mod apis;
+mod args;
 mod assertions;
 pub mod callbacks;
 mod guard;
@@ -23,10 +24,10 @@ mod server;
 pub mod smtp;
 mod web;
 
+pub use args::Args;
 pub use guard::Limits;
 pub use server::{run, Server};
 
-use crate::cli::args::FakeProviderArgs;
 use crate::error::{Error, Result};
 use std::io::Write;
 use std::path::PathBuf;
@@ -85,7 +86,7 @@ impl Config {
     }
 
     /// From the command line, validated.
-    pub fn from_args(a: &FakeProviderArgs) -> Result<Self> {
+    pub fn from_args(a: &Args) -> Result<Self> {
         Ok(Config {
             log: a.log.clone(),
             idempotent: !a.no_idempotent,
@@ -119,7 +120,7 @@ impl Config {
 }
 
 /// `--max-connections` and the hidden `--header-timeout`, `--body-timeout`, `--idle-timeout`.
-fn limits(a: &FakeProviderArgs) -> Result<Limits> {
+fn limits(a: &Args) -> Result<Limits> {
     if a.max_connections == 0 {
         return Err(Error::invalid("--max-connections must be at least 1"));
     }
@@ -200,7 +201,7 @@ impl Rng {
 }
 
 /// `sendonce fake-provider`: bind, print `listening on ADDR`, serve until SIGTERM or Ctrl-C.
-pub fn run_cli(a: &FakeProviderArgs, rt: &tokio::runtime::Runtime) -> Result<()> {
+pub fn run_cli(a: &Args, rt: &tokio::runtime::Runtime) -> Result<()> {
     let mut config = Config::from_args(a)?;
     if let Some(at) = a.smtp {
         // Before the address lines: a client that read them finds the certificate file.

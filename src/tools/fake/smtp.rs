@@ -14,7 +14,7 @@ mod tls;
 pub use tls::Tls;
 
 use super::server::Shared;
-use crate::cli::args::FakeProviderArgs;
+use super::Args;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +57,7 @@ impl Default for Settings {
 impl Settings {
     /// From `--smtp-max-size`, `--smtp-chaos`, `--smtp-idle-timeout` and
     /// `SENDONCE_FAKE_SMTP_AUTH`, validated. The TLS identity is made by `run_cli`.
-    pub fn from_args(a: &FakeProviderArgs) -> Result<Self> {
+    pub fn from_args(a: &Args) -> Result<Self> {
         let mut chaos: Vec<Chaos> = Vec::new();
         for s in &a.smtp_chaos {
             let c = Chaos::parse(s)?;
