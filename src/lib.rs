@@ -24,21 +24,11 @@
 //! - `tools`: `demo`, `bench`, the offline `fake` provider, and `crash` points (feature
 //!   `crash-points`).
 
-pub mod app;
-pub mod busy;
 pub mod cli;
-pub mod config;
-pub mod crash;
-pub mod domain;
-pub mod error;
-pub mod exit;
-pub mod files;
-pub mod http;
-pub mod logs;
-pub mod metrics;
-pub mod provider;
-pub mod redact;
-pub mod shutdown;
-pub mod store;
-pub mod tools;
-pub mod worker;
+pub mod demo;
+
+pub use sendonce_core::{app, config, metrics, provider, worker};
+pub use sendonce_domain as domain;
+pub use sendonce_domain::{busy, crash, error, exit, files, logs, redact, shutdown};
+pub use sendonce_http as http;
+pub use sendonce_store as store;

@@ -1,5 +1,7 @@
-//! The direction of calls between the layers (ARCHITECTURE.md), checked on the source: what
-//! each layer may name of the crate, and that only the SQLite backend names rusqlite.
+//! The direction of calls between the layers (ARCHITECTURE.md). Between crates Cargo keeps it:
+//! `crate_dependencies_point_down` checks that each crate's manifest names only crates below it.
+//! Inside a crate Cargo sees nothing, so the rest reads the source: the layers inside `core`
+//! (app, worker, provider), the CLI above it, and which file of the store names which driver.
 
 use std::path::{Path, PathBuf};
 
@@ -14,11 +16,10 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every `(file, line)` under `src/<layer>` that mentions one of `forbidden`.
-fn offences(layer: &str, forbidden: &[&str]) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src")
-        .join(layer);
+/// Every `(file, line)` under `<dir>` (from the workspace root) that mentions one of
+/// `forbidden`.
+fn offences(dir: &str, forbidden: &[&str]) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     sources(&root, &mut files);
     assert!(!files.is_empty(), "no sources under {}", root.display());
@@ -34,40 +35,93 @@ fn offences(layer: &str, forbidden: &[&str]) -> Vec<String> {
     found
 }
 
-#[test]
-fn the_domain_names_no_other_layer() {
-    let bad = offences(
-        "domain",
+/// The crates, bottom up, and the workspace crates each may depend on (ARCHITECTURE.md).
+const CRATES: &[(&str, &[&str])] = &[
+    ("crates/domain", &[]),
+    ("crates/store", &["sendonce-domain"]),
+    ("crates/core", &["sendonce-domain", "sendonce-store"]),
+    (
+        "crates/http",
+        &["sendonce-domain", "sendonce-store", "sendonce-core"],
+    ),
+    (
+        "crates/fake",
+        &["sendonce-domain", "sendonce-core", "sendonce-http"],
+    ),
+    (
+        "crates/bench",
         &[
-            "crate::store",
-            "crate::provider",
-            "crate::worker",
-            "crate::app",
-            "crate::cli",
-            "crate::tools",
-            "rusqlite",
-            "tokio",
+            "sendonce-domain",
+            "sendonce-store",
+            "sendonce-core",
+            "sendonce-http",
+            "sendonce-fake",
         ],
-    );
-    assert!(
-        bad.is_empty(),
-        "domain/ reaches outward:\n{}",
-        bad.join("\n")
-    );
+    ),
+];
+
+/// The workspace crates a manifest's `[dependencies]` names.
+fn workspace_dependencies(manifest: &str) -> Vec<String> {
+    let mut section = "";
+    let mut out = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[dependencies]" && line.starts_with("sendonce-") {
+            let name = line.split(['.', ' ', '=']).next().unwrap_or(line);
+            out.push(name.to_string());
+        }
+    }
+    out
 }
 
 #[test]
-fn the_store_serves_and_calls_nothing_above_it() {
+fn crate_dependencies_point_down() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (dir, allowed) in CRATES {
+        let manifest =
+            std::fs::read_to_string(root.join(dir).join("Cargo.toml")).expect("read manifest");
+        for dep in workspace_dependencies(&manifest) {
+            assert!(
+                allowed.contains(&dep.as_str()),
+                "{dir} depends on {dep}, which is not below it"
+            );
+        }
+    }
+    // The database drivers are the store's (and the benchmarks', which measure them).
+    for (dir, _) in CRATES {
+        let manifest =
+            std::fs::read_to_string(root.join(dir).join("Cargo.toml")).expect("read manifest");
+        if !dir.ends_with("store") && !dir.ends_with("bench") {
+            for driver in ["rusqlite", "r2d2", "tokio-postgres", "deadpool-postgres"] {
+                assert!(
+                    !manifest.contains(&format!("\n{driver}.")),
+                    "{dir} depends on {driver}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn inside_core_calls_go_down() {
+    let bad = offences("crates/core/src/app", &["crate::cli", "sendonce_http"]);
+    assert!(bad.is_empty(), "app/ reaches the CLI:\n{}", bad.join("\n"));
     let bad = offences(
-        "store",
-        &[
-            "crate::app",
-            "crate::worker",
-            "crate::cli",
-            "crate::provider",
-        ],
+        "crates/core/src/provider",
+        &["sendonce_store", "crate::worker", "crate::app"],
     );
-    assert!(bad.is_empty(), "store/ calls upward:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "provider/ reaches storage or callers:\n{}",
+        bad.join("\n")
+    );
+    let bad = offences("crates/core/src/worker", &["crate::app"]);
+    assert!(
+        bad.is_empty(),
+        "worker/ calls the use cases:\n{}",
+        bad.join("\n")
+    );
 }
 
 /// The PostgreSQL driver likewise stays in `src/store/postgres/`, and that backend never names
@@ -76,13 +130,12 @@ fn the_store_serves_and_calls_nothing_above_it() {
 fn only_the_postgres_backend_names_the_postgres_driver() {
     let driver = ["tokio_postgres", "deadpool", "postgres_rustls"];
     for layer in [
-        "domain",
-        "app",
-        "worker",
-        "cli",
-        "provider",
-        "http",
-        "store/sqlite",
+        "crates/domain/src",
+        "crates/core/src",
+        "crates/http/src",
+        "crates/fake/src",
+        "src",
+        "crates/store/src/sqlite",
     ] {
         let bad = offences(layer, &driver);
         assert!(
@@ -91,8 +144,8 @@ fn only_the_postgres_backend_names_the_postgres_driver() {
             bad.join("\n")
         );
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
-    for entry in std::fs::read_dir(&dir).expect("read src/store") {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src");
+    for entry in std::fs::read_dir(&dir).expect("read crates/store/src") {
         let path = entry.expect("dir entry").path();
         if path.is_file() {
             let text = std::fs::read_to_string(&path).expect("read");
@@ -103,7 +156,7 @@ fn only_the_postgres_backend_names_the_postgres_driver() {
             );
         }
     }
-    let bad = offences("store/postgres", &["rusqlite", "r2d2"]);
+    let bad = offences("crates/store/src/postgres", &["rusqlite", "r2d2"]);
     assert!(
         bad.is_empty(),
         "store/postgres/ names SQLite:\n{}",
@@ -113,13 +166,19 @@ fn only_the_postgres_backend_names_the_postgres_driver() {
 
 #[test]
 fn only_the_sqlite_backend_names_rusqlite() {
-    for layer in ["domain", "app", "worker", "cli", "provider"] {
+    for layer in [
+        "crates/domain/src",
+        "crates/core/src",
+        "crates/http/src",
+        "crates/fake/src",
+        "src",
+    ] {
         let bad = offences(layer, &["rusqlite", "r2d2"]);
         assert!(bad.is_empty(), "{layer}/ names SQLite:\n{}", bad.join("\n"));
     }
-    // The neutral store layer (src/store/*.rs, not sqlite/) neither.
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
-    for entry in std::fs::read_dir(&dir).expect("read src/store") {
+    // The neutral store layer (crates/store/src/*.rs, not sqlite/) neither.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src");
+    for entry in std::fs::read_dir(&dir).expect("read crates/store/src") {
         let path = entry.expect("dir entry").path();
         if path.is_file() {
             let text = std::fs::read_to_string(&path).expect("read");
@@ -133,28 +192,23 @@ fn only_the_sqlite_backend_names_rusqlite() {
 }
 
 #[test]
-fn use_cases_do_not_know_the_cli_and_providers_do_not_know_the_store() {
-    let bad = offences("app", &["crate::cli"]);
-    assert!(bad.is_empty(), "app/ reaches the CLI:\n{}", bad.join("\n"));
-    let bad = offences("provider", &["crate::store", "crate::worker", "crate::app"]);
-    assert!(
-        bad.is_empty(),
-        "provider/ reaches storage or callers:\n{}",
-        bad.join("\n")
-    );
-}
-
-#[test]
 fn the_cli_goes_through_the_use_cases() {
-    let bad = offences("cli", &["crate::worker", "crate::provider", "rusqlite"]);
+    let bad = offences(
+        "src/cli",
+        &[
+            "sendonce_core::worker",
+            "sendonce_core::provider",
+            "rusqlite",
+        ],
+    );
     assert!(bad.is_empty(), "cli/ bypasses app/:\n{}", bad.join("\n"));
 }
 
 #[test]
 fn only_the_worker_calls_providers() {
-    // `send(` and `lookup(` on a provider happen in src/worker only; app and cli build
+    // `send(` and `lookup(` on a provider happen in the worker only; app and cli build
     // providers (from_spec) but never call them.
-    for layer in ["app", "cli", "store"] {
+    for layer in ["crates/core/src/app", "src/cli", "crates/store/src"] {
         let bad = offences(layer, &[".send(&", ".lookup(&"]);
         assert!(
             bad.is_empty(),

@@ -4,10 +4,10 @@
 
 use super::args::{AdminCmd, Cli, PasswordInput};
 use super::{open, open_read_only, to_json, Output};
-use crate::app::admins::{self, Admin};
-use crate::domain::clock;
-use crate::domain::login::Password;
-use crate::error::{Error, Result};
+use sendonce_core::app::admins::{self, Admin};
+use sendonce_domain::clock;
+use sendonce_domain::error::{Error, Result};
+use sendonce_domain::login::Password;
 use std::io::{BufRead, IsTerminal, Write};
 
 /// The environment variable a password may come from.

@@ -46,7 +46,7 @@ pub struct Cli {
     /// Where `db` came from (flag, SENDONCE_DB, the config file's `db`, the default): set by
     /// the binary after parsing (`cli::config::settle_db`).
     #[arg(skip)]
-    pub db_from: Option<crate::config::Origin>,
+    pub db_from: Option<sendonce_core::config::Origin>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -169,7 +169,7 @@ pub enum Command {
     /// Run an offline provider and inbox for tests and demos: HTTP (--provider webhook:URL, or
     /// a twilio:, resend: or postmark: provider whose base_url points here) and SMTP (--smtp);
     /// assert through GET /messages, Mailpit's API, or the web inbox at /.
-    FakeProvider(Box<crate::tools::fake::Args>),
+    FakeProvider(Box<sendonce_fake::Args>),
     /// The config file and settings: `config show` (effective settings and their sources,
     /// secrets masked), `config example` (a commented sendonce.toml).
     #[command(subcommand)]

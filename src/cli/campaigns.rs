@@ -3,12 +3,12 @@
 
 use super::args::{CampaignCmd, CampaignCreate, Cli, ReportFormat};
 use super::{open, open_read_only, report, to_json, Output};
-use crate::app::campaigns::{self, Draft, Status};
-use crate::app::import;
-use crate::app::lists;
-use crate::domain::clock;
-use crate::error::{Error, Result};
-use crate::store::Store;
+use sendonce_core::app::campaigns::{self, Draft, Status};
+use sendonce_core::app::import;
+use sendonce_core::app::lists;
+use sendonce_domain::clock;
+use sendonce_domain::error::{Error, Result};
+use sendonce_store::Store;
 use std::io::Write;
 use std::path::Path;
 
@@ -110,7 +110,7 @@ fn approve(
     };
     let store = open(cli)?;
     let links = if campaigns::needs_unsubscribe_url(&store, id)? {
-        crate::app::run::links(config, public_url)?
+        sendonce_core::app::run::links(config, public_url)?
     } else {
         None
     };

@@ -3,9 +3,9 @@
 
 use super::args::{CampaignCmd, Cli, Command, ConfigCmd, SubscriberCmd};
 use super::{to_json, Output};
-use crate::app::config as show;
-use crate::config::{self, Config, Origin};
-use crate::error::Result;
+use sendonce_core::app::config as show;
+use sendonce_core::config::{self, Config, Origin};
+use sendonce_domain::error::Result;
 use std::path::Path;
 
 /// The `--config` flag of the command being run, if it has one and it was given.
@@ -72,7 +72,7 @@ pub(super) fn command(cli: &Cli, cmd: &ConfigCmd) -> Result<Output> {
             let shown = show::show(
                 config.as_deref(),
                 (&cli.db, &from),
-                &crate::config::process_env,
+                &sendonce_core::config::process_env,
             )?;
             Ok(Output::ok(to_json(&shown), text(&shown)))
         }

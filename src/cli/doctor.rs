@@ -3,9 +3,9 @@
 
 use super::args::{Cli, DoctorArgs};
 use super::{to_json, Output};
-use crate::app::doctor;
-use crate::error::Result;
-use crate::exit;
+use sendonce_core::app::doctor;
+use sendonce_domain::error::Result;
+use sendonce_domain::exit;
 
 pub(super) fn doctor(cli: &Cli, a: &DoctorArgs) -> Result<Output> {
     let report = doctor::run(&doctor::Request {

@@ -4,8 +4,8 @@
 
 use super::args::Cli;
 use super::{to_json, Output};
-use crate::error::{Error, Result};
 use clap::CommandFactory;
+use sendonce_domain::error::{Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

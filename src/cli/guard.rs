@@ -2,10 +2,10 @@
 
 use super::args::Cli;
 use super::{open, open_opts, to_json, Output};
-use crate::app::guard;
-use crate::domain::clock;
-use crate::error::Result;
-use crate::store::LedgerCounts;
+use sendonce_core::app::guard;
+use sendonce_domain::clock;
+use sendonce_domain::error::Result;
+use sendonce_store::LedgerCounts;
 use std::path::Path;
 
 fn counts_text(c: &LedgerCounts) -> String {
@@ -21,7 +21,7 @@ pub(super) fn adopt(cli: &Cli) -> Result<Output> {
     Ok(Output::ok(to_json(&a), adopted_text(&a)))
 }
 
-fn adopted_text(a: &crate::store::Adopted) -> String {
+fn adopted_text(a: &sendonce_store::Adopted) -> String {
     let mut text = match &a.previous_owner {
         Some(p) if *p != a.owner => format!("adopted: was {p}, now {}", a.owner),
         _ => format!("adopted: {}", a.owner),

@@ -4,11 +4,11 @@
 
 use super::args::{Cli, ConfirmArgs, ListCmd};
 use super::{open, open_read_only, to_json, Output};
-use crate::app::import;
-use crate::app::lists::{self, Audience, ListUpdate, NewListRequest};
-use crate::domain::clock;
-use crate::error::Result;
-use crate::store::ConfirmContent;
+use sendonce_core::app::import;
+use sendonce_core::app::lists::{self, Audience, ListUpdate, NewListRequest};
+use sendonce_domain::clock;
+use sendonce_domain::error::Result;
+use sendonce_store::ConfirmContent;
 
 pub(super) fn command(cli: &Cli, cmd: &ListCmd) -> Result<Output> {
     match cmd {

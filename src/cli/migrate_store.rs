@@ -3,10 +3,10 @@
 
 use super::args::{Cli, MigrateStoreArgs};
 use super::{open_opts, to_json, Output};
-use crate::app::migrate_store;
-use crate::domain::clock;
-use crate::error::{Error, Result};
-use crate::store::Target;
+use sendonce_core::app::migrate_store;
+use sendonce_domain::clock;
+use sendonce_domain::error::{Error, Result};
+use sendonce_store::Target;
 
 /// The target URL: `--to`, else the variable `--to-env` names, else `--db`/SENDONCE_DB when it
 /// is a PostgreSQL URL.

@@ -6,6 +6,7 @@ mod admins;
 pub mod args;
 mod campaigns;
 pub mod config;
+
 mod doctor;
 mod generate;
 mod guard;
@@ -18,12 +19,12 @@ mod serve;
 mod subscribers;
 mod tokens;
 
-use crate::app::{self, accounts, doubts, import, limits, suppressions};
-use crate::domain::clock;
-use crate::error::{Error, Result};
-use crate::exit;
-use crate::store::{OpenOptions, Store, Target};
 use args::*;
+use sendonce_core::app::{self, accounts, doubts, import, limits, suppressions};
+use sendonce_domain::clock;
+use sendonce_domain::error::{Error, Result};
+use sendonce_domain::exit;
+use sendonce_store::{OpenOptions, Store, Target};
 
 /// What a command produced: a JSON document, the same for people, and its exit code.
 pub struct Output {
@@ -80,12 +81,12 @@ pub(super) fn open_opts(cli: &Cli) -> Result<OpenOptions> {
 }
 
 pub(super) fn open(cli: &Cli) -> Result<std::sync::Arc<Store>> {
-    crate::store::open(&target(cli), &open_opts(cli)?)
+    sendonce_store::open(&target(cli), &open_opts(cli)?)
 }
 
 /// For commands that only read: nothing is written, so they work on a read-only file.
 pub(super) fn open_read_only(cli: &Cli) -> Result<std::sync::Arc<Store>> {
-    crate::store::open(
+    sendonce_store::open(
         &target(cli),
         &OpenOptions {
             read_only: true,
@@ -101,7 +102,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Demo {
             recipients, dir, ..
         } => {
-            let report = crate::tools::demo::run(*recipients, dir.as_deref(), rt)?;
+            let report = crate::demo::run(*recipients, dir.as_deref(), rt)?;
             Ok(Output::ok(to_json(&report), report.text()))
         }
         Command::Account(cmd) => account(cli, cmd),
@@ -119,7 +120,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Restore { backup } => guard::restore(cli, backup),
         Command::Check { campaigns, logs } => check(cli, campaigns, logs),
         Command::Notify(a) => notify(cli, a, rt),
-        Command::FakeProvider(a) => crate::tools::fake::run_cli(a, rt).map(|_| Output::streamed()),
+        Command::FakeProvider(a) => sendonce_fake::run_cli(a, rt).map(|_| Output::streamed()),
         Command::Bench(a) => bench(cli, a, rt),
         Command::Completions { shell } => generate::completions(*shell, cli.json),
         Command::Manpage { dir } => generate::manpages(dir),
@@ -131,7 +132,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
 
 fn init(cli: &Cli) -> Result<Output> {
     let target = target(cli);
-    let store = crate::store::open(
+    let store = sendonce_store::open(
         &target,
         &OpenOptions {
             create: true,
@@ -238,10 +239,10 @@ fn suppress(cli: &Cli, cmd: &SuppressCmd) -> Result<Output> {
     }
 }
 
-pub(super) fn sync_of(s: SyncArg) -> crate::store::Synchronous {
+pub(super) fn sync_of(s: SyncArg) -> sendonce_store::Synchronous {
     match s {
-        SyncArg::Full => crate::store::Synchronous::Full,
-        SyncArg::Normal => crate::store::Synchronous::Normal,
+        SyncArg::Full => sendonce_store::Synchronous::Full,
+        SyncArg::Normal => sendonce_store::Synchronous::Normal,
     }
 }
 
@@ -266,18 +267,18 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
         }
     }
     if let Target::Postgres(url) = db {
-        let opts = crate::tools::bench_pg::Options {
+        let opts = sendonce_bench::bench_pg::Options {
             url,
             recipients,
             batch,
             concurrency,
         };
-        let report = crate::tools::bench_pg::run(&opts)?;
+        let report = sendonce_bench::bench_pg::run(&opts)?;
         return Ok(Output::ok(to_json(&report), report.table()));
     }
     let scale = limits::at_least("--scale", a.scale, 1000)?;
     let latency = limits::bench_latency(&a.latency)?;
-    let opts = crate::tools::bench::Options {
+    let opts = sendonce_bench::bench::Options {
         recipients,
         batch,
         sync: sync_of(a.sync),
@@ -291,23 +292,23 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
         return bench_http(a, rt);
     }
     if a.only == Some(BenchSection::Dashboard) {
-        let opts = crate::tools::bench_dashboard::Options {
+        let opts = sendonce_bench::bench_dashboard::Options {
             recipients: scale,
             sync: opts.sync,
             dir: opts.dir.clone(),
         };
-        let report = crate::tools::bench_dashboard::run(&opts, rt)?;
+        let report = sendonce_bench::bench_dashboard::run(&opts, rt)?;
         return Ok(Output::ok(to_json(&report), report.table()));
     }
     if a.only == Some(BenchSection::Throughput) {
-        let report = crate::tools::bench_throughput::run(&opts, rt)?;
+        let report = sendonce_bench::bench_throughput::run(&opts, rt)?;
         return Ok(Output::ok(to_json(&report), report.table()));
     }
     if a.only == Some(BenchSection::ListBuild) {
-        let report = crate::tools::bench::run_list_build(&opts)?;
+        let report = sendonce_bench::bench::run_list_build(&opts)?;
         return Ok(Output::ok(to_json(&report), report.table()));
     }
-    let report = crate::tools::bench::run(&opts, rt)?;
+    let report = sendonce_bench::bench::run(&opts, rt)?;
     Ok(Output::ok(to_json(&report), report.table()))
 }
 
@@ -315,12 +316,12 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
 fn bench_http(a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let clients = limits::count_in("--clients", a.clients, (1, 1024))?;
     let seconds = limits::count_in("--seconds", a.seconds as usize, (1, 3600))?;
-    let opts = crate::tools::bench_http::Options {
+    let opts = sendonce_bench::bench_http::Options {
         clients,
         duration: std::time::Duration::from_secs(seconds as u64),
         dir: a.dir.clone(),
     };
-    let report = crate::tools::bench_http::run(&opts, rt)?;
+    let report = sendonce_bench::bench_http::run(&opts, rt)?;
     Ok(Output::ok(to_json(&report), report.table()))
 }
 

@@ -4,12 +4,12 @@
 
 use super::args::{Cli, PreviewFormat, SendTarget};
 use super::{open, open_read_only, to_json, Output};
-use crate::app::preview::{self, TestTarget};
-use crate::app::run;
-use crate::domain::address::Channel;
-use crate::error::{Error, Result};
-use crate::exit;
-use crate::store::Store;
+use sendonce_core::app::preview::{self, TestTarget};
+use sendonce_core::app::run;
+use sendonce_domain::address::Channel;
+use sendonce_domain::error::{Error, Result};
+use sendonce_domain::exit;
+use sendonce_store::Store;
 use std::sync::Arc;
 
 /// `campaign preview`: the bytes on stdout (text, HTML or eml); `--json`: the parts as JSON.
@@ -53,7 +53,8 @@ pub(super) fn show(
 
 /// The routes `--provider` or a config file give, if any (a preview needs none).
 fn routes_if_any(store: &Arc<Store>, t: &SendTarget) -> Result<Option<run::Routes>> {
-    let found = crate::config::discover(t.config.as_deref(), &crate::config::process_env)?;
+    let found =
+        sendonce_core::config::discover(t.config.as_deref(), &sendonce_core::config::process_env)?;
     let has_config = found.chosen.is_some();
     if t.provider.is_none() && !has_config {
         return Ok(None);

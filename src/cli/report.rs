@@ -2,9 +2,9 @@
 //! run as formulas neutralised) or as a JSON array, times in RFC 3339 in both.
 
 use super::args::ReportFormat;
-use crate::app::campaigns;
-use crate::error::{Error, Result};
-use crate::store::Store;
+use sendonce_core::app::campaigns;
+use sendonce_domain::error::{Error, Result};
+use sendonce_store::Store;
 use std::io::Write;
 
 /// Write the report of campaign `id` to stdout. A reader that goes away ends it quietly

@@ -3,16 +3,16 @@
 
 use super::args::{Cli, RunArgs};
 use super::{open_opts, sync_of, to_json, Output};
-use crate::app;
-use crate::error::Result;
-use crate::exit;
-use crate::store::OpenOptions;
+use sendonce_core::app;
+use sendonce_domain::error::Result;
+use sendonce_domain::exit;
+use sendonce_store::OpenOptions;
 use serde_json::json;
 
 pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
     let mut cfg = settings(a).check()?;
     cfg.links = app::run::links(a.config.as_deref(), a.public_url.as_deref())?;
-    let store = crate::store::open(
+    let store = sendonce_store::open(
         &super::target(cli),
         &OpenOptions {
             sync: sync_of(a.sync),
@@ -45,7 +45,7 @@ fn settings(a: &RunArgs) -> app::run::Settings {
 fn told(f: &app::run::Finished, peak_rss: bool) -> Output {
     let mut doc = to_json(f);
     if peak_rss {
-        doc["peak_rss_kib"] = json!(crate::metrics::peak_rss_kib());
+        doc["peak_rss_kib"] = json!(sendonce_core::metrics::peak_rss_kib());
     }
     let s = &f.summary;
     let mut text = format!(

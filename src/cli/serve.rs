@@ -4,12 +4,12 @@
 
 use super::args::{Cli, ServeArgs};
 use super::{open, to_json, Output};
-use crate::app::{self, limits};
-use crate::error::{Error, Result};
+use sendonce_core::app::{self, limits};
+use sendonce_domain::error::{Error, Result};
 use std::io::Write;
 
 pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> Result<Output> {
-    let loaded = crate::config::Config::load(a.config.as_deref())?;
+    let loaded = sendonce_core::config::Config::load(a.config.as_deref())?;
     let file = loaded.as_ref().map(|c| c.serve.clone()).unwrap_or_default();
     let pick = |flag: &Option<String>, file: &Option<String>, default: &str| {
         flag.clone()
@@ -22,7 +22,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
     let timeout = pick(&a.request_timeout, &file.request_timeout, "60s");
     let body_timeout = pick(&a.body_timeout, &file.body_timeout, "10s");
     let max_connections = max_connections(a, &file)?;
-    let settings = crate::http::Settings {
+    let settings = sendonce_http::Settings {
         listen: pick(&a.listen, &file.listen, "127.0.0.1:8025"),
         drain,
         body_limit: limits::count_in("--body-limit", body_limit, limits::BODY_LIMIT)?,
@@ -33,7 +33,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
         keys: link_keys()?,
         links: app::run::links(a.config.as_deref(), a.public_url.as_deref())?,
-        ops: crate::http::Ops {
+        ops: sendonce_http::Ops {
             db: cli.db.clone(),
             db_from: cli.db_from.clone(),
             config: a.config.clone(),
@@ -59,14 +59,14 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
             cfg.links = settings.links.clone();
             let routes = app::run::routes(a.config.as_deref(), a.provider.as_deref(), &store)?;
             app::guard::before_sending(&store)?;
-            crate::http::Settings {
+            sendonce_http::Settings {
                 worker: Some((routes, cfg)),
                 ..settings
             }
         }
     };
     let json = cli.json;
-    let summary = crate::http::serve(store, settings, rt, |addr| {
+    let summary = sendonce_http::serve(store, settings, rt, |addr| {
         let mut out = std::io::stdout().lock();
         let line = match json {
             true => serde_json::json!({ "listening": format!("http://{addr}") }).to_string(),
@@ -87,23 +87,23 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
 
 /// `--max-connections` (flag, then the file, then the default), in bounds and within what
 /// `ulimit -n` leaves.
-fn max_connections(a: &ServeArgs, file: &crate::config::Serve) -> Result<usize> {
+fn max_connections(a: &ServeArgs, file: &sendonce_core::config::Serve) -> Result<usize> {
     let n = a
         .max_connections
         .or(file.max_connections)
-        .unwrap_or(crate::http::MAX_CONNECTIONS);
+        .unwrap_or(sendonce_http::MAX_CONNECTIONS);
     let n = limits::count_in("--max-connections", n, limits::MAX_CONNECTIONS)?;
-    crate::http::check_fd_limit(n)?;
+    sendonce_http::check_fd_limit(n)?;
     Ok(n)
 }
 
 /// The keys that open link tokens, when `SENDONCE_UNSUBSCRIBE_SECRET` is set (a set but
 /// malformed secret, or old-key list, is an error: the pages would refuse every link).
-fn link_keys() -> Result<Option<crate::domain::links::Keys>> {
-    if std::env::var_os(crate::domain::links::SECRET_ENV).is_none() {
+fn link_keys() -> Result<Option<sendonce_domain::links::Keys>> {
+    if std::env::var_os(sendonce_domain::links::SECRET_ENV).is_none() {
         return Ok(None);
     }
-    crate::domain::links::Keys::from_env()
+    sendonce_domain::links::Keys::from_env()
         .map(Some)
         .map_err(Error::invalid)
 }

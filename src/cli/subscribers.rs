@@ -3,9 +3,9 @@
 
 use super::args::{Cli, PublicUrlArgs, SubscriberCmd};
 use super::{open, open_read_only, to_json, Output};
-use crate::app::import;
-use crate::app::subscribers::{self, ImportRequest, Page, Update};
-use crate::error::Result;
+use sendonce_core::app::import;
+use sendonce_core::app::subscribers::{self, ImportRequest, Page, Update};
+use sendonce_domain::error::Result;
 
 pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
     match cmd {
@@ -88,7 +88,7 @@ fn show_text(s: &subscribers::Subscriber) -> String {
         dash(&s.phone),
         dash(&s.name),
         s.status,
-        crate::domain::clock::format_ms(s.created_at),
+        sendonce_domain::clock::format_ms(s.created_at),
     );
     if let Some(attrs) = s.attrs.as_object() {
         for (k, v) in attrs {
@@ -151,11 +151,11 @@ fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
 fn confirm_links(
     lists: &[String],
     a: &PublicUrlArgs,
-) -> Result<Option<crate::domain::links::Links>> {
+) -> Result<Option<sendonce_domain::links::Links>> {
     if lists.is_empty() {
         return Ok(None);
     }
-    crate::app::run::links(a.config.as_deref(), a.public_url.as_deref())
+    sendonce_core::app::run::links(a.config.as_deref(), a.public_url.as_deref())
 }
 
 /// An import told: how many rows went in, and every skipped one with its line.

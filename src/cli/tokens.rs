@@ -4,10 +4,10 @@
 
 use super::args::{Cli, TokenCmd};
 use super::{open, open_read_only, to_json, Output};
-use crate::app::tokens::{self, TokenInfo};
-use crate::domain::clock;
-use crate::domain::token::Scope;
-use crate::error::Result;
+use sendonce_core::app::tokens::{self, TokenInfo};
+use sendonce_domain::clock;
+use sendonce_domain::error::Result;
+use sendonce_domain::token::Scope;
 use std::io::Write;
 
 pub(super) fn command(cli: &Cli, cmd: &TokenCmd) -> Result<Output> {

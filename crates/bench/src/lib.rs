@@ -1,0 +1,8 @@
+//! `sendonce bench`: the benchmarks (throughput against a minimal row and the original design,
+//! PostgreSQL, the HTTP API, the dashboard) and the store code only they use.
+
+pub mod bench;
+pub mod bench_dashboard;
+pub mod bench_http;
+pub mod bench_pg;
+pub mod bench_throughput;

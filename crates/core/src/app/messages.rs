@@ -1,0 +1,223 @@
+//! Transactional messages (`POST /v1/messages`): one email or SMS per Idempotency-Key,
+//! checked as campaign content is, then queued through the ledger like any campaign row. The
+//! same key with the same request gets the first answer again; with another request it is
+//! refused; while the first has not answered, the second is told so and nothing is sent twice.
+
+use super::notify::channel_of;
+use sendonce_domain::address::Channel;
+use sendonce_domain::content::{self, Content};
+use sendonce_domain::error::{Error, Result};
+use sendonce_domain::model::SendStatus;
+use sendonce_domain::template::text_of_html;
+use sendonce_store::prelude::*;
+use sendonce_store::{MessageRow, NewMessage, Store, Submitted};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Longest Idempotency-Key, in bytes (Stripe's limit).
+pub const MAX_KEY_BYTES: usize = 255;
+
+/// One message as a client sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageRequest {
+    /// An email address or an E.164 number.
+    pub to: String,
+    /// `email` or `sms`; default: from the shape of `to`.
+    #[serde(default)]
+    pub channel: Option<Channel>,
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// The text (SMS: the whole message).
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The HTML part (email); alone, the text part is generated from it.
+    #[serde(default)]
+    pub html: Option<String>,
+}
+
+/// A message as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageView {
+    pub id: i64,
+    /// `queued`, `sent`, `suppressed`, `failed` or `in_doubt`.
+    pub status: &'static str,
+    pub channel: Channel,
+    pub to: String,
+    pub idempotency_key: String,
+    pub job_id: String,
+    pub attempts: i64,
+    pub provider_message_id: Option<String>,
+    pub reason: Option<String>,
+    #[serde(serialize_with = "sendonce_domain::clock::ser_ms")]
+    pub created_at: i64,
+    #[serde(serialize_with = "sendonce_domain::clock::ser_opt_ms")]
+    pub sent_at: Option<i64>,
+}
+
+impl MessageView {
+    /// Whether the outcome is known (nothing will change without an operator).
+    pub fn settled(&self) -> bool {
+        self.status != "queued"
+    }
+}
+
+impl From<MessageRow> for MessageView {
+    fn from(r: MessageRow) -> Self {
+        let status = match r.status {
+            SendStatus::Queued | SendStatus::Leased => "queued",
+            SendStatus::Sent => "sent",
+            SendStatus::Suppressed => "suppressed",
+            SendStatus::InDoubt => "in_doubt",
+            SendStatus::Failed | SendStatus::Cancelled => "failed",
+        };
+        MessageView {
+            id: r.id,
+            status,
+            channel: r.channel,
+            to: r.to,
+            idempotency_key: r.idempotency_key,
+            job_id: r.job_id,
+            attempts: r.attempts,
+            provider_message_id: r.provider_message_id,
+            reason: r.reason,
+            created_at: r.created_at,
+            sent_at: r.sent_at,
+        }
+    }
+}
+
+/// What a submission came to.
+#[derive(Debug, Clone)]
+pub enum Submission {
+    /// A new message, queued: the caller answers and keeps its answer ([`save_answer`]).
+    New(MessageView),
+    /// The first answer to this key and request, to be given again as it was.
+    Replay { status: u16, body: String },
+    /// The first request with this key has not answered yet (`since`: when it came, Unix ms).
+    InProgress { id: i64, since: i64 },
+}
+
+/// An Idempotency-Key as the API takes it: 1 to 255 printable ASCII characters.
+pub fn check_key(key: &str) -> Result<&str> {
+    if key.is_empty()
+        || key.len() > MAX_KEY_BYTES
+        || !key.bytes().all(|b| (0x20..0x7f).contains(&b))
+    {
+        return Err(Error::invalid(format!(
+            "the Idempotency-Key must be 1 to {MAX_KEY_BYTES} printable ASCII characters"
+        )));
+    }
+    Ok(key)
+}
+
+/// Submit `req` for `account_id` under `key`.
+pub fn submit(
+    store: &Store,
+    account_id: i64,
+    key: &str,
+    req: &MessageRequest,
+) -> Result<Submission> {
+    let key = check_key(key)?;
+    let (channel, to) = channel_of(&req.to, req.channel).map_err(|e| e.context("to"))?;
+    let text = req.text.clone().unwrap_or_default();
+    let html = req.html.as_deref().filter(|h| !h.trim().is_empty());
+    content::check(&Content {
+        channel,
+        sender: req.from.as_deref(),
+        subject: req.subject.as_deref(),
+        body: &text,
+        html,
+        reply_to: req.reply_to.as_deref(),
+        sms_footer: None,
+    })
+    .map_err(api_words)?;
+    // An HTML-only message gets its text part now, so that sending never has to.
+    let text = match html {
+        Some(h) if text.trim().is_empty() => text_of_html(h)?,
+        _ => text,
+    };
+    let hash = request_hash(req)?;
+    let submitted = store.submit_message(&NewMessage {
+        account_id,
+        idempotency_key: key,
+        request_hash: &hash,
+        channel,
+        to: &to,
+        from: req.from.as_deref(),
+        reply_to: req.reply_to.as_deref(),
+        subject: req.subject.as_deref(),
+        text: &text,
+        html,
+        now: sendonce_domain::clock::now_ms(),
+    })?;
+    Ok(match submitted {
+        Submitted::Created { id } => Submission::New(get(store, account_id, id)?),
+        Submitted::Replay { status, body, .. } => Submission::Replay { status, body },
+        Submitted::InProgress { id, since } => Submission::InProgress { id, since },
+        Submitted::Mismatch { id } => {
+            return Err(Error::key_reused(format!(
+                "this Idempotency-Key was used for message {id} with another request; use a \
+                 new key for a new message"
+            )))
+        }
+    })
+}
+
+/// A content error in the API's words: the checks are shared with `campaign create`, whose
+/// messages name its flags.
+fn api_words(mut e: Error) -> Error {
+    for (flag, field) in [
+        ("--body-file, --html-file or both", "text, html or both"),
+        ("--html-file", "html"),
+        ("--reply-to", "reply_to"),
+        ("--subject", "subject"),
+        ("--from", "from"),
+    ] {
+        e.message = e.message.replace(flag, field);
+    }
+    e
+}
+
+/// SHA-256 (hex) of the request as parsed, fields in their declared order.
+fn request_hash(req: &MessageRequest) -> Result<String> {
+    let canonical = serde_json::to_vec(req)
+        .map_err(|e| Error::internal(format!("cannot encode the request: {e}")))?;
+    Ok(Sha256::digest(&canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Keep the answer the first request gave, for its replays.
+pub fn save_answer(store: &Store, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
+    store.save_answer(account_id, id, status, body)
+}
+
+/// Message `id` of `account_id`; another account's is `NotFound`.
+pub fn get(store: &Store, account_id: i64, id: i64) -> Result<MessageView> {
+    Ok(store.message(account_id, id)?.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_errors_name_the_api_fields() {
+        let e = api_words(Error::invalid(
+            "an email campaign needs --from (the sender: `news@example.org`)",
+        ));
+        assert!(
+            e.message.contains("needs from (") && !e.message.contains("--"),
+            "{}",
+            e.message
+        );
+        let e = api_words(Error::invalid("--reply-to: bad"));
+        assert_eq!(e.message, "reply_to: bad");
+    }
+}

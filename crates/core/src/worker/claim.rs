@@ -1,0 +1,352 @@
+//! The turn's one commit: the outcomes of finished calls plus a claim sized to the call slots
+//! free right now (worker cap, route cap, rate-limit tokens), whose rows carry their dispatch
+//! marker; then a call task per claimed row.
+
+use super::calls::Flight;
+use super::engine::{blocking, Worker};
+use super::TARGET;
+use crate::provider::{CallResult, Capabilities, Message, Provider};
+use crate::worker::routes::Route;
+use sendonce_domain::error::{Error, Result};
+use sendonce_domain::model::idempotency_key;
+use sendonce_domain::template::{CampaignVars, Compiled, Rendered, Sources};
+use sendonce_store::{ClaimRequest, ClaimedRow};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the claim for one campaign came to.
+enum Claim {
+    /// No route, no free slot on its route, or no rate-limit token: nothing committed.
+    Skipped,
+    /// Committed; true when it claimed rows (their calls are started).
+    Committed(bool),
+    /// The claim found damage: the worker is stopping.
+    Damaged,
+}
+
+/// Identity of a route, for per-route in-flight counts.
+fn route_key(r: &Arc<Route>) -> usize {
+    Arc::as_ptr(r) as *const () as usize
+}
+
+fn random_token() -> i64 {
+    (uuid::Uuid::new_v4().as_u128() as i64) & i64::MAX
+}
+
+impl Worker {
+    /// One commit per turn: the outcomes of finished calls, and a claim sized to the call
+    /// slots free right now whose rows carry their dispatch marker (they are called as soon as
+    /// the commit returns). So at any moment at most `concurrency` rows are dispatched without
+    /// a recorded outcome: that bounds what a crash can leave in doubt. Campaigns take turns;
+    /// the first that claims rows ends the turn. Returns true when rows were claimed.
+    pub(super) async fn cycle(&mut self) -> Result<bool> {
+        let (mut claimed_any, mut committed) = (false, false);
+        self.rate_wait = None;
+        let free = self.cfg.concurrency.saturating_sub(self.calls.len());
+        if !self.stopping && free > 0 {
+            for _ in 0..self.campaigns.len() {
+                let i = self.rr % self.campaigns.len();
+                self.rr = self.rr.wrapping_add(1);
+                match self.claim_campaign(i, free).await? {
+                    Claim::Skipped => continue,
+                    Claim::Committed(false) => committed = true,
+                    Claim::Committed(true) => {
+                        (committed, claimed_any) = (true, true);
+                        break;
+                    }
+                    Claim::Damaged => break,
+                }
+            }
+        }
+        // Outcomes that no claim carried this turn (stopping, or no free slot or token): their
+        // own commit, so a confirmation never waits for the next claim.
+        if !committed && !self.outcomes.is_empty() && !self.calls.is_empty() {
+            self.flush().await?;
+        }
+        Ok(claimed_any)
+    }
+
+    /// The commit for campaign `i`, with a claim of at most `free` rows.
+    async fn claim_campaign(&mut self, i: usize, free: usize) -> Result<Claim> {
+        let Some(route) = self.campaign_routes.get(&self.campaigns[i].id).cloned() else {
+            return Ok(Claim::Skipped);
+        };
+        let slots = self.slots(&route, free).await?;
+        if slots == 0 {
+            return Ok(Claim::Skipped);
+        }
+        // The template is compiled before the claim: an error here must not leave freshly
+        // dispatched rows behind (they would end in doubt, never called).
+        let tpl = self.template(i)?;
+        let caps = route.provider.capabilities();
+        let req = self.claim_request(i, slots, caps);
+        let group = std::mem::take(&mut self.outcomes);
+        let now = req.now;
+        let cycle = blocking(&self.ledger, move |l| l.cycle(&group, Some(&req), now)).await;
+        let (stats, got) = match cycle {
+            Ok(x) => x,
+            Err(e) if e.stops_worker() => {
+                self.stop_on_damage(e);
+                return Ok(Claim::Damaged);
+            }
+            Err(e) => return Err(e),
+        };
+        self.summary.add(&stats);
+        self.summary.suppressed += got.suppressed;
+        crate::metrics::sends("suppressed", got.suppressed);
+        self.summary.moved_in_doubt += got.in_doubt;
+        if let Some(l) = &route.limiter {
+            // Tokens for slots the claim could not fill stay with this process.
+            l.give_back(slots.saturating_sub(got.rows.len()) as u32)
+                .await;
+        }
+        if got.rows.is_empty() {
+            return Ok(Claim::Committed(false));
+        }
+        if self.summary.claimed == 0 {
+            // `sendonce bench` times a restart up to this line.
+            let campaign_id = self.campaigns[i].id;
+            tracing::info!(target: TARGET, campaign_id, rows = got.rows.len(), "first claim");
+        }
+        self.summary.claimed += got.rows.len() as u64;
+        crate::metrics::claimed(got.rows.len() as u64);
+        self.spawn_calls(i, &route, tpl, got.rows);
+        Ok(Claim::Committed(true))
+    }
+
+    /// Call slots for a claim on `route`: the worker's free slots, at most a batch, within the
+    /// route's cap and the rate-limit tokens it got (0: none).
+    async fn slots(&mut self, route: &Arc<Route>, free: usize) -> Result<usize> {
+        let mut slots = free.min(self.cfg.batch);
+        if let Some(cap) = route.concurrency {
+            slots = slots.min(cap.saturating_sub(self.calls.on_route(route_key(route))));
+        }
+        if slots == 0 {
+            return Ok(0);
+        }
+        if let Some(l) = &route.limiter {
+            let (granted, wait) = l.try_take(slots as u32).await?;
+            if (granted as usize) < slots {
+                crate::metrics::rate_limit_wait();
+                let w = Duration::from_millis(wait as u64);
+                self.rate_wait = Some(self.rate_wait.map_or(w, |x| x.min(w)));
+            }
+            slots = granted as usize;
+        }
+        Ok(slots)
+    }
+
+    /// Campaign `i`'s compiled template, compiled once per run.
+    fn template(&mut self, i: usize) -> Result<Arc<Compiled>> {
+        let c = &self.campaigns[i];
+        if let Some(t) = self.templates.get(&c.id) {
+            return Ok(t.clone());
+        }
+        let t = Arc::new(if c.templated {
+            let src = Sources {
+                subject: c.subject.as_deref(),
+                text: Some(c.body.as_str()).filter(|b| !b.is_empty()),
+                html: c.html.as_deref(),
+            };
+            let vars = CampaignVars {
+                name: c.name.clone(),
+                lists: c.list_names.clone(),
+            };
+            let t = Compiled::campaign(&src, &vars, c.sms_footer.as_deref())
+                .map_err(|e| e.context(&format!("campaign {}", c.id)))?;
+            if c.channel == sendonce_domain::address::Channel::Email
+                && !c.transactional
+                && self.cfg.links.is_none()
+            {
+                return Err(Error::invalid(format!(
+                    "campaign {} is an email campaign that is not transactional: every message \
+                     must carry a working List-Unsubscribe link, but this worker has no public \
+                     URL: pass --public-url URL (or set public_url in the config file, or {}) \
+                     and set {}; nothing of it was sent",
+                    c.id,
+                    sendonce_domain::links::PUBLIC_URL_ENV,
+                    sendonce_domain::links::SECRET_ENV
+                )));
+            }
+            if t.reads("unsubscribe_url") && self.cfg.links.is_none() {
+                return Err(Error::invalid(format!(
+                    "campaign {} prints {{{{ unsubscribe_url }}}}, but this worker has no public \
+                     URL to point it at: pass --public-url URL (or set public_url in the config \
+                     file, or {}) and set {}",
+                    c.id,
+                    sendonce_domain::links::PUBLIC_URL_ENV,
+                    sendonce_domain::links::SECRET_ENV
+                )));
+            }
+            t
+        } else {
+            Compiled::literal_message(c.subject.as_deref(), &c.body, c.html.as_deref())
+                .map_err(|e| e.context(&format!("campaign {}", c.id)))?
+        });
+        self.templates.insert(c.id, t.clone());
+        Ok(t)
+    }
+
+    fn claim_request(&self, i: usize, slots: usize, caps: &Capabilities) -> ClaimRequest {
+        let c = &self.campaigns[i];
+        ClaimRequest {
+            campaign_id: c.id,
+            account_id: c.account_id,
+            channel: c.channel,
+            batch: slots,
+            lease_ms: self.cfg.lease.as_millis() as i64,
+            token: random_token(),
+            owner: self.cfg.worker_id.clone(),
+            key_window_ms: caps.key_window.map(|w| w.as_millis() as i64),
+            now: sendonce_domain::clock::now_ms(),
+        }
+    }
+
+    /// Start the call of every claimed row at once (each renders its message in its own task,
+    /// so the runtime's threads share the work).
+    fn spawn_calls(
+        &mut self,
+        i: usize,
+        route: &Arc<Route>,
+        tpl: Arc<Compiled>,
+        rows: Vec<ClaimedRow>,
+    ) {
+        let c = &self.campaigns[i];
+        let caps = route.provider.capabilities();
+        // A call must end well inside its lease: the claim set it to a whole lease.
+        let call_timeout = caps.call_timeout.min(self.cfg.lease / 2);
+        let k = route_key(route);
+        // The link is sealed here, once per row, for email that is not transactional (its
+        // List-Unsubscribe header) and for templates that print it.
+        let header = c.channel == sendonce_domain::address::Channel::Email && !c.transactional;
+        let links = self
+            .cfg
+            .links
+            .as_ref()
+            .filter(|_| header || tpl.reads("unsubscribe_url"));
+        // SMS delivery reports come back to this server's Twilio webhook, naming the job.
+        let status_callback = match (c.channel, self.cfg.links.as_ref()) {
+            (sendonce_domain::address::Channel::Sms, Some(l)) => Some(format!(
+                "{}/hooks/twilio/{}",
+                l.base().trim_end_matches('/'),
+                c.account_id
+            )),
+            _ => None,
+        };
+        // One target per batch; each row only puts its address in (no list copy per message).
+        let mut target = sendonce_domain::links::Target {
+            account_id: c.account_id,
+            channel: c.channel,
+            address: String::new(),
+            lists: c.list_ids.clone(),
+            campaign_id: c.id,
+        };
+        for row in rows {
+            let flight = Flight {
+                token: row.token,
+                attempts: row.attempts + 1,
+                maybe_delivered: row.maybe_delivered,
+                idempotent: caps.key_window.is_some(),
+                route: k,
+            };
+            let (id, p) = (row.id, route.provider.clone());
+            let head = Head {
+                channel: c.channel,
+                from: c.sender.clone(),
+                reply_to: c.reply_to.clone(),
+                header,
+                link: links.map(|l| {
+                    target.address.clone_from(&row.address);
+                    l.unsubscribe_url(&target)
+                }),
+                status_callback: status_callback.clone(),
+            };
+            let call = timed(
+                route.name.clone(),
+                call(p, tpl.clone(), row, head, call_timeout),
+            );
+            self.calls.start(id, flight, call);
+        }
+    }
+}
+
+/// A call task that counts its outcome and latency in `crate::metrics` when it ends.
+async fn timed(
+    route: String,
+    call: impl std::future::Future<Output = (i64, CallResult)>,
+) -> (i64, CallResult) {
+    let started = std::time::Instant::now();
+    let answer = call.await;
+    let outcome = crate::metrics::outcome_label(&answer.1);
+    crate::metrics::provider_call(&route, outcome, started.elapsed());
+    answer
+}
+
+/// What a message takes besides its templates and row.
+struct Head {
+    channel: sendonce_domain::address::Channel,
+    from: Option<String>,
+    reply_to: Option<String>,
+    /// The link goes into List-Unsubscribe (email that is not transactional).
+    header: bool,
+    /// This recipient's `unsubscribe_url`, when the templates print it or the header needs it.
+    link: Option<String>,
+    /// `Message::status_callback`.
+    status_callback: Option<String>,
+}
+
+/// One recipient's message rendered on a blocking thread, never on the runtime's: a template
+/// may run up to its rendering budget (`template::RENDER_FUEL`), CPU time the runtime's threads
+/// owe to `/healthz`, the API and the other calls. The row is already claimed with its
+/// dispatch marker and no transaction is open, as for the provider call that follows.
+async fn render(tpl: Arc<Compiled>, vars: String, link: Option<String>) -> Result<Rendered> {
+    tokio::task::spawn_blocking(move || tpl.render_json(&vars, link.as_deref()))
+        .await
+        .map_err(|e| Error::internal(format!("the rendering task failed: {e}")))?
+}
+
+/// One call task: render the row's message, call the provider within `timeout`.
+async fn call(
+    p: Arc<dyn Provider>,
+    tpl: Arc<Compiled>,
+    mut row: ClaimedRow,
+    head: Head,
+    timeout: Duration,
+) -> (i64, CallResult) {
+    let id = row.id;
+    let rendered = render(tpl, std::mem::take(&mut row.vars), head.link.clone()).await;
+    let msg = match rendered {
+        Ok(r) => Message {
+            status_callback: head.status_callback,
+            idempotency_key: idempotency_key(&row.job_id),
+            job_id: row.job_id,
+            channel: head.channel,
+            from: head.from,
+            reply_to: head.reply_to,
+            to: row.address,
+            subject: r.subject,
+            body: r.text,
+            html: r.html,
+            unsubscribe: head.link.filter(|_| head.header),
+        },
+        // Variables are checked when the campaign is created; a row whose stored variables
+        // cannot be rendered (or go over the rendering budget) is never called: it fails.
+        Err(e) => {
+            return (
+                id,
+                CallResult::Permanent {
+                    error: format!("cannot render the message: {}", e.message),
+                    suppress: None,
+                },
+            )
+        }
+    };
+    let res = super::single::dispatch(p.as_ref(), &msg, timeout).await;
+    if matches!(
+        res,
+        CallResult::Accepted { .. } | CallResult::AlreadyAccepted { .. }
+    ) {
+        sendonce_domain::crash::point("after_provider_accept");
+    }
+    (id, res)
+}

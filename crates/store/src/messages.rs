@@ -1,0 +1,238 @@
+//! Transactional messages of the HTTP API (`Messages`): one message per (account,
+//! Idempotency-Key), stored as a hidden one-row campaign so that it goes through the same
+//! ledger, lease, suppression check and provider routes as every campaign. Written once for
+//! both stores over `sql::Tx`: the idempotency row, the hidden one-row campaign (kind `api`,
+//! literal content, already `sending` with its list complete) and its send row, in one
+//! transaction. Where SQLite's `BEGIN IMMEDIATE` serializes two requests with the same key,
+//! PostgreSQL's second request waits on the first's idempotency row (`ON CONFLICT DO NOTHING`),
+//! then reads it (READ COMMITTED: its next statement sees the first's commit) and answers a
+//! replay, in progress or mismatch exactly as SQLite would.
+
+use crate::admin::key_scope;
+use crate::shared::{get_at, require_account, BodyFormat};
+use crate::sql::{args, Db, Row, Tx};
+use sendonce_domain::address::Channel;
+use sendonce_domain::error::{Error, Result};
+use sendonce_domain::model::{self, SendStatus};
+
+/// A message to submit, validated by the caller (addresses normalised, content checked).
+#[derive(Debug, Clone)]
+pub struct NewMessage<'a> {
+    pub account_id: i64,
+    pub idempotency_key: &'a str,
+    /// SHA-256 (hex) of the request as parsed: the same key with another body is refused.
+    pub request_hash: &'a str,
+    pub channel: Channel,
+    /// The normalised recipient.
+    pub to: &'a str,
+    pub from: Option<&'a str>,
+    pub reply_to: Option<&'a str>,
+    pub subject: Option<&'a str>,
+    /// The text; empty when it is generated from `html`.
+    pub text: &'a str,
+    pub html: Option<&'a str>,
+    pub now: i64,
+}
+
+/// What a submission found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// A new message, queued.
+    Created { id: i64 },
+    /// The key was used with this very request, which was answered: its answer.
+    Replay { id: i64, status: u16, body: String },
+    /// The key was used with this very request, which has not answered yet.
+    InProgress { id: i64, since: i64 },
+    /// The key was used with another request.
+    Mismatch { id: i64 },
+}
+
+/// One API message as stored, with its send row's state.
+#[derive(Debug, Clone)]
+pub struct MessageRow {
+    pub id: i64,
+    pub account_id: i64,
+    pub idempotency_key: String,
+    pub channel: Channel,
+    pub to: String,
+    pub job_id: String,
+    pub status: SendStatus,
+    pub attempts: i64,
+    pub provider_message_id: Option<String>,
+    pub reason: Option<String>,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+}
+
+/// The API's transactional messages.
+pub trait Messages: Send + Sync {
+    /// Submit a message under its key, in one transaction: a new key creates the message (its
+    /// hidden campaign, already sending, and its queued send row).
+    fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted>;
+    /// Keep the answer given to the request that created message `id`, for its replays.
+    fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()>;
+    /// Message `id` of `account_id` (`NotFound` for another account's).
+    fn message(&self, account_id: i64, id: i64) -> Result<MessageRow>;
+}
+
+/// The message already under this key, if any.
+fn existing(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
+    tx.query_opt(
+        "SELECT id, request_hash, response_status, response_body, created_at
+         FROM api_messages WHERE account_id = ?1 AND idempotency_key = ?2",
+        &args![m.account_id, m.idempotency_key],
+        |r| {
+            let id: i64 = r.get(0)?;
+            if r.get::<String>(1)? != m.request_hash {
+                return Ok(Submitted::Mismatch { id });
+            }
+            Ok(
+                match (r.get::<Option<u16>>(2)?, r.get::<Option<String>>(3)?) {
+                    (Some(status), Some(body)) => Submitted::Replay { id, status, body },
+                    _ => Submitted::InProgress {
+                        id,
+                        since: r.get(4)?,
+                    },
+                },
+            )
+        },
+    )
+}
+
+/// The subscriber the send row points at: the account's own for this address, or a hidden
+/// one (unsubscribed and removed: listed nowhere, in no campaign) made for the message.
+fn subscriber_for(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<i64> {
+    let (email, phone) = match m.channel {
+        Channel::Email => (Some(m.to), None),
+        Channel::Sms => (None, Some(m.to)),
+    };
+    let found: Option<i64> = tx.scalar_opt(
+        "SELECT id FROM subscribers WHERE account_id = ?1
+         AND (email_norm = ?2 OR phone = ?3) LIMIT 1",
+        &args![m.account_id, email, phone],
+    )?;
+    if let Some(id) = found {
+        return Ok(id);
+    }
+    tx.scalar(
+        "INSERT INTO subscribers (account_id, email, email_norm, phone, status, created_at,
+                                  removed_at)
+         VALUES (?1, ?2, ?2, ?3, 'unsubscribed', ?4, ?4) RETURNING id",
+        &args![m.account_id, email, phone, m.now],
+    )
+}
+
+/// The hidden campaign of message `id`: literal content, already sending, list complete.
+fn campaign_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<i64> {
+    let (body, format, html) = BodyFormat::store(m.text, m.html);
+    let name = format!("api message {id}");
+    tx.scalar(
+        "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, body_format,
+                                html, reply_to, templated, status, scheduled_for, approved_at,
+                                started_at, list_complete, created_at, kind)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, FALSE, 'sending', ?10, ?10, ?10, TRUE, ?10,
+                 'api')
+         RETURNING id",
+        &args![
+            m.account_id,
+            &name,
+            m.channel,
+            m.from,
+            m.subject,
+            body,
+            format,
+            html,
+            m.reply_to,
+            m.now
+        ],
+    )
+}
+
+/// The idempotency row, then the message's hidden campaign and its send row; `None` when a
+/// concurrent request took the key first (PostgreSQL; SQLite's write lock excludes it).
+fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<i64>> {
+    require_account(tx, m.account_id)?;
+    let Some(id) = tx.scalar_opt::<i64>(
+        "INSERT INTO api_messages (account_id, idempotency_key, request_hash, created_at)
+         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account_id, idempotency_key) DO NOTHING
+         RETURNING id",
+        &args![m.account_id, m.idempotency_key, m.request_hash, m.now],
+    )?
+    else {
+        return Ok(None);
+    };
+    let scope = key_scope(tx, &[("messages_through", id)])?;
+    let sub = subscriber_for(tx, m)?;
+    let cid = campaign_for(tx, m, id)?;
+    let job = model::api_job_id(&scope, m.account_id, id);
+    let send: i64 = tx.scalar(
+        "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
+                            status, visible_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6) RETURNING id",
+        &args![m.account_id, cid, sub, &job, m.to, m.now],
+    )?;
+    tx.exec(
+        "UPDATE api_messages SET campaign_id = ?2, send_id = ?3 WHERE id = ?1",
+        &args![id, cid, send],
+    )?;
+    Ok(Some(id))
+}
+
+fn message_from_row(r: Row<'_>) -> Result<MessageRow> {
+    Ok(MessageRow {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        idempotency_key: r.get(2)?,
+        channel: get_at(r, 3, "campaigns.channel")?,
+        to: r.get(4)?,
+        job_id: r.get(5)?,
+        status: get_at(r, 6, "sends.status")?,
+        attempts: r.get(7)?,
+        provider_message_id: r.get(8)?,
+        reason: r.get(9)?,
+        created_at: r.get(10)?,
+        sent_at: r.get(11)?,
+    })
+}
+
+impl<S: Db> Messages for S {
+    fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted> {
+        self.write(|tx| {
+            if let Some(found) = existing(tx, m)? {
+                return Ok(found);
+            }
+            match create(tx, m)? {
+                Some(id) => Ok(Submitted::Created { id }),
+                None => existing(tx, m)?
+                    .ok_or_else(|| Error::db("the idempotency key was taken and is gone")),
+            }
+        })
+    }
+
+    fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.exec(
+                "UPDATE api_messages SET response_status = ?3, response_body = ?4
+                 WHERE id = ?1 AND account_id = ?2 AND response_status IS NULL",
+                &args![id, account_id, status, body],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn message(&self, account_id: i64, id: i64) -> Result<MessageRow> {
+        let row = self.read(|tx| {
+            tx.query_opt(
+                "SELECT m.id, m.account_id, m.idempotency_key, k.channel, s.address, s.job_id,
+                        s.status, s.attempts, s.provider_message_id, s.last_error, m.created_at,
+                        s.sent_at
+                 FROM api_messages m JOIN sends s ON s.id = m.send_id
+                 JOIN campaigns k ON k.id = m.campaign_id
+                 WHERE m.id = ?1 AND m.account_id = ?2",
+                &args![id, account_id],
+                message_from_row,
+            )
+        })?;
+        row.ok_or_else(|| Error::not_found(format!("unknown message id {id}")))
+    }
+}
