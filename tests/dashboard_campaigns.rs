@@ -1,4 +1,4 @@
-//! The dashboard's campaign pages (`src/http/dashboard/campaigns/`, `overview.rs`): a draft
+//! The dashboard's campaign pages (`crates/http/src/dashboard/campaigns/`, `overview.rs`): a draft
 //! made from the form in headless Chromium at 360 px, its audience, the preview with its HTML
 //! sandboxed, approval through the confirmation page, the campaign watched until it is sent by
 //! `serve --worker` through the fake provider, the recipients searched and the CSV downloaded;

@@ -124,7 +124,7 @@ fn inside_core_calls_go_down() {
     );
 }
 
-/// The PostgreSQL driver likewise stays in `src/store/postgres/`, and that backend never names
+/// The PostgreSQL driver likewise stays in `crates/store/src/postgres/`, and that backend never names
 /// SQLite's.
 #[test]
 fn only_the_postgres_backend_names_the_postgres_driver() {

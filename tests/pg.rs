@@ -307,7 +307,7 @@ fn workers_claiming_at_once_never_hold_the_same_row() {
     assert_eq!((total, distinct.len()), (200, 200));
 }
 
-/// The bridge (src/store/postgres/mod.rs): a store call made on a thread that is running an
+/// The bridge (crates/store/src/postgres/mod.rs): a store call made on a thread that is running an
 /// async task of another runtime answers (no "runtime within a runtime" panic), and the store
 /// can be dropped there too.
 #[test]

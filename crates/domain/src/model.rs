@@ -96,7 +96,7 @@ impl fmt::Display for CampaignStatus {
 
 /// The parts of a campaign job id, `campaign:<cid>:sub:<sid>@<scope>`: [`campaign_job_id`]
 /// joins them in Rust and the list builder joins the same constants in SQL
-/// (`list_insert_sql` in `src/store/sqlite/ledger.rs`), so the format is written once.
+/// (`list_insert_sql` in `crates/store/src/sqlite/ledger.rs`), so the format is written once.
 pub const CAMPAIGN_JOB_PREFIX: &str = "campaign:";
 pub const CAMPAIGN_JOB_SUB: &str = ":sub:";
 pub const CAMPAIGN_JOB_AT: &str = "@";

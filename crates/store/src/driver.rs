@@ -1,4 +1,4 @@
-//! The database drivers' errors (rusqlite, r2d2, tokio-postgres, deadpool) as the library's
+//! The database drivers' and their pools' errors (SQLite's, PostgreSQL's) as the library's
 //! [`Error`]: each backend says how its driver's errors read (`sqlite/error.rs`,
 //! `postgres/mod.rs`); a statement's result becomes the library's with `.db()?`.
 
