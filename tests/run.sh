@@ -189,8 +189,8 @@ unset PYTHONHOME
 elapsed=$(($(now_ms) - started))
 echo "test dependencies ready in $((elapsed / 1000)).$(printf '%03d' $((elapsed % 1000))) s ($(command -v python3))"
 
-echo "== tests: cargo test --release --features crash-points $*"
-cargo test --release --no-fail-fast --features crash-points "$@"
+echo "== tests: cargo test --release --no-fail-fast --features tier2 $*"
+cargo test --release --no-fail-fast --features tier2 "$@"
 
 # The Debian package test (tests/package.sh) installs and purges the .deb built from the
 # release binary above: the whole run only (CI), as root; it says SKIPPED otherwise.

@@ -1,6 +1,8 @@
 //! The SMTP provider against a real SMTP server we did not write (aiosmtpd, started here as a
 //! subprocess), against tiny misbehaving fakes for the failure phases, and the message builder
 //! against 10,000+ hostile inputs checked with an independent MIME parser (mail-parser).
+// Some tests here need tools outside Rust (tier 1); without them their helpers go unused.
+#![cfg_attr(not(feature = "tier1"), allow(unused_imports, dead_code))]
 
 use crate::common;
 use sendonce::domain::address::Channel;
@@ -162,6 +164,7 @@ fn header_line<'a>(text: &'a str, name: &str) -> Option<&'a str> {
         .find(|l| l.starts_with(&format!("{name}: ")))
 }
 
+#[cfg(feature = "tier1")]
 #[tokio::test]
 async fn campaign_message_arrives_with_the_exact_headers() {
     let server = RealServer::start();
@@ -282,6 +285,7 @@ async fn campaign_message_arrives_with_the_exact_headers() {
     );
 }
 
+#[cfg(feature = "tier1")]
 #[tokio::test]
 async fn a_retry_carries_the_same_message_id_and_content() {
     let server = RealServer::start();
@@ -318,6 +322,7 @@ async fn a_retry_carries_the_same_message_id_and_content() {
     );
 }
 
+#[cfg(feature = "tier1")]
 #[tokio::test]
 async fn real_server_rejections_are_classified() {
     let server = RealServer::start();
@@ -350,6 +355,7 @@ async fn real_server_rejections_are_classified() {
     );
 }
 
+#[cfg(feature = "tier1")]
 #[tokio::test]
 async fn auth_with_the_password_from_the_environment() {
     let server = RealServer::start_with(
@@ -488,6 +494,7 @@ fn test_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     )
 }
 
+#[cfg(feature = "tier1")]
 #[tokio::test]
 async fn starttls_with_rustls_against_aiosmtpd() {
     let certs = tempfile::tempdir().unwrap();
@@ -1265,6 +1272,7 @@ fn boundary_lookalikes_in_the_bodies_forge_no_part() {
 // ---------------------------------------------------------------------------------------------
 // End to end: the CLI sends a campaign through aiosmtpd
 
+#[cfg(feature = "tier1")]
 #[test]
 fn cli_campaign_is_delivered_exactly_once_through_smtp() {
     let server = RealServer::start();

@@ -15,24 +15,28 @@ mod cli;
 mod config;
 mod content;
 // Damaged files (truncated, flipped bytes, a lost -wal): needs the `crash-points` feature.
-#[cfg(feature = "crash-points")]
+#[cfg(feature = "tier2")]
 mod damage;
 // Real processes killed at named crash points: only with the `crash-points` feature.
-#[cfg(feature = "crash-points")]
+#[cfg(feature = "tier2")]
 mod crash;
 mod dashboard;
 mod dashboard_audience;
 mod dashboard_campaigns;
 mod dashboard_isolation;
 mod dashboard_ops;
+#[cfg(feature = "tier1")]
 mod dashboard_tour;
 mod defects;
 mod fake_hostile;
+#[cfg(feature = "tier1")]
 mod fake_inbox_api;
+#[cfg(feature = "tier1")]
 mod fake_mailpit;
 mod fake_provider;
 // The fake provider's web inbox in headless Chromium.
 mod fake_smtp;
+#[cfg(feature = "tier1")]
 mod fake_web;
 mod file_modes;
 mod first_contact;
@@ -45,6 +49,7 @@ mod layers;
 mod ledger;
 mod limits;
 mod lists;
+#[cfg(feature = "tier1")]
 mod lock_loss;
 mod manual;
 mod migrate_store;
@@ -52,13 +57,15 @@ mod normalise;
 mod notify;
 mod ops_http;
 mod optin;
+#[cfg(feature = "tier1")]
 mod pg;
 // Power cuts on a FUSE filesystem that drops unsynced writes: needs the `crash-points` feature.
-#[cfg(feature = "crash-points")]
+#[cfg(feature = "tier2")]
 mod powerloss;
 mod providers_http;
 mod ratelimit;
 mod readme;
+#[cfg(feature = "tier1")]
 mod readme_examples;
 mod render_bounds;
 mod routing;
@@ -74,5 +81,5 @@ mod tokens;
 mod unsubscribe;
 mod upgrades;
 // The crash suite on PostgreSQL, workers in network namespaces: root and `crash-points`.
-#[cfg(feature = "crash-points")]
+#[cfg(feature = "tier2")]
 mod pg_crash;
