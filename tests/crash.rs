@@ -1,6 +1,6 @@
 //! The crash suite: real worker processes killed with SIGKILL at named crash points and at
 //! random moments, against a real fake-provider process; the checker counts lost, duplicated,
-//! unexpected and after-opt-out deliveries. Needs `--features crash-points`.
+//! unexpected and after-opt-out deliveries. Needs `--features tier2` (crash points).
 //!
 //! Sizes: `SENDONCE_CRASH_SIZE=ci` (default) or `soak` (longer). `SENDONCE_CRASH_SEED=N` replays
 //! a random run.

@@ -1,7 +1,7 @@
 //! Damaged files: a truncated database, flipped bytes in the pages of the send ledger, and a
 //! `-wal` deleted after a worker was killed with SIGKILL mid-run (a crash point). In each case
 //! `run` refuses to send with a clear message and a non-zero exit, the provider's log gains
-//! nothing, and `doctor` reports the damage with exit 1. Needs `--features crash-points`.
+//! nothing, and `doctor` reports the damage with exit 1. Needs `--features tier2` (crash points).
 
 use crate::common::{deliveries, Env, Run};
 use serde_json::Value;

@@ -217,3 +217,24 @@ fn only_the_worker_calls_providers() {
         );
     }
 }
+
+/// The stores lend their drivers' handles (`SqliteStore::raw_write`, `PgStore::run`) for
+/// statements outside the product: only the benchmarks take them (the limit loop, the original
+/// design's loop on tables of their own).
+#[test]
+fn only_the_benchmarks_borrow_a_stores_driver() {
+    for dir in [
+        "crates/domain/src",
+        "crates/core/src",
+        "crates/http/src",
+        "crates/fake/src",
+        "src",
+    ] {
+        let bad = offences(dir, &["raw_write(", "|pool|"]);
+        assert!(
+            bad.is_empty(),
+            "{dir} borrows a store's driver:\n{}",
+            bad.join("\n")
+        );
+    }
+}

@@ -6,7 +6,7 @@
 //! killed with SIGKILL at random, one host's link is cut and restored, PostgreSQL is restarted
 //! with `pg_ctl -m immediate`, recipients opt out through the CLI during the run; then
 //! `sendonce check` counts lost, duplicated, unexpected and after-opt-out deliveries as
-//! tests/crash.rs does. Needs root (`ip netns`), `--features crash-points` (it is part of the
+//! tests/crash.rs does. Needs root (`ip netns`), `--features tier2` (it is part of the
 //! crash suite), and PostgreSQL (tests/common/pg.rs). `SENDONCE_CRASH_SEED=N` replays a run.
 
 use crate::common::pg::PgCluster;

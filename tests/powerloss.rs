@@ -13,7 +13,7 @@
 //! `synchronous=NORMAL`) and requires the suite to catch it: duplicates, lost deliveries or
 //! the guard refusing a database that went back in time.
 //!
-//! Needs `--features crash-points` (the control's switch), `/dev/fuse`, `fusermount3`
+//! Needs `--features tier2` (crash points) (the control's switch), `/dev/fuse`, `fusermount3`
 //! (Debian's fuse3) and the `mfusepy` package (tests/run.sh brings both). Sizes:
 //! `SENDONCE_POWER_CUTS=N` cuts per test (default 100); `SENDONCE_POWER_SEED=N` replays one.
 

@@ -1,6 +1,6 @@
 //! The store's shape (issue 39), measured on the source: each operation written once (function
 //! names present in both `store/sqlite/` and `store/postgres/` stay within a small budget of
-//! genuinely per-backend code: opening, migrations, doctor, bench), neither backend imports the
+//! genuinely per-backend code: opening, migrations, doctor, plans), neither backend imports the
 //! other, and `crates/store/src` within its line budget. `cargo test --test integration store_shape --
 //! --nocapture` prints the figures.
 
@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 /// Issue 39's budget (22 today, from 185 before it).
 const MAX_TWINS: usize = 25;
 /// Lines of `crates/store/src` (every file, tests included). A ratchet at what the store has now
-/// (14,104 once driver errors went through `.db()`, from 18,834); issue 39's target, 9,000, is not
-/// met yet.
-const MAX_STORE_LINES: usize = 14_110;
+/// (13,645 once the bench-only store code moved to `sendonce-bench`, from 18,834); issue 39's
+/// target, 9,000, is not met yet.
+const MAX_STORE_LINES: usize = 13_650;
 
 fn store() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src")

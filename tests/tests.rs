@@ -1,8 +1,10 @@
 //! The one integration test binary (as ripgrep's `tests/tests.rs`): every file of `tests/` is a
 //! module of it, so the suite links the library and starts `cargo test` once, not once per
 //! file. Run one module with a filter: `tests/run.sh smtp::`, or
-//! `tests/run.sh --test integration crash::` (the crash suite needs `--features crash-points`,
-//! which `tests/run.sh` always passes).
+//! `tests/run.sh --test integration crash::`. Modules and tests that need tools outside Rust
+//! are compiled only with `--features tier1`, the crash, damage, power-loss and PostgreSQL-kill
+//! suites only with `--features tier2` (docs/testing.md: the tiers); `tests/run.sh` passes
+//! `tier2`.
 
 // Shared helpers: a temp dir with a database, the real binary, the fake provider process.
 mod common;

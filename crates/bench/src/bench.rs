@@ -3,14 +3,15 @@
 //! two-marker loop on the same table and index). Figures only; thresholds are read from the
 //! output (`targets`), never asserted here.
 
+use crate::limit::LimitLoop as _;
+use crate::seed::Bench as _;
 use sendonce_core::provider::{self, Provider};
 use sendonce_core::worker;
 use sendonce_domain::address::Channel;
 use sendonce_domain::error::{Error, Result};
 use sendonce_store::sqlite::{QueryPlan, SqliteStore};
 use sendonce_store::{
-    Audience, Bench, Campaigns, Ledger, Lists, NewCampaign, NewList, OpenOptions, OptIn,
-    Synchronous,
+    Audience, Campaigns, Ledger, Lists, NewCampaign, NewList, OpenOptions, OptIn, Synchronous,
 };
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read};
@@ -580,7 +581,7 @@ pub(crate) fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
 /// Claim a batch, confirm it, until a claim comes back empty; times the loop.
 fn two_marker_loop(
     opts: &Options,
-    claim: impl Fn(i64, i64, i64) -> Result<sendonce_store::sqlite::BareClaim>,
+    claim: impl Fn(i64, i64, i64) -> Result<crate::limit::BareClaim>,
     confirm: impl Fn(&[i64], i64, i64) -> Result<u64>,
 ) -> Result<Limit> {
     let lease_ms = LEASE.as_millis() as i64;

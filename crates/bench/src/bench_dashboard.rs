@@ -6,12 +6,14 @@
 //! a median over `SLOW_MS` is flagged, never asserted.
 
 use super::bench::{child_cmd, load_average, machine, setup_campaign_in_lists, Machine, Workspace};
+use crate::limit::LimitLoop as _;
+use crate::seed::Bench as _;
 use sendonce_core::app;
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::login::Password;
 use sendonce_domain::token::Scope;
 use sendonce_store::sqlite::SqliteStore;
-use sendonce_store::{Bench, Ledger, Lists, Outcome, Record, Store, Synchronous};
+use sendonce_store::{Ledger, Lists, Outcome, Record, Store, Synchronous};
 use serde::Serialize;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,12 @@
 //! rows and batch size, on the same server, in the same run. Rounds interleave the two, so a
 //! noisy neighbour slows both; the report gives medians.
 
+use crate::original::OriginalDesign as _;
+use crate::seed::Bench as _;
 use sendonce_domain::address::Channel;
 use sendonce_domain::error::{Error, Result};
 use sendonce_store::postgres::{PgPlan, PgStore};
-use sendonce_store::{Audience, Bench, Campaigns, Ledger, NewCampaign, OpenOptions};
+use sendonce_store::{Audience, Campaigns, Ledger, NewCampaign, OpenOptions};
 use serde::Serialize;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -151,7 +153,7 @@ fn pipeline(opts: &Options, workers: usize) -> Result<f64> {
 /// `workers` concurrent loops of the original design over its table; returns the seconds.
 fn original(store: &Arc<PgStore>, cid: i64, batch: usize, workers: usize) -> Result<(f64, u64)> {
     let t = Instant::now();
-    let done: Vec<Result<sendonce_store::postgres::OriginalLoop>> = std::thread::scope(|s| {
+    let done: Vec<Result<crate::original::OriginalLoop>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| s.spawn(|| store.bench_original_loop(cid, batch)))
             .collect();

@@ -6,3 +6,6 @@ pub mod bench_dashboard;
 pub mod bench_http;
 pub mod bench_pg;
 pub mod bench_throughput;
+pub mod limit;
+pub mod original;
+pub mod seed;

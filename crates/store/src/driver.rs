@@ -6,12 +6,12 @@ use sendonce_domain::error::{Error, Result};
 
 /// An error of a database driver, turned into the library's [`Error`] (busy, damaged,
 /// unavailable, ...).
-pub(crate) trait DriverError {
+pub trait DriverError {
     fn into_error(self) -> Error;
 }
 
 /// `.db()`: a driver's result as the library's.
-pub(crate) trait OrDb<T> {
+pub trait OrDb<T> {
     fn db(self) -> Result<T>;
 }
 

@@ -7,12 +7,11 @@ mod addresses;
 mod admin;
 mod audience;
 mod audit;
-mod bench;
 mod campaigns;
 pub mod copy;
 mod directory;
 pub mod doctor;
-mod driver;
+pub mod driver;
 mod ledger;
 mod lists;
 mod logins;
@@ -39,7 +38,6 @@ pub use admin::{
 };
 pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
-pub use bench::Bench;
 pub use campaigns::{
     AccountDoubtRow, Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow,
     ReportSearch, StatusCounts,
@@ -82,7 +80,6 @@ pub mod prelude {
     pub use super::Admin as _;
     pub use super::Audience as _;
     pub use super::Audit as _;
-    pub use super::Bench as _;
     pub use super::Campaigns as _;
     pub use super::Directory as _;
     pub use super::Installation as _;

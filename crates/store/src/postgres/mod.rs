@@ -51,12 +51,12 @@
 //! characters of it. So does the URL as shown.
 
 mod admin;
-mod bench;
 mod cleartext;
 pub(crate) mod dialect;
 pub(crate) mod doctor;
 mod ledger;
 mod migrate;
+mod plans;
 pub mod tx;
 // migrate-store's target (kept last: easy to merge).
 mod import;
@@ -69,8 +69,8 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use bench::{OriginalLoop, PgPlan};
 pub use migrate::SCHEMA_VERSION;
+pub use plans::PgPlan;
 // migrate-store's URL without its password.
 pub use import::without_password;
 
@@ -241,8 +241,10 @@ impl PgStore {
     }
 
     /// Run `f`'s future on the store's runtime and wait for it (the sync/async bridge: see the
-    /// module doc). Never panics, whatever thread calls it.
-    pub(crate) fn run<T, F, Fut>(&self, f: F) -> Result<T>
+    /// module doc). Never panics, whatever thread calls it. Outside the store only
+    /// `sendonce-bench` calls it, for the original design's loop on a table of its own
+    /// (`tests/layers.rs`).
+    pub fn run<T, F, Fut>(&self, f: F) -> Result<T>
     where
         F: FnOnce(deadpool_postgres::Pool) -> Fut,
         Fut: Future<Output = Result<T>> + Send + 'static,

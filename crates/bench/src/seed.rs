@@ -1,11 +1,10 @@
 //! What `sendonce bench` needs from a store beside the storage traits, written once over the
 //! seam: seeding synthetic subscribers, memberships and suppressions, and counting a
-//! campaign's sends. What only one backend measures stays with it: SQLite's limit loops, WAL
-//! checkpoints and `EXPLAIN QUERY PLAN` (`sqlite/bench.rs`); PostgreSQL's original
-//! at-most-once loop and `EXPLAIN` (`postgres/bench.rs`).
+//! campaign's sends. What only one backend runs is beside it: SQLite's limit loops
+//! (`limit.rs`), PostgreSQL's original at-most-once loop (`original.rs`).
 
-use crate::sql::{args, Db};
 use sendonce_domain::error::{Error, Result};
+use sendonce_store::sql::{args, Db};
 
 /// Subscribers (or subscriber ids) inserted per seeding transaction (keeps SQLite's WAL small
 /// while seeding).

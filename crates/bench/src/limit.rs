@@ -1,11 +1,12 @@
-//! What only SQLite's `sendonce bench` measures (the seeding and counting both stores share are
-//! `store/bench.rs`): the bare two-marker loop that measures what SQLite itself can do on this
-//! machine (the "limit"), WAL checkpoints and the query plans of the hot queries.
+//! The limit loop of `sendonce bench`: the bare two markers (a lease, a fenced confirmation)
+//! on the real `sends` table and on a minimal row of its own, which measure what SQLite itself
+//! can do on this machine. Statements outside the product, run through the SQLite store's raw
+//! transaction (`SqliteStore::raw_write`), which nothing else calls.
 
-use super::SqliteStore;
-use crate::driver::OrDb as _;
 use rusqlite::named_params;
 use sendonce_domain::error::Result;
+use sendonce_store::driver::OrDb as _;
+use sendonce_store::sqlite::SqliteStore;
 
 /// One bare claim of the limit loop: ids and fence tokens of the rows leased.
 #[derive(Debug, Default)]
@@ -13,75 +14,39 @@ pub struct BareClaim {
     pub ids: Vec<i64>,
 }
 
-/// A hot statement of the send path and SQLite's plan for it (`EXPLAIN QUERY PLAN`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct QueryPlan {
-    pub name: &'static str,
-    /// The plan's lines, each indented two spaces per level below the top.
-    pub plan: Vec<String>,
-}
-
-impl QueryPlan {
-    /// A line that reads a whole table (not an index range, not a rowid range, not a virtual
-    /// table such as `json_each`, not the rows of a bounded subquery): on a ledger of millions
-    /// of rows, a bug.
-    pub fn full_scans(&self) -> Vec<&str> {
-        // A subquery SQLite runs as a co-routine is read back as `SCAN <its alias>`: its rows,
-        // not a table's.
-        let coroutines: Vec<&str> = self
-            .plan
-            .iter()
-            .filter_map(|l| l.trim().strip_prefix("CO-ROUTINE "))
-            .collect();
-        self.plan
-            .iter()
-            .map(|l| l.trim())
-            .filter(|l| {
-                l.starts_with("SCAN ")
-                    && !l.contains("VIRTUAL TABLE")
-                    && !l.starts_with("SCAN (subquery")
-                    && !coroutines.iter().any(|c| l[5..] == **c)
-            })
-            .collect()
-    }
-}
-
-impl SqliteStore {
-    /// The plan of every statement of the send path (claim, dispatch, record, list building,
-    /// completion, status), with every parameter bound to NULL.
-    pub fn hot_query_plans(&self) -> Result<Vec<QueryPlan>> {
-        self.read(|c| {
-            let mut out = Vec::new();
-            let all = super::ledger::hot_queries()
-                .into_iter()
-                .chain(super::webhooks::hot_queries());
-            for (name, sql) in all {
-                let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).db()?;
-                for i in 1..=st.parameter_count() {
-                    st.raw_bind_parameter(i, rusqlite::types::Null).db()?;
-                }
-                let mut rows = st.raw_query();
-                let mut depth: Vec<(i64, usize)> = Vec::new(); // (node id, level)
-                let mut plan = Vec::new();
-                while let Some(r) = rows.next().db()? {
-                    let (id, parent, detail): (i64, i64, String) =
-                        (r.get(0).db()?, r.get(1).db()?, r.get(3).db()?);
-                    let level = depth
-                        .iter()
-                        .find(|(n, _)| *n == parent)
-                        .map_or(0, |(_, l)| l + 1);
-                    depth.push((id, level));
-                    plan.push(format!("{}{detail}", "  ".repeat(level)));
-                }
-                out.push(QueryPlan { name, plan });
-            }
-            Ok(out)
-        })
-    }
-
+/// The limit loop's statements on a SQLite store.
+pub trait LimitLoop {
     /// The limit loop's first marker: lease up to `batch` due rows in one statement (the same
     /// partial-index range scan as the real claim, no suppression check, no doubt handling).
-    pub fn bench_bare_claim(
+    fn bench_bare_claim(
+        &self,
+        campaign_id: i64,
+        batch: usize,
+        token: i64,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<BareClaim>;
+    /// The limit loop's second marker: the fenced confirmation of every row, one commit.
+    /// Returns how many rows the fence let through.
+    fn bench_bare_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64>;
+    /// The minimal-row arm's table: the two markers' columns and nothing else (9 columns, one
+    /// partial claim index, no unique keys, no payload, no counters), with `n` queued rows of
+    /// campaign 1. Made only in the bench's own scratch file.
+    fn bench_minimal_seed(&self, n: u64) -> Result<()>;
+    /// [`LimitLoop::bench_bare_claim`] on the minimal row.
+    fn bench_minimal_claim(
+        &self,
+        batch: usize,
+        token: i64,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<BareClaim>;
+    /// [`LimitLoop::bench_bare_confirm`] on the minimal row.
+    fn bench_minimal_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64>;
+}
+
+impl LimitLoop for SqliteStore {
+    fn bench_bare_claim(
         &self,
         campaign_id: i64,
         batch: usize,
@@ -89,7 +54,7 @@ impl SqliteStore {
         now: i64,
         lease_ms: i64,
     ) -> Result<BareClaim> {
-        self.write(|tx| {
+        self.raw_write(|tx| {
             let mut st = tx
                 .prepare_cached(
                     "UPDATE sends SET status = 'leased', lease_token = :token, visible_at = :until,
@@ -116,10 +81,8 @@ impl SqliteStore {
         })
     }
 
-    /// The limit loop's second marker: the fenced confirmation of every row, one commit.
-    /// Returns how many rows the fence let through.
-    pub fn bench_bare_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64> {
-        self.write(|tx| {
+    fn bench_bare_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64> {
+        self.raw_write(|tx| {
             let mut st = tx
                 .prepare_cached(
                     "UPDATE sends SET status = 'sent', provider_message_id = :provider_id,
@@ -132,11 +95,8 @@ impl SqliteStore {
         })
     }
 
-    /// The minimal-row arm's table: the two markers' columns and nothing else (9 columns, one
-    /// partial claim index, no unique keys, no payload, no counters), with `n` queued rows of
-    /// campaign 1. Made only in the bench's own scratch file.
-    pub fn bench_minimal_seed(&self, n: u64) -> Result<()> {
-        self.write(|tx| {
+    fn bench_minimal_seed(&self, n: u64) -> Result<()> {
+        self.raw_write(|tx| {
             tx.execute_batch(
                 "CREATE TABLE bench_minimal (
                      id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL,
@@ -158,15 +118,14 @@ impl SqliteStore {
         })
     }
 
-    /// [`Self::bench_bare_claim`] on the minimal row.
-    pub fn bench_minimal_claim(
+    fn bench_minimal_claim(
         &self,
         batch: usize,
         token: i64,
         now: i64,
         lease_ms: i64,
     ) -> Result<BareClaim> {
-        self.write(|tx| {
+        self.raw_write(|tx| {
             let mut st = tx
                 .prepare_cached(
                     "UPDATE bench_minimal SET status = 'leased', lease_token = :token,
@@ -190,9 +149,8 @@ impl SqliteStore {
         })
     }
 
-    /// [`Self::bench_bare_confirm`] on the minimal row.
-    pub fn bench_minimal_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64> {
-        self.write(|tx| {
+    fn bench_minimal_confirm(&self, ids: &[i64], token: i64, now: i64) -> Result<u64> {
+        self.raw_write(|tx| {
             let mut st = tx
                 .prepare_cached(
                     "UPDATE bench_minimal SET status = 'sent', provider_message_id = :provider_id,
@@ -202,14 +160,6 @@ impl SqliteStore {
                 .db()?;
             confirm_each(&mut st, ids, token, now)
         })
-    }
-
-    /// `PRAGMA wal_checkpoint(TRUNCATE)`: copy the WAL into the database and empty it.
-    pub fn checkpoint_truncate(&self) -> Result<()> {
-        let c = self.conn()?;
-        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .db()?;
-        Ok(())
     }
 }
 
