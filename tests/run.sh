@@ -2,8 +2,8 @@
 # The test command (README "Testing", and what .ci/run calls): brings what the tests need, then
 # runs every test, crash suite included. The integration tests are one binary, `integration`
 # (tests/tests.rs), whose modules are the files of tests/. Extra arguments go to cargo test, e.g.
-#   tests/run.sh --test integration smtp::          # one module (tests/smtp.rs)
-#   tests/run.sh --test integration crash:: -- --nocapture
+#   tests/run.sh --test integration smtp::          # one module (tests/core/smtp.rs)
+#   tests/run.sh --test integration crash::workers:: -- --nocapture
 #   tests/run.sh smtp::                             # a filter over every binary, unit tests too
 # What it brings:
 #   - a Python virtual environment at ${CARGO_TARGET_DIR:-target}/test-venv with the pinned
@@ -12,10 +12,10 @@
 #   - the mailpit-api npm client in tests/support/mailpit/node_modules (npm ci from the
 #     committed lock, only when the lock or node changed; node and npm must be on PATH);
 #   - the openssl CLI (the SMTP tests make a throwaway CA), with apt-get when run as root;
-#   - Debian's chromium at /usr/bin/chromium (tests/unsubscribe.rs drives it with Playwright
+#   - Debian's chromium at /usr/bin/chromium (tests/http/unsubscribe.rs drives it with Playwright
 #     for Python, tests/support/browser.py), with apt-get when run as root;
-#   - Debian's swaks (tests/fake_smtp.rs sends through it), with apt-get when run as root;
-#   - Debian's fuse3 (fusermount3, libfuse3: tests/powerloss.rs mounts a FUSE filesystem that
+#   - Debian's swaks (tests/fake/fake_smtp.rs sends through it), with apt-get when run as root;
+#   - Debian's fuse3 (fusermount3, libfuse3: tests/crash/powerloss.rs mounts a FUSE filesystem that
 #     drops unsynced writes, tests/support/powercut.py), with apt-get when run as root;
 #   - Debian's PostgreSQL server (initdb, pg_ctl under /usr/lib/postgresql/*/bin: the
 #     PostgreSQL store's tests start throwaway clusters, tests/common/pg.rs), with apt-get when
@@ -103,7 +103,7 @@ fi
   exit 1
 }
 
-# -- node and the mailpit-api npm client (tests/fake_mailpit.rs runs it, tests/support/mailpit):
+# -- node and the mailpit-api npm client (tests/fake/fake_mailpit.rs runs it, tests/support/mailpit):
 # `npm ci` from the committed lock, only when the lock or node changed since the last run.
 mailpit_dir=tests/support/mailpit
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
@@ -144,7 +144,7 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
-# -- swaks (tests/fake_smtp.rs: an SMTP client we did not write, against the fake provider)
+# -- swaks (tests/fake/fake_smtp.rs: an SMTP client we did not write, against the fake provider)
 if ! command -v swaks >/dev/null 2>&1; then
   if as_root; then
     apt_install swaks
@@ -164,7 +164,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   fi
 fi
 
-# -- fuse3 (fusermount3 and libfuse3: tests/powerloss.rs mounts tests/support/powercut.py)
+# -- fuse3 (fusermount3 and libfuse3: tests/crash/powerloss.rs mounts tests/support/powercut.py)
 if ! command -v fusermount3 >/dev/null 2>&1 || ! ls /lib/*/libfuse3.so.3 /usr/lib/*/libfuse3.so.3 2>/dev/null | grep -q .; then
   if as_root; then
     apt_install fuse3
@@ -178,7 +178,7 @@ if [ ! -c /dev/fuse ]; then
   exit 1
 fi
 
-# -- iproute2 (`ip netns`: tests/pg_crash.rs runs workers on simulated hosts; root only)
+# -- iproute2 (`ip netns`: tests/crash/pg_crash.rs runs workers on simulated hosts; root only)
 if ! command -v ip >/dev/null 2>&1 && as_root; then
   apt_install iproute2
 fi

@@ -423,7 +423,7 @@ async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// `sendonce serve` as a real process, and an HTTP client for it (tests/serve.rs, api.rs,
+// `sendonce serve` as a real process, and an HTTP client for it (tests/http/serve.rs, api.rs,
 // ops_http.rs).
 
 /// A running `sendonce serve`; SIGKILLed on drop unless it was stopped.

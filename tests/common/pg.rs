@@ -10,7 +10,7 @@
 //! each caller getting its own database from `fresh_url()`; `PgCluster::start()` is a cluster
 //! of one's own, for tests that stop or restart the server; `PgCluster::start_with` one run
 //! inside a network namespace, listening on a TCP address there too, with extra pg_hba lines
-//! (tests/pg_crash.rs).
+//! (tests/crash/pg_crash.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

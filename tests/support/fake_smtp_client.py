@@ -1,4 +1,4 @@
-"""An independent SMTP client for tests/fake_smtp.rs: Python's smtplib sends one message to the
+"""An independent SMTP client for tests/fake/fake_smtp.rs: Python's smtplib sends one message to the
 fake provider's SMTP listener and prints, as one JSON line, the exact bytes it sent (base64,
 after smtplib's dot-stuffing is reversed: the message as built), the replies it got, and the
 message as Python's own `email` package parses it.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A FUSE filesystem that loses what was not fsynced when the power is cut (tests/powerloss.rs).
+"""A FUSE filesystem that loses what was not fsynced when the power is cut (tests/crash/powerloss.rs).
 
     powercut.py MOUNTPOINT DISK_DIR --seed N
 

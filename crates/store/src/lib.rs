@@ -1,7 +1,7 @@
 //! The store: the concern traits (each written once over the seam of `sql.rs`, in its own file),
 //! their input and row types, [`Store`] (the SQLite or PostgreSQL backend the commands hold) and
 //! [`open`], which picks the backend from a [`Target`] parsed once. Both backends pass
-//! `tests/store_contract.rs`.
+//! `tests/store/store_contract.rs`.
 
 mod addresses;
 mod admin;

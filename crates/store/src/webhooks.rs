@@ -388,7 +388,7 @@ impl<S: Db> Webhooks for S {
 }
 
 /// Statements of this module whose plans `SqliteStore::hot_query_plans` reports
-/// (tests/ledger.rs), as SQLite runs them.
+/// (tests/store/ledger.rs), as SQLite runs them.
 pub(crate) fn hot_queries() -> Vec<(&'static str, String)> {
     [
         ("webhook: find event", FIND_EVENT),

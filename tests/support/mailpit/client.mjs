@@ -1,5 +1,5 @@
 // The mailpit-api npm client (written by others, pinned in package.json) run against a server
-// that claims Mailpit's API: tests/fake_mailpit.rs points it at `sendonce fake-provider`.
+// that claims Mailpit's API: tests/fake/fake_mailpit.rs points it at `sendonce fake-provider`.
 // Usage: node client.mjs BASE_URL < plan.json
 // plan: {"searches": ["to:kim", ...], "wait": "subject:x", "delete": ["ID", ...]}
 // Prints one JSON object: every answer the client returned, or {"error": message} where it threw.

@@ -433,7 +433,7 @@ fn send(req: &Request, plan: &Plan, rt: &tokio::runtime::Runtime) -> Result<Vec<
             addrs,
         )?;
     }
-    // Power-loss suite only (tests/powerloss.rs): a short lease, so that a retry after a cut
+    // Power-loss suite only (tests/crash/powerloss.rs): a short lease, so that a retry after a cut
     // mid-call does not wait 30 s to find the row in doubt.
     #[cfg(feature = "crash-points")]
     let lease = std::env::var("SENDONCE_TEST_NOTIFY_LEASE_MS")

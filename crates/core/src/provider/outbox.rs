@@ -198,7 +198,7 @@ impl Writer {
         self.file
             .write_all(&bytes)
             .map_err(|e| Error::io(&ctx(), e))?;
-        // Power-loss suite only (tests/powerloss.rs): its control drops this fsync, to show
+        // Power-loss suite only (tests/crash/powerloss.rs): its control drops this fsync, to show
         // that the suite catches a delivery acknowledged before it was durable.
         #[cfg(feature = "crash-points")]
         let skip = std::env::var_os("SENDONCE_TEST_OUTBOX_NO_FSYNC").is_some();

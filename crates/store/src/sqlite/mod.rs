@@ -208,7 +208,7 @@ fn identify(conn: &Connection, path: &Path) -> Result<Identity> {
 fn configure(conn: &Connection, sync: Option<Synchronous>, busy: Duration) -> rusqlite::Result<()> {
     conn.busy_timeout(busy)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    // Power-loss suite only (tests/powerloss.rs): its control run weakens every writing
+    // Power-loss suite only (tests/crash/powerloss.rs): its control run weakens every writing
     // connection to NORMAL, to show that the suite catches what FULL prevents.
     #[cfg(feature = "crash-points")]
     let sync = match (sync, std::env::var("SENDONCE_TEST_SYNC").as_deref()) {

@@ -66,7 +66,7 @@ fn substitute(path: &str, ids: &Ids) -> String {
                     .unwrap_or_else(|| {
                         panic!(
                             "route {path}: unknown path parameter {{{name}}}; add a substitution \
-                         for it to tests/dashboard_isolation.rs (Ids)"
+                         for it to tests/http/dashboard_isolation.rs (Ids)"
                         )
                     })
                     .to_string(),

@@ -254,7 +254,7 @@ fn every_command_block_is_run_or_says_why_not() {
                     let test = if let Some(t) = m.strip_prefix("run:") {
                         t.trim().to_string()
                     } else {
-                        "tests/readme_examples.rs".to_string()
+                        "tests/docs/readme_examples.rs".to_string()
                     };
                     let body = std::fs::read_to_string(root().join(&test))
                         .unwrap_or_else(|_| panic!("{here}: {test} does not exist"));

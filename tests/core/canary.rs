@@ -7,7 +7,7 @@
 //! stderr, the database and its -wal/-shm, the outbox, the fake provider's delivery and request
 //! logs. The runs must also have met the failures (rows failed or in doubt with the expected
 //! error, stderr naming a 401 and a refused connection), so the test cannot pass by doing
-//! nothing. tests/secrets.rs drives servers that echo the credentials back; this one is about
+//! nothing. tests/core/secrets.rs drives servers that echo the credentials back; this one is about
 //! breadth: every variable, every failure, every log format, at the most verbose level.
 
 use crate::common::{self, Env, Fake, Run};

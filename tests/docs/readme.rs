@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// A Quick start line ending with this comment is not run (installing is the test's own job).
-const SKIP_MARKER: &str = "# not run by tests/readme.rs";
+const SKIP_MARKER: &str = "# not run by tests/docs/readme.rs";
 
 fn readme() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");

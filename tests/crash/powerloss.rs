@@ -18,7 +18,7 @@
 //! `SENDONCE_POWER_CUTS=N` cuts per test (default 100); `SENDONCE_POWER_SEED=N` replays one.
 
 use crate::common::{Env, Fake, BIN};
-use crate::crash::{assert_pass, check, killed, start_fake, template, webhook_spec, Rng};
+use crate::crash::workers::{assert_pass, check, killed, start_fake, template, webhook_spec, Rng};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -212,7 +212,7 @@ fn sendonce(db: &Path, weak: Weakness) -> Command {
 }
 
 fn worker(db: &Path, spec: &str, name: &str, weak: Weakness) -> Command {
-    let mut c = crate::crash::worker_cmd(db, spec, name, &WORKER_ARGS);
+    let mut c = crate::crash::workers::worker_cmd(db, spec, name, &WORKER_ARGS);
     weak.apply(&mut c);
     c
 }
@@ -478,7 +478,7 @@ impl std::fmt::Debug for Summary<'_> {
 
 /// Rows in doubt whose job the remote provider never received a request for.
 fn never_called(db: &Path, cid: &str, request_log: &Path) -> u64 {
-    let requests = crate::crash::requests(request_log);
+    let requests = crate::crash::workers::requests(request_log);
     let c = rusqlite::Connection::open(db).unwrap();
     let mut st = c
         .prepare("SELECT job_id FROM sends WHERE campaign_id = ?1 AND status = 'in_doubt'")

@@ -6,7 +6,7 @@
 //! killed with SIGKILL at random, one host's link is cut and restored, PostgreSQL is restarted
 //! with `pg_ctl -m immediate`, recipients opt out through the CLI during the run; then
 //! `sendonce check` counts lost, duplicated, unexpected and after-opt-out deliveries as
-//! tests/crash.rs does. Needs root (`ip netns`), `--features tier2` (it is part of the
+//! tests/crash/workers.rs does. Needs root (`ip netns`), `--features tier2` (it is part of the
 //! crash suite), and PostgreSQL (tests/common/pg.rs). `SENDONCE_CRASH_SEED=N` replays a run.
 
 use crate::common::pg::PgCluster;
@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// splitmix64, as tests/crash.rs.
+/// splitmix64, as tests/crash/workers.rs.
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -759,7 +759,7 @@ fn run_scenario(sc: Scenario) {
     // In doubt because a lease expired after dispatch: only rows held by a worker that was
     // killed or cut (`died` holds only workers of the cut host: a restart stops none). A row a live worker parked itself (its
     // call timed out on a loaded machine) is in doubt for its own, honest reason, as in
-    // tests/crash.rs: listed, and few.
+    // tests/crash/workers.rs: listed, and few.
     let in_doubt = doc["in_doubt"].as_u64().unwrap();
     let owners = cluster.psql(
         "crash",

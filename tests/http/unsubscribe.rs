@@ -11,7 +11,7 @@
 use crate::common::{
     self, assert_png, browser, client, rt, Env, Fake, Server, TEST_UNSUBSCRIBE_SECRET,
 };
-use crate::smtp::RealServer;
+use crate::core::smtp::RealServer;
 use sendonce::domain::address::Channel;
 use sendonce::domain::links::{Keys, Purpose, Secret, Target};
 use serde_json::Value;

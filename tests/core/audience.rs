@@ -11,7 +11,7 @@
 #![cfg_attr(not(feature = "tier1"), allow(unused_imports, dead_code))]
 
 use crate::common::Env;
-use crate::smtp::RealServer;
+use crate::core::smtp::RealServer;
 use mail_parser::{MessageParser, MimeHeaders};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};

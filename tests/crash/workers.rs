@@ -690,7 +690,7 @@ fn random_kills_over_smtp_to_the_fake_lose_nothing() {
     let env = Env::new();
     let n = 400;
     let cid = template(&env, n);
-    let fake = crate::fake_smtp::SmtpFake::start(
+    let fake = crate::fake::fake_smtp::SmtpFake::start(
         &[
             "--smtp-chaos",
             "drop-after-accept=0.05",
@@ -1052,9 +1052,9 @@ fn callback_case(
 ) {
     let env = Env::new();
     copy_db(&base.db, &env.db);
-    let server = crate::hooks::setup_existing(&env);
+    let server = crate::http::hooks::setup_existing(&env);
     let (mut fake, fake_base) =
-        crate::hooks::fake_with_callbacks(&env, &server, &["--no-idempotent"]);
+        crate::http::hooks::fake_with_callbacks(&env, &server, &["--no-idempotent"]);
     let spec = format!("webhook:{fake_base}/send#timeout=5s");
     let st = worker_cmd(&env.db, &spec, "victim", worker_args)
         .env("SENDONCE_CRASH_AT", format!("{point}:{k}"))

@@ -923,7 +923,7 @@ fn smtp_refused_timeout_and_tls_failure() {
     assert!(error.contains("gave up"), "{error}");
 }
 
-/// A real SMTP server we did not write (aiosmtpd, as in tests/smtp.rs): a wrong password
+/// A real SMTP server we did not write (aiosmtpd, as in tests/core/smtp.rs): a wrong password
 /// (its own 535), and STARTTLS with a certificate the client does not trust.
 #[cfg(feature = "tier1")]
 #[test]

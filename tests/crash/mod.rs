@@ -1,0 +1,7 @@
+//! Tier 2 (`--features tier2`): real processes killed at named crash points (`workers`), damaged
+//! files, power cuts, PostgreSQL hosts killed and cut.
+
+pub(crate) mod damage;
+pub(crate) mod pg_crash;
+pub(crate) mod powerloss;
+pub(crate) mod workers;

@@ -1,0 +1,17 @@
+//! `sendonce serve` (`crates/http`): the API, floods, the dashboard, provider webhooks, operations,
+//! opt-in and unsubscribe pages.
+
+pub(crate) mod api;
+pub(crate) mod dashboard;
+pub(crate) mod dashboard_audience;
+pub(crate) mod dashboard_campaigns;
+pub(crate) mod dashboard_isolation;
+pub(crate) mod dashboard_ops;
+#[cfg(feature = "tier1")]
+pub(crate) mod dashboard_tour;
+pub(crate) mod hooks;
+pub(crate) mod ops_http;
+pub(crate) mod optin;
+pub(crate) mod serve;
+pub(crate) mod serve_flood;
+pub(crate) mod unsubscribe;
