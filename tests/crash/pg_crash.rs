@@ -259,19 +259,34 @@ struct Scenario {
     cut: bool,
 }
 
-fn run_scenario(sc: Scenario) {
-    let seed: u64 = std::env::var("SENDONCE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| sendonce::domain::clock::now_ms() as u64);
-    let mut rng = Rng(seed ^ sc.idempotent as u64);
+/// What a scenario sets up before its workers start: the simulated hosts, a cluster reached by
+/// password over TCP, an approved campaign, the fake provider. Fields drop in order: the
+/// provider, then the cluster, then the network, then the directory.
+struct Stage {
+    what: String,
+    seed: u64,
+    fake: Fake,
+    cluster: PgCluster,
+    net: Net,
+    dir: tempfile::TempDir,
+    password: String,
+    /// The database through the cluster's socket (setup and checks).
+    local: String,
+    /// The database over TCP with the password (every host).
+    remote: String,
+    cid: String,
+    /// The workers' `--provider`.
+    spec: String,
+}
+
+/// Phase 1: network, cluster, `init` over TCP, subscribers, an approved campaign, the provider.
+fn stage(sc: &Scenario, rng: &mut Rng, seed: u64) -> Stage {
     let what = format!(
         "{} seed {seed} (replay: SENDONCE_CRASH_SEED={seed})",
         sc.tag
     );
     println!("{what}");
     let dir = tempfile::tempdir().expect("tempdir");
-    // Declared first, dropped last: after workers, provider and cluster are gone.
     let net = Net::new(sc.tag);
     let password = format!("pw{:016x}", rng.next());
     let subnet = format!("{}.0/24", net.subnet);
@@ -291,9 +306,42 @@ fn run_scenario(sc: Scenario) {
         net.db_addr(),
         cluster.port()
     );
+    init_over_tcp(&net, &remote, &password, &what);
+    let cid = approved_campaign(&local, dir.path(), sc.recipients);
+    let log = dir.path().join("deliveries.jsonl");
+    let fake = start_fake(
+        &net,
+        &log,
+        sc.idempotent,
+        &[
+            "--latency",
+            "50ms..250ms",
+            "--fail-rate",
+            "0.01",
+            "--seed",
+            &seed.to_string(),
+        ],
+    );
+    let window = if sc.idempotent { "&key_window=24h" } else { "" };
+    let spec = format!("webhook:{}/send#timeout=10s{window}", fake.base());
+    Stage {
+        what,
+        seed,
+        fake,
+        cluster,
+        net,
+        dir,
+        password,
+        local,
+        remote,
+        cid,
+        spec,
+    }
+}
 
-    // `init` from a host, over TCP with the password; the rest through the socket.
-    let out = in_ns(&net.host(0), &remote)
+/// `init` from host 0, over TCP with the password, which it must not show.
+fn init_over_tcp(net: &Net, remote: &str, password: &str, what: &str) {
+    let out = in_ns(&net.host(0), remote)
         .args(["--json", "init"])
         .output()
         .expect("sendonce init on host 0");
@@ -307,18 +355,23 @@ fn run_scenario(sc: Scenario) {
         "{what}: init over TCP failed: {shown}"
     );
     assert!(
-        !shown.contains(&password),
+        !shown.contains(password),
         "{what}: init shows the password: {shown}"
     );
-    let acct = local_ok(&local, &["account", "add", "acme"]);
+}
+
+/// An account, `recipients` subscribers and an approved email campaign to them, through the
+/// socket; the campaign's id.
+fn approved_campaign(local: &str, dir: &Path, recipients: usize) -> String {
+    let acct = local_ok(local, &["account", "add", "acme"]);
     let mut csv = String::from("email,name\n");
-    for i in 0..sc.recipients {
+    for i in 0..recipients {
         csv.push_str(&format!("user{i}@example.com,User {i}\n"));
     }
-    let subs = dir.path().join("subs.csv");
+    let subs = dir.join("subs.csv");
     std::fs::write(&subs, csv).unwrap();
     local_ok(
-        &local,
+        local,
         &[
             "subscriber",
             "import",
@@ -327,10 +380,10 @@ fn run_scenario(sc: Scenario) {
             subs.to_str().unwrap(),
         ],
     );
-    let body = dir.path().join("body.txt");
+    let body = dir.join("body.txt");
     std::fs::write(&body, "Hello {{ name }}\n").unwrap();
     let cid = local_ok(
-        &local,
+        local,
         &[
             "campaign",
             "create",
@@ -348,342 +401,21 @@ fn run_scenario(sc: Scenario) {
             body.to_str().unwrap(),
         ],
     );
-    local_ok(&local, &["campaign", "approve", &cid]);
+    local_ok(local, &["campaign", "approve", &cid]);
+    cid
+}
 
-    let log = dir.path().join("deliveries.jsonl");
-    let fake = start_fake(
-        &net,
-        &log,
-        sc.idempotent,
-        &[
-            "--latency",
-            "50ms..250ms",
-            "--fail-rate",
-            "0.01",
-            "--seed",
-            &seed.to_string(),
-        ],
-    );
-    let window = if sc.idempotent { "&key_window=24h" } else { "" };
-    let spec = format!("webhook:{}/send#timeout=10s{window}", fake.base());
-
-    let mut workers = Workers::default();
-    let mut serial = 0u64;
-    let spawn = |workers: &mut Workers, serial: &mut u64, host: usize, protected: bool| {
-        *serial += 1;
-        let name = format!("h{host}-w{serial}");
-        let out = dir.path().join(format!("{name}.out"));
-        let err = dir.path().join(format!("{name}.err"));
-        let child = in_ns(&net.host(host), &remote)
-            .args([
-                "--json",
-                "run",
-                "--once",
-                "--provider",
-                spec.as_str(),
-                "--worker-id",
-                name.as_str(),
-            ])
-            .args([
-                "--lease",
-                LEASE,
-                "--batch",
-                "8",
-                "--concurrency",
-                CONCURRENCY,
-            ])
-            .args([
-                "--tick",
-                "50ms",
-                "--retry-base",
-                "20ms",
-                "--max-attempts",
-                "20",
-            ])
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("spawn a worker with ip netns exec");
-        // The password is in the environment, never in argv (`ps` shows argv).
-        let argv = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
-        assert!(
-            !String::from_utf8_lossy(&argv).contains(&password),
-            "the password is in a worker's argv"
-        );
-        workers.0.push(Slot {
-            host,
-            name,
-            child,
-            out,
-            err,
-            protected,
-            exited: None,
-        });
-    };
-    for h in 0..HOSTS {
-        for _ in 0..sc.per_host[h] {
-            let protected = sc.cut && h == 2;
-            spawn(&mut workers, &mut serial, h, protected);
-        }
-    }
-    let cut_host = 2;
-    // The worker on the cut host when the link goes down.
-    let mut cut_worker: Option<String> = None;
-
-    // Opt-outs through the CLI on hosts 0 and 1, over the run.
-    let stop = Arc::new(AtomicBool::new(false));
-    let _stop_guard = StopOnDrop(stop.clone());
-    let optouts_done = Arc::new(AtomicU64::new(0));
-    let optouts = {
-        let (stop, done) = (stop.clone(), optouts_done.clone());
-        let (net_hosts, remote, password) =
-            ([net.host(0), net.host(1)], remote.clone(), password.clone());
-        let (recipients, mut r) = (sc.recipients as u64, Rng(seed.wrapping_mul(31)));
-        std::thread::spawn(move || {
-            let mut leaks = Vec::new();
-            for i in 0..150 {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let addr = format!("user{}@example.com", r.below(recipients));
-                let out = in_ns(&net_hosts[i % 2], &remote)
-                    .args([
-                        "-q",
-                        "suppress",
-                        "add",
-                        "--account",
-                        "1",
-                        "--channel",
-                        "email",
-                    ])
-                    .arg(&addr)
-                    .output();
-                if let Ok(out) = out {
-                    let text = format!(
-                        "{}{}",
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                    if text.contains(&password) {
-                        leaks.push(text);
-                    }
-                    if out.status.success() {
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(60 + r.below(120)));
-            }
-            leaks
-        })
-    };
-
-    // The run: kills, the cut, the restart; until a worker finishes on its own.
-    let started = Instant::now();
-    let secs = || started.elapsed().as_secs_f64();
-    let mut schedule: Vec<String> = Vec::new();
-    let mut killed_names: BTreeSet<String> = BTreeSet::new();
-    // Workers that exited with an error (only on the cut host, while cut off or just after):
-    // name -> the end of their stderr.
-    let mut died: BTreeMap<String, String> = BTreeMap::new();
-    let cut_after = 2.0 + rng.below(2000) as f64 / 1000.0;
-    let mut cut_at = Duration::ZERO;
-    let mut taken_over = 0u64;
-    let restart_at = 5.0 + rng.below(2000) as f64 / 1000.0;
-    let mut cut_state = 0; // 0 before, 1 cut, 2 restored
-    let mut restored_at = None;
-    let mut restarted = false;
-    let mut restart_window: Option<(f64, f64)> = None;
-    let mut next_kill = Duration::from_millis(1500 + rng.below(1500));
-    let mut done = false;
-    let deadline = Duration::from_secs(150);
-    while !done {
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(
-            started.elapsed() < deadline,
-            "{what}: the campaign was not done after {deadline:?}\n{}",
-            schedule.join("\n")
-        );
-        // Reap exits.
-        let mut respawn = Vec::new();
-        for s in workers.0.iter_mut().filter(|s| s.exited.is_none()) {
-            let Some(st) = s.child.try_wait().unwrap() else {
-                continue;
-            };
-            s.exited = Some(st);
-            match st.code() {
-                Some(0) | Some(3) => {
-                    schedule.push(format!("{:.2}s {} finished ({st})", secs(), s.name));
-                    done = true;
-                }
-                _ => {
-                    let err = read(&s.err);
-                    let tail: String = err.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
-                    // A PostgreSQL restart ends no worker: each waits the database out and
-                    // makes the same call again (worker::engine::blocking).
-                    // A worker on the cut host may fail to reach the database while it is cut
-                    // off (a new connection times out), or just after.
-                    let in_cut = sc.cut
-                        && s.host == cut_host
-                        && (cut_state == 1 || restored_at.is_some_and(|t| secs() <= t + 20.0));
-                    assert!(
-                        in_cut,
-                        "{what}: worker {} exited {st} (a restart of PostgreSQL must not stop \
-                         a worker): {err}",
-                        s.name
-                    );
-                    schedule.push(format!("{:.2}s {} died ({st}): {tail}", secs(), s.name));
-                    died.insert(s.name.clone(), tail);
-                    respawn.push((s.host, s.protected));
-                }
-            }
-        }
-        if done {
-            if cut_state == 1 {
-                // The others finished: they settled what the cut worker held.
-                let cut_for = started.elapsed() - cut_at;
-                taken_over = settled_by_others(&cluster, cut_worker.as_deref(), cut_for);
-                net.link(cut_host, true);
-                cut_state = 2;
-                schedule.push(format!(
-                    "{:.2}s restored host {cut_host} after {cut_for:?}, the others done \
-                     ({taken_over} of its rows settled by them)",
-                    secs()
-                ));
-            }
-            break;
-        }
-        for (host, protected) in respawn {
-            spawn(&mut workers, &mut serial, host, protected);
-        }
-
-        // The cut, and its restore once the others took over.
-        // The cut comes after the restart, so the cut worker (never killed) lives to the end
-        // and tells what the fence refused.
-        let cut_due = restart_window.is_some_and(|(_, b)| secs() > b + cut_after);
-        if sc.cut && cut_state == 0 && cut_due {
-            let live = workers
-                .0
-                .iter()
-                .find(|s| s.host == cut_host && s.exited.is_none())
-                .expect("a live worker on the host to cut");
-            cut_worker = Some(live.name.clone());
-            cut_at = started.elapsed();
-            net.link(cut_host, false);
-            cut_state = 1;
-            schedule.push(format!("{:.2}s cut host {cut_host}", secs()));
-        }
-        // The others take the cut worker's expired leases once the queue in front of them
-        // (ordered by visibility) is drained: the link stays down until they did.
-        if cut_state == 1 {
-            let cut_for = started.elapsed() - cut_at;
-            let taken = settled_by_others(&cluster, cut_worker.as_deref(), cut_for);
-            if cut_for >= Duration::from_millis(LEASE_MS + 2000)
-                && (taken > 0 || cut_for > Duration::from_secs(90))
-            {
-                net.link(cut_host, true);
-                cut_state = 2;
-                taken_over = taken;
-                restored_at = Some(secs());
-                schedule.push(format!(
-                    "{:.2}s restored host {cut_host} after {cut_for:?} ({taken} of its rows \
-                     settled by others)",
-                    secs()
-                ));
-            }
-        }
-        // PostgreSQL restarted once, a few seconds in.
-        let restart_due = secs() > restart_at;
-        if !restarted && restart_due {
-            let a = secs();
-            cluster.pg_ctl_stop("immediate");
-            std::thread::sleep(Duration::from_millis(1000));
-            cluster.pg_ctl_start();
-            restarted = true;
-            restart_window = Some((a, secs()));
-            schedule.push(format!(
-                "{a:.2}s PostgreSQL stopped -m immediate; started again at {:.2}s",
-                secs()
-            ));
-        }
-        // Kills.
-        if sc.kills && started.elapsed() >= next_kill {
-            next_kill = started.elapsed() + Duration::from_millis(800 + rng.below(2000));
-            let live: Vec<usize> = (0..workers.0.len())
-                .filter(|&i| workers.0[i].exited.is_none() && !workers.0[i].protected)
-                .collect();
-            if !live.is_empty() {
-                let i = live[rng.below(live.len() as u64) as usize];
-                let s = &mut workers.0[i];
-                s.child.kill().unwrap(); // SIGKILL
-                let st = s.child.wait().unwrap();
-                s.exited = Some(st);
-                if killed(st) {
-                    killed_names.insert(s.name.clone());
-                    schedule.push(format!("{:.2}s kill -9 {}", secs(), s.name));
-                    let host = s.host;
-                    std::thread::sleep(Duration::from_millis(rng.below(300)));
-                    spawn(&mut workers, &mut serial, host, false);
-                } else {
-                    // It had exited on its own just before: the next turn accounts for it.
-                    s.exited = None;
-                }
-            }
-        }
-    }
-    if sc.cut {
-        assert_eq!(
-            cut_state, 2,
-            "{what}: the campaign ended before the cut was over"
-        );
-        assert!(
-            taken_over > 0,
-            "{what}: no row the cut worker held was settled by another worker while it was cut \
-             off\n{}",
-            schedule.join("\n")
-        );
-    }
-    assert!(
-        restarted,
-        "{what}: the campaign ended before PostgreSQL was restarted"
-    );
-    // The others finish on their own (--once: nothing left to claim).
-    let finish_by = Instant::now() + Duration::from_secs(90);
-    for s in workers.0.iter_mut().filter(|s| s.exited.is_none()) {
-        let st = loop {
-            if let Some(st) = s.child.try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                Instant::now() < finish_by,
-                "{what}: {} does not finish",
-                s.name
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        s.exited = Some(st);
-        assert!(
-            matches!(st.code(), Some(0) | Some(3)),
-            "{what}: {} exited {st}: {}",
-            s.name,
-            read(&s.err)
-        );
-    }
-    stop.store(true, Ordering::Relaxed);
-    let leaks = optouts.join().expect("the opt-out thread");
-    assert!(
-        leaks.is_empty(),
-        "{what}: the password was shown: {leaks:?}"
-    );
-    // A clean finisher on host 0 takes what is left.
-    let out = in_ns(&net.host(0), &remote)
+/// A `sendonce run --once` on a host, over TCP, with the scenario's lease, batch and retries.
+fn worker_cmd(st: &Stage, host: usize, name: &str, json: bool) -> Command {
+    let mut c = in_ns(&st.net.host(host), &st.remote);
+    c.arg(if json { "--json" } else { "-q" })
         .args([
-            "-q",
             "run",
             "--once",
             "--provider",
-            spec.as_str(),
+            st.spec.as_str(),
             "--worker-id",
-            "h0-finisher",
+            name,
         ])
         .args([
             "--lease",
@@ -700,7 +432,376 @@ fn run_scenario(sc: Scenario) {
             "20ms",
             "--max-attempts",
             "20",
-        ])
+        ]);
+    c
+}
+
+/// The workers of a scenario and how to start another.
+struct Fleet<'a> {
+    st: &'a Stage,
+    workers: Workers,
+    serial: u64,
+}
+
+impl Fleet<'_> {
+    fn spawn(&mut self, host: usize, protected: bool) {
+        self.serial += 1;
+        let name = format!("h{host}-w{}", self.serial);
+        let out = self.st.dir.path().join(format!("{name}.out"));
+        let err = self.st.dir.path().join(format!("{name}.err"));
+        let child = worker_cmd(self.st, host, &name, true)
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("spawn a worker with ip netns exec");
+        // The password is in the environment, never in argv (`ps` shows argv).
+        let argv = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&argv).contains(&self.st.password),
+            "the password is in a worker's argv"
+        );
+        self.workers.0.push(Slot {
+            host,
+            name,
+            child,
+            out,
+            err,
+            protected,
+            exited: None,
+        });
+    }
+}
+
+/// Phase 2, beside the run: opt-outs through the CLI on hosts 0 and 1 until `stop`; the thread
+/// returns any output that showed the password.
+fn start_optouts(
+    st: &Stage,
+    recipients: usize,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    let (net_hosts, remote, password) = (
+        [st.net.host(0), st.net.host(1)],
+        st.remote.clone(),
+        st.password.clone(),
+    );
+    let (recipients, mut r) = (recipients as u64, Rng(st.seed.wrapping_mul(31)));
+    std::thread::spawn(move || {
+        let mut leaks = Vec::new();
+        for i in 0..150 {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let addr = format!("user{}@example.com", r.below(recipients));
+            let out = in_ns(&net_hosts[i % 2], &remote)
+                .args([
+                    "-q",
+                    "suppress",
+                    "add",
+                    "--account",
+                    "1",
+                    "--channel",
+                    "email",
+                ])
+                .arg(&addr)
+                .output();
+            if let Ok(out) = out {
+                let text = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                if text.contains(&password) {
+                    leaks.push(text);
+                }
+                if out.status.success() {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(60 + r.below(120)));
+        }
+        leaks
+    })
+}
+
+const CUT_HOST: usize = 2;
+
+#[derive(PartialEq, Debug)]
+enum Cut {
+    Before,
+    Down,
+    Restored,
+}
+
+/// Phase 3, the run: what happened to whom and when, and the events still to come.
+struct Drive {
+    started: Instant,
+    schedule: Vec<String>,
+    killed: BTreeSet<String>,
+    /// Workers that exited with an error (only on the cut host, while cut off or just after):
+    /// name -> the end of their stderr.
+    died: BTreeMap<String, String>,
+    /// The worker on the cut host when the link went down.
+    cut_worker: Option<String>,
+    cut: Cut,
+    cut_after: f64,
+    cut_at: Duration,
+    restored_at: Option<f64>,
+    /// Rows the cut worker held that the others settled.
+    taken_over: u64,
+    restart_at: f64,
+    restarted: bool,
+    restart_window: Option<(f64, f64)>,
+    next_kill: Duration,
+}
+
+impl Drive {
+    fn new(rng: &mut Rng) -> Drive {
+        let cut_after = 2.0 + rng.below(2000) as f64 / 1000.0;
+        let restart_at = 5.0 + rng.below(2000) as f64 / 1000.0;
+        let next_kill = Duration::from_millis(1500 + rng.below(1500));
+        Drive {
+            started: Instant::now(),
+            schedule: Vec::new(),
+            killed: BTreeSet::new(),
+            died: BTreeMap::new(),
+            cut_worker: None,
+            cut: Cut::Before,
+            cut_after,
+            cut_at: Duration::ZERO,
+            restored_at: None,
+            taken_over: 0,
+            restart_at,
+            restarted: false,
+            restart_window: None,
+            next_kill,
+        }
+    }
+
+    fn secs(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn log(&mut self, event: String) {
+        let line = format!("{:.2}s {event}", self.secs());
+        self.schedule.push(line);
+    }
+
+    /// Kills, the cut, the restart, until a worker finishes on its own.
+    fn run(&mut self, fleet: &mut Fleet<'_>, sc: &Scenario, rng: &mut Rng) {
+        let deadline = Duration::from_secs(150);
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(
+                self.started.elapsed() < deadline,
+                "{}: the campaign was not done after {deadline:?}\n{}",
+                fleet.st.what,
+                self.schedule.join("\n")
+            );
+            let (done, respawn) = self.reap(fleet, sc);
+            if done {
+                if self.cut == Cut::Down {
+                    self.restore(fleet.st, ", the others done");
+                }
+                return;
+            }
+            for (host, protected) in respawn {
+                fleet.spawn(host, protected);
+            }
+            self.maybe_cut(fleet, sc);
+            self.maybe_restore(fleet.st);
+            self.maybe_restart(fleet.st);
+            if sc.kills {
+                self.maybe_kill(fleet, rng);
+            }
+        }
+    }
+
+    /// Account for workers that exited: whether one finished, and the hosts to start a worker on
+    /// again (a worker of the cut host that lost the database while cut off, or just after).
+    fn reap(&mut self, fleet: &mut Fleet<'_>, sc: &Scenario) -> (bool, Vec<(usize, bool)>) {
+        let (mut done, mut respawn) = (false, Vec::new());
+        let what = fleet.st.what.clone();
+        for i in 0..fleet.workers.0.len() {
+            let s = &mut fleet.workers.0[i];
+            if s.exited.is_some() {
+                continue;
+            }
+            let Some(st) = s.child.try_wait().unwrap() else {
+                continue;
+            };
+            s.exited = Some(st);
+            let (name, host, protected, err) = (s.name.clone(), s.host, s.protected, read(&s.err));
+            if matches!(st.code(), Some(0) | Some(3)) {
+                self.log(format!("{name} finished ({st})"));
+                done = true;
+                continue;
+            }
+            let tail: String = err.lines().rev().take(3).collect::<Vec<_>>().join(" | ");
+            // A PostgreSQL restart ends no worker: each waits the database out and makes the
+            // same call again (worker::engine::blocking). A worker on the cut host may fail to
+            // reach the database while it is cut off (a new connection times out), or just
+            // after.
+            let recent = self.restored_at.is_some_and(|t| self.secs() <= t + 20.0);
+            let in_cut = sc.cut && host == CUT_HOST && (self.cut == Cut::Down || recent);
+            assert!(
+                in_cut,
+                "{what}: worker {name} exited {st} (a restart of PostgreSQL must not stop a \
+                 worker): {err}"
+            );
+            self.log(format!("{name} died ({st}): {tail}"));
+            self.died.insert(name, tail);
+            respawn.push((host, protected));
+        }
+        (done, respawn)
+    }
+
+    /// The cut comes after the restart, so the cut worker (never killed) lives to the end and
+    /// tells what the fence refused.
+    fn maybe_cut(&mut self, fleet: &Fleet<'_>, sc: &Scenario) {
+        let due = self
+            .restart_window
+            .is_some_and(|(_, b)| self.secs() > b + self.cut_after);
+        if !(sc.cut && self.cut == Cut::Before && due) {
+            return;
+        }
+        let live = fleet
+            .workers
+            .0
+            .iter()
+            .find(|s| s.host == CUT_HOST && s.exited.is_none())
+            .expect("a live worker on the host to cut");
+        self.cut_worker = Some(live.name.clone());
+        self.cut_at = self.started.elapsed();
+        fleet.st.net.link(CUT_HOST, false);
+        self.cut = Cut::Down;
+        self.log(format!("cut host {CUT_HOST}"));
+    }
+
+    /// The others take the cut worker's expired leases once the queue in front of them
+    /// (ordered by visibility) is drained: the link stays down until they did.
+    fn maybe_restore(&mut self, st: &Stage) {
+        if self.cut != Cut::Down {
+            return;
+        }
+        let cut_for = self.started.elapsed() - self.cut_at;
+        let taken = settled_by_others(&st.cluster, self.cut_worker.as_deref(), cut_for);
+        if cut_for >= Duration::from_millis(LEASE_MS + 2000)
+            && (taken > 0 || cut_for > Duration::from_secs(90))
+        {
+            self.restore(st, "");
+            self.restored_at = Some(self.secs());
+        }
+    }
+
+    /// Bring the cut host back, counting what the others settled of its rows.
+    fn restore(&mut self, st: &Stage, why: &str) {
+        let cut_for = self.started.elapsed() - self.cut_at;
+        self.taken_over = settled_by_others(&st.cluster, self.cut_worker.as_deref(), cut_for);
+        st.net.link(CUT_HOST, true);
+        self.cut = Cut::Restored;
+        let taken = self.taken_over;
+        self.log(format!(
+            "restored host {CUT_HOST} after {cut_for:?}{why} ({taken} of its rows settled by \
+             others)"
+        ));
+    }
+
+    /// PostgreSQL restarted once, a few seconds in.
+    fn maybe_restart(&mut self, st: &Stage) {
+        if self.restarted || self.secs() <= self.restart_at {
+            return;
+        }
+        let a = self.secs();
+        st.cluster.pg_ctl_stop("immediate");
+        std::thread::sleep(Duration::from_millis(1000));
+        st.cluster.pg_ctl_start();
+        self.restarted = true;
+        self.restart_window = Some((a, self.secs()));
+        let back = self.secs();
+        self.schedule.push(format!(
+            "{a:.2}s PostgreSQL stopped -m immediate; started again at {back:.2}s"
+        ));
+    }
+
+    /// SIGKILL a random unprotected worker when one is due, and start another on its host.
+    fn maybe_kill(&mut self, fleet: &mut Fleet<'_>, rng: &mut Rng) {
+        if self.started.elapsed() < self.next_kill {
+            return;
+        }
+        self.next_kill = self.started.elapsed() + Duration::from_millis(800 + rng.below(2000));
+        let live: Vec<usize> = (0..fleet.workers.0.len())
+            .filter(|&i| fleet.workers.0[i].exited.is_none() && !fleet.workers.0[i].protected)
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let i = live[rng.below(live.len() as u64) as usize];
+        let s = &mut fleet.workers.0[i];
+        s.child.kill().unwrap(); // SIGKILL
+        let st = s.child.wait().unwrap();
+        s.exited = Some(st);
+        if !killed(st) {
+            // It had exited on its own just before: the next turn accounts for it.
+            s.exited = None;
+            return;
+        }
+        let (name, host) = (s.name.clone(), s.host);
+        self.killed.insert(name.clone());
+        self.log(format!("kill -9 {name}"));
+        std::thread::sleep(Duration::from_millis(rng.below(300)));
+        fleet.spawn(host, false);
+    }
+}
+
+/// Phase 4: the cut and the restart happened; the other workers finish on their own (`--once`:
+/// nothing left to claim).
+fn finish(st: &Stage, sc: &Scenario, d: &Drive, fleet: &mut Fleet<'_>) {
+    let what = &st.what;
+    if sc.cut {
+        assert_eq!(
+            d.cut,
+            Cut::Restored,
+            "{what}: the campaign ended before the cut was over"
+        );
+        assert!(
+            d.taken_over > 0,
+            "{what}: no row the cut worker held was settled by another worker while it was cut \
+             off\n{}",
+            d.schedule.join("\n")
+        );
+    }
+    assert!(
+        d.restarted,
+        "{what}: the campaign ended before PostgreSQL was restarted"
+    );
+    let finish_by = Instant::now() + Duration::from_secs(90);
+    for s in fleet.workers.0.iter_mut().filter(|s| s.exited.is_none()) {
+        let status = loop {
+            if let Some(status) = s.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < finish_by,
+                "{what}: {} does not finish",
+                s.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        s.exited = Some(status);
+        assert!(
+            matches!(status.code(), Some(0) | Some(3)),
+            "{what}: {} exited {status}: {}",
+            s.name,
+            read(&s.err)
+        );
+    }
+}
+
+/// Phase 5, once the opt-outs stopped: a clean finisher on host 0 takes what is left.
+fn run_finisher(st: &Stage) {
+    let what = &st.what;
+    let out = worker_cmd(st, 0, "h0-finisher", false)
         .output()
         .expect("the finisher");
     assert!(
@@ -709,27 +810,26 @@ fn run_scenario(sc: Scenario) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
 
-    println!("schedule:");
-    for line in &schedule {
-        println!("  {line}");
-    }
-    // No worker output shows the password.
-    for s in &workers.0 {
+/// Phase 6: no worker's output shows the password, and the checker finds every recipient once:
+/// nothing lost, duplicated, unexpected or sent after an opt-out. The checker's report.
+fn audit_deliveries(st: &Stage, sc: &Scenario, fleet: &Fleet<'_>) -> serde_json::Value {
+    let what = &st.what;
+    for s in &fleet.workers.0 {
         for p in [&s.out, &s.err] {
             assert!(
-                !read(p).contains(&password),
+                !read(p).contains(&st.password),
                 "{what}: {} shows the password in {}",
                 s.name,
                 p.display()
             );
         }
     }
-
     let out = Command::new(BIN)
-        .env("SENDONCE_DB", &local)
-        .args(["--json", "check", "--campaign", cid.as_str(), "--log"])
-        .arg(&fake.log)
+        .env("SENDONCE_DB", &st.local)
+        .args(["--json", "check", "--campaign", st.cid.as_str(), "--log"])
+        .arg(&st.fake.log)
         .output()
         .expect("sendonce check");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -750,18 +850,17 @@ fn run_scenario(sc: Scenario) {
         assert_eq!(doc[k], 0, "{what}: {k}: {doc:#}");
     }
     assert_eq!(doc["eligible"], sc.recipients, "{what}");
-    let n_optouts = optouts_done.load(Ordering::Relaxed);
-    assert!(
-        n_optouts >= 20,
-        "{what}: only {n_optouts} opt-outs went through"
-    );
+    doc
+}
 
-    // In doubt because a lease expired after dispatch: only rows held by a worker that was
-    // killed or cut (`died` holds only workers of the cut host: a restart stops none). A row a live worker parked itself (its
-    // call timed out on a loaded machine) is in doubt for its own, honest reason, as in
-    // tests/crash/workers.rs: listed, and few.
+/// Phase 7: rows in doubt because a lease expired after dispatch were held only by a worker
+/// that was killed or cut (`died` holds only workers of the cut host: a restart stops none). A
+/// row a live worker parked itself (its call timed out on a loaded machine) is in doubt for its
+/// own, honest reason, as in tests/crash/workers.rs: listed, and few. Returns the rows in doubt.
+fn audit_doubts(st: &Stage, sc: &Scenario, d: &Drive, doc: &serde_json::Value) -> u64 {
+    let (what, cid) = (&st.what, &st.cid);
     let in_doubt = doc["in_doubt"].as_u64().unwrap();
-    let owners = cluster.psql(
+    let owners = st.cluster.psql(
         "crash",
         &format!(
             "SELECT owner || ' ' || expired || ' ' || count(*) || ' ' || coalesce(max(err), '')
@@ -784,15 +883,16 @@ fn run_scenario(sc: Scenario) {
             continue;
         }
         assert!(
-            killed_names.contains(owner)
-                || died.contains_key(owner)
-                || Some(owner) == cut_worker.as_deref(),
+            d.killed.contains(owner)
+                || d.died.contains_key(owner)
+                || Some(owner) == d.cut_worker.as_deref(),
             "{what}: {n} rows in doubt held by {owner}, which was neither killed nor cut"
         );
     }
     // A 503 from a provider without idempotency keys is ambiguous (the fake's `--fail-rate`
     // answers them, "not recorded", but a real one could have sent): in doubt, honestly.
-    let unexplained: u64 = cluster
+    let unexplained: u64 = st
+        .cluster
         .psql(
             "crash",
             &format!(
@@ -812,8 +912,8 @@ fn run_scenario(sc: Scenario) {
     );
     assert_eq!(counted, in_doubt, "{what}");
     let doubts: serde_json::Value = serde_json::from_str(&local_ok(
-        &local,
-        &["--json", "doubts", "list", "--campaign", &cid],
+        &st.local,
+        &["--json", "doubts", "list", "--campaign", cid],
     ))
     .unwrap();
     assert_eq!(
@@ -828,52 +928,106 @@ fn run_scenario(sc: Scenario) {
         );
     }
     if sc.kills {
-        assert!(!killed_names.is_empty(), "{what}: no kill happened");
+        assert!(!d.killed.is_empty(), "{what}: no kill happened");
     }
+    in_doubt
+}
 
-    // The cut host's late outcomes were fenced (or recorded as late confirmations), never
-    // counted twice.
-    if let Some(cut) = &cut_worker {
-        let slot = workers.0.iter().find(|s| &s.name == cut).unwrap();
-        let summary: serde_json::Value =
-            serde_json::from_str(read(&slot.out).trim()).unwrap_or_default();
-        if summary.is_null() {
-            println!("the cut worker {cut} left no summary: {}", read(&slot.err));
-        }
-        let late_rows: u64 = cluster
-            .psql(
-                "crash",
-                &format!(
-                    "SELECT count(*) FROM sends WHERE campaign_id = {cid}
-                     AND last_error LIKE '%confirmed after the lease was lost%'"
-                ),
-            )
-            .trim()
-            .parse()
-            .unwrap();
-        // The cut worker either kept its connection and its late outcomes met the fence, or it
-        // lost the connection (a transaction it had open rolled back: nothing of it committed)
-        // and stopped with a connection error once the link was back.
-        let lost_session = died.contains_key(cut);
-        let fenced = summary["fenced_out"].as_u64().unwrap_or(0);
-        let late = summary["late_confirmations"].as_u64().unwrap_or(0);
-        let twice = summary["double_confirmations"].as_u64().unwrap_or(0);
-        println!(
-            "cut worker {cut}: fenced out {fenced}, late confirmations {late}, double \
-             confirmations {twice}; rows confirmed late {late_rows}; session lost: \
-             {lost_session}; summary {summary}"
-        );
-        assert!(
-            lost_session || fenced + late + twice + late_rows > 0,
-            "{what}: nothing of the cut worker's was refused by the fence or confirmed late \
-             (summary: {summary}; stderr: {})",
-            read(&slot.err)
-        );
+/// Phase 8: the cut host's late outcomes were fenced (or recorded as late confirmations),
+/// never counted twice.
+fn audit_cut_worker(st: &Stage, d: &Drive, fleet: &Fleet<'_>) {
+    let Some(cut) = &d.cut_worker else { return };
+    let slot = fleet.workers.0.iter().find(|s| &s.name == cut).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(read(&slot.out).trim()).unwrap_or_default();
+    if summary.is_null() {
+        println!("the cut worker {cut} left no summary: {}", read(&slot.err));
     }
+    let late_rows: u64 = st
+        .cluster
+        .psql(
+            "crash",
+            &format!(
+                "SELECT count(*) FROM sends WHERE campaign_id = {}
+                 AND last_error LIKE '%confirmed after the lease was lost%'",
+                st.cid
+            ),
+        )
+        .trim()
+        .parse()
+        .unwrap();
+    // The cut worker either kept its connection and its late outcomes met the fence, or it
+    // lost the connection (a transaction it had open rolled back: nothing of it committed)
+    // and stopped with a connection error once the link was back.
+    let lost_session = d.died.contains_key(cut);
+    let fenced = summary["fenced_out"].as_u64().unwrap_or(0);
+    let late = summary["late_confirmations"].as_u64().unwrap_or(0);
+    let twice = summary["double_confirmations"].as_u64().unwrap_or(0);
+    println!(
+        "cut worker {cut}: fenced out {fenced}, late confirmations {late}, double \
+         confirmations {twice}; rows confirmed late {late_rows}; session lost: \
+         {lost_session}; summary {summary}"
+    );
+    assert!(
+        lost_session || fenced + late + twice + late_rows > 0,
+        "{}: nothing of the cut worker's was refused by the fence or confirmed late \
+         (summary: {summary}; stderr: {})",
+        st.what,
+        read(&slot.err)
+    );
+}
+
+/// One scenario, in phases: stage, run (kills, a PostgreSQL restart, a cut host) beside
+/// opt-outs, finish, then audit deliveries, doubts and the cut worker.
+fn run_scenario(sc: Scenario) {
+    let seed: u64 = std::env::var("SENDONCE_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| sendonce::domain::clock::now_ms() as u64);
+    let mut rng = Rng(seed ^ sc.idempotent as u64);
+    let st = stage(&sc, &mut rng, seed);
+    let mut fleet = Fleet {
+        st: &st,
+        workers: Workers::default(),
+        serial: 0,
+    };
+    for h in 0..HOSTS {
+        for _ in 0..sc.per_host[h] {
+            fleet.spawn(h, sc.cut && h == CUT_HOST);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop_guard = StopOnDrop(stop.clone());
+    let optouts_done = Arc::new(AtomicU64::new(0));
+    let optouts = start_optouts(&st, sc.recipients, stop.clone(), optouts_done.clone());
+
+    let mut d = Drive::new(&mut rng);
+    d.run(&mut fleet, &sc, &mut rng);
+    finish(&st, &sc, &d, &mut fleet);
+    stop.store(true, Ordering::Relaxed);
+    let leaks = optouts.join().expect("the opt-out thread");
+    let what = &st.what;
+    assert!(
+        leaks.is_empty(),
+        "{what}: the password was shown: {leaks:?}"
+    );
+    run_finisher(&st);
+    println!("schedule:");
+    for line in &d.schedule {
+        println!("  {line}");
+    }
+    let doc = audit_deliveries(&st, &sc, &fleet);
+    let n_optouts = optouts_done.load(Ordering::Relaxed);
+    assert!(
+        n_optouts >= 20,
+        "{what}: only {n_optouts} opt-outs went through"
+    );
+    let in_doubt = audit_doubts(&st, &sc, &d, &doc);
+    audit_cut_worker(&st, &d, &fleet);
     println!(
         "{what}: {} kills, {} died while cut off, {n_optouts} opt-outs, {in_doubt} in doubt",
-        killed_names.len(),
-        died.len()
+        d.killed.len(),
+        d.died.len()
     );
 }
 

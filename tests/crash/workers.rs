@@ -414,6 +414,230 @@ fn delivered_jobs(log: &Path) -> std::collections::HashSet<String> {
         .collect()
 }
 
+/// What the kills of a random-kill run found.
+#[derive(Default)]
+struct KillLog {
+    schedule: Vec<String>,
+    /// Rows caught in each window, summed over the kills.
+    totals: Windows,
+    /// Job ids of every dispatched row found with a killed worker.
+    held_jobs: std::collections::HashSet<String>,
+    /// Kills that caught a row claimed-not-called, in flight, accepted-not-confirmed.
+    kills_in: [u64; 3],
+    kills: u64,
+}
+
+/// One run's fixed parts: the database, the provider, the workers' arguments.
+struct KillRun<'a> {
+    env: &'a Env,
+    fake: &'a Fake,
+    spec: &'a str,
+    request_log: &'a Path,
+    args: [&'a str; 6],
+    started: Instant,
+}
+
+impl KillRun<'_> {
+    fn spawn(&self, name: &str) -> Child {
+        worker_cmd(&self.env.db, self.spec, name, &self.args)
+            .spawn()
+            .unwrap()
+    }
+
+    /// SIGKILL `child` (named `name`) and note which windows of the send path it held rows in.
+    fn kill(&self, name: &str, child: &mut Child, log: &mut KillLog) {
+        const CONCURRENCY: u64 = 8;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        log.kills += 1;
+        // Read after the kill, and after the fake has had a moment to log what was already in
+        // its socket: every request the worker sent is in the log by now.
+        std::thread::sleep(Duration::from_millis(30));
+        let delivered = delivered_jobs(&self.fake.log);
+        let w = windows_of(
+            self.env,
+            name,
+            &requests(self.request_log),
+            &delivered,
+            &mut log.held_jobs,
+        );
+        let held = w.claimed_not_called + w.in_flight + w.accepted_not_confirmed;
+        assert!(
+            held <= CONCURRENCY,
+            "{name} held {held} dispatched rows at its kill, more than --concurrency \
+             {CONCURRENCY} (--batch is 50)"
+        );
+        log.totals.claimed_not_called += w.claimed_not_called;
+        log.totals.in_flight += w.in_flight;
+        log.totals.accepted_not_confirmed += w.accepted_not_confirmed;
+        log.kills_in[0] += (w.claimed_not_called > 0) as u64;
+        log.kills_in[1] += (w.in_flight > 0) as u64;
+        log.kills_in[2] += (w.accepted_not_confirmed > 0) as u64;
+        log.schedule.push(format!(
+            "{:.2}s (unix ms {}) kill {name} {w:?}",
+            self.started.elapsed().as_secs_f64(),
+            sendonce::domain::clock::now_ms()
+        ));
+    }
+
+    /// Four workers, one or all of them killed at random moments and started again, until one
+    /// finishes on its own (or enough kills happened). Returns the workers running then.
+    fn kill_loop(&self, rng: &mut Rng, min_kills: u64, log: &mut KillLog) -> Vec<(String, Child)> {
+        let mut workers: Vec<(String, Child)> = (0..4)
+            .map(|i| {
+                let n = format!("w{i}-0");
+                (n.clone(), self.spawn(&n))
+            })
+            .collect();
+        let mut generation = 0u64;
+        loop {
+            std::thread::sleep(Duration::from_millis(20 + rng.below(130)));
+            // Any worker that finished on its own means the campaign is done.
+            let done = workers
+                .iter_mut()
+                .any(|(_, c)| c.try_wait().unwrap().is_some_and(|st| !killed(st)));
+            let long = self.started.elapsed() > Duration::from_secs(600);
+            if done || log.kills >= min_kills + 50 || long {
+                break;
+            }
+            let victims: Vec<usize> = if rng.below(5) == 0 {
+                (0..4).collect()
+            } else {
+                vec![rng.below(4) as usize]
+            };
+            for &v in &victims {
+                let (name, child) = &mut workers[v];
+                if child.try_wait().unwrap().is_none() {
+                    self.kill(name, child, log);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(200)));
+            generation += 1;
+            for &v in &victims {
+                let name = format!("w{v}-{generation}");
+                let child = self.spawn(&name);
+                workers[v] = (name, child);
+            }
+        }
+        workers
+    }
+}
+
+/// The workers left running finish on their own (`--once`).
+fn survivors_finish(workers: &mut [(String, Child)]) {
+    for (_, c) in workers.iter_mut() {
+        let st = c.wait().unwrap();
+        assert!(
+            matches!(st.code(), Some(0) | Some(3)),
+            "worker exited {st:?}"
+        );
+    }
+}
+
+/// Opt-outs from this process through the store, spread over the run until `stop`; the times
+/// of those that took effect.
+fn optouts_until(
+    env: &Env,
+    seed: u64,
+    recipients: usize,
+    optouts: usize,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Vec<i64> {
+    let store = sendonce::store::open(
+        &sendonce::store::Target::File(env.db.clone()),
+        &Default::default(),
+    )
+    .unwrap();
+    let mut r = Rng(seed.wrapping_mul(31));
+    let mut times = Vec::new();
+    for i in 0..optouts {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let addr = format!("user{}@example.com", r.below(recipients as u64));
+        let channel = sendonce::domain::address::Channel::Email;
+        if store
+            .suppress(1, channel, &addr, "opt-out", "test")
+            .unwrap_or(false)
+        {
+            times.push(sendonce::domain::clock::now_ms());
+        }
+        if i % 10 == 0 {
+            std::thread::sleep(Duration::from_millis(15));
+        }
+    }
+    times
+}
+
+/// Rows in doubt after a random-kill run: none with an idempotent provider; otherwise only rows
+/// a killed worker held with its dispatch marker (the claim is sized to the free call slots and
+/// its rows are called as soon as it commits, so that includes the few whose call had not
+/// reached the provider yet, never a batch).
+fn audit_kill_doubts(
+    env: &Env,
+    cid: &str,
+    idempotent: bool,
+    in_doubt: u64,
+    log: &KillLog,
+    what: &str,
+) {
+    let doubts: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "doubts", "list", "--campaign", cid])).unwrap();
+    assert_eq!(
+        doubts["in_doubt"].as_array().unwrap().len() as u64,
+        in_doubt,
+        "doubts list shows them all"
+    );
+    if idempotent {
+        assert_eq!(
+            in_doubt, 0,
+            "{what}: an idempotent provider leaves nothing in doubt"
+        );
+        return;
+    }
+    let c = env.sqlite();
+    let from_kills: Vec<String> = {
+        let mut st = c
+            .prepare(
+                "SELECT job_id FROM sends WHERE campaign_id = ?1 AND status = 'in_doubt'
+                 AND last_error LIKE '%lease expired after dispatch%'",
+            )
+            .unwrap();
+        st.query_map([cid], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let strays: Vec<&String> = from_kills
+        .iter()
+        .filter(|j| !log.held_jobs.contains(*j))
+        .collect();
+    // Say who held them and when they were parked, against the kill schedule above.
+    for j in &strays {
+        let row: (Option<String>, Option<i64>, i64) = c
+            .query_row(
+                "SELECT lease_owner, doubt_since, attempts FROM sends WHERE job_id = ?1",
+                [j],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        println!("stray {j}: lease_owner, doubt_since, attempts = {row:?}");
+    }
+    assert!(
+        strays.is_empty(),
+        "{what}: {} rows in doubt from kills were not held by a killed worker: {:?}",
+        strays.len(),
+        &strays[..strays.len().min(5)]
+    );
+    println!(
+        "{} rows in doubt from kills, all among the {} dispatched rows found at the kills",
+        from_kills.len(),
+        log.held_jobs.len()
+    );
+}
+
+/// The random-kill suite, in phases: a campaign and a faulty provider; four workers killed at
+/// random beside a stream of opt-outs; a clean run to completion; then the audit.
 fn random_kills(idempotent: bool) {
     let seed: u64 = std::env::var("SENDONCE_CRASH_SEED")
         .ok()
@@ -447,145 +671,39 @@ fn random_kills(idempotent: bool) {
         ],
     );
     let spec = webhook_spec(&fake, idempotent);
-    const CONCURRENCY: u64 = 8;
-    let args = ["--lease", "1s", "--batch", "50", "--concurrency", "8"];
     println!(
         "random kills: seed {seed}, idempotent={idempotent}, {recipients} recipients, 4 workers"
     );
-
-    // Opt-outs from another process (this one), spread over the run.
+    let run = KillRun {
+        env: &env,
+        fake: &fake,
+        spec: &spec,
+        request_log: &request_log,
+        args: ["--lease", "1s", "--batch", "50", "--concurrency", "8"],
+        started: Instant::now(),
+    };
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let optout_times = std::sync::Mutex::new(Vec::new());
-    let mut schedule: Vec<String> = Vec::new();
-    let mut totals = Windows::default();
-    // Job ids of every dispatched row found with a killed worker.
-    let mut held_jobs = std::collections::HashSet::new();
-    let mut kills_in = [0u64; 3];
-    let mut kills = 0u64;
-    let mut generation = 0u64;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let store = sendonce::store::open(
-                &sendonce::store::Target::File(env.db.clone()),
-                &Default::default(),
-            )
-            .unwrap();
-            let mut r = Rng(seed.wrapping_mul(31));
-            for i in 0..optouts {
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    break;
-                }
-                let who = r.below(recipients as u64);
-                let addr = format!("user{who}@example.com");
-                if store
-                    .suppress(
-                        1,
-                        sendonce::domain::address::Channel::Email,
-                        &addr,
-                        "opt-out",
-                        "test",
-                    )
-                    .unwrap_or(false)
-                {
-                    optout_times
-                        .lock()
-                        .unwrap()
-                        .push(sendonce::domain::clock::now_ms());
-                }
-                if i % 10 == 0 {
-                    std::thread::sleep(Duration::from_millis(15));
-                }
-            }
-        });
-
-        let spawn = |name: &str| worker_cmd(&env.db, &spec, name, &args).spawn().unwrap();
-        let mut workers: Vec<(String, Child)> = (0..4)
-            .map(|i| {
-                let n = format!("w{i}-0");
-                (n.clone(), spawn(&n))
-            })
-            .collect();
-        let started = Instant::now();
-        loop {
-            std::thread::sleep(Duration::from_millis(20 + rng.below(130)));
-            // Any worker that finished on its own means the campaign is done.
-            let done = workers
-                .iter_mut()
-                .any(|(_, c)| c.try_wait().unwrap().is_some_and(|st| !killed(st)));
-            if done || kills >= min_kills + 50 || started.elapsed() > Duration::from_secs(600) {
-                break;
-            }
-            let all = rng.below(5) == 0;
-            let victims: Vec<usize> = if all {
-                (0..4).collect()
-            } else {
-                vec![rng.below(4) as usize]
-            };
-            for &v in &victims {
-                let (name, child) = &mut workers[v];
-                if child.try_wait().unwrap().is_some() {
-                    continue;
-                }
-                child.kill().unwrap(); // SIGKILL
-                child.wait().unwrap();
-                kills += 1;
-                // Read after the kill, and after the fake has had a moment to log what was
-                // already in its socket: every request the worker sent is in the log by now.
-                std::thread::sleep(Duration::from_millis(30));
-                let delivered = delivered_jobs(&fake.log);
-                let w = windows_of(
-                    &env,
-                    name,
-                    &requests(&request_log),
-                    &delivered,
-                    &mut held_jobs,
-                );
-                let held = w.claimed_not_called + w.in_flight + w.accepted_not_confirmed;
-                assert!(
-                    held <= CONCURRENCY,
-                    "{name} held {held} dispatched rows at its kill, more than --concurrency {CONCURRENCY} (--batch is 50)"
-                );
-                totals.claimed_not_called += w.claimed_not_called;
-                totals.in_flight += w.in_flight;
-                totals.accepted_not_confirmed += w.accepted_not_confirmed;
-                kills_in[0] += (w.claimed_not_called > 0) as u64;
-                kills_in[1] += (w.in_flight > 0) as u64;
-                kills_in[2] += (w.accepted_not_confirmed > 0) as u64;
-                schedule.push(format!(
-                    "{:.2}s (unix ms {}) kill {name} {w:?}",
-                    started.elapsed().as_secs_f64(),
-                    sendonce::domain::clock::now_ms()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(rng.below(200)));
-            generation += 1;
-            for &v in &victims {
-                let name = format!("w{v}-{generation}");
-                let child = spawn(&name);
-                workers[v] = (name, child);
-            }
-        }
+    let mut log = KillLog::default();
+    let optout_times = std::thread::scope(|s| {
+        let optout_thread = s.spawn(|| optouts_until(&env, seed, recipients, optouts, &stop));
+        let mut survivors = run.kill_loop(&mut rng, min_kills, &mut log);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for (_, c) in workers.iter_mut() {
-            let st = c.wait().unwrap();
-            assert!(
-                matches!(st.code(), Some(0) | Some(3)),
-                "worker exited {st:?}"
-            );
-        }
+        survivors_finish(&mut survivors);
+        optout_thread.join().expect("the opt-out thread")
     });
-    let code = run_to_completion(&env.db, &spec, &args);
+    let code = run_to_completion(&env.db, &spec, &run.args);
     assert!(code == 0 || code == 3);
 
+    let (kills, kills_in) = (log.kills, log.kills_in);
     println!("kill schedule ({kills} kills):");
-    for line in &schedule {
+    for line in &log.schedule {
         println!("  {line}");
     }
     println!(
         "kills landing in: claimed-not-called {}, call-in-flight {}, accepted-not-confirmed {}",
         kills_in[0], kills_in[1], kills_in[2]
     );
-    println!("rows caught in those windows: {totals:?}");
+    println!("rows caught in those windows: {:?}", log.totals);
     let doc = check(&env.db, &[&cid], &fake.log);
     println!("{}", serde_json::to_string_pretty(&doc).unwrap());
     let what = format!("seed {seed} idempotent={idempotent}");
@@ -599,69 +717,11 @@ fn random_kills(idempotent: bool) {
         "{what}: some window was never hit: {kills_in:?}"
     );
     assert!(
-        optout_times.lock().unwrap().len() > optouts as usize / 2,
+        optout_times.len() > optouts / 2,
         "{what}: opt-outs did not run"
     );
     let in_doubt = doc["in_doubt"].as_u64().unwrap();
-    let doubts: serde_json::Value =
-        serde_json::from_str(&env.ok(&["--json", "doubts", "list", "--campaign", &cid])).unwrap();
-    assert_eq!(
-        doubts["in_doubt"].as_array().unwrap().len() as u64,
-        in_doubt,
-        "doubts list shows them all"
-    );
-    let from_kills: Vec<String> = {
-        let c = env.sqlite();
-        let mut st = c
-            .prepare(
-                "SELECT job_id FROM sends WHERE campaign_id = ?1 AND status = 'in_doubt'
-                 AND last_error LIKE '%lease expired after dispatch%'",
-            )
-            .unwrap();
-        st.query_map([&cid], |r| r.get(0))
-            .unwrap()
-            .map(|r| r.unwrap())
-            .collect()
-    };
-    if idempotent {
-        assert_eq!(
-            in_doubt, 0,
-            "{what}: an idempotent provider leaves nothing in doubt"
-        );
-    } else {
-        // Only a row a killed worker held with its dispatch marker can be parked by a kill: the
-        // claim is sized to the free call slots and its rows are called as soon as it commits,
-        // so that includes the few whose call had not reached the provider yet, never a batch.
-        let strays: Vec<&String> = from_kills
-            .iter()
-            .filter(|j| !held_jobs.contains(*j))
-            .collect();
-        if !strays.is_empty() {
-            // Say who held them and when they were parked, against the kill schedule above.
-            let c = env.sqlite();
-            for j in &strays {
-                let row: (Option<String>, Option<i64>, i64) = c
-                    .query_row(
-                        "SELECT lease_owner, doubt_since, attempts FROM sends WHERE job_id = ?1",
-                        [j],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .unwrap();
-                println!("stray {j}: lease_owner, doubt_since, attempts = {row:?}");
-            }
-        }
-        assert!(
-            strays.is_empty(),
-            "{what}: {} rows in doubt from kills were not held by a killed worker: {:?}",
-            strays.len(),
-            &strays[..strays.len().min(5)]
-        );
-        println!(
-            "{} rows in doubt from kills, all among the {} dispatched rows found at the kills",
-            from_kills.len(),
-            held_jobs.len()
-        );
-    }
+    audit_kill_doubts(&env, &cid, idempotent, in_doubt, &log, &what);
 }
 
 #[test]

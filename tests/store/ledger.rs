@@ -353,7 +353,9 @@ fn four_processes_on_one_file_never_send_a_row_twice() {
     let (_a, cid) = env.setup_campaign(3000);
     env.ok(&["campaign", "approve", &cid]);
     let outbox = env.path("o.jsonl");
-    // Not idempotent: a row claimed twice would show up as two deliveries.
+    // Not idempotent: a row claimed twice would show up as two deliveries. Batches of 10 make
+    // at least 300 claims (one commit each), so the run outlasts the processes' start-up and
+    // they all compete (with 50, one process could finish alone on a loaded machine).
     let spec = format!("outbox:{}?idempotent=false", outbox.display());
     let kids: Vec<_> = (0..4)
         .map(|i| {
@@ -365,7 +367,7 @@ fn four_processes_on_one_file_never_send_a_row_twice() {
                     "--provider",
                     &spec,
                     "--batch",
-                    "50",
+                    "10",
                     "--tick",
                     "20ms",
                 ])
