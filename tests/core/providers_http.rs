@@ -783,17 +783,26 @@ async fn postmark_error_mapping_and_lookup_failures() {
     let tf = token_file(dir.path());
     let spec = |base: &str| postmark_spec(base, &tf).replace("timeout=2s", "timeout=700ms");
     let m = email("j1", "a@example.com", "hi");
-    let err = |status: &str, code: i64, msg: &str| {
-        canned(
-            status,
-            "",
-            &json!({"ErrorCode": code, "Message": msg}).to_string(),
-        )
-    };
+    postmark_accepts_with_the_documented_request(&spec, &m).await;
+    postmark_errors_map_to_results(&spec, &m).await;
+    transport_cases(&spec, &m).await;
+    postmark_lookups_that_cannot_tell(&spec, &m).await;
+}
 
+/// A Postmark error answer with `status`, its `ErrorCode` and `Message`.
+fn postmark_error(status: &str, code: i64, msg: &str) -> Option<String> {
+    canned(
+        status,
+        "",
+        &json!({"ErrorCode": code, "Message": msg}).to_string(),
+    )
+}
+
+/// A send Postmark accepts: its message id, and the request as Postmark documents it.
+async fn postmark_accepts_with_the_documented_request(spec: &impl Fn(&str) -> String, m: &Message) {
     let (res, reqs) = call_raw(
-        &spec,
-        &m,
+        spec,
+        m,
         canned(
             "200 OK",
             "",
@@ -822,11 +831,14 @@ async fn postmark_error_mapping_and_lookup_failures() {
                "Headers": [{"Name": "X-Sendonce-Job", "Value": "j1"}],
                "Metadata": {"sendonce_job": "j1"}})
     );
+}
 
+/// Postmark's error answers: inactive recipient, other refusals, account pending, rate limit, 5xx.
+async fn postmark_errors_map_to_results(spec: &impl Fn(&str) -> String, m: &Message) {
     let (res, _) = call_raw(
-        &spec,
-        &m,
-        err(
+        spec,
+        m,
+        postmark_error(
             "422 Unprocessable Entity",
             406,
             "You tried to send to a recipient that has been marked as inactive.",
@@ -838,9 +850,9 @@ async fn postmark_error_mapping_and_lookup_failures() {
         "{res:?}"
     );
     let (res, _) = call_raw(
-        &spec,
-        &m,
-        err("422 Unprocessable Entity", 300, "Invalid email request"),
+        spec,
+        m,
+        postmark_error("422 Unprocessable Entity", 300, "Invalid email request"),
     )
     .await;
     assert!(
@@ -848,9 +860,9 @@ async fn postmark_error_mapping_and_lookup_failures() {
         "{res:?}"
     );
     let (res, _) = call_raw(
-        &spec,
-        &m,
-        err("401 Unauthorized", 10, "Bad or missing server token"),
+        spec,
+        m,
+        postmark_error("401 Unauthorized", 10, "Bad or missing server token"),
     )
     .await;
     assert!(
@@ -858,15 +870,15 @@ async fn postmark_error_mapping_and_lookup_failures() {
         "{res:?}"
     );
     let (res, _) = call_raw(
-        &spec,
-        &m,
-        err("422 Unprocessable Entity", 412, "Account pending"),
+        spec,
+        m,
+        postmark_error("422 Unprocessable Entity", 412, "Account pending"),
     )
     .await;
     assert!(matches!(res, CallResult::NotSent { .. }), "{res:?}");
     let (res, _) = call_raw(
-        &spec,
-        &m,
+        spec,
+        m,
         canned(
             "429 Too Many Requests",
             "Retry-After: 3\r\n",
@@ -879,16 +891,16 @@ async fn postmark_error_mapping_and_lookup_failures() {
         "{res:?}"
     );
     for status in ["500 Internal Server Error", "503 Service Unavailable"] {
-        let (res, _) = call_raw(&spec, &m, err(status, 100, "Maintenance")).await;
+        let (res, _) = call_raw(spec, m, postmark_error(status, 100, "Maintenance")).await;
         assert!(
             matches!(res, CallResult::Ambiguous { .. }),
             "{status}: {res:?}"
         );
     }
-    transport_cases(&spec, &m).await;
+}
 
-    // Lookup that cannot tell: an error answer, a refused connection, a search that ignored
-    // the metadata filter.
+/// Lookups that cannot tell: an error answer, a search that ignored the filter, a refused call.
+async fn postmark_lookups_that_cannot_tell(spec: &impl Fn(&str) -> String, m: &Message) {
     let lookup = |resp: Option<String>| {
         let m = m.clone();
         async move {
@@ -902,7 +914,7 @@ async fn postmark_error_mapping_and_lookup_failures() {
             (l, requests)
         }
     };
-    let (l, reqs) = lookup(err("500 Internal Server Error", 0, "oops")).await;
+    let (l, reqs) = lookup(postmark_error("500 Internal Server Error", 0, "oops")).await;
     assert!(matches!(l, Lookup::Unknown { .. }), "{l:?}");
     let req = &reqs[0];
     assert!(
@@ -927,7 +939,7 @@ async fn postmark_error_mapping_and_lookup_failures() {
         common::refused_port()
     )))
     .unwrap()
-    .lookup(&m)
+    .lookup(m)
     .await;
     assert!(matches!(l, Lookup::Unknown { .. }), "{l:?}");
 }

@@ -960,63 +960,9 @@ fn hostile_inputs_never_add_headers_or_recipients() {
     let parser = mail_parser::MessageParser::default();
     let (mut accepted, mut refused) = (0usize, 0usize);
     for case in 0..CASES {
-        // A third of the messages have no refused piece anywhere, a third one hostile field,
-        // a third hostile everything.
-        let mode = rng.below(3);
-        let target = rng.below(7);
-        let hostile = |field: usize| mode == 2 || (mode == 1 && target == field);
-        let (h0, h1, h2, h3, h4) = (hostile(0), hostile(1), hostile(2), hostile(3), hostile(4));
-        let h5 = hostile(5);
-        let job_id = match rng.below(4) {
-            0 => value(&mut rng, h0),
-            _ => format!("campaign:{}:sub:{case}", rng.below(9)),
-        };
-        let to = match rng.below(3) {
-            0 if h5 => format!("{}@example.com", local_part(&mut rng)),
-            1 if h5 => format!(
-                "user{case}@{}example.com",
-                rng.pick(&["", "\r\n", "sub.", "%0a"])
-            ),
-            _ => format!("user{case}@example.com"),
-        };
-        let from_addr = match rng.below(4) {
-            0 => format!("{}@example.org", local_part(&mut rng)),
-            _ => "news@example.org".to_string(),
-        };
-        let name = value(&mut rng, h1);
-        let from = match rng.below(4) {
-            0 => from_addr.clone(),
-            1 => format!("\"{name}\" <{from_addr}>"),
-            _ => format!("{name} <{from_addr}>"),
-        };
-        let subject = (rng.below(8) != 0).then(|| value(&mut rng, h2));
-        let html = (rng.below(2) == 0).then(|| value(&mut rng, h3));
-        let reply_addr = match rng.below(4) {
-            0 => format!("{}@example.net", local_part(&mut rng)),
-            _ => "desk@example.net".to_string(),
-        };
-        let reply_name = value(&mut rng, hostile(6));
-        let reply_to = match rng.below(6) {
-            0 | 1 => None,
-            2 | 3 => Some(reply_addr.clone()),
-            4 => Some(format!("\"{reply_name}\" <{reply_addr}>")),
-            _ => Some(format!("{reply_name} <{reply_addr}>")),
-        };
-        let msg = Message {
-            status_callback: None,
-            reply_to: reply_to.clone(),
-            idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
-            job_id: job_id.clone(),
-            channel: Channel::Email,
-            from: Some(from.clone()),
-            to: to.clone(),
-            subject: subject.clone(),
-            body: value(&mut rng, h4),
-            html,
-            unsubscribe: (rng.below(2) == 0).then(|| link_for(&to)),
-        };
+        let c = hostile_case(&mut rng, case);
         let s = &settings[rng.below(2)];
-        let built = match build_email(&msg, s, SystemTime::now()) {
+        let built = match build_email(&c.msg, s, SystemTime::now()) {
             Err(_) => {
                 refused += 1;
                 continue;
@@ -1024,118 +970,239 @@ fn hostile_inputs_never_add_headers_or_recipients() {
             Ok(b) => b,
         };
         accepted += 1;
-        let ctx = || format!("case {case}: {msg:?}");
+        let ctx = || format!("case {case}: {:?}", c.msg);
         assert!(built.bytes.is_ascii(), "{}", ctx());
         let parsed = parser
             .parse(&built.bytes)
             .unwrap_or_else(|| panic!("unparsable: {}", ctx()));
-        // No header beyond the expected set, none twice.
-        let mut seen = Vec::new();
-        for h in parsed.headers() {
-            let n = h.name().to_ascii_lowercase();
-            assert!(
-                EXPECTED_HEADERS.contains(&n.as_str()),
-                "unexpected header {n:?}: {}\n{}",
-                ctx(),
-                String::from_utf8_lossy(&built.bytes)
-            );
-            assert!(!seen.contains(&n), "header {n} twice: {}", ctx());
-            seen.push(n);
-        }
-        for must in ["from", "to", "message-id", "date", "x-sendonce-job"] {
-            assert!(seen.iter().any(|n| n == must), "{must} missing: {}", ctx());
-        }
-        assert!(parsed.cc().is_none() && parsed.bcc().is_none(), "{}", ctx());
-        // Exactly the intended addresses.
-        let tos: Vec<_> = parsed.to().map(|a| a.iter().collect()).unwrap_or_default();
-        assert_eq!(tos.len(), 1, "{}", ctx());
-        assert_eq!(tos[0].address(), Some(to.as_str()), "{}", ctx());
-        let froms: Vec<_> = parsed
-            .from()
-            .map(|a| a.iter().collect())
-            .unwrap_or_default();
-        assert_eq!(froms.len(), 1, "{}", ctx());
-        // A bare sender is trimmed; inside <...> surrounding spaces are refused.
-        let from_addr = from_addr.trim();
-        assert_eq!(froms[0].address(), Some(from_addr), "{}", ctx());
-        assert_eq!(built.to.to_string(), to, "{}", ctx());
-        assert_eq!(built.from.to_string(), from_addr, "{}", ctx());
-        // Values decode to exactly what was asked for.
-        if let Some(sub) = &subject {
-            if !sub.trim().is_empty() {
-                assert_eq!(
-                    parsed.subject().map(norm),
-                    Some(norm(sub)),
-                    "subject: {}",
-                    ctx()
-                );
-            }
-        }
-        if from.contains('<') {
-            let want = norm(name.trim().trim_matches('"'));
-            if !want.is_empty() {
-                assert_eq!(
-                    froms[0].name().map(norm),
-                    Some(want),
-                    "display name: {}",
-                    ctx()
-                );
-            }
-        }
-        // Reply-To: exactly the intended mailbox, or none.
-        let replies: Vec<_> = parsed
-            .reply_to()
-            .map(|a| a.iter().collect())
-            .unwrap_or_default();
-        match &reply_to {
-            None => assert!(replies.is_empty(), "{}", ctx()),
-            Some(r) => {
-                assert_eq!(replies.len(), 1, "{}", ctx());
-                assert_eq!(replies[0].address(), Some(reply_addr.trim()), "{}", ctx());
-                let want = norm(reply_name.trim().trim_matches('"'));
-                if r.contains('<') && !want.is_empty() {
-                    assert_eq!(
-                        replies[0].name().map(norm),
-                        Some(want),
-                        "reply-to display name: {}",
-                        ctx()
-                    );
-                }
-            }
-        }
-        assert_eq!(
-            parsed.header_raw("X-Sendonce-Job").map(str::trim),
-            Some(job_id.as_str()),
-            "{}",
-            ctx()
-        );
-        assert_eq!(
-            parsed.message_id().map(|m| format!("<{m}>")),
-            Some(built.message_id.clone()),
-            "{}",
-            ctx()
-        );
-        // One text part (and the HTML one when asked for); bodies cannot forge parts.
-        let leaves: Vec<_> = parsed.parts.iter().filter(|p| !p.is_multipart()).collect();
-        let html_parts = leaves.iter().filter(|p| p.is_text_html()).count();
-        let text_parts = leaves
-            .iter()
-            .filter(|p| p.is_text() && !p.is_text_html())
-            .count();
-        assert_eq!(
-            leaves.len(),
-            1 + usize::from(msg.html.is_some()),
-            "{}",
-            ctx()
-        );
-        assert_eq!(text_parts, 1, "{}", ctx());
-        assert_eq!(html_parts, usize::from(msg.html.is_some()), "{}", ctx());
-        assert_eq!(parsed.attachment_count(), 0, "{}", ctx());
+        hostile_headers_checked(&built, &parsed, &ctx);
+        hostile_addresses_checked(&c, &built, &parsed, &ctx);
+        hostile_reply_to_checked(&c, &parsed, &ctx);
+        hostile_job_and_parts_checked(&c, &built, &parsed, &ctx);
     }
     eprintln!("hostile inputs: {accepted} built, {refused} refused");
     assert_eq!(accepted + refused, CASES);
     assert!(accepted >= CASES / 5, "too few built: {accepted}");
     assert!(refused >= CASES / 5, "too few refused: {refused}");
+}
+
+/// One generated message, and the values it was built from.
+struct HostileCase {
+    msg: Message,
+    job_id: String,
+    to: String,
+    from_addr: String,
+    name: String,
+    from: String,
+    subject: Option<String>,
+    reply_addr: String,
+    reply_name: String,
+    reply_to: Option<String>,
+}
+
+/// The message of `case`, drawn from `rng`: none, one or all of its fields hostile.
+fn hostile_case(rng: &mut Rng, case: usize) -> HostileCase {
+    // A third of the messages have no refused piece anywhere, a third one hostile field,
+    // a third hostile everything.
+    let mode = rng.below(3);
+    let target = rng.below(7);
+    let hostile = |field: usize| mode == 2 || (mode == 1 && target == field);
+    let (h0, h1, h2, h3, h4) = (hostile(0), hostile(1), hostile(2), hostile(3), hostile(4));
+    let h5 = hostile(5);
+    let job_id = match rng.below(4) {
+        0 => value(rng, h0),
+        _ => format!("campaign:{}:sub:{case}", rng.below(9)),
+    };
+    let to = match rng.below(3) {
+        0 if h5 => format!("{}@example.com", local_part(rng)),
+        1 if h5 => format!(
+            "user{case}@{}example.com",
+            rng.pick(&["", "\r\n", "sub.", "%0a"])
+        ),
+        _ => format!("user{case}@example.com"),
+    };
+    let from_addr = match rng.below(4) {
+        0 => format!("{}@example.org", local_part(rng)),
+        _ => "news@example.org".to_string(),
+    };
+    let name = value(rng, h1);
+    let from = match rng.below(4) {
+        0 => from_addr.clone(),
+        1 => format!("\"{name}\" <{from_addr}>"),
+        _ => format!("{name} <{from_addr}>"),
+    };
+    let subject = (rng.below(8) != 0).then(|| value(rng, h2));
+    let html = (rng.below(2) == 0).then(|| value(rng, h3));
+    let reply_addr = match rng.below(4) {
+        0 => format!("{}@example.net", local_part(rng)),
+        _ => "desk@example.net".to_string(),
+    };
+    let reply_name = value(rng, hostile(6));
+    let reply_to = match rng.below(6) {
+        0 | 1 => None,
+        2 | 3 => Some(reply_addr.clone()),
+        4 => Some(format!("\"{reply_name}\" <{reply_addr}>")),
+        _ => Some(format!("{reply_name} <{reply_addr}>")),
+    };
+    let msg = Message {
+        status_callback: None,
+        reply_to: reply_to.clone(),
+        idempotency_key: sendonce::domain::model::idempotency_key(&job_id),
+        job_id: job_id.clone(),
+        channel: Channel::Email,
+        from: Some(from.clone()),
+        to: to.clone(),
+        subject: subject.clone(),
+        body: value(rng, h4),
+        html,
+        unsubscribe: (rng.below(2) == 0).then(|| link_for(&to)),
+    };
+    HostileCase {
+        msg,
+        job_id,
+        to,
+        from_addr,
+        name,
+        from,
+        subject,
+        reply_addr,
+        reply_name,
+        reply_to,
+    }
+}
+
+/// No header beyond the expected set, none twice, the required ones there, no Cc or Bcc.
+fn hostile_headers_checked(
+    built: &sendonce::provider::BuiltEmail,
+    parsed: &mail_parser::Message<'_>,
+    ctx: &dyn Fn() -> String,
+) {
+    let mut seen = Vec::new();
+    for h in parsed.headers() {
+        let n = h.name().to_ascii_lowercase();
+        assert!(
+            EXPECTED_HEADERS.contains(&n.as_str()),
+            "unexpected header {n:?}: {}\n{}",
+            ctx(),
+            String::from_utf8_lossy(&built.bytes)
+        );
+        assert!(!seen.contains(&n), "header {n} twice: {}", ctx());
+        seen.push(n);
+    }
+    for must in ["from", "to", "message-id", "date", "x-sendonce-job"] {
+        assert!(seen.iter().any(|n| n == must), "{must} missing: {}", ctx());
+    }
+    assert!(parsed.cc().is_none() && parsed.bcc().is_none(), "{}", ctx());
+}
+
+/// Exactly the intended To and From, and the subject and display name decode to what was asked.
+fn hostile_addresses_checked(
+    c: &HostileCase,
+    built: &sendonce::provider::BuiltEmail,
+    parsed: &mail_parser::Message<'_>,
+    ctx: &dyn Fn() -> String,
+) {
+    // Exactly the intended addresses.
+    let tos: Vec<_> = parsed.to().map(|a| a.iter().collect()).unwrap_or_default();
+    assert_eq!(tos.len(), 1, "{}", ctx());
+    assert_eq!(tos[0].address(), Some(c.to.as_str()), "{}", ctx());
+    let froms: Vec<_> = parsed
+        .from()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    assert_eq!(froms.len(), 1, "{}", ctx());
+    // A bare sender is trimmed; inside <...> surrounding spaces are refused.
+    let from_addr = c.from_addr.trim();
+    assert_eq!(froms[0].address(), Some(from_addr), "{}", ctx());
+    assert_eq!(built.to.to_string(), c.to, "{}", ctx());
+    assert_eq!(built.from.to_string(), from_addr, "{}", ctx());
+    // Values decode to exactly what was asked for.
+    if let Some(sub) = &c.subject {
+        if !sub.trim().is_empty() {
+            assert_eq!(
+                parsed.subject().map(norm),
+                Some(norm(sub)),
+                "subject: {}",
+                ctx()
+            );
+        }
+    }
+    if c.from.contains('<') {
+        let want = norm(c.name.trim().trim_matches('"'));
+        if !want.is_empty() {
+            assert_eq!(
+                froms[0].name().map(norm),
+                Some(want),
+                "display name: {}",
+                ctx()
+            );
+        }
+    }
+}
+
+/// Reply-To: exactly the intended mailbox, or none.
+fn hostile_reply_to_checked(
+    c: &HostileCase,
+    parsed: &mail_parser::Message<'_>,
+    ctx: &dyn Fn() -> String,
+) {
+    let replies: Vec<_> = parsed
+        .reply_to()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    match &c.reply_to {
+        None => assert!(replies.is_empty(), "{}", ctx()),
+        Some(r) => {
+            assert_eq!(replies.len(), 1, "{}", ctx());
+            assert_eq!(replies[0].address(), Some(c.reply_addr.trim()), "{}", ctx());
+            let want = norm(c.reply_name.trim().trim_matches('"'));
+            if r.contains('<') && !want.is_empty() {
+                assert_eq!(
+                    replies[0].name().map(norm),
+                    Some(want),
+                    "reply-to display name: {}",
+                    ctx()
+                );
+            }
+        }
+    }
+}
+
+/// The job and message ids as built, one text part (and the HTML one when asked), no more.
+fn hostile_job_and_parts_checked(
+    c: &HostileCase,
+    built: &sendonce::provider::BuiltEmail,
+    parsed: &mail_parser::Message<'_>,
+    ctx: &dyn Fn() -> String,
+) {
+    assert_eq!(
+        parsed.header_raw("X-Sendonce-Job").map(str::trim),
+        Some(c.job_id.as_str()),
+        "{}",
+        ctx()
+    );
+    assert_eq!(
+        parsed.message_id().map(|m| format!("<{m}>")),
+        Some(built.message_id.clone()),
+        "{}",
+        ctx()
+    );
+    // One text part (and the HTML one when asked for); bodies cannot forge parts.
+    let leaves: Vec<_> = parsed.parts.iter().filter(|p| !p.is_multipart()).collect();
+    let html_parts = leaves.iter().filter(|p| p.is_text_html()).count();
+    let text_parts = leaves
+        .iter()
+        .filter(|p| p.is_text() && !p.is_text_html())
+        .count();
+    assert_eq!(
+        leaves.len(),
+        1 + usize::from(c.msg.html.is_some()),
+        "{}",
+        ctx()
+    );
+    assert_eq!(text_parts, 1, "{}", ctx());
+    assert_eq!(html_parts, usize::from(c.msg.html.is_some()), "{}", ctx());
+    assert_eq!(parsed.attachment_count(), 0, "{}", ctx());
 }
 
 /// Every way a Reply-To could carry a header (or a second line) in is refused by the builder,

@@ -8,6 +8,7 @@ use crate::common::{assert_png, browser, client, output_dir, rt, Fake};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::net::TcpListener;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,14 +54,10 @@ fn text(v: &Value) -> &str {
         .unwrap_or_else(|| panic!("no text in {v}"))
 }
 
-#[test]
-fn the_inbox_lists_shows_and_contains_messages() {
-    let dir = tempfile::tempdir().unwrap();
-    let fake = Fake::start(&dir.path().join("log.jsonl"), &[]);
-    let out = output_dir("fake_web");
-
+/// Sends a welcome email (text and HTML) and, 5 ms later, a two-segment SMS; their ids.
+fn send_email_and_sms(fake: &Fake) -> (String, String) {
     let email = send(
-        &fake,
+        fake,
         "k-email",
         json!({"job_id": "welcome:1", "to": "kim@example.org", "from": "shop@example.com",
                "subject": "Welcome aboard, Kim", "channel": "email",
@@ -70,11 +67,15 @@ fn the_inbox_lists_shows_and_contains_messages() {
     std::thread::sleep(Duration::from_millis(5));
     let sms_text = "Your code is 424242. ".repeat(9);
     let sms = send(
-        &fake,
+        fake,
         "k-sms",
         json!({"job_id": "otp:1", "to": "+14155550100", "channel": "sms", "body": sms_text}),
     );
+    (email, sms)
+}
 
+/// Checks the list at phone width: both messages, newest first, no horizontal scroll.
+fn check_the_list(fake: &Fake, out: &Path) {
     // The list at phone width: both, newest (the SMS) first, no horizontal scroll.
     let shot = out.join("inbox-360.png");
     let page = browser(&[
@@ -103,7 +104,10 @@ fn the_inbox_lists_shows_and_contains_messages() {
     );
     assert!(t.contains("2 messages"), "{t}");
     assert_png(&shot, 5_000, Some(360));
+}
 
+/// Checks the email's view: text, the HTML in its frame, headers, source, links.
+fn check_the_email_view(fake: &Fake, out: &Path, email: &str) {
     // The email: text, the HTML in its frame, headers, source, links.
     let shot = out.join("email-360.png");
     let view = browser(&[
@@ -147,7 +151,10 @@ fn the_inbox_lists_shows_and_contains_messages() {
         "the HTML part shows in its frame: {view}"
     );
     assert_png(&shot, 5_000, Some(360));
+}
 
+/// Checks the SMS's view: a bubble, the number, the segments, no email source.
+fn check_the_sms_view(fake: &Fake, out: &Path, sms: &str) {
     // The SMS: a bubble, the number, the segments.
     let shot = out.join("sms-360.png");
     let view = browser(&[
@@ -168,7 +175,10 @@ fn the_inbox_lists_shows_and_contains_messages() {
     assert!(t.contains("2 segments · GSM-7"), "segments shown: {t}");
     assert!(!t.contains("Source"), "an SMS has no email source: {t}");
     assert_png(&shot, 3_000, Some(360));
+}
 
+/// Checks that a search typed into the box narrows the list, and one matching nothing says so.
+fn check_search(fake: &Fake) {
     // Search narrows the list (typed into the box, submitted with the button).
     let found = browser(&[
         &fake.url("/"),
@@ -183,9 +193,11 @@ fn the_inbox_lists_shows_and_contains_messages() {
     assert!(t.contains("1 of 2 messages match"), "{t}");
     let none = browser(&[&fake.url("/?q=nothing+like+this")]);
     assert!(text(&none).contains("Nothing matches"), "{none}");
+}
 
+/// Checks that a cross-site `POST /clear` (a wrong token, or none) is refused and deletes nothing.
+fn check_cross_site_clear_is_refused(fake: &Fake, c: &reqwest::Client) {
     // A cross-site POST (no token) is refused and deletes nothing.
-    let c = client();
     let (status, left) = rt().block_on(async {
         let r = c
             .post(fake.url("/clear"))
@@ -213,7 +225,10 @@ fn the_inbox_lists_shows_and_contains_messages() {
     );
     let status = rt().block_on(async { c.post(fake.url("/clear")).send().await.unwrap().status() });
     assert_eq!(status, 403, "no token at all");
+}
 
+/// Checks the headers that say what a page may load (CSP, nosniff).
+fn check_security_headers(fake: &Fake, c: &reqwest::Client) {
     // Every page says what it may load.
     let (csp, nosniff) = rt().block_on(async {
         let r = c.get(fake.url("/")).send().await.unwrap();
@@ -234,7 +249,10 @@ fn the_inbox_lists_shows_and_contains_messages() {
         "{csp}"
     );
     assert_eq!(nosniff, "nosniff");
+}
 
+/// Presses "Clear inbox" with the keyboard and checks the list and the delivery log are empty.
+fn clear_with_the_button(fake: &Fake) {
     // The button (reached with Tab, pressed with Enter) empties it and lands on the empty list.
     let cleared = browser(&[&fake.url("/"), "--click", "Clear inbox", "--keyboard"]);
     assert_eq!(cleared["after"]["status"], 200, "{cleared}");
@@ -244,6 +262,23 @@ fn the_inbox_lists_shows_and_contains_messages() {
         "{t}"
     );
     assert!(fake.lines().is_empty(), "the delivery log is empty");
+}
+
+#[test]
+fn the_inbox_lists_shows_and_contains_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::start(&dir.path().join("log.jsonl"), &[]);
+    let out = output_dir("fake_web");
+
+    let (email, sms) = send_email_and_sms(&fake);
+    check_the_list(&fake, &out);
+    check_the_email_view(&fake, &out, &email);
+    check_the_sms_view(&fake, &out, &sms);
+    check_search(&fake);
+    let c = client();
+    check_cross_site_clear_is_refused(&fake, &c);
+    check_security_headers(&fake, &c);
+    clear_with_the_button(&fake);
 }
 
 #[test]

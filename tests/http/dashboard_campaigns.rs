@@ -9,6 +9,7 @@
 use crate::common::dashboard::{create_admin, scenario, Admin, PASSWORD};
 use crate::common::{output_dir, Env, Fake, Server};
 use serde_json::{json, Value};
+use std::path::Path;
 
 /// Accounts acme (admin ana; list `news` with five confirmed subscribers) and other (admin bo).
 fn accounts() -> Env {
@@ -66,17 +67,11 @@ fn campaign_count(env: &Env) -> usize {
     v["campaigns"].as_array().unwrap().len()
 }
 
-#[cfg(feature = "tier1")]
-#[test]
-fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
-    let env = accounts();
-    let fake = Fake::start(&env.path("fake.jsonl"), &[]);
-    let spec = format!("webhook:{}", fake.url("/send"));
-    let server = Server::start(&env, &["--worker", "--provider", spec.as_str()]);
-    let out = output_dir("dashboard");
-    let v = scenario(
-        &server.base,
-        &out,
+/// In the browser at 360 px: ana makes a draft, previews, approves and watches it until sent.
+fn make_approve_and_watch_in_the_browser(base: &str, out: &Path) -> Value {
+    scenario(
+        base,
+        out,
         360,
         json!([
             {"login": ["ana", PASSWORD]},
@@ -125,7 +120,11 @@ fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
             {"screenshot": "campaigns-list-360"},
             {"no_overflow": true},
         ]),
-    );
+    )
+}
+
+/// Checks the browser's records (the preview frame, the screenshots); the campaign's id.
+fn check_the_browser_run(v: &Value, out: &Path) -> String {
     let url = v["records"]["draft"]["url"].as_str().unwrap();
     let id = url
         .split("/admin/campaigns/")
@@ -150,18 +149,11 @@ fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
     ] {
         crate::common::assert_png(&out.join(format!("campaigns-{shot}-360.png")), 2000, None);
     }
+    id
+}
 
-    // The CLI sees what the browser did.
-    let st = status(&env, &id);
-    assert_eq!(st["status"], "sent", "{st}");
-    assert_eq!(
-        (st["total"].as_u64(), st["sent"].as_u64()),
-        (Some(5), Some(5))
-    );
-    assert_eq!(fake.lines().len(), 5);
-
-    // The HTML part is served under the sandboxing CSP; the CSV is the whole report.
-    let a = Admin::login(&server.base, "ana", PASSWORD);
+/// Checks the campaign's page, the list, the sandboxed HTML part and the CSV report over HTTP.
+fn check_the_pages_and_the_report(a: &Admin, fake: &Fake, id: &str) {
     // The route is named by its kind, never by its spec (it holds the fake's URL here).
     let shown = a.get(&format!("/admin/campaigns/{id}"));
     assert!(
@@ -202,7 +194,10 @@ fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
     let mut addrs: Vec<&str> = rows.iter().map(|row| row.get(2).unwrap()).collect();
     addrs.sort();
     assert_eq!(addrs[0], "user0@example.com");
+}
 
+/// Checks the live numbers the script reads and the script itself.
+fn check_the_progress_and_the_script(a: &Admin, id: &str) {
     // Live numbers for the script, and the script itself.
     let p = a.get(&format!("/admin/campaigns/{id}/progress.json"));
     let p: Value = serde_json::from_str(&p.body).unwrap();
@@ -218,6 +213,32 @@ fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
         .unwrap()
         .starts_with("text/javascript"));
     assert!(js.body.contains("data-live"));
+}
+
+#[cfg(feature = "tier1")]
+#[test]
+fn a_campaign_is_made_approved_watched_and_reported_in_the_browser() {
+    let env = accounts();
+    let fake = Fake::start(&env.path("fake.jsonl"), &[]);
+    let spec = format!("webhook:{}", fake.url("/send"));
+    let server = Server::start(&env, &["--worker", "--provider", spec.as_str()]);
+    let out = output_dir("dashboard");
+    let v = make_approve_and_watch_in_the_browser(&server.base, &out);
+    let id = check_the_browser_run(&v, &out);
+
+    // The CLI sees what the browser did.
+    let st = status(&env, &id);
+    assert_eq!(st["status"], "sent", "{st}");
+    assert_eq!(
+        (st["total"].as_u64(), st["sent"].as_u64()),
+        (Some(5), Some(5))
+    );
+    assert_eq!(fake.lines().len(), 5);
+
+    // The HTML part is served under the sandboxing CSP; the CSV is the whole report.
+    let a = Admin::login(&server.base, "ana", PASSWORD);
+    check_the_pages_and_the_report(&a, &fake, &id);
+    check_the_progress_and_the_script(&a, &id);
 }
 
 #[test]

@@ -189,10 +189,8 @@ fn email_campaign(env: &Env, lists: &[&str]) -> String {
     id
 }
 
-#[test]
-fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
-    let env = Env::new();
-    let (news, _, _) = setup(&env);
+/// Checks that adding to a double opt-in list without a public URL is refused and writes nothing.
+fn refused_without_a_public_url(env: &Env) {
     // Without a public URL: refused, nothing written.
     let r = env
         .cmd()
@@ -214,10 +212,13 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
     assert!(!r.status.success() && err.contains("public URL"), "{err}");
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 0);
     assert_eq!(env.count("SELECT count(*) FROM sends"), 0);
+}
 
-    assert_eq!(add(&env, "ana@example.org", "news").code, 0);
+/// Adds ana (twice), imports ana and bo to `news` and adds carl to no list: two confirmations.
+fn add_ana_bo_and_carl(env: &Env) {
+    assert_eq!(add(env, "ana@example.org", "news").code, 0);
     assert_eq!(
-        add(&env, "Ana@Example.org", "news").code,
+        add(env, "Ana@Example.org", "news").code,
         0,
         "re-adding is fine"
     );
@@ -226,7 +227,7 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
         "email,name\nana@example.org,Ana\nbo@example.org,Bo\n",
     );
     ok(
-        &env,
+        env,
         &[
             "subscriber",
             "import",
@@ -247,16 +248,19 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
         "--email",
         "carl@example.org",
     ]);
-    assert_eq!(membership(&env, "ana@example.org", "news"), "pending");
+    assert_eq!(membership(env, "ana@example.org", "news"), "pending");
     assert_eq!(env.count("SELECT count(*) FROM list_confirmations"), 2);
+}
 
+/// Runs the worker three times (ana re-added before the third): two confirmations; their links.
+fn send_the_confirmations_once(env: &Env) -> (String, String) {
     let outbox = env.path("o.jsonl");
-    let first = send(&env, &outbox);
-    let second = send(&env, &outbox);
+    let first = send(env, &outbox);
+    let second = send(env, &outbox);
     assert_eq!(first.len(), 2, "{first:?}");
     assert_eq!(second.len(), 2, "a second run sends nothing more");
-    assert_eq!(add(&env, "ana@example.org", "news").code, 0);
-    let third = send(&env, &outbox);
+    assert_eq!(add(env, "ana@example.org", "news").code, 0);
+    let third = send(env, &outbox);
     assert_eq!(
         third.len(),
         2,
@@ -275,9 +279,12 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
     );
     let ana_path = confirm_path(&third, "ana@example.org");
     let bo_path = confirm_path(&third, "bo@example.org");
+    (ana_path, bo_path)
+}
 
-    let srv = server(&env);
-    let (status, page) = http(&srv.url(&ana_path), None);
+/// Checks that GET on ana's link shows a masked page and changes nothing, and POST confirms once.
+fn ana_confirms(env: &Env, srv: &Server, ana_path: &str) {
+    let (status, page) = http(&srv.url(ana_path), None);
     assert_eq!(status, 200, "{page}");
     assert!(
         page.contains("news") && page.contains("a**@example.org"),
@@ -286,22 +293,25 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
     assert!(page.contains("Confirm subscription") && page.contains("<form method=\"post\">"));
     assert!(!page.contains("ana@example.org"), "the address is masked");
     assert_eq!(
-        membership(&env, "ana@example.org", "news"),
+        membership(env, "ana@example.org", "news"),
         "pending",
         "GET changes nothing"
     );
 
-    let (status, page) = http(&srv.url(&ana_path), Some(""));
+    let (status, page) = http(&srv.url(ana_path), Some(""));
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("Subscription confirmed"), "{page}");
-    assert_eq!(membership(&env, "ana@example.org", "news"), "subscribed");
+    assert_eq!(membership(env, "ana@example.org", "news"), "subscribed");
     assert_eq!(
         env.count("SELECT count(*) FROM list_confirmations WHERE confirmed_at IS NOT NULL"),
         1
     );
-    let (_, page) = http(&srv.url(&ana_path), Some(""));
+    let (_, page) = http(&srv.url(ana_path), Some(""));
     assert!(page.contains("Already confirmed"), "{page}");
+}
 
+/// Unsubscribes bo from the list, then checks his old link does not subscribe him again.
+fn bo_unsubscribed_is_not_resubscribed(env: &Env, srv: &Server, bo_path: &str) {
     // Bo unsubscribed from the list before clicking: the old link does not resubscribe.
     env.sqlite()
         .execute(
@@ -310,13 +320,16 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
             [],
         )
         .unwrap();
-    let (status, page) = http(&srv.url(&bo_path), Some(""));
+    let (status, page) = http(&srv.url(bo_path), Some(""));
     assert_eq!(status, 200);
     assert!(page.contains("does not subscribe"), "{page}");
-    assert_eq!(membership(&env, "bo@example.org", "news"), "unsubscribed");
+    assert_eq!(membership(env, "bo@example.org", "news"), "unsubscribed");
+}
 
+/// Checks that changed, garbage and unsubscribe tokens get a plain 404 page.
+fn refused_links(srv: &Server, news: &str, ana_path: &str, bo_path: &str) {
     // Refused links: a plain page, nothing internal.
-    let mut changed = ana_path.clone().into_bytes();
+    let mut changed = ana_path.to_string().into_bytes();
     let i = changed.len() - 3;
     changed[i] = if changed[i] == b'A' { b'B' } else { b'A' };
     let changed = String::from_utf8(changed).unwrap();
@@ -348,6 +361,10 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
     let unsub = format!("/c/{}", keys.seal(Purpose::Unsubscribe, &target));
     let (status, _) = http(&srv.url(&unsub), Some(""));
     assert_eq!(status, 404);
+}
+
+/// Checks that a bad address on the signup form gets a 400 with the reason and writes nothing.
+fn signup_refuses_a_bad_address(env: &Env, srv: &Server, news: &str) {
     // A bad address on the signup form: 400 with the reason, nothing written.
     let (status, page) = http(
         &srv.url("/subscribe"),
@@ -359,8 +376,10 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
         "{page}"
     );
     assert_eq!(env.count("SELECT count(*) FROM subscribers"), 3);
-    drop(srv);
+}
 
+/// Makes bo pending again and checks the list's and the account's campaigns leave him out.
+fn campaigns_leave_pending_members_out(env: &Env) {
     // Bo is pending again (re-added after a removal of the membership), Ana subscribed, Carl
     // in no list: the list's campaign reaches Ana only; the account's reaches Ana and Carl,
     // never a subscriber whose only membership is pending.
@@ -371,10 +390,10 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
             [],
         )
         .unwrap();
-    let list_c = email_campaign(&env, &["news"]);
-    let whole = email_campaign(&env, &[]);
+    let list_c = email_campaign(env, &["news"]);
+    let whole = email_campaign(env, &[]);
     let out = env.path("c.jsonl");
-    let got = send(&env, &out);
+    let got = send(env, &out);
     let to = |cid: &str| -> Vec<String> {
         let mut v: Vec<String> = got
             .iter()
@@ -390,6 +409,24 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
         serde_json::from_str(&env.ok(&["--json", "campaign", "audience", &whole])).unwrap();
     assert_eq!(audience["would_receive"], 2, "{audience}");
     assert_eq!(audience["unconfirmed"], 1, "{audience}");
+}
+
+#[test]
+fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
+    let env = Env::new();
+    let (news, _, _) = setup(&env);
+    refused_without_a_public_url(&env);
+    add_ana_bo_and_carl(&env);
+    let (ana_path, bo_path) = send_the_confirmations_once(&env);
+
+    let srv = server(&env);
+    ana_confirms(&env, &srv, &ana_path);
+    bo_unsubscribed_is_not_resubscribed(&env, &srv, &bo_path);
+    refused_links(&srv, &news, &ana_path, &bo_path);
+    signup_refuses_a_bad_address(&env, &srv, &news);
+    drop(srv);
+
+    campaigns_leave_pending_members_out(&env);
     env.assert_counters();
 }
 

@@ -15,7 +15,7 @@ use crate::core::smtp::RealServer;
 use sendonce::domain::address::Channel;
 use sendonce::domain::links::{Keys, Purpose, Secret, Target};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const SECRET_ENV: (&str, &str) = ("SENDONCE_UNSUBSCRIBE_SECRET", TEST_UNSUBSCRIBE_SECRET);
 const NOT_VALID: &str = "This link is not valid";
@@ -159,51 +159,40 @@ fn received(smtp: &RealServer) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-#[cfg(feature = "tier1")]
-#[test]
-fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it() {
-    let env = Env::new();
-    setup(&env);
-    let server = Server::start_with_env(&env, &["--listen", "127.0.0.1:0"], &[SECRET_ENV]);
-    let smtp = RealServer::start();
-    approved_campaign(&env, "first", &["news"], &server.base);
-    run_to(&env, &smtp, &server.base);
-    let got = received(&smtp);
-    assert_eq!(got.len(), 3, "ana, bob, cy");
+/// The unsubscribe link `who` received; checks List-Unsubscribe and the body's link agree.
+fn link_of(got: &[(String, Vec<u8>)], base: &str, who: &str) -> String {
+    let raw = &got.iter().find(|(to, _)| to == who).unwrap().1;
+    let msg = mail_parser::MessageParser::default().parse(raw).unwrap();
+    let header = msg
+        .header_raw("List-Unsubscribe")
+        .expect("List-Unsubscribe")
+        .trim()
+        .to_string();
+    let link = header
+        .strip_prefix('<')
+        .and_then(|h| h.strip_suffix('>'))
+        .unwrap_or_else(|| panic!("one <URL>: {header}"))
+        .to_string();
+    assert!(
+        link.starts_with(&format!("{base}/u/2")),
+        "{link} points at the server"
+    );
+    let body = msg.body_text(0).unwrap();
+    assert!(
+        body.contains(&link),
+        "the body prints the same link: {body}"
+    );
+    // http://, not https://: no one-click promise.
+    assert!(msg.header_raw("List-Unsubscribe-Post").is_none());
+    assert!(
+        !link.contains(who),
+        "the address is not readable in the link"
+    );
+    link
+}
 
-    // The link of each recipient: List-Unsubscribe and the body's {{ unsubscribe_url }} agree.
-    let link_of = |who: &str| -> String {
-        let raw = &got.iter().find(|(to, _)| to == who).unwrap().1;
-        let msg = mail_parser::MessageParser::default().parse(raw).unwrap();
-        let header = msg
-            .header_raw("List-Unsubscribe")
-            .expect("List-Unsubscribe")
-            .trim()
-            .to_string();
-        let link = header
-            .strip_prefix('<')
-            .and_then(|h| h.strip_suffix('>'))
-            .unwrap_or_else(|| panic!("one <URL>: {header}"))
-            .to_string();
-        assert!(
-            link.starts_with(&format!("{}/u/2", server.base)),
-            "{link} points at the server"
-        );
-        let body = msg.body_text(0).unwrap();
-        assert!(
-            body.contains(&link),
-            "the body prints the same link: {body}"
-        );
-        // http://, not https://: no one-click promise.
-        assert!(msg.header_raw("List-Unsubscribe-Post").is_none());
-        assert!(
-            !link.contains(who),
-            "the address is not readable in the link"
-        );
-        link
-    };
-    let (ana, bob) = (link_of("ana@example.com"), link_of("bob@example.com"));
-
+/// Ana opens her link at 360 px, then leaves "this list only" with the mouse.
+fn ana_leaves_the_list(env: &Env, ana: &str) {
     // Ana: the page at 360 px, then "this list" with the mouse.
     let out = output_dir();
     let (narrow, before, after) = (
@@ -212,7 +201,7 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
         out.join("after.png"),
     );
     let page = browser(&[
-        &ana,
+        ana,
         "--width",
         "360",
         "--screenshot",
@@ -222,10 +211,10 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
     assert_eq!(page["overflow_x"], false, "the page fits 360 px: {page}");
     assert_eq!(page["scripts"], 0, "no JavaScript");
     assert_png(&narrow, 5_000, Some(360));
-    assert_eq!(membership(&env, "ana@example.com", "news"), "subscribed");
+    assert_eq!(membership(env, "ana@example.com", "news"), "subscribed");
 
     let page = browser(&[
-        &ana,
+        ana,
         "--screenshot",
         before.to_str().unwrap(),
         "--check",
@@ -244,23 +233,26 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
     assert!(done.contains("You are unsubscribed from news"), "{done}");
     assert_png(&before, 5_000, None);
     assert_png(&after, 3_000, None);
-    assert_eq!(membership(&env, "ana@example.com", "news"), "unsubscribed");
+    assert_eq!(membership(env, "ana@example.com", "news"), "unsubscribed");
     assert_eq!(
-        membership(&env, "ana@example.com", "theirs"),
+        membership(env, "ana@example.com", "theirs"),
         "subscribed",
         "another account's list is not touched"
     );
     // The same link again: already unsubscribed from the list, "everything" still offered.
-    let again = browser(&[&ana]);
+    let again = browser(&[ana]);
     let text = again["text"].as_str().unwrap();
     assert!(
         text.contains("already unsubscribed from this list"),
         "{text}"
     );
+}
 
+/// Bob leaves "everything from this sender" with the keyboard only: suppressed and unsubscribed.
+fn bob_leaves_everything(env: &Env, bob: &str) {
     // Bob: "everything from this sender", with the keyboard only (Tab to the button, Enter).
     let page = browser(&[
-        &bob,
+        bob,
         "--check",
         "everything from this sender",
         "--click",
@@ -279,13 +271,16 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
         ),
         1
     );
-    assert_eq!(membership(&env, "bob@example.com", "news"), "unsubscribed");
+    assert_eq!(membership(env, "bob@example.com", "news"), "unsubscribed");
+}
 
+/// Sends a list campaign and an account-wide one and checks who they reached.
+fn the_next_campaigns_skip_them(env: &Env, smtp: &RealServer, base: &str) {
     // The next campaigns: to the list (cy only) and to the whole account (ana and cy).
-    let list_cid = approved_campaign(&env, "second", &["news"], &server.base);
-    let all_cid = approved_campaign(&env, "third", &[], &server.base);
-    run_to(&env, &smtp, &server.base);
-    let got = received(&smtp);
+    let list_cid = approved_campaign(env, "second", &["news"], base);
+    let all_cid = approved_campaign(env, "third", &[], base);
+    run_to(env, smtp, base);
+    let got = received(smtp);
     let to_list: Vec<String> = env
         .sqlite()
         .prepare(&format!(
@@ -317,6 +312,28 @@ fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it
         "the account-wide campaign skips bob (suppressed); ana left only the list"
     );
     assert_eq!(got.len(), 3 + 3, "exactly those messages arrived");
+}
+
+#[cfg(feature = "tier1")]
+#[test]
+fn a_browser_unsubscribes_from_a_received_message_and_the_next_campaigns_skip_it() {
+    let env = Env::new();
+    setup(&env);
+    let server = Server::start_with_env(&env, &["--listen", "127.0.0.1:0"], &[SECRET_ENV]);
+    let smtp = RealServer::start();
+    approved_campaign(&env, "first", &["news"], &server.base);
+    run_to(&env, &smtp, &server.base);
+    let got = received(&smtp);
+    assert_eq!(got.len(), 3, "ana, bob, cy");
+
+    // The link of each recipient: List-Unsubscribe and the body's {{ unsubscribe_url }} agree.
+    let (ana, bob) = (
+        link_of(&got, &server.base, "ana@example.com"),
+        link_of(&got, &server.base, "bob@example.com"),
+    );
+    ana_leaves_the_list(&env, &ana);
+    bob_leaves_everything(&env, &bob);
+    the_next_campaigns_skip_them(&env, &smtp, &server.base);
     env.assert_counters();
 }
 
@@ -547,6 +564,43 @@ fn changed_foreign_retired_and_other_purpose_tokens_are_refused() {
     });
 }
 
+/// Creates an email campaign of acme with the receipt `body`, transactional or not; its id.
+fn receipt_campaign(env: &Env, body: &Path, name: &str, transactional: bool) -> String {
+    let mut args = vec![
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        name,
+        "--channel",
+        "email",
+        "--from",
+        "shop@example.org",
+        "--subject",
+        "Receipt",
+        "--body-file",
+        body.to_str().unwrap(),
+    ];
+    if transactional {
+        args.push("--transactional");
+    }
+    env.ok(&args)
+}
+
+/// Runs the binary with neither a public URL nor the link secret in its environment.
+fn run_bare(env: &Env, args: &[&str]) -> common::Run {
+    let out = env
+        .cmd()
+        .env_remove("SENDONCE_PUBLIC_URL")
+        .env_remove("SENDONCE_UNSUBSCRIBE_SECRET")
+        .current_dir(env.dir.path())
+        .args(args)
+        .output()
+        .unwrap();
+    common::Run::from(out)
+}
+
 #[cfg(feature = "tier1")]
 #[test]
 fn approval_needs_a_public_url_unless_transactional_and_transactional_mail_has_no_list_unsubscribe()
@@ -554,39 +608,9 @@ fn approval_needs_a_public_url_unless_transactional_and_transactional_mail_has_n
     let env = Env::new();
     setup(&env);
     let body = env.write("t.txt", "Your receipt, {{ name }}.\n");
-    let create = |name: &str, transactional: bool| {
-        let mut args = vec![
-            "campaign",
-            "create",
-            "--account",
-            "acme",
-            "--name",
-            name,
-            "--channel",
-            "email",
-            "--from",
-            "shop@example.org",
-            "--subject",
-            "Receipt",
-            "--body-file",
-            body.to_str().unwrap(),
-        ];
-        if transactional {
-            args.push("--transactional");
-        }
-        env.ok(&args)
-    };
-    let bare = |args: &[&str]| {
-        let out = env
-            .cmd()
-            .env_remove("SENDONCE_PUBLIC_URL")
-            .env_remove("SENDONCE_UNSUBSCRIBE_SECRET")
-            .current_dir(env.dir.path())
-            .args(args)
-            .output()
-            .unwrap();
-        common::Run::from(out)
-    };
+    let create =
+        |name: &str, transactional: bool| receipt_campaign(&env, &body, name, transactional);
+    let bare = |args: &[&str]| run_bare(&env, args);
     let news = create("news", false);
     let r = bare(&["campaign", "approve", &news]);
     assert_eq!(r.code, 2, "{}", r.stderr);

@@ -185,7 +185,26 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
         &dir.path().join("fake.jsonl"),
         &["--latency", "300ms..300ms"],
     );
-    let (env, cid) = half_sent(&fake);
+    let moved = half_sent_and_migrated(cluster, &fake);
+    the_same_rows_are_on_postgres(cluster, &moved);
+    let again = the_moved_file_refuses_workers_writes_and_a_second_move(cluster, &fake, &moved);
+    let r = a_worker_on_postgres_finishes_the_campaign(cluster, &fake, &moved);
+    the_password_is_nowhere(&r, &again, &moved.env);
+}
+
+/// The half-sent file and where it was moved to.
+struct Moved {
+    env: Env,
+    cid: String,
+    /// The PostgreSQL URL, with the password.
+    url: String,
+    db: String,
+    installation: String,
+}
+
+/// A half-sent file moved to a new database (its URL given a password): every row is counted.
+fn half_sent_and_migrated(cluster: &pg::PgCluster, fake: &Fake) -> Moved {
+    let (env, cid) = half_sent(fake);
     let before = sqlite_counts(&env);
     let installation = env
         .sqlite()
@@ -200,8 +219,24 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
     for (t, n) in before.as_object().unwrap() {
         assert_eq!(&doc["rows"][t], n, "{t}: {doc}");
     }
-    // The same rows on PostgreSQL, by status, and the same installation id.
     let db = db_name(&url);
+    Moved {
+        env,
+        cid,
+        url,
+        db,
+        installation,
+    }
+}
+
+/// The same rows on PostgreSQL, by status, the same installation id, and new ids past the old.
+fn the_same_rows_are_on_postgres(cluster: &pg::PgCluster, moved: &Moved) {
+    let Moved {
+        env,
+        db,
+        installation,
+        ..
+    } = moved;
     let by_status = "SELECT string_agg(status || '=' || n, ',' ORDER BY status) FROM \
                      (SELECT status, count(*) AS n FROM sends GROUP BY status) s";
     let sqlite_status: String = env
@@ -213,29 +248,37 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(cluster.psql(&db, by_status).trim(), sqlite_status);
+    assert_eq!(cluster.psql(db, by_status).trim(), sqlite_status);
     assert!(sqlite_status.contains("in_doubt=1"), "{sqlite_status}");
     assert!(sqlite_status.contains("leased="), "{sqlite_status}");
     assert_eq!(
-        cluster.psql(&db, "SELECT id FROM installation").trim(),
+        cluster.psql(db, "SELECT id FROM installation").trim(),
         installation
     );
     // New ids continue past the copied ones.
     let max_sub: i64 = env.count("SELECT max(id) FROM subscribers");
     let next: i64 = cluster
         .psql(
-            &db,
+            db,
             "SELECT nextval(pg_get_serial_sequence('subscribers', 'id'))",
         )
         .trim()
         .parse()
         .unwrap();
     assert!(next > max_sub, "{next} <= {max_sub}");
+}
 
+/// The moved file refuses a worker, an opt-out and a second move, and still reads its status.
+fn the_moved_file_refuses_workers_writes_and_a_second_move(
+    cluster: &pg::PgCluster,
+    fake: &Fake,
+    moved: &Moved,
+) -> Run {
+    let Moved { env, cid, .. } = moved;
     // The moved file: a worker refuses it (exit 5) and sends nothing; status still reads it.
     let file = env.db.to_str().unwrap().to_string();
     let sent_before = common::deliveries(&fake.log).len();
-    let r = run(&file, &["run", "--once", "--provider", &spec(&fake)]);
+    let r = run(&file, &["run", "--once", "--provider", &spec(fake)]);
     assert_eq!(r.code, 5, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.contains("was moved to"), "{}", r.stderr);
     assert!(
@@ -244,7 +287,7 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
         r.stderr
     );
     assert_eq!(common::deliveries(&fake.log).len(), sent_before);
-    let st = run(&file, &["campaign", "status", &cid]);
+    let st = run(&file, &["campaign", "status", cid]);
     assert_eq!(st.code, 0, "{}", st.stderr);
     // Nothing else writes to it either: an opt-out written here would never reach the store
     // that sends now.
@@ -276,19 +319,20 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
     let again = migrate(&env.db, &with_password(&cluster.fresh_url()));
     assert_eq!(again.code, 5, "{}", again.stderr);
     assert!(again.stderr.contains("was moved to"), "{}", again.stderr);
+    again
+}
 
-    // A worker on PostgreSQL finishes the campaign (the killed worker's leases expire).
+/// Once the killed worker's leases expire, a worker on PostgreSQL finishes with no duplicate.
+fn a_worker_on_postgres_finishes_the_campaign(
+    cluster: &pg::PgCluster,
+    fake: &Fake,
+    moved: &Moved,
+) -> Run {
+    let Moved { cid, url, db, .. } = moved;
     std::thread::sleep(Duration::from_secs(2));
     let r = run(
-        &url,
-        &[
-            "run",
-            "--once",
-            "--tick",
-            "20ms",
-            "--provider",
-            &spec(&fake),
-        ],
+        url,
+        &["run", "--once", "--tick", "20ms", "--provider", &spec(fake)],
     );
     assert_eq!(
         r.code, 3,
@@ -296,10 +340,7 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
         r.stdout, r.stderr
     );
     let log = fake.log.to_str().unwrap().to_string();
-    let check = run(
-        &url,
-        &["--json", "check", "--campaign", &cid, "--log", &log],
-    );
+    let check = run(url, &["--json", "check", "--campaign", cid, "--log", &log]);
     let verdict: Value = serde_json::from_str(&check.stdout)
         .unwrap_or_else(|_| panic!("{}{}", check.stdout, check.stderr));
     assert_eq!(check.code, 0, "{verdict}");
@@ -312,15 +353,18 @@ fn a_half_sent_campaign_moves_and_finishes_on_postgres_without_a_duplicate() {
     assert_eq!(
         cluster
             .psql(
-                &db,
+                db,
                 "SELECT count(*) FROM sends WHERE status IN ('queued', 'leased')"
             )
             .trim(),
         "0",
         "the campaign is finished"
     );
+    r
+}
 
-    // The password is nowhere: output, errors, the file.
+/// The password is nowhere: the worker's and the refused move's output, the file, its WAL.
+fn the_password_is_nowhere(r: &Run, again: &Run, env: &Env) {
     for text in [&r.stdout, &r.stderr, &again.stdout, &again.stderr] {
         assert!(!text.contains(PASSWORD), "{text}");
     }

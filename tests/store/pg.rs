@@ -359,37 +359,48 @@ fn lists_and_optin_answer_alike_on_both_stores() {
     }
 }
 
-fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
-    use sendonce::domain::segment::Filter;
-    use sendonce::store::{
-        AudienceQuery, ConfirmContent, ListChange, ListRow, MemberKey, NewList, OptIn,
-        UnsubscribeRequest,
-    };
-    fn show<T: std::fmt::Debug>(r: sendonce::error::Result<T>) -> String {
-        format!("{:?}", r.map_err(|e| (e.kind, e.message)))
-    }
-    fn row(l: &ListRow) -> String {
-        format!(
-            "{} {} {} {:?} {:?} {} {:?} {:?} {:?} {}/{}/{}",
-            l.id,
-            l.account_id,
-            l.name,
-            l.description,
-            l.optin,
-            l.public,
-            l.confirm_from,
-            l.confirm_subject,
-            l.confirm_body,
-            l.subscribed,
-            l.unsubscribed,
-            l.pending
-        )
-    }
-    let mut out = Vec::new();
-    let acct = s.add_account("t").unwrap();
-    let other = s.add_account("o").unwrap();
-    assert_eq!((acct, other), (1, 2));
-    let new = |account_id: i64, name: &'static str, optin: OptIn, public: bool| NewList {
+/// The ids the phases of [`lists_scenario`] share: two accounts and the first one's lists.
+struct ListIds {
+    acct: i64,
+    other: i64,
+    la: i64,
+    lb: i64,
+    ld: i64,
+}
+
+/// A store answer as text: the value, or the error's kind and message.
+fn show<T: std::fmt::Debug>(r: sendonce::error::Result<T>) -> String {
+    format!("{:?}", r.map_err(|e| (e.kind, e.message)))
+}
+
+/// Every field of a list row, and its member counts, on one line.
+fn list_text(l: &sendonce::store::ListRow) -> String {
+    format!(
+        "{} {} {} {:?} {:?} {} {:?} {:?} {:?} {}/{}/{}",
+        l.id,
+        l.account_id,
+        l.name,
+        l.description,
+        l.optin,
+        l.public,
+        l.confirm_from,
+        l.confirm_subject,
+        l.confirm_body,
+        l.subscribed,
+        l.unsubscribed,
+        l.pending
+    )
+}
+
+/// A list described "desc", with a confirmation sender when it is double opt-in.
+fn new_list(
+    account_id: i64,
+    name: &'static str,
+    optin: sendonce::store::OptIn,
+    public: bool,
+) -> sendonce::store::NewList<'static> {
+    use sendonce::store::{ConfirmContent, NewList, OptIn};
+    NewList {
         account_id,
         name,
         description: Some("desc"),
@@ -403,18 +414,89 @@ fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
             },
             ..Default::default()
         },
-    };
+    }
+}
+
+/// The lists of `account`, shown.
+fn lists_of(s: &Store, account: i64) -> String {
+    show(
+        s.lists(account)
+            .map(|v| v.iter().map(list_text).collect::<Vec<_>>()),
+    )
+}
+
+/// The list `key` names in `account`, shown.
+fn find_of(s: &Store, account: i64, key: &str) -> String {
+    show(s.find_list(account, key).map(|l| list_text(&l)))
+}
+
+/// The audience counts of `lists` on `channel` in `acct`, without a filter, shown.
+fn audience_of(s: &Store, acct: i64, lists: &[i64], channel: Channel) -> String {
+    show(s.audience_counts_for(&sendonce::store::AudienceQuery {
+        account_id: acct,
+        channel,
+        lists,
+        filter: None,
+    }))
+}
+
+fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
+    let mut out = Vec::new();
+    let ids = lists_created(s, &mut out);
+    lists_members_seeded(s, exec, ids.acct);
+    lists_read(s, &ids, &mut out);
+    lists_updated(s, &ids, &mut out);
+    lists_opt_in(s, &ids, &mut out);
+    lists_campaign_seeded(s, exec, &ids, &mut out);
+    lists_unsubscribed(s, &ids, &mut out);
+    out
+}
+
+/// Two accounts, the first one's three lists, and the lists `create_list` refuses.
+fn lists_created(s: &Store, out: &mut Vec<String>) -> ListIds {
+    use sendonce::store::OptIn;
+    let acct = s.add_account("t").unwrap();
+    let other = s.add_account("o").unwrap();
+    assert_eq!((acct, other), (1, 2));
     let la = s
-        .create_list(&new(acct, "a", OptIn::Single, false))
+        .create_list(&new_list(acct, "a", OptIn::Single, false))
         .unwrap();
     let lb = s
-        .create_list(&new(acct, " b ", OptIn::Single, false))
+        .create_list(&new_list(acct, " b ", OptIn::Single, false))
         .unwrap();
-    let ld = s.create_list(&new(acct, "d", OptIn::Double, true)).unwrap();
+    let ld = s
+        .create_list(&new_list(acct, "d", OptIn::Double, true))
+        .unwrap();
     assert_eq!((la, lb, ld), (1, 2, 3));
-    out.push(show(s.create_list(&new(acct, "a", OptIn::Double, false))));
-    out.push(show(s.create_list(&new(acct, "  ", OptIn::Single, false))));
-    out.push(show(s.create_list(&new(99, "x", OptIn::Single, false))));
+    out.push(show(s.create_list(&new_list(
+        acct,
+        "a",
+        OptIn::Double,
+        false,
+    ))));
+    out.push(show(s.create_list(&new_list(
+        acct,
+        "  ",
+        OptIn::Single,
+        false,
+    ))));
+    out.push(show(s.create_list(&new_list(
+        99,
+        "x",
+        OptIn::Single,
+        false,
+    ))));
+    ListIds {
+        acct,
+        other,
+        la,
+        lb,
+        ld,
+    }
+}
+
+/// Subscribers and list members seeded with SQL, and one member's address suppressed.
+fn lists_members_seeded(s: &Store, exec: &dyn Fn(&str), acct: i64) {
     exec(
         "INSERT INTO subscribers (id, account_id, email, email_norm, phone, status, attrs, created_at)
          VALUES (1, 1, 'u0@x.com', 'u0@x.com', NULL, 'confirmed', '{\"city\":\"Lisboa\"}', 0),
@@ -434,31 +516,29 @@ fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
     );
     s.suppress(acct, Channel::Email, "u5@x.com", "test", "test")
         .unwrap();
-    let lists = |account: i64| {
-        show(
-            s.lists(account)
-                .map(|v| v.iter().map(row).collect::<Vec<_>>()),
-        )
-    };
-    let find = |account: i64, key: &str| show(s.find_list(account, key).map(|l| row(&l)));
-    out.push(lists(acct));
-    out.push(lists(99));
+}
+
+/// The lists read back: listed, found by name or id, audience and variable counts.
+fn lists_read(s: &Store, ids: &ListIds, out: &mut Vec<String>) {
+    use sendonce::domain::segment::Filter;
+    use sendonce::store::AudienceQuery;
+    let ListIds {
+        acct,
+        other,
+        la,
+        lb,
+        ld,
+    } = *ids;
+    out.push(lists_of(s, acct));
+    out.push(lists_of(s, 99));
     for key in ["a", "2", " b ", "b", "nope", "3"] {
-        out.push(find(acct, key));
+        out.push(find_of(s, acct, key));
     }
-    out.push(find(other, "a"));
-    out.push(find(99, "a"));
-    let q = |lists: &[i64], channel: Channel| {
-        show(s.audience_counts_for(&AudienceQuery {
-            account_id: acct,
-            channel,
-            lists,
-            filter: None,
-        }))
-    };
+    out.push(find_of(s, other, "a"));
+    out.push(find_of(s, 99, "a"));
     for l in [&[la, lb][..], &[], &[lb], &[la], &[ld]] {
-        out.push(q(l, Channel::Email));
-        out.push(q(l, Channel::Sms));
+        out.push(audience_of(s, acct, l, Channel::Email));
+        out.push(audience_of(s, acct, l, Channel::Sms));
     }
     let v = |lists: &[i64]| {
         show(s.variable_counts_for(&AudienceQuery {
@@ -473,8 +553,18 @@ fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
     out.push(v(&[la, ld]));
     // Filters are SQLite's only for now: checked to parse, not compared.
     let _ = Filter::parse("city = \"Lisboa\"").unwrap();
+}
 
-    // update_list, public_list.
+/// `update_list` and `public_list` on the account's lists, another account's and unknown ones.
+fn lists_updated(s: &Store, ids: &ListIds, out: &mut Vec<String>) {
+    use sendonce::store::{ConfirmContent, ListChange};
+    let ListIds {
+        acct,
+        other,
+        la,
+        ld,
+        ..
+    } = *ids;
     out.push(show(s.update_list(
         acct,
         ld,
@@ -488,12 +578,22 @@ fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
     )));
     out.push(show(s.update_list(other, ld, &ListChange::default())));
     out.push(show(s.update_list(acct, 99, &ListChange::default())));
-    out.push(find(acct, "d"));
-    out.push(show(s.public_list(ld).map(|l| l.map(|l| row(&l)))));
-    out.push(show(s.public_list(la).map(|l| l.map(|l| row(&l)))));
-    out.push(show(s.public_list(99).map(|l| l.map(|l| row(&l)))));
+    out.push(find_of(s, acct, "d"));
+    out.push(show(s.public_list(ld).map(|l| l.map(|l| list_text(&l)))));
+    out.push(show(s.public_list(la).map(|l| l.map(|l| list_text(&l)))));
+    out.push(show(s.public_list(99).map(|l| l.map(|l| list_text(&l)))));
+}
 
-    // Opt-in.
+/// Opt-in: confirmations looked up and confirmed, then the list and the audience read again.
+fn lists_opt_in(s: &Store, ids: &ListIds, out: &mut Vec<String>) {
+    use sendonce::store::MemberKey;
+    let ListIds {
+        acct,
+        other,
+        la,
+        ld,
+        ..
+    } = *ids;
     let key = |account_id: i64, list_id: i64, address: &'static str| MemberKey {
         account_id,
         list_id,
@@ -520,10 +620,12 @@ fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
     out.push(confirm(key(acct, ld, "u6@x.com"), 2));
     out.push(confirm(key(acct, la, "u0@x.com"), 3));
     out.push(confirm(key(other, la, "u1@x.com"), 3));
-    out.push(find(acct, "d"));
-    out.push(q(&[], Channel::Email));
+    out.push(find_of(s, acct, "d"));
+    out.push(audience_of(s, acct, &[], Channel::Email));
+}
 
-    // A list campaign in sending: targeted lists cannot go; unsubscribes withdraw its rows.
+/// A list campaign in sending seeded with SQL: its lists read, its targeted lists kept.
+fn lists_campaign_seeded(s: &Store, exec: &dyn Fn(&str), ids: &ListIds, out: &mut Vec<String>) {
     exec(
         "INSERT INTO campaigns (id, account_id, name, channel, subject, body, created_at)
          VALUES (1, 1, 'c', 'email', 's', 'b', 0);
@@ -540,8 +642,20 @@ fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
     out.push(show(s.campaign_lists(99)));
     out.push(show(s.audience_counts(1)));
     out.push(show(s.audience_counts(99)));
-    out.push(show(s.remove_list(acct, lb)));
-    out.push(show(s.remove_list(other, la)));
+    out.push(show(s.remove_list(ids.acct, ids.lb)));
+    out.push(show(s.remove_list(ids.other, ids.la)));
+}
+
+/// Unsubscribes withdraw the campaign's queued rows; lists created, removed and read again.
+fn lists_unsubscribed(s: &Store, ids: &ListIds, out: &mut Vec<String>) {
+    use sendonce::store::{OptIn, UnsubscribeRequest};
+    let ListIds {
+        acct,
+        other,
+        la,
+        lb,
+        ld,
+    } = *ids;
     let queued = || {
         let c = s.status_counts(1).unwrap();
         format!("{:?}", c.counts)
@@ -573,21 +687,20 @@ fn lists_scenario(s: &Arc<Store>, exec: &dyn Fn(&str)) -> Vec<String> {
     out.push(unsub(acct, "nobody@x.com", &[], true));
     out.push(state("nobody@x.com", &[]));
     let theirs = s
-        .create_list(&new(other, "theirs", OptIn::Single, false))
+        .create_list(&new_list(other, "theirs", OptIn::Single, false))
         .unwrap();
     out.push(state("u1@x.com", &[theirs]));
     out.push(unsub(acct, "u3@x.com", &[theirs], true));
     out.push(unsub(999_999, "u3@x.com", &[], true));
     out.push(state("u3@x.com", &[]));
-    out.push(lists(acct));
+    out.push(lists_of(s, acct));
     let gone = s
-        .create_list(&new(acct, "gone", OptIn::Single, false))
+        .create_list(&new_list(acct, "gone", OptIn::Single, false))
         .unwrap();
     out.push(show(s.remove_list(acct, gone)));
     out.push(state("u1@x.com", &[gone]));
     out.push(show(s.remove_list(acct, ld)));
-    out.push(lists(acct));
-    out
+    out.push(lists_of(s, acct));
 }
 
 // ---- notify, webhooks, which store, doctor (issue 17, H2) ------------------------------------

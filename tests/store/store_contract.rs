@@ -1793,208 +1793,299 @@ fn notifications_answer_the_same_on_every_backend() {
 /// in doubt settled (and the campaign completed), other delivery reports kept or ignored.
 #[test]
 fn webhooks_answer_the_same_on_every_backend() {
-    use sendonce::domain::webhook::{Effect, Event, Source};
-    same_on_both(|s| {
-        let mut t = Vec::new();
-        let (acct, cid) = common::started_campaign(s, 3);
-        while !s.build_list_chunk(cid, 7).unwrap() {}
-        let other = s.add_account("other").unwrap();
-        let ev = |id: &str, job: Option<&str>, effect: Effect| Event {
-            event_id: id.into(),
-            kind: "test.kind".into(),
-            job_id: job.map(str::to_string),
-            address: Some("a@x.com".into()),
-            effect,
-        };
-        let suppress = |a: &str| Effect::Suppress {
-            channel: Channel::Email,
-            address: a.into(),
-            reason: "bounced".into(),
-        };
-        let lift = |a: &str| Effect::Unsuppress {
-            channel: Channel::Email,
-            address: a.into(),
-        };
-        let apply = |t: &mut Vec<String>, a: i64, src: Source, e: &Event, hash: &str| {
-            t.push(said(s.apply_webhook(a, src, e, hash, 1000)));
-        };
-        let list = |t: &mut Vec<String>, a: i64| {
-            t.push(said(s.suppressions(a).map(|rows| {
-                rows.iter()
-                    .map(|r| format!("{} {} {} {}", r.channel, r.address, r.reason, r.source))
-                    .collect::<Vec<_>>()
-            })));
-        };
-        let e1 = ev("e1", None, suppress("a@x.com"));
-        apply(&mut t, acct, Source::Standard, &e1, "h1");
-        apply(&mut t, acct, Source::Standard, &e1, "h1");
-        apply(&mut t, acct, Source::Standard, &e1, "h2");
-        // The same id from another source, or at another account, is another event.
-        apply(&mut t, acct, Source::Resend, &e1, "h2");
-        apply(&mut t, other, Source::Standard, &e1, "h1");
-        list(&mut t, acct);
-        list(&mut t, other);
-        // A provider's opt-in lifts only what that provider (or the worker's `provider`) put.
-        apply(
-            &mut t,
-            acct,
-            Source::Twilio,
-            &ev("e2", None, lift("a@x.com")),
-            "h",
-        );
-        list(&mut t, acct);
-        s.suppress(acct, Channel::Email, "op@x.com", "asked", "operator")
-            .unwrap();
-        apply(
-            &mut t,
-            acct,
-            Source::Standard,
-            &ev("e3", None, lift("op@x.com")),
-            "h",
-        );
-        apply(
-            &mut t,
-            acct,
-            Source::Standard,
-            &ev("e4", None, lift("a@x.com")),
-            "h",
-        );
-        list(&mut t, acct);
-        apply(
-            &mut t,
-            acct,
-            Source::Standard,
-            &ev("e5", None, Effect::Nothing),
-            "h",
-        );
-        // Delivery reports: rows in doubt settled, a leased row's report kept, unknown jobs
-        // and other accounts' jobs ignored.
-        let now = now_ms();
-        let req = |token: i64, now: i64| ClaimRequest {
-            campaign_id: cid,
-            account_id: acct,
-            channel: Channel::Email,
-            batch: 10,
-            lease_ms: 1000,
-            token,
-            owner: format!("w{token}"),
-            key_window_ms: None,
-            now,
-        };
-        let a = s.claim(&req(1, now)).unwrap();
-        let held: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
-        s.mark_dispatched(&held[..2], now, 1000).unwrap();
-        let b = s.claim(&req(2, now + 10_000)).unwrap();
+    same_on_both(webhooks_script);
+}
+
+/// The webhook script on one backend: events, delivery reports, the campaign, the checks.
+fn webhooks_script(s: &Store) -> Vec<String> {
+    let mut t = Vec::new();
+    let (acct, cid, other) = webhooks_setup(s);
+    webhook_events_suppress_and_lift(s, &mut t, acct, other);
+    let (a, b, now) = webhook_rows_in_doubt(s, &mut t, acct, cid);
+    let j0 = webhook_delivery_reports(s, &mut t, acct, other, &a);
+    webhook_campaign_completes(s, &mut t, cid, &b, now);
+    webhooks_checked(&t, &j0);
+    t
+}
+
+/// A campaign of three rows in sending, its list built, and a second account.
+fn webhooks_setup(s: &Store) -> (i64, i64, i64) {
+    let (acct, cid) = common::started_campaign(s, 3);
+    while !s.build_list_chunk(cid, 7).unwrap() {}
+    let other = s.add_account("other").unwrap();
+    (acct, cid, other)
+}
+
+/// A webhook event `id` about a@x.com, of `job` when given, with `effect`.
+fn webhook_event(
+    id: &str,
+    job: Option<&str>,
+    effect: sendonce::domain::webhook::Effect,
+) -> sendonce::domain::webhook::Event {
+    use sendonce::domain::webhook::Event;
+    Event {
+        event_id: id.into(),
+        kind: "test.kind".into(),
+        job_id: job.map(str::to_string),
+        address: Some("a@x.com".into()),
+        effect,
+    }
+}
+
+/// The effect suppressing the email address `a` as bounced.
+fn webhook_suppress(a: &str) -> sendonce::domain::webhook::Effect {
+    use sendonce::domain::webhook::Effect;
+    Effect::Suppress {
+        channel: Channel::Email,
+        address: a.into(),
+        reason: "bounced".into(),
+    }
+}
+
+/// The effect lifting the suppression of the email address `a`.
+fn webhook_lift(a: &str) -> sendonce::domain::webhook::Effect {
+    use sendonce::domain::webhook::Effect;
+    Effect::Unsuppress {
+        channel: Channel::Email,
+        address: a.into(),
+    }
+}
+
+/// A delivery report of `job` naming the provider's message (`re-` and the job before its scope).
+fn webhook_delivery(job: &str, sent: bool) -> sendonce::domain::webhook::Effect {
+    use sendonce::domain::webhook::Effect;
+    Effect::Delivery {
+        job_id: job.into(),
+        sent,
+        provider_id: Some(format!("re-{}", job.split('@').next().unwrap_or(job))),
+    }
+}
+
+/// Apply `e` from `src` to account `a` with body hash `hash`, and note the answer.
+fn webhook_apply(
+    s: &Store,
+    t: &mut Vec<String>,
+    a: i64,
+    src: sendonce::domain::webhook::Source,
+    e: &sendonce::domain::webhook::Event,
+    hash: &str,
+) {
+    t.push(said(s.apply_webhook(a, src, e, hash, 1000)));
+}
+
+/// Note the suppressions of account `a`.
+fn webhook_suppressions(s: &Store, t: &mut Vec<String>, a: i64) {
+    t.push(said(s.suppressions(a).map(|rows| {
+        rows.iter()
+            .map(|r| format!("{} {} {} {}", r.channel, r.address, r.reason, r.source))
+            .collect::<Vec<_>>()
+    })));
+}
+
+/// Events recorded once (replays, conflicts, other sources and accounts), suppressions lifted.
+fn webhook_events_suppress_and_lift(s: &Store, t: &mut Vec<String>, acct: i64, other: i64) {
+    use sendonce::domain::webhook::{Effect, Source};
+    let e1 = webhook_event("e1", None, webhook_suppress("a@x.com"));
+    webhook_apply(s, t, acct, Source::Standard, &e1, "h1");
+    webhook_apply(s, t, acct, Source::Standard, &e1, "h1");
+    webhook_apply(s, t, acct, Source::Standard, &e1, "h2");
+    // The same id from another source, or at another account, is another event.
+    webhook_apply(s, t, acct, Source::Resend, &e1, "h2");
+    webhook_apply(s, t, other, Source::Standard, &e1, "h1");
+    webhook_suppressions(s, t, acct);
+    webhook_suppressions(s, t, other);
+    // A provider's opt-in lifts only what that provider (or the worker's `provider`) put.
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Twilio,
+        &webhook_event("e2", None, webhook_lift("a@x.com")),
+        "h",
+    );
+    webhook_suppressions(s, t, acct);
+    s.suppress(acct, Channel::Email, "op@x.com", "asked", "operator")
+        .unwrap();
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Standard,
+        &webhook_event("e3", None, webhook_lift("op@x.com")),
+        "h",
+    );
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Standard,
+        &webhook_event("e4", None, webhook_lift("a@x.com")),
+        "h",
+    );
+    webhook_suppressions(s, t, acct);
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Standard,
+        &webhook_event("e5", None, Effect::Nothing),
+        "h",
+    );
+}
+
+/// Two rows dispatched and their leases expired: the next claim parks them in doubt.
+fn webhook_rows_in_doubt(
+    s: &Store,
+    t: &mut Vec<String>,
+    acct: i64,
+    cid: i64,
+) -> (Claimed, Claimed, i64) {
+    // Delivery reports: rows in doubt settled, a leased row's report kept, unknown jobs
+    // and other accounts' jobs ignored.
+    let now = now_ms();
+    let req = |token: i64, now: i64| ClaimRequest {
+        campaign_id: cid,
+        account_id: acct,
+        channel: Channel::Email,
+        batch: 10,
+        lease_ms: 1000,
+        token,
+        owner: format!("w{token}"),
+        key_window_ms: None,
+        now,
+    };
+    let a = s.claim(&req(1, now)).unwrap();
+    let held: Vec<(i64, i64)> = a.rows.iter().map(|r| (r.id, r.token)).collect();
+    s.mark_dispatched(&held[..2], now, 1000).unwrap();
+    let b = s.claim(&req(2, now + 10_000)).unwrap();
+    t.push(format!(
+        "in doubt {} re-leased {}",
+        b.in_doubt,
+        b.rows.len()
+    ));
+    (a, b, now)
+}
+
+/// Delivery reports of the first claim's jobs, a replay, another account's and an unknown job.
+fn webhook_delivery_reports(
+    s: &Store,
+    t: &mut Vec<String>,
+    acct: i64,
+    other: i64,
+    a: &Claimed,
+) -> String {
+    use sendonce::domain::webhook::Source;
+    let job = |i: usize| a.rows[i].job_id.clone();
+    let (j0, j1, j2) = (job(0), job(1), job(2));
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Resend,
+        &webhook_event("d0", Some(&j0), webhook_delivery(&j0, true)),
+        "h",
+    );
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Resend,
+        &webhook_event("d0", Some(&j0), webhook_delivery(&j0, true)),
+        "h",
+    );
+    webhook_apply(
+        s,
+        t,
+        other,
+        Source::Resend,
+        &webhook_event("d1", Some(&j1), webhook_delivery(&j1, true)),
+        "h",
+    );
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Resend,
+        &webhook_event("d2", Some(&j2), webhook_delivery(&j2, true)),
+        "h",
+    );
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Resend,
+        &webhook_event("d3", None, webhook_delivery("nope:1", true)),
+        "h",
+    );
+    webhook_apply(
+        s,
+        t,
+        acct,
+        Source::Resend,
+        &webhook_event("d4", Some(&j1), webhook_delivery(&j1, false)),
+        "h",
+    );
+    j0
+}
+
+/// The re-leased row sent: the campaign completes, and its report is noted row by row.
+fn webhook_campaign_completes(s: &Store, t: &mut Vec<String>, cid: i64, b: &Claimed, now: i64) {
+    t.push(format!(
+        "campaign {}",
+        s.campaign(cid).unwrap().status.as_str()
+    ));
+    s.record(&[accepted(b.rows[0].id, 2)], now + 10_001)
+        .unwrap();
+    t.push(said(s.try_complete(cid, now + 10_002)));
+    t.push(format!(
+        "campaign {}",
+        s.campaign(cid).unwrap().status.as_str()
+    ));
+    for r in s.report_page(cid, 0, 10).unwrap() {
         t.push(format!(
-            "in doubt {} re-leased {}",
-            b.in_doubt,
-            b.rows.len()
+            "{} {} attempts {} sent {} {:?} {:?}",
+            r.address,
+            r.status,
+            r.attempts,
+            r.sent_at.is_some(),
+            r.provider_message_id,
+            r.reason
         ));
-        let job = |i: usize| a.rows[i].job_id.clone();
-        // Each report names the provider's message (`re-` and the job before its scope).
-        let delivery = |job: &str, sent: bool| Effect::Delivery {
-            job_id: job.into(),
-            sent,
-            provider_id: Some(format!("re-{}", job.split('@').next().unwrap_or(job))),
-        };
-        let (j0, j1, j2) = (job(0), job(1), job(2));
-        apply(
-            &mut t,
-            acct,
-            Source::Resend,
-            &ev("d0", Some(&j0), delivery(&j0, true)),
-            "h",
-        );
-        apply(
-            &mut t,
-            acct,
-            Source::Resend,
-            &ev("d0", Some(&j0), delivery(&j0, true)),
-            "h",
-        );
-        apply(
-            &mut t,
-            other,
-            Source::Resend,
-            &ev("d1", Some(&j1), delivery(&j1, true)),
-            "h",
-        );
-        apply(
-            &mut t,
-            acct,
-            Source::Resend,
-            &ev("d2", Some(&j2), delivery(&j2, true)),
-            "h",
-        );
-        apply(
-            &mut t,
-            acct,
-            Source::Resend,
-            &ev("d3", None, delivery("nope:1", true)),
-            "h",
-        );
-        apply(
-            &mut t,
-            acct,
-            Source::Resend,
-            &ev("d4", Some(&j1), delivery(&j1, false)),
-            "h",
-        );
-        t.push(format!(
-            "campaign {}",
-            s.campaign(cid).unwrap().status.as_str()
-        ));
-        s.record(&[accepted(b.rows[0].id, 2)], now + 10_001)
-            .unwrap();
-        t.push(said(s.try_complete(cid, now + 10_002)));
-        t.push(format!(
-            "campaign {}",
-            s.campaign(cid).unwrap().status.as_str()
-        ));
-        for r in s.report_page(cid, 0, 10).unwrap() {
-            t.push(format!(
-                "{} {} attempts {} sent {} {:?} {:?}",
-                r.address,
-                r.status,
-                r.attempts,
-                r.sent_at.is_some(),
-                r.provider_message_id,
-                r.reason
-            ));
-        }
-        // What both must say, not only the same thing.
-        let all = t.join("\n");
-        for want in [
-            "ok New(Suppressed)",
-            "ok Replay(Suppressed)",
-            "err Conflict",
-            "ok New(Unsuppressed)",
-            "ok New(SettledSent)",
-            "ok Replay(SettledSent)",
-            "ok New(SettledFailed)",
-            "ok New(Recorded)",
-            "ok New(Ignored)",
-            "in doubt 2 re-leased 1",
-            "email a@x.com bounced standard",
-            "op@x.com asked operator",
-        ] {
-            assert!(all.contains(want), "{want:?} missing:\n{all}");
-        }
-        // The row in doubt settled as sent by d0 keeps d0's provider id; the one settled as
-        // failed (d4) none.
-        let j0_head = j0.split('@').next().unwrap_or(&j0);
-        let settled = format!("sent true Some(\"re-{j0_head}\")");
-        assert!(all.contains(&settled), "{settled:?} missing:\n{all}");
-        let failed = t
-            .iter()
-            .filter(|l| l.contains(" failed attempts "))
-            .collect::<Vec<_>>();
-        assert!(
-            !failed.is_empty() && failed.iter().all(|l| l.contains(" None ")),
-            "{all}"
-        );
-        t
-    });
+    }
+}
+
+/// What both backends must say, not only the same thing, and the provider ids the rows keep.
+fn webhooks_checked(t: &[String], j0: &str) {
+    let all = t.join("\n");
+    for want in [
+        "ok New(Suppressed)",
+        "ok Replay(Suppressed)",
+        "err Conflict",
+        "ok New(Unsuppressed)",
+        "ok New(SettledSent)",
+        "ok Replay(SettledSent)",
+        "ok New(SettledFailed)",
+        "ok New(Recorded)",
+        "ok New(Ignored)",
+        "in doubt 2 re-leased 1",
+        "email a@x.com bounced standard",
+        "op@x.com asked operator",
+    ] {
+        assert!(all.contains(want), "{want:?} missing:\n{all}");
+    }
+    // The row in doubt settled as sent by d0 keeps d0's provider id; the one settled as
+    // failed (d4) none.
+    let j0_head = j0.split('@').next().unwrap_or(j0);
+    let settled = format!("sent true Some(\"re-{j0_head}\")");
+    assert!(all.contains(&settled), "{settled:?} missing:\n{all}");
+    let failed = t
+        .iter()
+        .filter(|l| l.contains(" failed attempts "))
+        .collect::<Vec<_>>();
+    assert!(
+        !failed.is_empty() && failed.iter().all(|l| l.contains(" None ")),
+        "{all}"
+    );
 }
 
 /// Every way a delivery report settles a row as sent gives the row the provider's message id

@@ -82,177 +82,208 @@ fn doctor_on_an_old_fixture_says_upgrade_and_writes_nothing() {
 #[test]
 fn each_released_schema_upgrades_reads_back_and_finishes_without_resending() {
     for n in 1..=RELEASED {
-        let env = copied(n);
-        let init = json(&env, &["init"]);
-        assert_eq!(init["schema_version"], RELEASED, "schema-{n:02}: {init}");
-        // The counters of 0014 and 0015 start out equal to the rows they count.
-        env.assert_counters();
-        if n >= 2 {
-            assert_eq!(
-                init["installation_id"], "0123456789abcdef0123456789abcdef",
-                "schema-{n:02}: the installation id must survive the upgrade"
-            );
-        }
+        let env = upgraded(n);
+        doctor_reads_the_upgraded_file(&env, n);
+        campaigns_read_back(&env, n);
+        directory_reads_back(&env, n);
+        let (outbox, spec) = the_campaign_goes_on_without_resending(&env, n);
+        doctor_says_only_the_row_in_doubt_is_left(&env, n);
+        a_second_run_sends_nothing_more(&env, n, &outbox, &spec);
+    }
+}
 
-        // doctor reads the upgraded file: the dead worker's lease and the row in doubt.
-        let r = env.run(&["doctor", "--json"]);
-        assert_eq!(r.code, 1, "schema-{n:02}: {}", r.stdout);
-        let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
-        for name in ["expired_leases", "in_doubt"] {
-            let f = doc["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|f| f["name"] == name)
-                .unwrap();
-            assert_eq!(f["level"], "warn", "schema-{n:02}: {f}");
-            assert!(
-                f["detail"].as_str().unwrap().contains("campaign 2: 1"),
-                "schema-{n:02}: {f}"
-            );
-        }
-        let st = json(&env, &["campaign", "status", "2"]);
-        for (k, want) in [
-            ("sent", 2),
-            ("queued", 2),
-            ("leased", 1),
-            ("in_doubt", 1),
-            ("suppressed", 1),
-        ] {
-            assert_eq!(st[k], want, "schema-{n:02}: campaign 2 {k}: {st}");
-        }
-        assert_eq!(st["status"], "sending", "schema-{n:02}");
-        let done = json(&env, &["campaign", "status", "1"]);
+/// `schema-NN.db` copied and upgraded by `init`: the schema, the counters, the installation id.
+fn upgraded(n: i64) -> Env {
+    let env = copied(n);
+    let init = json(&env, &["init"]);
+    assert_eq!(init["schema_version"], RELEASED, "schema-{n:02}: {init}");
+    // The counters of 0014 and 0015 start out equal to the rows they count.
+    env.assert_counters();
+    if n >= 2 {
         assert_eq!(
-            (done["status"].as_str(), done["sent"].as_i64()),
-            (Some("sent"), Some(3)),
-            "schema-{n:02}: {done}"
+            init["installation_id"], "0123456789abcdef0123456789abcdef",
+            "schema-{n:02}: the installation id must survive the upgrade"
         );
+    }
+    env
+}
 
-        let report = env.ok(&["campaign", "report", "1"]);
-        assert_eq!(
-            report.matches(",sent,").count(),
-            3,
-            "schema-{n:02}: {report}"
-        );
-        assert!(
-            report.contains("old-1-3"),
-            "schema-{n:02}: provider ids kept: {report}"
-        );
-
-        let subs = env.ok(&["subscriber", "list", "--account", "acme"]);
-        for s in 1..=8 {
-            assert!(
-                subs.contains(&format!("s{s}@example.org")),
-                "schema-{n:02}: {subs}"
-            );
-        }
-        assert!(subs.contains("Sub 8"), "schema-{n:02}: {subs}");
-
-        let doubts = json(&env, &["doubts", "list", "--campaign", "2"]);
-        assert_eq!(
-            addresses(&doubts, "in_doubt"),
-            ["s6@example.org"],
-            "schema-{n:02}"
-        );
-
-        let sup = json(&env, &["suppress", "list", "--account", "acme"]);
-        assert_eq!(
-            addresses(&sup, "suppressions"),
-            ["gone@example.org", "s7@example.org"],
-            "schema-{n:02}"
-        );
-        if n >= 4 {
-            let lists = env.ok(&["list", "list", "--account", "acme"]);
-            assert!(lists.contains("news"), "schema-{n:02}: {lists}");
-        }
-        if n >= 6 {
-            let tokens = env.ok(&["token", "list", "--account", "acme"]);
-            assert!(tokens.contains("so_abcd"), "schema-{n:02}: {tokens}");
-        }
-        if n >= 9 {
-            let lists = env.ok(&["list", "list", "--account", "acme"]);
-            assert!(lists.contains("weekly"), "schema-{n:02}: {lists}");
-        }
-        if n >= 13 {
-            let admins = env.ok(&["admin", "list"]);
-            assert!(admins.contains("ana"), "schema-{n:02}: {admins}");
-        }
-
-        // The in-progress campaign goes on: the queued rows and the never-called lease are
-        // sent, the rows already sent are not, the row in doubt stays parked.
-        let outbox = env.path("outbox.jsonl");
-        let spec = format!("outbox:{}", outbox.display());
-        let r = env.run(&["run", "--once", "--provider", &spec]);
-        assert_eq!(
-            r.code, 3,
-            "schema-{n:02}: run (3: one row in doubt): {}{}",
-            r.stdout, r.stderr
-        );
-        let mut sent: Vec<String> = std::fs::read_to_string(&outbox)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<Value>(l).expect("outbox line")["to"]
-                    .as_str()
-                    .unwrap()
-                    .to_string()
-            })
-            .collect();
-        sent.sort();
-        assert_eq!(
-            sent,
-            ["s3@example.org", "s4@example.org", "s5@example.org"],
-            "schema-{n:02}: only the rows not yet sent go out"
-        );
-        assert!(
-            deliveries(&outbox).values().all(|&k| k == 1),
-            "schema-{n:02}: a job id twice"
-        );
-        let st = json(&env, &["campaign", "status", "2"]);
-        assert_eq!(
-            (
-                st["sent"].as_i64(),
-                st["in_doubt"].as_i64(),
-                st["queued"].as_i64()
-            ),
-            (Some(5), Some(1), Some(0)),
-            "schema-{n:02}: {st}"
-        );
-        // Only the row in doubt keeps it in sending now: doctor says so, and says what to run.
-        let r = env.run(&["doctor", "--json"]);
-        let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
+/// doctor reads the upgraded file: the dead worker's lease and the row in doubt.
+fn doctor_reads_the_upgraded_file(env: &Env, n: i64) {
+    let r = env.run(&["doctor", "--json"]);
+    assert_eq!(r.code, 1, "schema-{n:02}: {}", r.stdout);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
+    for name in ["expired_leases", "in_doubt"] {
         let f = doc["findings"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|f| f["name"] == "campaigns_sending")
-            .unwrap()
-            .clone();
+            .find(|f| f["name"] == name)
+            .unwrap();
         assert_eq!(f["level"], "warn", "schema-{n:02}: {f}");
         assert!(
-            f["detail"]
-                .as_str()
-                .unwrap()
-                .contains("campaign 2: nothing left to send but 1 row(s) in doubt"),
+            f["detail"].as_str().unwrap().contains("campaign 2: 1"),
             "schema-{n:02}: {f}"
         );
+    }
+}
+
+/// Both campaigns read back: the half-sent one's counts, the finished one and its report.
+fn campaigns_read_back(env: &Env, n: i64) {
+    let st = json(env, &["campaign", "status", "2"]);
+    for (k, want) in [
+        ("sent", 2),
+        ("queued", 2),
+        ("leased", 1),
+        ("in_doubt", 1),
+        ("suppressed", 1),
+    ] {
+        assert_eq!(st[k], want, "schema-{n:02}: campaign 2 {k}: {st}");
+    }
+    assert_eq!(st["status"], "sending", "schema-{n:02}");
+    let done = json(env, &["campaign", "status", "1"]);
+    assert_eq!(
+        (done["status"].as_str(), done["sent"].as_i64()),
+        (Some("sent"), Some(3)),
+        "schema-{n:02}: {done}"
+    );
+
+    let report = env.ok(&["campaign", "report", "1"]);
+    assert_eq!(
+        report.matches(",sent,").count(),
+        3,
+        "schema-{n:02}: {report}"
+    );
+    assert!(
+        report.contains("old-1-3"),
+        "schema-{n:02}: provider ids kept: {report}"
+    );
+}
+
+/// Subscribers, doubts, suppressions, and the lists, tokens and admins of later schemas.
+fn directory_reads_back(env: &Env, n: i64) {
+    let subs = env.ok(&["subscriber", "list", "--account", "acme"]);
+    for s in 1..=8 {
         assert!(
-            f["hint"]
-                .as_str()
-                .unwrap()
-                .contains("doubts list --campaign 2"),
-            "{f}"
-        );
-        // A second run sends nothing more.
-        let r = env.run(&["run", "--once", "--provider", &spec]);
-        assert_eq!(r.code, 3, "schema-{n:02}: {}{}", r.stdout, r.stderr);
-        assert_eq!(
-            std::fs::read_to_string(&outbox).unwrap().lines().count(),
-            3,
-            "schema-{n:02}"
+            subs.contains(&format!("s{s}@example.org")),
+            "schema-{n:02}: {subs}"
         );
     }
+    assert!(subs.contains("Sub 8"), "schema-{n:02}: {subs}");
+
+    let doubts = json(env, &["doubts", "list", "--campaign", "2"]);
+    assert_eq!(
+        addresses(&doubts, "in_doubt"),
+        ["s6@example.org"],
+        "schema-{n:02}"
+    );
+
+    let sup = json(env, &["suppress", "list", "--account", "acme"]);
+    assert_eq!(
+        addresses(&sup, "suppressions"),
+        ["gone@example.org", "s7@example.org"],
+        "schema-{n:02}"
+    );
+    if n >= 4 {
+        let lists = env.ok(&["list", "list", "--account", "acme"]);
+        assert!(lists.contains("news"), "schema-{n:02}: {lists}");
+    }
+    if n >= 6 {
+        let tokens = env.ok(&["token", "list", "--account", "acme"]);
+        assert!(tokens.contains("so_abcd"), "schema-{n:02}: {tokens}");
+    }
+    if n >= 9 {
+        let lists = env.ok(&["list", "list", "--account", "acme"]);
+        assert!(lists.contains("weekly"), "schema-{n:02}: {lists}");
+    }
+    if n >= 13 {
+        let admins = env.ok(&["admin", "list"]);
+        assert!(admins.contains("ana"), "schema-{n:02}: {admins}");
+    }
+}
+
+/// `run --once` sends the queued rows and the never-called lease only: (outbox, provider spec).
+fn the_campaign_goes_on_without_resending(env: &Env, n: i64) -> (PathBuf, String) {
+    // The in-progress campaign goes on: the queued rows and the never-called lease are
+    // sent, the rows already sent are not, the row in doubt stays parked.
+    let outbox = env.path("outbox.jsonl");
+    let spec = format!("outbox:{}", outbox.display());
+    let r = env.run(&["run", "--once", "--provider", &spec]);
+    assert_eq!(
+        r.code, 3,
+        "schema-{n:02}: run (3: one row in doubt): {}{}",
+        r.stdout, r.stderr
+    );
+    let mut sent: Vec<String> = std::fs::read_to_string(&outbox)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("outbox line")["to"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        ["s3@example.org", "s4@example.org", "s5@example.org"],
+        "schema-{n:02}: only the rows not yet sent go out"
+    );
+    assert!(
+        deliveries(&outbox).values().all(|&k| k == 1),
+        "schema-{n:02}: a job id twice"
+    );
+    let st = json(env, &["campaign", "status", "2"]);
+    assert_eq!(
+        (
+            st["sent"].as_i64(),
+            st["in_doubt"].as_i64(),
+            st["queued"].as_i64()
+        ),
+        (Some(5), Some(1), Some(0)),
+        "schema-{n:02}: {st}"
+    );
+    (outbox, spec)
+}
+
+/// Only the row in doubt keeps the campaign in sending: doctor says so, and what to run.
+fn doctor_says_only_the_row_in_doubt_is_left(env: &Env, n: i64) {
+    let r = env.run(&["doctor", "--json"]);
+    let doc: Value = serde_json::from_str(&r.stdout).expect("doctor JSON");
+    let f = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "campaigns_sending")
+        .unwrap()
+        .clone();
+    assert_eq!(f["level"], "warn", "schema-{n:02}: {f}");
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .contains("campaign 2: nothing left to send but 1 row(s) in doubt"),
+        "schema-{n:02}: {f}"
+    );
+    assert!(
+        f["hint"]
+            .as_str()
+            .unwrap()
+            .contains("doubts list --campaign 2"),
+        "{f}"
+    );
+}
+
+/// A second `run --once` sends nothing more.
+fn a_second_run_sends_nothing_more(env: &Env, n: i64, outbox: &Path, spec: &str) {
+    let r = env.run(&["run", "--once", "--provider", spec]);
+    assert_eq!(r.code, 3, "schema-{n:02}: {}{}", r.stdout, r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(outbox).unwrap().lines().count(),
+        3,
+        "schema-{n:02}"
+    );
 }
 
 #[test]
