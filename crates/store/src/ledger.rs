@@ -1185,7 +1185,7 @@ pub(crate) const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent',
                        AND status = 'in_doubt')";
 
 // The hot SQL, named: the functions above use these, and `sendonce bench` prints their query
-// plans (`sqlite/ledger.rs`'s `hot_queries`, `postgres/bench.rs`).
+// plans (`sqlite/ledger.rs`'s `hot_queries`, `postgres/plans.rs`).
 
 pub(crate) const START_DUE_CAMPAIGNS: &str =
     "UPDATE campaigns SET status = 'sending', started_at = coalesce(started_at, ?1)
