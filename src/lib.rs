@@ -1,28 +1,24 @@
 //! sendonce: an email and SMS sender whose SQLite send ledger delivers each message exactly once.
 //!
+//! The root crate of the workspace: the command line (`cli`), `demo`, and the binary
+//! (`main.rs`). It re-exports the crates below under their old module names, so
+//! `sendonce::store`, `sendonce::app`, `sendonce::domain`… read as one library.
+//!
 //! # Tour (calls go one way, down this list; ARCHITECTURE.md has the whole map)
 //! - `cli`: the command line — parses arguments into the typed inputs of `app`, prints its
-//!   outputs as text or one JSON document. No rule of its own. `exit`: every exit code.
-//! - `app`: the use cases (accounts, campaigns, subscribers and import, lists, suppressions, doubts,
-//!   run, notify, check), each one function with typed input and an output struct of its own;
-//!   what the CLI calls today and the HTTP server next.
-//! - `worker`: the `Worker` that claims rows, renders them, calls providers with bounded
-//!   concurrency and group-commits the outcomes — the only caller of providers; its routes and
-//!   rate limiter.
-//! - `store`: the only code with SQL. Each operation written once over a small seam
-//!   (`store::sql`: a transaction with `exec`/`each`) as concern traits (`Ledger` for the
-//!   worker, the others for the app layer), implemented for `store::Store`, the SQLite or
+//!   outputs as text or one JSON document. No rule of its own. `demo`: the main job end to end.
+//! - `sendonce-bench` (`sendonce bench`) and `sendonce-fake` (`sendonce fake-provider`): tools
+//!   that ship in the binary; no product crate depends on them.
+//! - `http` (`sendonce-http`): `serve` — the API, public pages, dashboard, provider webhooks.
+//! - `app`, `worker`, `provider`, `config`, `metrics` (`sendonce-core`): the use cases, the
+//!   worker (the only caller of providers), the outbound adapters, the config file, the
+//!   counters.
+//! - `store` (`sendonce-store`): the only code with SQL. Each operation written once over a
+//!   small seam (`store::sql`) as concern traits implemented for `store::Store`, the SQLite or
 //!   PostgreSQL backend that `store::open` picks from a typed `Target`.
-//! - `provider`: outbound adapters (outbox, webhook, SMTP, Twilio, Resend, Postmark), their
-//!   capabilities (idempotency window, lookup) and the classification of their answers.
-//! - `domain`: pure rules with no I/O — addresses and channels, states, job ids and keys,
-//!   templates, content and header checks, SMS segments, unsubscribe tokens, time, retry.
-//! - `config`: the TOML file routing accounts and channels to providers.
-//! - `metrics`: the process's counters, written in the Prometheus text format by `/metrics`.
-//! - `error`: the typed error; `redact`: known secrets scrubbed from text that leaves the
-//!   process; `shutdown`: the stop signal and the one runtime.
-//! - `tools`: `demo`, `bench`, the offline `fake` provider, and `crash` points (feature
-//!   `crash-points`).
+//! - `domain`, `error`, `exit`, `files`, `redact`, `busy`, `shutdown`, `logs`, `crash`
+//!   (`sendonce-domain`): pure rules, the typed error and every exit code, and what every layer
+//!   shares, crash points included (feature `crash-points`).
 
 pub mod cli;
 pub mod demo;
