@@ -601,7 +601,10 @@ impl Drive {
             let (done, respawn) = self.reap(fleet, sc);
             if done {
                 if self.cut == Cut::Down {
-                    self.restore(fleet.st, ", the others done");
+                    let cut_for = self.started.elapsed() - self.cut_at;
+                    let taken =
+                        settled_by_others(&fleet.st.cluster, self.cut_worker.as_deref(), cut_for);
+                    self.restore(fleet.st, taken, ", the others done");
                 }
                 return;
             }
@@ -689,18 +692,17 @@ impl Drive {
         if cut_for >= Duration::from_millis(LEASE_MS + 2000)
             && (taken > 0 || cut_for > Duration::from_secs(90))
         {
-            self.restore(st, "");
+            self.restore(st, taken, "");
             self.restored_at = Some(self.secs());
         }
     }
 
-    /// Bring the cut host back, counting what the others settled of its rows.
-    fn restore(&mut self, st: &Stage, why: &str) {
+    /// Bring the cut host back; `taken` of its rows were settled by the others.
+    fn restore(&mut self, st: &Stage, taken: u64, why: &str) {
         let cut_for = self.started.elapsed() - self.cut_at;
-        self.taken_over = settled_by_others(&st.cluster, self.cut_worker.as_deref(), cut_for);
+        self.taken_over = taken;
         st.net.link(CUT_HOST, true);
         self.cut = Cut::Restored;
-        let taken = self.taken_over;
         self.log(format!(
             "restored host {CUT_HOST} after {cut_for:?}{why} ({taken} of its rows settled by \
              others)"

@@ -3,7 +3,7 @@
 //! two-marker loop on the same table and index). Figures only; thresholds are read from the
 //! output (`targets`), never asserted here.
 
-use crate::limit::LimitLoop as _;
+use crate::limit;
 use crate::seed::Bench as _;
 use sendonce_core::provider::{self, Provider};
 use sendonce_core::worker;
@@ -560,16 +560,16 @@ pub(crate) fn limit(ws: &Workspace, opts: &Options) -> Result<Limit> {
     store.checkpoint_truncate()?;
     let mut limit = two_marker_loop(
         opts,
-        |token, now, lease| store.bench_bare_claim(cid, opts.batch, token, now, lease),
-        |ids, token, now| store.bench_bare_confirm(ids, token, now),
+        |token, now, lease| limit::bare_claim(&store, cid, opts.batch, token, now, lease),
+        |ids, token, now| limit::bare_confirm(&store, ids, token, now),
     )?;
     let (_, bare) = ws.fresh("minimal.db")?;
-    bare.bench_minimal_seed(opts.recipients)?;
+    limit::minimal_seed(&bare, opts.recipients)?;
     bare.checkpoint_truncate()?;
     let minimal = two_marker_loop(
         opts,
-        |token, now, lease| bare.bench_minimal_claim(opts.batch, token, now, lease),
-        |ids, token, now| bare.bench_minimal_confirm(ids, token, now),
+        |token, now, lease| limit::minimal_claim(&bare, opts.batch, token, now, lease),
+        |ids, token, now| limit::minimal_confirm(&bare, ids, token, now),
     )?;
     limit.minimal_rows = minimal.recipients;
     limit.minimal_per_second = minimal.per_second;

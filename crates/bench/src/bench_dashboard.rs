@@ -6,7 +6,7 @@
 //! a median over `SLOW_MS` is flagged, never asserted.
 
 use super::bench::{child_cmd, load_average, machine, setup_campaign_in_lists, Machine, Workspace};
-use crate::limit::LimitLoop as _;
+use crate::limit;
 use crate::seed::Bench as _;
 use sendonce_core::app;
 use sendonce_domain::error::{Error, Result};
@@ -225,13 +225,13 @@ fn move_rows(
     while left > 0 {
         let batch = (left as usize).min(STATE_BATCH);
         let now = sendonce_domain::clock::now_ms();
-        let claim = store.bench_bare_claim(campaign, batch, *token, now, 60_000)?;
+        let claim = limit::bare_claim(store, campaign, batch, *token, now, 60_000)?;
         if claim.ids.is_empty() {
             break;
         }
         match outcome {
             None => {
-                store.bench_bare_confirm(&claim.ids, *token, now)?;
+                limit::bare_confirm(store, &claim.ids, *token, now)?;
             }
             Some(o) => {
                 let records: Vec<Record> = claim

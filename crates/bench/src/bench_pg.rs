@@ -4,7 +4,7 @@
 //! rows and batch size, on the same server, in the same run. Rounds interleave the two, so a
 //! noisy neighbour slows both; the report gives medians.
 
-use crate::original::OriginalDesign as _;
+use crate::original;
 use crate::seed::Bench as _;
 use sendonce_domain::address::Channel;
 use sendonce_domain::error::{Error, Result};
@@ -155,7 +155,7 @@ fn original(store: &Arc<PgStore>, cid: i64, batch: usize, workers: usize) -> Res
     let t = Instant::now();
     let done: Vec<Result<crate::original::OriginalLoop>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
-            .map(|_| s.spawn(|| store.bench_original_loop(cid, batch)))
+            .map(|_| s.spawn(|| original::run_loop(store, cid, batch)))
             .collect();
         handles
             .into_iter()
@@ -203,7 +203,7 @@ fn original_rate(
     batch: usize,
     workers: usize,
 ) -> Result<f64> {
-    store.bench_original_requeue()?;
+    original::requeue(store)?;
     let (secs, rows) = original(store, cid, batch, workers)?;
     if rows != queued {
         return Err(Error::internal(format!(
@@ -220,7 +220,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     let load_start = super::bench::load_average();
     let (store, database) = open_empty(&opts.url)?;
     let result = measure(&store, opts);
-    let cleaned = store.bench_clean();
+    let cleaned = original::clean(&store);
     let (server_version, arms, plans) = result?;
     cleaned?;
     Ok(Report {
@@ -244,7 +244,7 @@ fn measure(store: &Arc<PgStore>, opts: &Options) -> Result<(String, Vec<Arm>, Ve
     store.bench_seed_subscribers(account, opts.recipients)?;
     let server_version = store.server_version()?;
     let original_cid = 0;
-    let queued = store.bench_original_setup(original_cid, account)?;
+    let queued = original::setup(store, original_cid, account)?;
     let mut arms = Vec::new();
     let mut last = None;
     for workers in WORKERS {
@@ -298,7 +298,7 @@ pub struct OriginalBest {
 pub fn original_best(url: &str, recipients: u64, batch: usize) -> Result<OriginalBest> {
     let (store, database) = open_empty(url)?;
     let measured = original_rounds(&store, recipients, batch);
-    let cleaned = store.bench_clean();
+    let cleaned = original::clean(&store);
     let (server_version, rows, per_workers) = measured?;
     cleaned?;
     let (best_workers, best_per_second) = per_workers
@@ -323,7 +323,7 @@ fn original_rounds(store: &Arc<PgStore>, recipients: u64, batch: usize) -> Resul
     store.bench_seed_subscribers(account, recipients)?;
     let server_version = store.server_version()?;
     let cid = 0;
-    let queued = store.bench_original_setup(cid, account)?;
+    let queued = original::setup(store, cid, account)?;
     let mut per_workers = Vec::new();
     for workers in WORKERS {
         let mut rates = Vec::with_capacity(ROUNDS);

@@ -59,104 +59,94 @@ pub struct OriginalLoop {
     pub commits: u64,
 }
 
-/// The original design's loop on a PostgreSQL store.
-pub trait OriginalDesign {
-    /// Make the original design's table and build its list for `campaign_id` from the
-    /// account's subscribers. Returns the rows queued.
-    fn bench_original_setup(&self, campaign_id: i64, account_id: i64) -> Result<u64>;
-    /// Put every row of the original design's table back to `queued` (between runs).
-    fn bench_original_requeue(&self) -> Result<()>;
-    /// One worker of the original design: claim `batch` rows with `FOR UPDATE SKIP LOCKED`,
-    /// mark them sent, commit, (the call would go here: the bench's provider does nothing),
-    /// until a claim finds nothing.
-    fn bench_original_loop(&self, campaign_id: i64, batch: usize) -> Result<OriginalLoop>;
-    /// Remove what the bench wrote: every table's rows (the database was empty when it began,
-    /// [`crate::seed::Bench::bench_database_is_empty`]) and the original design's table.
-    fn bench_clean(&self) -> Result<()>;
+/// Make the original design's table and build its list for `campaign_id` from the
+/// account's subscribers. Returns the rows queued.
+pub fn setup(db: &PgStore, campaign_id: i64, account_id: i64) -> Result<u64> {
+    db.run(move |pool| async move {
+        let c = pool.get().await.db()?;
+        c.batch_execute("DROP TABLE IF EXISTS sendonce_bench_original")
+            .await
+            .db()?;
+        c.batch_execute(ORIGINAL_TABLE).await.db()?;
+        let n = c
+            .execute(ORIGINAL_BUILD, &[&campaign_id, &account_id])
+            .await
+            .db()?;
+        c.batch_execute("ANALYZE sendonce_bench_original")
+            .await
+            .db()?;
+        Ok(n)
+    })
 }
 
-impl OriginalDesign for PgStore {
-    fn bench_original_setup(&self, campaign_id: i64, account_id: i64) -> Result<u64> {
-        self.run(move |pool| async move {
-            let c = pool.get().await.db()?;
-            c.batch_execute("DROP TABLE IF EXISTS sendonce_bench_original")
-                .await
-                .db()?;
-            c.batch_execute(ORIGINAL_TABLE).await.db()?;
-            let n = c
-                .execute(ORIGINAL_BUILD, &[&campaign_id, &account_id])
-                .await
-                .db()?;
-            c.batch_execute("ANALYZE sendonce_bench_original")
-                .await
-                .db()?;
-            Ok(n)
-        })
-    }
+/// Put every row of the original design's table back to `queued` (between runs).
+pub fn requeue(db: &PgStore) -> Result<()> {
+    db.run(|pool| async move {
+        let c = pool.get().await.db()?;
+        c.batch_execute("UPDATE sendonce_bench_original SET status = 'queued'")
+            .await
+            .db()?;
+        // VACUUM runs outside any transaction: a statement of its own.
+        c.batch_execute("VACUUM ANALYZE sendonce_bench_original")
+            .await
+            .db()?;
+        Ok(())
+    })
+}
 
-    fn bench_original_requeue(&self) -> Result<()> {
-        self.run(|pool| async move {
-            let c = pool.get().await.db()?;
-            c.batch_execute("UPDATE sendonce_bench_original SET status = 'queued'")
+/// One worker of the original design: claim `batch` rows with `FOR UPDATE SKIP LOCKED`,
+/// mark them sent, commit, (the call would go here: the bench's provider does nothing),
+/// until a claim finds nothing.
+pub fn run_loop(db: &PgStore, campaign_id: i64, batch: usize) -> Result<OriginalLoop> {
+    let limit = batch as i64;
+    db.run(move |pool| async move {
+        let mut c = pool.get().await.db()?;
+        let mut done = OriginalLoop::default();
+        loop {
+            let tx = c.transaction().await.db()?;
+            let rows = tx
+                .query(ORIGINAL_CLAIM, &[&campaign_id, &limit])
                 .await
                 .db()?;
-            // VACUUM runs outside any transaction: a statement of its own.
-            c.batch_execute("VACUUM ANALYZE sendonce_bench_original")
-                .await
-                .db()?;
-            Ok(())
-        })
-    }
-
-    fn bench_original_loop(&self, campaign_id: i64, batch: usize) -> Result<OriginalLoop> {
-        let limit = batch as i64;
-        self.run(move |pool| async move {
-            let mut c = pool.get().await.db()?;
-            let mut done = OriginalLoop::default();
-            loop {
-                let tx = c.transaction().await.db()?;
-                let rows = tx
-                    .query(ORIGINAL_CLAIM, &[&campaign_id, &limit])
-                    .await
-                    .db()?;
-                let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-                if !ids.is_empty() {
-                    tx.execute(ORIGINAL_MARK, &[&ids]).await.db()?;
-                }
-                tx.commit().await.db()?;
-                done.commits += 1;
-                if ids.is_empty() {
-                    return Ok(done);
-                }
-                done.rows += ids.len() as u64;
+            let ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+            if !ids.is_empty() {
+                tx.execute(ORIGINAL_MARK, &[&ids]).await.db()?;
             }
-        })
-    }
+            tx.commit().await.db()?;
+            done.commits += 1;
+            if ids.is_empty() {
+                return Ok(done);
+            }
+            done.rows += ids.len() as u64;
+        }
+    })
+}
 
-    fn bench_clean(&self) -> Result<()> {
-        self.run(|pool| async move {
-            let c = pool.get().await.db()?;
-            c.batch_execute("DROP TABLE IF EXISTS sendonce_bench_original")
+/// Remove what the bench wrote: every table's rows (the database was empty when it began,
+/// [`crate::seed::Bench::bench_database_is_empty`]) and the original design's table.
+pub fn clean(db: &PgStore) -> Result<()> {
+    db.run(|pool| async move {
+        let c = pool.get().await.db()?;
+        c.batch_execute("DROP TABLE IF EXISTS sendonce_bench_original")
+            .await
+            .db()?;
+        let tables: Vec<String> = c
+            .query(
+                "SELECT quote_ident(tablename) FROM pg_tables
+                  WHERE schemaname = current_schema()
+                    AND tablename NOT IN ('sendonce_schema', 'installation', 'guard')",
+                &[],
+            )
+            .await
+            .db()?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if !tables.is_empty() {
+            c.batch_execute(&format!("TRUNCATE {} CASCADE", tables.join(", ")))
                 .await
                 .db()?;
-            let tables: Vec<String> = c
-                .query(
-                    "SELECT quote_ident(tablename) FROM pg_tables
-                      WHERE schemaname = current_schema()
-                        AND tablename NOT IN ('sendonce_schema', 'installation', 'guard')",
-                    &[],
-                )
-                .await
-                .db()?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            if !tables.is_empty() {
-                c.batch_execute(&format!("TRUNCATE {} CASCADE", tables.join(", ")))
-                    .await
-                    .db()?;
-            }
-            Ok(())
-        })
-    }
+        }
+        Ok(())
+    })
 }
