@@ -1,5 +1,5 @@
 //! `sendonce serve` (`crates/http`): the API, floods, the dashboard, provider webhooks, operations,
-//! opt-in and unsubscribe pages.
+//! opt-in and unsubscribe pages, the transactional stream.
 
 pub(crate) mod api;
 pub(crate) mod dashboard;
@@ -14,4 +14,5 @@ pub(crate) mod ops_http;
 pub(crate) mod optin;
 pub(crate) mod serve;
 pub(crate) mod serve_flood;
+pub(crate) mod stream;
 pub(crate) mod unsubscribe;

@@ -48,6 +48,9 @@ pub struct ActiveCampaign {
     pub transactional: bool,
     /// False while the recipient list is still being built.
     pub list_complete: bool,
+    /// An account's stream of transactional messages (`schema/0020_stream.sql`): each row
+    /// carries its own content ([`ClaimedRow::content`]), and it never completes.
+    pub stream: bool,
 }
 
 /// What one claim asks for.
@@ -142,6 +145,19 @@ pub struct ClaimedRow {
     pub token: i64,
     /// An earlier call may have delivered it: this is a retry with the same key.
     pub maybe_delivered: bool,
+    /// A stream row's own content (`None` for a campaign's row, which has its campaign's).
+    pub content: Option<MessageContent>,
+}
+
+/// The content of one stream message, as stored at submission (literal text, not templates).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageContent {
+    pub from: Option<String>,
+    pub reply_to: Option<String>,
+    pub subject: Option<String>,
+    /// The text; empty when it is generated from `html`.
+    pub text: String,
+    pub html: Option<String>,
 }
 
 /// The result of one claim transaction.
@@ -550,6 +566,7 @@ fn active_campaign(r: Row<'_>) -> Result<ActiveCampaign> {
         transactional: r.get(16)?,
         account_name: r.get(8)?,
         list_complete: r.get(6)?,
+        stream: r.get(17)?,
     })
 }
 
@@ -737,6 +754,8 @@ struct Candidate {
     /// Earliest dispatch that may have delivered (expired lease or earlier doubt).
     maybe_since: Option<i64>,
     suppressed: bool,
+    /// A stream row's content ([`MessageContent`]).
+    message_id: Option<i64>,
 }
 
 /// The due rows of one claim: one range scan of the partial index `sends_claim` (on
@@ -773,18 +792,38 @@ fn claim_candidates(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<Vec<Candidate
             attempts: r.get(4)?,
             maybe_since: r.get(5)?,
             suppressed: r.get(6)?,
+            message_id: r.get(8)?,
         });
         Ok(())
     })?;
     Ok(cands)
 }
 
-/// The campaign is still `sending` (and is this account's).
-fn campaign_is_sending(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<bool> {
+/// Whether the campaign (this account's) is a stream, when it is still `sending`.
+fn sending_stream(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<Option<bool>> {
     let sql = CLAIM_CAMPAIGN_STATUS.get(tx.dialect());
-    let status: Option<CampaignStatus> =
-        tx.scalar_opt(sql, &args![req.campaign_id, req.account_id])?;
-    Ok(status == Some(CampaignStatus::Sending))
+    let found: Option<(CampaignStatus, bool)> =
+        tx.query_opt(sql, &args![req.campaign_id, req.account_id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    Ok(found.and_then(|(status, stream)| (status == CampaignStatus::Sending).then_some(stream)))
+}
+
+/// A stream's rows carry their content and a campaign's rows do not: a row that breaks this
+/// would be sent with the wrong content, so the file is damaged.
+fn check_content(c: &Candidate, stream: bool, req: &ClaimRequest) -> Result<()> {
+    if c.message_id.is_some() == stream {
+        return Ok(());
+    }
+    Err(Error::damaged(format!(
+        "send {} of campaign {} {}",
+        c.id,
+        req.campaign_id,
+        match stream {
+            true => "is in a stream but has no content of its own",
+            false => "names message content but its campaign is no stream",
+        }
+    )))
 }
 
 /// Lease one row that may already have been delivered (same-key retry): it keeps its
@@ -853,14 +892,17 @@ fn claim_tx<S: LedgerStore + ?Sized>(
     dispatch: bool,
 ) -> Result<(Claimed, Option<i64>)> {
     let mut out = Claimed::default();
-    if !campaign_is_sending(tx, req)? {
+    let Some(stream) = sending_stream(tx, req)? else {
         return Ok((out, None));
-    }
+    };
     let cands = claim_candidates(tx, req)?;
     // Taken after the rows are read (and locked): the lease runs from now, not from `req.now`.
     let terms = LeaseTerms::now(req, dispatch);
     let mut plain = Vec::with_capacity(cands.len());
+    // Leased stream rows: (index in `out.rows`, message id).
+    let mut contents = Vec::new();
     for c in cands {
+        check_content(&c, stream, req)?;
         match decide(c.maybe_since, c.suppressed, req) {
             Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
                 if settled_by_callback(tx, &c, req)? =>
@@ -891,9 +933,14 @@ fn claim_tx<S: LedgerStore + ?Sized>(
             attempts: c.attempts,
             token: req.token,
             maybe_delivered: c.maybe_since.is_some(),
+            content: None,
         });
+        if let Some(m) = c.message_id {
+            contents.push((out.rows.len() - 1, m));
+        }
     }
     lease_many(tx, &plain, req, &terms)?;
+    load_contents(tx, &contents, &mut out.rows)?;
     // Leased rows: the claim is counted (SQLite: the clone guard is checked, the watermark
     // follows after the commit).
     let generation = match out.rows.is_empty() {
@@ -902,6 +949,44 @@ fn claim_tx<S: LedgerStore + ?Sized>(
     };
     crash::point("before_claim_commit");
     Ok((out, generation))
+}
+
+/// The content of every leased stream row (`rows[i]` for each `(i, message id)`), read in the
+/// claim's transaction by one statement. A stream row whose content is missing means the file
+/// is damaged: it is never sent without it.
+fn load_contents(tx: &mut dyn Tx, wanted: &[(usize, i64)], rows: &mut [ClaimedRow]) -> Result<()> {
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = wanted.iter().map(|&(_, m)| m).collect();
+    let mut found = std::collections::HashMap::with_capacity(ids.len());
+    tx.each(
+        CLAIM_CONTENTS.get(tx.dialect()),
+        &args![json_ids(&ids).as_str()],
+        &mut |r| {
+            let format: BodyFormat = r.get(5)?;
+            let (text, html) = format.load(r.get(4)?, r.get(6)?);
+            let content = MessageContent {
+                from: r.get(1)?,
+                reply_to: r.get(2)?,
+                subject: r.get(3)?,
+                text,
+                html,
+            };
+            found.insert(r.get::<i64>(0)?, content);
+            Ok(())
+        },
+    )?;
+    for &(i, m) in wanted {
+        let Some(c) = found.get(&m) else {
+            return Err(Error::damaged(format!(
+                "send {} names message content {m}, which does not exist",
+                rows[i].id
+            )));
+        };
+        rows[i].content = Some(c.clone());
+    }
+    Ok(())
 }
 
 /// A row that may already have been delivered, and a provider webhook reported its outcome
@@ -1178,7 +1263,7 @@ static DOUBT_CAMPAIGN: PerDialect = PerDialect::new(|d| {
 /// `sends_doubt`): with the three states in one list the planner can use neither and reads
 /// every row of the campaign.
 pub(crate) const COMPLETE_IF_DONE: &str = "UPDATE campaigns SET status = 'sent', finished_at = ?2
-     WHERE id = ?1 AND status = 'sending' AND list_complete = TRUE
+     WHERE id = ?1 AND status = 'sending' AND list_complete = TRUE AND stream = FALSE
        AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
                        AND status IN ('queued', 'leased'))
        AND NOT EXISTS (SELECT 1 FROM sends WHERE campaign_id = ?1
@@ -1202,7 +1287,7 @@ pub(crate) static ACTIVE_CAMPAIGNS: PerDialect = PerDialect::new(|d| {
       WHERE cl.campaign_id = c.id),
      (SELECT {agg}(o.list_id) FROM (SELECT cl.list_id FROM campaign_lists cl
       WHERE cl.campaign_id = c.id ORDER BY cl.list_id) o),
-     c.transactional OR c.kind <> 'campaign'
+     c.transactional OR c.kind <> 'campaign', c.stream
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id"
     )
@@ -1262,7 +1347,7 @@ pub(crate) static SWEEP_CANCELLED: PerDialect = PerDialect::new(|d| {
 /// The campaign's status, kept from changing until the claim commits (PostgreSQL).
 pub(crate) static CLAIM_CAMPAIGN_STATUS: PerDialect = PerDialect::new(|d| {
     format!(
-        "SELECT status FROM campaigns WHERE id = ?1 AND account_id = ?2{}",
+        "SELECT status, stream FROM campaigns WHERE id = ?1 AND account_id = ?2{}",
         d.for_share
     )
 });
@@ -1271,6 +1356,15 @@ pub(crate) static CLAIM_CAMPAIGN_STATUS: PerDialect = PerDialect::new(|d| {
 /// PostgreSQL locked, rows another claim holds locked skipped, never waited for. The sixth
 /// column is the earliest dispatch that may have delivered: the smaller of the dispatch and
 /// `doubt_since` for an expired dispatched lease.
+/// The contents of the stream rows a claim leased, by a JSON array of their ids (`?1`).
+pub(crate) static CLAIM_CONTENTS: PerDialect = PerDialect::new(|d| {
+    format!(
+        "SELECT id, sender, reply_to, subject, body, body_format, html FROM message_contents
+     WHERE {}",
+        (d.in_json_ids)("id", "?1")
+    )
+});
+
 pub(crate) static CLAIM_CANDIDATES: PerDialect = PerDialect::new(|d| {
     format!(
         "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,
@@ -1280,7 +1374,7 @@ pub(crate) static CLAIM_CANDIDATES: PerDialect = PerDialect::new(|d| {
      EXISTS (SELECT 1 FROM suppressions su
      WHERE su.account_id = s.account_id AND su.channel = ?3
      AND su.address = s.address),
-     s.status
+     s.status, s.message_id
      FROM sends s
      WHERE s.campaign_id = ?1 AND s.account_id = ?2
      AND s.status IN ('queued', 'leased') AND s.visible_at <= ?4

@@ -44,7 +44,8 @@ pub use campaigns::{
 };
 pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
 pub use ledger::{
-    ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, Outcome, Record, RecordStats,
+    ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, MessageContent, Outcome, Record,
+    RecordStats,
 };
 pub use lists::{
     prefix_bounds, AudienceCounts, AudienceQuery, ConfirmContent, LinkList, LinkState, ListChange,

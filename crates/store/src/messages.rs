@@ -1,9 +1,8 @@
 //! Transactional messages of the HTTP API (`Messages`): one message per (account,
-//! Idempotency-Key), stored as a hidden one-row campaign so that it goes through the same
-//! ledger, lease, suppression check and provider routes as every campaign. Written once for
-//! both stores over `sql::Tx`: the idempotency row, the hidden one-row campaign (kind `api`,
-//! literal content, already `sending` with its list complete) and its send row, in one
-//! transaction. Where SQLite's `BEGIN IMMEDIATE` serializes two requests with the same key,
+//! Idempotency-Key), stored as a row of the account's stream (`schema/0020_stream.sql`) so
+//! that it goes through the same ledger, lease, suppression check and provider routes as every
+//! campaign's row. Written once for both stores over `sql::Tx`: the idempotency row, the
+//! message's content and its send row in the stream, in one transaction. Where SQLite's `BEGIN IMMEDIATE` serializes two requests with the same key,
 //! PostgreSQL's second request waits on the first's idempotency row (`ON CONFLICT DO NOTHING`),
 //! then reads it (READ COMMITTED: its next statement sees the first's commit) and answers a
 //! replay, in progress or mismatch exactly as SQLite would.
@@ -67,7 +66,7 @@ pub struct MessageRow {
 /// The API's transactional messages.
 pub trait Messages: Send + Sync {
     /// Submit a message under its key, in one transaction: a new key creates the message (its
-    /// hidden campaign, already sending, and its queued send row).
+    /// content and its queued send row in the account's stream).
     fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted>;
     /// Keep the answer given to the request that created message `id`, for its replays.
     fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()>;
@@ -122,34 +121,64 @@ fn subscriber_for(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<i64> {
     )
 }
 
-/// The hidden campaign of message `id`: literal content, already sending, list complete.
-fn campaign_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<i64> {
+/// The account's stream for `channel` (a campaign with `stream` set, always sending), made with
+/// its first message. Two first messages at once (PostgreSQL) both reach the one row: the
+/// second's insert waits on the first's unique index entry, then does nothing.
+pub(crate) fn stream_for(
+    tx: &mut dyn Tx,
+    account_id: i64,
+    channel: Channel,
+    now: i64,
+) -> Result<i64> {
+    const FIND: &str =
+        "SELECT id FROM campaigns WHERE account_id = ?1 AND channel = ?2 AND stream = TRUE";
+    if let Some(id) = tx.scalar_opt::<i64>(FIND, &args![account_id, channel])? {
+        return Ok(id);
+    }
+    tx.exec(
+        "INSERT INTO campaigns (account_id, name, channel, body, templated, status,
+                                scheduled_for, approved_at, started_at, list_complete,
+                                created_at, kind, transactional, stream)
+         VALUES (?1, 'stream: ' || CAST(?2 AS TEXT), ?2,
+                 'the stream''s messages carry their own content', FALSE, 'sending', ?3, ?3, ?3,
+                 TRUE, ?3, 'api', TRUE, TRUE)
+         ON CONFLICT DO NOTHING",
+        &args![account_id, channel, now],
+    )?;
+    tx.scalar_opt::<i64>(FIND, &args![account_id, channel])?
+        .ok_or_else(|| {
+            Error::db(format!(
+                "account {account_id}'s {} stream is gone",
+                channel.as_str()
+            ))
+        })
+}
+
+/// Message `id`'s content, stored once under the message's own id.
+fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<()> {
     let (body, format, html) = BodyFormat::store(m.text, m.html);
-    let name = format!("api message {id}");
-    tx.scalar(
-        "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, body_format,
-                                html, reply_to, templated, status, scheduled_for, approved_at,
-                                started_at, list_complete, created_at, kind)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, FALSE, 'sending', ?10, ?10, ?10, TRUE, ?10,
-                 'api')
-         RETURNING id",
+    tx.exec(
+        "INSERT INTO message_contents (id, account_id, sender, reply_to, subject, body,
+                                       body_format, html, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         &args![
+            id,
             m.account_id,
-            &name,
-            m.channel,
             m.from,
+            m.reply_to,
             m.subject,
             body,
             format,
             html,
-            m.reply_to,
             m.now
         ],
-    )
+    )?;
+    Ok(())
 }
 
-/// The idempotency row, then the message's hidden campaign and its send row; `None` when a
-/// concurrent request took the key first (PostgreSQL; SQLite's write lock excludes it).
+/// The idempotency row, then the message's content and its send row in the account's stream;
+/// `None` when a concurrent request took the key first (PostgreSQL; SQLite's write lock
+/// excludes it).
 fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<i64>> {
     require_account(tx, m.account_id)?;
     let Some(id) = tx.scalar_opt::<i64>(
@@ -163,17 +192,18 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<i64>> {
     };
     let scope = key_scope(tx, &[("messages_through", id)])?;
     let sub = subscriber_for(tx, m)?;
-    let cid = campaign_for(tx, m, id)?;
+    let stream = stream_for(tx, m.account_id, m.channel, m.now)?;
+    content_for(tx, m, id)?;
     let job = model::api_job_id(&scope, m.account_id, id);
     let send: i64 = tx.scalar(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
-                            status, visible_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6) RETURNING id",
-        &args![m.account_id, cid, sub, &job, m.to, m.now],
+                            status, visible_at, created_at, updated_at, message_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6, ?7) RETURNING id",
+        &args![m.account_id, stream, sub, &job, m.to, m.now, id],
     )?;
     tx.exec(
         "UPDATE api_messages SET campaign_id = ?2, send_id = ?3 WHERE id = ?1",
-        &args![id, cid, send],
+        &args![id, stream, send],
     )?;
     Ok(Some(id))
 }

@@ -241,7 +241,7 @@ impl Worker {
             lists: c.list_ids.clone(),
             campaign_id: c.id,
         };
-        for row in rows {
+        for mut row in rows {
             let flight = Flight {
                 token: row.token,
                 attempts: row.attempts + 1,
@@ -250,10 +250,19 @@ impl Worker {
                 route: k,
             };
             let (id, p) = (row.id, route.provider.clone());
+            // A stream row brings its own content; a campaign's row takes its campaign's.
+            let (source, from, reply_to) = match row.content.take() {
+                Some(m) => (Source::Own(m.subject, m.text, m.html), m.from, m.reply_to),
+                None => (
+                    Source::Campaign(tpl.clone()),
+                    c.sender.clone(),
+                    c.reply_to.clone(),
+                ),
+            };
             let head = Head {
                 channel: c.channel,
-                from: c.sender.clone(),
-                reply_to: c.reply_to.clone(),
+                from,
+                reply_to,
                 header,
                 link: links.map(|l| {
                     target.address.clone_from(&row.address);
@@ -261,10 +270,7 @@ impl Worker {
                 }),
                 status_callback: status_callback.clone(),
             };
-            let call = timed(
-                route.name.clone(),
-                call(p, tpl.clone(), row, head, call_timeout),
-            );
+            let call = timed(route.name.clone(), call(p, source, row, head, call_timeout));
             self.calls.start(id, flight, call);
         }
     }
@@ -295,26 +301,40 @@ struct Head {
     status_callback: Option<String>,
 }
 
+/// Where a row's message comes from.
+enum Source {
+    /// Its campaign's templates, compiled once per run.
+    Campaign(Arc<Compiled>),
+    /// A stream row's own literal subject, text and HTML.
+    Own(Option<String>, String, Option<String>),
+}
+
 /// One recipient's message rendered on a blocking thread, never on the runtime's: a template
 /// may run up to its rendering budget (`template::RENDER_FUEL`), CPU time the runtime's threads
 /// owe to `/healthz`, the API and the other calls. The row is already claimed with its
 /// dispatch marker and no transaction is open, as for the provider call that follows.
-async fn render(tpl: Arc<Compiled>, vars: String, link: Option<String>) -> Result<Rendered> {
-    tokio::task::spawn_blocking(move || tpl.render_json(&vars, link.as_deref()))
-        .await
-        .map_err(|e| Error::internal(format!("the rendering task failed: {e}")))?
+async fn render(source: Source, vars: String, link: Option<String>) -> Result<Rendered> {
+    tokio::task::spawn_blocking(move || match source {
+        Source::Campaign(tpl) => tpl.render_json(&vars, link.as_deref()),
+        Source::Own(subject, text, html) => {
+            Compiled::literal_message(subject.as_deref(), &text, html.as_deref())?
+                .render_json(&vars, link.as_deref())
+        }
+    })
+    .await
+    .map_err(|e| Error::internal(format!("the rendering task failed: {e}")))?
 }
 
 /// One call task: render the row's message, call the provider within `timeout`.
 async fn call(
     p: Arc<dyn Provider>,
-    tpl: Arc<Compiled>,
+    source: Source,
     mut row: ClaimedRow,
     head: Head,
     timeout: Duration,
 ) -> (i64, CallResult) {
     let id = row.id;
-    let rendered = render(tpl, std::mem::take(&mut row.vars), head.link.clone()).await;
+    let rendered = render(source, std::mem::take(&mut row.vars), head.link.clone()).await;
     let msg = match rendered {
         Ok(r) => Message {
             status_callback: head.status_callback,

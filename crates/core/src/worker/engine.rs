@@ -200,8 +200,10 @@ impl Worker {
         let mut next: Option<i64> = None;
         for c in self.campaigns.iter().filter(|c| c.list_complete) {
             let (id, one_off) = (c.id, !c.templated);
-            if blocking(&self.ledger, move |l| l.try_complete(id, now)).await? {
-                // A one-off message (API, notify) is one campaign each: not worth a line.
+            // A stream never completes.
+            if !c.stream && blocking(&self.ledger, move |l| l.try_complete(id, now)).await? {
+                // A one-off message (notify, a confirmation) is one campaign each: not worth a
+                // line.
                 if one_off {
                     tracing::debug!(target: TARGET, campaign_id = id, "message settled");
                 } else {

@@ -37,6 +37,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0006_report_ids",
         include_str!("../../../../schema/postgres/0006_report_ids.sql"),
     ),
+    (
+        7,
+        "0007_stream",
+        include_str!("../../../../schema/postgres/0007_stream.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

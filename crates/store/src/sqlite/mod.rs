@@ -105,6 +105,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0019_report_ids",
         include_str!("../../../../schema/0019_report_ids.sql"),
     ),
+    (
+        "0020_stream",
+        include_str!("../../../../schema/0020_stream.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.

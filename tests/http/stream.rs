@@ -1,0 +1,174 @@
+//! The transactional stream (`schema/0020_stream.sql`): API messages are rows of the account's
+//! stream, one campaign row per (account, channel) that never completes, however many
+//! messages; many messages to one address each go out once; a database from before the
+//! stream keeps its messages, their keys and their states through the upgrade.
+
+use crate::common::{client, rt, token, Env, Fake, Server};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+async fn send(c: &reqwest::Client, s: &Server, tok: &str, key: &str, body: &Value) -> (u16, Value) {
+    let res = c
+        .post(s.url("/v1/messages?wait=10s"))
+        .bearer_auth(tok)
+        .header("Idempotency-Key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// Twenty receipts to one address and one SMS: each delivered once, with its own subject; the
+/// account has two streams and no other campaign.
+#[test]
+fn many_messages_to_one_address_share_one_stream_and_each_goes_once() {
+    let env = Env::new();
+    env.setup_account();
+    let fake = Fake::start(&env.path("fake.jsonl"), &[]);
+    let spec = format!("webhook:{}", fake.url("/send"));
+    let server = Server::start(&env, &["--worker", "--provider", spec.as_str()]);
+    let tok = token(&env, "acme", "send");
+    rt().block_on(async {
+        let c = client();
+        for i in 0..20 {
+            let body = json!({"to": "kim@example.org", "from": "shop@example.org",
+                              "subject": format!("Receipt {i}"), "text": format!("Order {i}")});
+            let (status, got) = send(&c, &server, &tok, &format!("order-{i}"), &body).await;
+            assert_eq!(
+                (status, got["status"].as_str()),
+                (200, Some("sent")),
+                "{got}"
+            );
+        }
+        let sms = json!({"to": "+14155550123", "text": "Your code is 1234"});
+        let (status, got) = send(&c, &server, &tok, "code-1", &sms).await;
+        assert_eq!(status, 200, "{got}");
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fake.lines().len() < 21 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lines = fake.lines();
+    let mut subjects: Vec<String> = lines
+        .iter()
+        .filter(|l| l.to == "kim@example.org" && !l.replay)
+        .map(|l| l.subject.clone().unwrap_or_default())
+        .collect();
+    subjects.sort();
+    let mut want: Vec<String> = (0..20).map(|i| format!("Receipt {i}")).collect();
+    want.sort();
+    assert_eq!(subjects, want, "each receipt once, with its own subject");
+    assert_eq!(lines.iter().filter(|l| l.to == "+14155550123").count(), 1);
+    let streams = env.count("SELECT count(*) FROM campaigns WHERE stream = 1");
+    assert_eq!(streams, 2, "one stream per channel");
+    assert_eq!(
+        env.count("SELECT count(*) FROM campaigns"),
+        2,
+        "no campaign per message"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE message_id IS NOT NULL AND status = 'sent'"),
+        21
+    );
+    // The stream never completes.
+    assert_eq!(
+        env.count("SELECT count(*) FROM campaigns WHERE stream = 1 AND status = 'sending'"),
+        2
+    );
+}
+
+/// A schema-19 file's API message (campaign 3, its own hidden campaign; key `order-1`, sent
+/// with provider id `old-api-1`) after `init`: a row of the account's email stream with the
+/// same send id, job id and state, its content kept, its hidden campaign gone; the API still
+/// finds it by id and by key (the same key with another body is refused, naming it).
+#[test]
+fn an_upgrade_folds_hidden_message_campaigns_into_the_stream_keeping_their_keys() {
+    let env = Env::new();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema-19.db");
+    std::fs::copy(fixture, &env.db).expect("copy the fixture");
+    env.ok(&["init"]);
+    let c = env.sqlite();
+    let (campaign, message_id, job, status, provider): (i64, i64, String, String, String) = c
+        .query_row(
+            "SELECT campaign_id, message_id, job_id, status, provider_message_id FROM sends
+             WHERE id = 100",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (message_id, job.as_str(), status.as_str(), provider.as_str()),
+        (1, "api:1:1@0123456789abcdef", "sent", "old-api-1")
+    );
+    let (stream, kind, cstatus): (i64, String, String) = c
+        .query_row(
+            "SELECT stream, kind, status FROM campaigns WHERE id = ?1",
+            [campaign],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (stream, kind.as_str(), cstatus.as_str()),
+        (1, "api", "sending")
+    );
+    assert_eq!(env.count("SELECT count(*) FROM campaigns WHERE id = 3"), 0);
+    assert_eq!(
+        env.count("SELECT count(*) FROM campaigns WHERE id = 4 AND kind = 'api' AND stream = 0"),
+        1,
+        "the opt-in confirmation keeps its campaign"
+    );
+    let content: (String, String, String) = c
+        .query_row(
+            "SELECT sender, subject, body FROM message_contents WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        content,
+        ("news@example.org".into(), "Receipt".into(), "Paid.".into())
+    );
+    let key: (String, i64, i64) = c
+        .query_row(
+            "SELECT idempotency_key, send_id, campaign_id FROM api_messages WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(key, ("order-1".into(), 100, campaign));
+    env.assert_counters();
+    drop(c);
+
+    let server = Server::start(&env, &[]);
+    let tok = token(&env, "acme", "send");
+    rt().block_on(async {
+        let c = client();
+        let got: Value = c
+            .get(server.url("/v1/messages/1"))
+            .bearer_auth(&tok)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(got["status"], "sent", "{got}");
+        assert_eq!(got["provider_message_id"], "old-api-1", "{got}");
+        let body = json!({"to": "api@example.org", "from": "news@example.org",
+                          "subject": "Receipt", "text": "Paid again."});
+        let res = c
+            .post(server.url("/v1/messages"))
+            .bearer_auth(&tok)
+            .header("Idempotency-Key", "order-1")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 422);
+        let v: Value = res.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "idempotency_key_reused", "{v}");
+    });
+}
