@@ -73,7 +73,19 @@ fn many_messages_to_one_address_share_one_stream_and_each_goes_once() {
         env.count("SELECT count(*) FROM sends WHERE message_id IS NOT NULL AND status = 'sent'"),
         21
     );
-    // The stream never completes.
+    // The stream never completes, and an operator cannot stop it by its campaign id.
+    let stream = env
+        .count("SELECT min(id) FROM campaigns WHERE stream = 1")
+        .to_string();
+    for verb in ["pause", "cancel"] {
+        let r = env.run(&["campaign", verb, stream.as_str()]);
+        assert_ne!(r.code, 0, "{verb}: {}", r.stdout);
+        assert!(
+            r.stderr.contains("stream of transactional messages"),
+            "{}",
+            r.stderr
+        );
+    }
     assert_eq!(
         env.count("SELECT count(*) FROM campaigns WHERE stream = 1 AND status = 'sending'"),
         2

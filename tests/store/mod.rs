@@ -1,7 +1,8 @@
 //! The store (`crates/store`): the contract on every backend, its shape, the ledger on real files,
 //! the SQL edge, upgrades, moving to PostgreSQL, one form per address, the clone guard, durable
-//! rate limits.
+//! rate limits, group commit.
 
+pub(crate) mod group;
 pub(crate) mod guard;
 pub(crate) mod ledger;
 #[cfg(feature = "tier1")]

@@ -438,7 +438,11 @@ fn the_postgres_upgrade_normalises_stored_rows_the_same_way() {
     // binary of schema 3 could have written.
     c.psql(
         &db,
-        "DROP TABLE address_collisions; ALTER TABLE admins DROP COLUMN role;
+        "DROP INDEX campaigns_stream; ALTER TABLE campaigns DROP COLUMN stream;
+         DROP INDEX sends_campaign_address; DROP INDEX sends_campaign_subscriber;
+         ALTER TABLE sends DROP COLUMN message_id; DROP TABLE message_contents;
+         ALTER TABLE sends ADD UNIQUE (campaign_id, subscriber_id), ADD UNIQUE (campaign_id, address);
+         DROP TABLE address_collisions; ALTER TABLE admins DROP COLUMN role;
          ALTER TABLE webhook_events DROP COLUMN provider_message_id;
          DELETE FROM sendonce_schema WHERE version >= 4",
     );

@@ -99,6 +99,8 @@ pub struct AppState {
     pub links: Option<Arc<sendonce_domain::links::Links>>,
     /// The server's configuration (settings page, doctor, route labels).
     pub ops: Arc<Ops>,
+    /// The one writer that commits concurrent API messages together (group commit).
+    pub group: sendonce_store::group::Group,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -245,7 +247,9 @@ pub fn serve(
         });
         let alive = s.worker.as_ref().map(|_| Arc::new(AtomicBool::new(true)));
         let worker = spawn_worker(&store, s.worker.take(), &alive, &rx);
+        let group = sendonce_store::group::Group::start(store.clone())?;
         let st = AppState {
+            group,
             store,
             worker_alive: alive,
             hooks: Arc::new(std::mem::take(&mut s.hooks)),

@@ -100,9 +100,12 @@ pub async fn create(
             ))
         })?;
     let account = who.caller.account_id;
-    let submitted = blocking(&st, move |s| messages::submit(s, account, &key, &req))
-        .await
-        .map_err(|e| who.err(e))?;
+    let group = st.group.clone();
+    let submitted = blocking(&st, move |s| {
+        messages::submit(s, Some(&group), account, &key, &req)
+    })
+    .await
+    .map_err(|e| who.err(e))?;
     match submitted {
         Submission::New(view) => first_answer(&st, &who, view, wait).await,
         Submission::Replay { status, body } => {
@@ -143,9 +146,9 @@ async fn first_answer(
     let status = status_of(&view);
     let body = serde_json::to_string(&view)
         .map_err(|e| who.err(Error::internal(format!("cannot encode the answer: {e}"))))?;
-    let (id, saved) = (view.id, body.clone());
+    let (id, saved, group) = (view.id, body.clone(), st.group.clone());
     blocking(st, move |s| {
-        messages::save_answer(s, account, id, status.as_u16(), &saved)
+        messages::save_answer(s, Some(&group), account, id, status.as_u16(), &saved)
     })
     .await
     .map_err(|e| who.err(e))?;

@@ -325,6 +325,14 @@ fn transition<S: Db>(
     now: i64,
 ) -> Result<Campaign> {
     s.write(|tx| {
+        let stream = "SELECT 1 FROM campaigns WHERE id = ?1 AND stream = TRUE";
+        if tx.exists(stream, &args![id])? {
+            return Err(Error::conflict(format!(
+                "cannot {verb} campaign {id}: it is an account's stream of transactional \
+                 messages, which is always sending (follow each message with GET \
+                 /v1/messages/ID)"
+            )));
+        }
         let n = tx.exec(sql, args)?;
         let current = campaign_status(tx, id)?;
         if n == 0 {

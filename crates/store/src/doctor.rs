@@ -108,7 +108,7 @@ pub(crate) fn ask_ledger(tx: &mut dyn Tx, out: &mut Inspection, opts: &InspectOp
 }
 
 /// Sending campaigns with nothing due before `far`: no row left to send on a complete list, or
-/// the next one not visible until after `far`.
+/// the next one not visible until after `far`. A stream is idle between messages by design.
 fn stuck(tx: &mut dyn Tx, far: i64) -> Result<Vec<Stuck>> {
     let all = tx.query(
         "SELECT c.id, c.list_complete,
@@ -118,7 +118,7 @@ fn stuck(tx: &mut dyn Tx, far: i64) -> Result<Vec<Stuck>> {
                   WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
                 (SELECT count(*) FROM sends s
                   WHERE s.campaign_id = c.id AND s.status = 'in_doubt')
-         FROM campaigns c WHERE c.status = 'sending' ORDER BY c.id",
+         FROM campaigns c WHERE c.status = 'sending' AND c.stream = FALSE ORDER BY c.id",
         &[],
         |r| {
             Ok(Stuck {

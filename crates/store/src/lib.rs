@@ -12,6 +12,7 @@ pub mod copy;
 mod directory;
 pub mod doctor;
 pub mod driver;
+pub mod group;
 mod ledger;
 mod lists;
 mod logins;

@@ -225,29 +225,42 @@ fn message_from_row(r: Row<'_>) -> Result<MessageRow> {
     })
 }
 
+/// [`Messages::submit_message`] inside a transaction (its own, or a group's: `group.rs`).
+pub(crate) fn submit_tx(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Submitted> {
+    if let Some(found) = existing(tx, m)? {
+        return Ok(found);
+    }
+    match create(tx, m)? {
+        Some(id) => Ok(Submitted::Created { id }),
+        None => {
+            existing(tx, m)?.ok_or_else(|| Error::db("the idempotency key was taken and is gone"))
+        }
+    }
+}
+
+/// [`Messages::save_answer`] inside a transaction.
+pub(crate) fn save_answer_tx(
+    tx: &mut dyn Tx,
+    account_id: i64,
+    id: i64,
+    status: u16,
+    body: &str,
+) -> Result<()> {
+    tx.exec(
+        "UPDATE api_messages SET response_status = ?3, response_body = ?4
+         WHERE id = ?1 AND account_id = ?2 AND response_status IS NULL",
+        &args![id, account_id, status, body],
+    )?;
+    Ok(())
+}
+
 impl<S: Db> Messages for S {
     fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted> {
-        self.write(|tx| {
-            if let Some(found) = existing(tx, m)? {
-                return Ok(found);
-            }
-            match create(tx, m)? {
-                Some(id) => Ok(Submitted::Created { id }),
-                None => existing(tx, m)?
-                    .ok_or_else(|| Error::db("the idempotency key was taken and is gone")),
-            }
-        })
+        self.write(|tx| submit_tx(tx, m))
     }
 
     fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
-        self.write(|tx| {
-            tx.exec(
-                "UPDATE api_messages SET response_status = ?3, response_body = ?4
-                 WHERE id = ?1 AND account_id = ?2 AND response_status IS NULL",
-                &args![id, account_id, status, body],
-            )?;
-            Ok(())
-        })
+        self.write(|tx| save_answer_tx(tx, account_id, id, status, body))
     }
 
     fn message(&self, account_id: i64, id: i64) -> Result<MessageRow> {

@@ -9,6 +9,7 @@ use sendonce_domain::content::{self, Content};
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::SendStatus;
 use sendonce_domain::template::text_of_html;
+use sendonce_store::group::Group;
 use sendonce_store::prelude::*;
 use sendonce_store::{MessageRow, NewMessage, Store, Submitted};
 use serde::{Deserialize, Serialize};
@@ -115,9 +116,11 @@ pub fn check_key(key: &str) -> Result<&str> {
     Ok(key)
 }
 
-/// Submit `req` for `account_id` under `key`.
+/// Submit `req` for `account_id` under `key`: through `group` (committed with the other
+/// requests waiting, `sendonce_store::group`) when there is one, else in its own transaction.
 pub fn submit(
     store: &Store,
+    group: Option<&Group>,
     account_id: i64,
     key: &str,
     req: &MessageRequest,
@@ -142,7 +145,7 @@ pub fn submit(
         _ => text,
     };
     let hash = request_hash(req)?;
-    let submitted = store.submit_message(&NewMessage {
+    let m = NewMessage {
         account_id,
         idempotency_key: key,
         request_hash: &hash,
@@ -154,7 +157,11 @@ pub fn submit(
         text: &text,
         html,
         now: sendonce_domain::clock::now_ms(),
-    })?;
+    };
+    let submitted = match group {
+        Some(g) => g.submit_message(&m)?,
+        None => store.submit_message(&m)?,
+    };
     Ok(match submitted {
         Submitted::Created { id } => Submission::New(get(store, account_id, id)?),
         Submitted::Replay { status, body, .. } => Submission::Replay { status, body },
@@ -193,9 +200,20 @@ fn request_hash(req: &MessageRequest) -> Result<String> {
         .collect())
 }
 
-/// Keep the answer the first request gave, for its replays.
-pub fn save_answer(store: &Store, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
-    store.save_answer(account_id, id, status, body)
+/// Keep the answer the first request gave, for its replays (through `group` as for
+/// [`submit`]).
+pub fn save_answer(
+    store: &Store,
+    group: Option<&Group>,
+    account_id: i64,
+    id: i64,
+    status: u16,
+    body: &str,
+) -> Result<()> {
+    match group {
+        Some(g) => g.save_answer(account_id, id, status, body),
+        None => store.save_answer(account_id, id, status, body),
+    }
 }
 
 /// Message `id` of `account_id`; another account's is `NotFound`.

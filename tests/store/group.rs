@@ -1,0 +1,73 @@
+//! Group commit (`sendonce_store::group`): API messages that wait while another writer holds
+//! SQLite's write lock are committed together once it lets go, each answered with its own
+//! result; one naming an unknown account fails alone, the others commit.
+
+use sendonce::domain::address::Channel;
+use sendonce::store::group::Group;
+use sendonce::store::sqlite::SqliteStore;
+use sendonce::store::{Audience, Messages, NewMessage, OpenOptions, Store, Submitted};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn message(account_id: i64, key: &str) -> NewMessage<'_> {
+    NewMessage {
+        account_id,
+        idempotency_key: key,
+        request_hash: "h",
+        channel: Channel::Email,
+        to: "kim@example.org",
+        from: Some("shop@example.org"),
+        reply_to: None,
+        subject: Some("Receipt"),
+        text: "Paid.",
+        html: None,
+        now: 1,
+    }
+}
+
+#[test]
+fn messages_waiting_on_the_write_lock_commit_together_and_a_bad_one_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("g.db");
+    let opts = OpenOptions {
+        create: true,
+        ..Default::default()
+    };
+    let store = Arc::new(Store::Sqlite(SqliteStore::open(&db, &opts).unwrap()));
+    let acct = store.add_account("acme").unwrap();
+    let group = Group::start(store.clone()).unwrap();
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let threads: Vec<_> = (0..41)
+        .map(|i| {
+            let g = group.clone();
+            std::thread::spawn(move || {
+                // Message 40 names an account that does not exist.
+                let account = if i == 40 { acct + 999 } else { acct };
+                g.submit_message(&message(account, &format!("k-{i}")))
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    holder.execute_batch("COMMIT").unwrap();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut ids: Vec<i64> = results[..40]
+        .iter()
+        .map(|r| match r {
+            Ok(Submitted::Created { id }) => *id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 40, "forty messages, each its own");
+    let bad = results[40].as_ref().unwrap_err();
+    assert!(bad.message.contains("unknown account"), "{bad}");
+    // The first to arrive waited alone on the lock; everything else queued behind it and went
+    // in one more transaction (or two, when a thread arrived after the writer took the rest).
+    assert!(group.commits() <= 3, "{} commits", group.commits());
+    // Committed and readable through the store, and the same key again is a replay-in-progress.
+    let again = group.submit_message(&message(acct, "k-7")).unwrap();
+    assert!(matches!(again, Submitted::InProgress { .. }), "{again:?}");
+    assert_eq!(store.message(acct, ids[0]).unwrap().to, "kim@example.org");
+}
