@@ -184,3 +184,116 @@ fn an_upgrade_folds_hidden_message_campaigns_into_the_stream_keeping_their_keys(
         assert_eq!(v["error"]["code"], "idempotency_key_reused", "{v}");
     });
 }
+
+async fn batch(
+    c: &reqwest::Client,
+    s: &Server,
+    tok: &str,
+    key: Option<&str>,
+    body: &Value,
+) -> (u16, Value) {
+    let mut r = c
+        .post(s.url("/v1/messages/batch"))
+        .bearer_auth(tok)
+        .json(body);
+    if let Some(k) = key {
+        r = r.header("Idempotency-Key", k);
+    }
+    let res = r.send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+fn receipt(i: usize) -> Value {
+    json!({"to": format!("u{i}@example.org"), "from": "shop@example.org",
+           "subject": "Receipt", "text": format!("Order {i}")})
+}
+
+/// 500 messages in one batch, one of them with a bad address: 499 queued, that one refused
+/// alone; the same batch again replays every answer and sends nothing twice; a single POST
+/// with a batch message's key replays it too; a malformed batch is refused whole.
+#[test]
+fn a_batch_answers_each_message_and_a_retried_batch_sends_nothing_twice() {
+    let env = Env::new();
+    env.setup_account();
+    let fake = Fake::start(&env.path("fake.jsonl"), &[]);
+    let spec = format!("webhook:{}", fake.url("/send"));
+    let server = Server::start(&env, &["--worker", "--provider", spec.as_str()]);
+    let tok = token(&env, "acme", "send");
+    let mut messages: Vec<Value> = (0..500).map(receipt).collect();
+    messages[7] = json!({"to": "not-an-address", "from": "shop@example.org", "text": "x"});
+    let body = json!({"messages": messages});
+    rt().block_on(async {
+        let c = client();
+        let started = Instant::now();
+        let (status, first) = batch(&c, &server, &tok, Some("b1"), &body).await;
+        eprintln!("a batch of 500 answered in {:?}", started.elapsed());
+        assert_eq!(status, 200, "{first}");
+        assert_eq!(
+            (first["accepted"].as_u64(), first["refused"].as_u64()),
+            (Some(499), Some(1))
+        );
+        let results = first["results"].as_array().unwrap();
+        assert_eq!(results.len(), 500);
+        assert_eq!(results[7]["status"], 400, "{}", results[7]);
+        assert_eq!(results[7]["error"]["code"], "invalid");
+        assert_eq!(results[0]["status"], 202);
+        assert_eq!(results[0]["message"]["idempotency_key"], "b1#0");
+        let (status, again) = batch(&c, &server, &tok, Some("b1"), &body).await;
+        assert_eq!(status, 200, "{again}");
+        let again = again["results"].as_array().unwrap();
+        for (i, (a, b)) in results.iter().zip(again).enumerate() {
+            if i == 7 {
+                assert_eq!(b["status"], 400);
+                continue;
+            }
+            assert_eq!(b["replayed"], true, "{b}");
+            assert_eq!((&a["status"], &a["message"]), (&b["status"], &b["message"]));
+        }
+        // A batch message's key, retried on its own, is the same message.
+        let res = c
+            .post(server.url("/v1/messages"))
+            .bearer_auth(&tok)
+            .header("Idempotency-Key", "b1#3")
+            .json(&receipt(3))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.headers().get("idempotent-replayed").is_some());
+        let one: Value = res.json().await.unwrap();
+        assert_eq!(one, results[3]["message"]);
+        for (key, bad) in [
+            (None, json!({"messages": [receipt(1)]})),
+            (
+                Some("x"),
+                json!({"messages": [receipt(1)], "idempotency_keys": ["a"]}),
+            ),
+            (
+                None,
+                json!({"messages": [receipt(1), receipt(2)], "idempotency_keys": ["a"]}),
+            ),
+            (
+                Some("big"),
+                json!({"messages": (0..501).map(receipt).collect::<Vec<_>>()}),
+            ),
+        ] {
+            let (status, doc) = batch(&c, &server, &tok, key, &bad).await;
+            assert_eq!(status, 400, "{doc}");
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fake.lines().len() < 499 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let lines = fake.lines();
+    let mut to: Vec<&str> = lines
+        .iter()
+        .filter(|l| !l.replay)
+        .map(|l| l.to.as_str())
+        .collect();
+    to.sort();
+    let n = to.len();
+    to.dedup();
+    assert_eq!((n, to.len()), (499, 499), "each message delivered once");
+}

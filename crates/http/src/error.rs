@@ -45,18 +45,22 @@ pub fn body(status: StatusCode, code: &str, message: &str, request_id: &str) -> 
     (status, Json(doc)).into_response()
 }
 
+/// The status, code and message an error is answered with: a server fault is logged and
+/// answered without its details.
+pub fn public(error: &Error, request_id: &str) -> (StatusCode, &'static str, String) {
+    let (status, code) = status_for(error.kind);
+    let message = if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
+        tracing::error!(request_id = %request_id, error = %error, "request failed");
+        format!("internal error (request {request_id}); the server log has the details")
+    } else {
+        error.message.clone()
+    };
+    (status, code, message)
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, code) = status_for(self.error.kind);
-        let message = if status.is_server_error() && status != StatusCode::SERVICE_UNAVAILABLE {
-            tracing::error!(request_id = %self.request_id, error = %self.error, "request failed");
-            format!(
-                "internal error (request {}); the server log has the details",
-                self.request_id
-            )
-        } else {
-            self.error.message.clone()
-        };
+        let (status, code, message) = public(&self.error, &self.request_id);
         body(status, code, &message, &self.request_id)
     }
 }

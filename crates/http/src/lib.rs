@@ -7,6 +7,7 @@
 //! returns.
 
 mod auth;
+mod batch;
 mod conn;
 pub mod dashboard;
 mod error;
@@ -101,6 +102,8 @@ pub struct AppState {
     pub ops: Arc<Ops>,
     /// The one writer that commits concurrent API messages together (group commit).
     pub group: sendonce_store::group::Group,
+    /// Rings the in-process worker when a message was queued (None: no worker here).
+    pub wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -246,10 +249,19 @@ pub fn serve(
             let _ = tx.send(true);
         });
         let alive = s.worker.as_ref().map(|_| Arc::new(AtomicBool::new(true)));
-        let worker = spawn_worker(&store, s.worker.take(), &alive, &rx);
+        let wake = s
+            .worker
+            .as_ref()
+            .map(|_| Arc::new(tokio::sync::Notify::new()));
+        let mut w = s.worker.take();
+        if let Some((_, cfg)) = w.as_mut() {
+            cfg.wake.clone_from(&wake);
+        }
+        let worker = spawn_worker(&store, w, &alive, &rx);
         let group = sendonce_store::group::Group::start(store.clone())?;
         let st = AppState {
             group,
+            wake,
             store,
             worker_alive: alive,
             hooks: Arc::new(std::mem::take(&mut s.hooks)),

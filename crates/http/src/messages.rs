@@ -25,11 +25,19 @@ const POLL: Duration = Duration::from_millis(25);
 const STALE_MS: i64 = 2 * 60 * 1000;
 
 /// The routes of this module, as (method, path).
-pub const ROUTES: &[(&str, &str)] = &[("POST", "/v1/messages"), ("GET", "/v1/messages/{id}")];
+pub const ROUTES: &[(&str, &str)] = &[
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/messages/batch"),
+    ("GET", "/v1/messages/{id}"),
+];
 
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/v1/messages", axum::routing::post(create))
+        .route(
+            "/v1/messages/batch",
+            axum::routing::post(super::batch::create),
+        )
         .route("/v1/messages/{id}", axum::routing::get(show))
 }
 
@@ -56,7 +64,7 @@ fn wait_of(q: &WaitQuery) -> Result<Duration, Error> {
 }
 
 /// The status of an answer about `view`: 202 while queued, 200 once settled.
-fn status_of(view: &MessageView) -> StatusCode {
+pub(super) fn status_of(view: &MessageView) -> StatusCode {
     if view.settled() {
         StatusCode::OK
     } else {
@@ -107,7 +115,12 @@ pub async fn create(
     .await
     .map_err(|e| who.err(e))?;
     match submitted {
-        Submission::New(view) => first_answer(&st, &who, view, wait).await,
+        Submission::New(view) => {
+            if let Some(w) = &st.wake {
+                w.notify_one();
+            }
+            first_answer(&st, &who, view, wait).await
+        }
         Submission::Replay { status, body } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             Ok(answer(status, body, true))

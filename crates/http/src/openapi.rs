@@ -201,7 +201,7 @@ fn hook_paths() -> Value {
     })
 }
 
-/// `POST /v1/messages` and `GET /v1/messages/{id}`.
+/// `POST /v1/messages`, `POST /v1/messages/batch` and `GET /v1/messages/{id}`.
 fn message_paths() -> Value {
     let view = json!({"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}});
     json!({
@@ -224,6 +224,42 @@ fn message_paths() -> Value {
                 "400": error_ref("Invalid"), "401": error_ref("Unauthorized"),
                 "403": error_ref("Forbidden"), "409": error_ref("Conflict"),
                 "413": error_ref("TooLarge"), "422": error_ref("KeyReused"),
+            },
+        }},
+        "/v1/messages/batch": {"post": {
+            "summary": "Send up to 500 transactional messages in one request (scope send).",
+            "description": "Each message has its own Idempotency-Key: `idempotency_keys` (one \
+                per message, in order) or the Idempotency-Key header (message i gets KEY#i), \
+                never both. Each message is checked and answered on its own, as a single POST \
+                would be (202 and the message, a replay of its key's first answer, or an \
+                error); one refused message does not stop the others. 400 only when the \
+                batch itself is malformed.",
+            "parameters": [
+                {"name": "Idempotency-Key", "in": "header", "required": false,
+                 "schema": {"type": "string", "minLength": 1}},
+            ],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                "type": "object", "additionalProperties": false, "required": ["messages"],
+                "properties": {
+                    "messages": {"type": "array", "minItems": 1, "maxItems": 500,
+                                 "items": {"$ref": "#/components/schemas/MessageRequest"}},
+                    "idempotency_keys": {"type": "array", "items": {"type": "string"}},
+                }}}}},
+            "responses": {
+                "200": {"description": "One result per message, in order.",
+                        "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["accepted", "refused", "results"],
+                    "properties": {
+                        "accepted": {"type": "integer"}, "refused": {"type": "integer"},
+                        "results": {"type": "array", "items": {"type": "object",
+                            "required": ["index", "status"],
+                            "properties": {
+                                "index": {"type": "integer"}, "status": {"type": "integer"},
+                                "replayed": {"type": "boolean"},
+                                "message": {"$ref": "#/components/schemas/Message"},
+                                "error": {"type": "object"}}}}}}}}},
+                "400": error_ref("Invalid"), "401": error_ref("Unauthorized"),
+                "403": error_ref("Forbidden"), "413": error_ref("TooLarge"),
             },
         }},
         "/v1/messages/{id}": {"get": {

@@ -62,26 +62,71 @@ impl Group {
     /// alone) and must not act outside the transaction.
     fn run<T: Send + 'static>(
         &self,
-        mut work: impl FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+        work: impl FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        let job = Job {
-            work: Box::new(move |tx| work(tx).map(|v| Box::new(v) as Erased)),
-            reply,
-        };
+        let mut all = self.run_all(vec![work]);
+        all.pop()
+            .unwrap_or_else(|| Err(Error::internal("the group-commit writer answered nothing")))
+    }
+
+    /// [`Group::run`] for several pieces at once: all are queued before the first answer is
+    /// awaited, so they share the writer's next commits. Answers in the order of `works`.
+    fn run_all<T: Send + 'static, W>(&self, works: Vec<W>) -> Vec<Result<T>>
+    where
+        W: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
         let gone = || Error::internal("the group-commit writer has stopped");
-        self.jobs.send(job).map_err(|_| gone())?;
-        let erased = answer.recv().map_err(|_| gone())??;
-        erased
-            .downcast::<T>()
-            .map(|v| *v)
-            .map_err(|_| Error::internal("the group-commit writer answered another type"))
+        let answers: Vec<_> = works
+            .into_iter()
+            .map(|mut work| {
+                let (reply, answer) = mpsc::sync_channel(1);
+                let job = Job {
+                    work: Box::new(move |tx| work(tx).map(|v| Box::new(v) as Erased)),
+                    reply,
+                };
+                self.jobs.send(job).map(|()| answer).map_err(|_| gone())
+            })
+            .collect();
+        answers
+            .into_iter()
+            .map(|a| {
+                let erased = a?.recv().map_err(|_| gone())??;
+                erased
+                    .downcast::<T>()
+                    .map(|v| *v)
+                    .map_err(|_| Error::internal("the group-commit writer answered another type"))
+            })
+            .collect()
     }
 
     /// [`crate::Messages::submit_message`], committed with whatever else is waiting.
     pub fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted> {
         let owned = OwnedMessage::from(m);
         self.run(move |tx| submit_tx(tx, &owned.borrow()))
+    }
+
+    /// Each of `ms` submitted as by [`Group::submit_message`], all queued at once.
+    pub fn submit_messages(&self, ms: &[NewMessage<'_>]) -> Vec<Result<Submitted>> {
+        let works = ms
+            .iter()
+            .map(|m| {
+                let owned = OwnedMessage::from(m);
+                move |tx: &mut dyn Tx| submit_tx(tx, &owned.borrow())
+            })
+            .collect();
+        self.run_all(works)
+    }
+
+    /// Each `(account id, message id, status, body)` saved as by [`Group::save_answer`], all
+    /// queued at once.
+    pub fn save_answers(&self, answers: Vec<(i64, i64, u16, String)>) -> Vec<Result<()>> {
+        let works = answers
+            .into_iter()
+            .map(|(account_id, id, status, body)| {
+                move |tx: &mut dyn Tx| save_answer_tx(tx, account_id, id, status, &body)
+            })
+            .collect();
+        self.run_all(works)
     }
 
     /// [`crate::Messages::save_answer`], committed with whatever else is waiting.

@@ -116,15 +116,36 @@ pub fn check_key(key: &str) -> Result<&str> {
     Ok(key)
 }
 
-/// Submit `req` for `account_id` under `key`: through `group` (committed with the other
-/// requests waiting, `sendonce_store::group`) when there is one, else in its own transaction.
-pub fn submit(
-    store: &Store,
-    group: Option<&Group>,
-    account_id: i64,
-    key: &str,
-    req: &MessageRequest,
-) -> Result<Submission> {
+/// A request checked and normalised, ready to submit (it owns what [`NewMessage`] borrows).
+struct Prepared {
+    key: String,
+    hash: String,
+    channel: Channel,
+    to: String,
+    text: String,
+    html: Option<String>,
+}
+
+impl Prepared {
+    fn message<'a>(&'a self, account_id: i64, req: &'a MessageRequest, now: i64) -> NewMessage<'a> {
+        NewMessage {
+            account_id,
+            idempotency_key: &self.key,
+            request_hash: &self.hash,
+            channel: self.channel,
+            to: &self.to,
+            from: req.from.as_deref(),
+            reply_to: req.reply_to.as_deref(),
+            subject: req.subject.as_deref(),
+            text: &self.text,
+            html: self.html.as_deref(),
+            now,
+        }
+    }
+}
+
+/// Check `req` and its key as `submit` takes them: nothing is written.
+fn prepare(key: &str, req: &MessageRequest) -> Result<Prepared> {
     let key = check_key(key)?;
     let (channel, to) = channel_of(&req.to, req.channel).map_err(|e| e.context("to"))?;
     let text = req.text.clone().unwrap_or_default();
@@ -144,24 +165,18 @@ pub fn submit(
         Some(h) if text.trim().is_empty() => text_of_html(h)?,
         _ => text,
     };
-    let hash = request_hash(req)?;
-    let m = NewMessage {
-        account_id,
-        idempotency_key: key,
-        request_hash: &hash,
+    Ok(Prepared {
+        key: key.to_string(),
+        hash: request_hash(req)?,
         channel,
-        to: &to,
-        from: req.from.as_deref(),
-        reply_to: req.reply_to.as_deref(),
-        subject: req.subject.as_deref(),
-        text: &text,
-        html,
-        now: sendonce_domain::clock::now_ms(),
-    };
-    let submitted = match group {
-        Some(g) => g.submit_message(&m)?,
-        None => store.submit_message(&m)?,
-    };
+        to,
+        text,
+        html: html.map(str::to_string),
+    })
+}
+
+/// What the store answered, as the API says it.
+fn finish(store: &Store, account_id: i64, submitted: Submitted) -> Result<Submission> {
     Ok(match submitted {
         Submitted::Created { id } => Submission::New(get(store, account_id, id)?),
         Submitted::Replay { status, body, .. } => Submission::Replay { status, body },
@@ -173,6 +188,66 @@ pub fn submit(
             )))
         }
     })
+}
+
+/// Submit `req` for `account_id` under `key`: through `group` (committed with the other
+/// requests waiting, `sendonce_store::group`) when there is one, else in its own transaction.
+pub fn submit(
+    store: &Store,
+    group: Option<&Group>,
+    account_id: i64,
+    key: &str,
+    req: &MessageRequest,
+) -> Result<Submission> {
+    let p = prepare(key, req)?;
+    let m = p.message(account_id, req, sendonce_domain::clock::now_ms());
+    let submitted = match group {
+        Some(g) => g.submit_message(&m)?,
+        None => store.submit_message(&m)?,
+    };
+    finish(store, account_id, submitted)
+}
+
+/// Most messages in one batch (`POST /v1/messages/batch`).
+pub const MAX_BATCH: usize = 500;
+
+/// Submit a batch: each message under its own key, checked and answered on its own (one that is
+/// refused does not stop the others), all of them through `group` at once so that they share
+/// its commits. Results in the order of `items`.
+pub fn submit_batch(
+    store: &Store,
+    group: &Group,
+    account_id: i64,
+    items: &[(String, MessageRequest)],
+) -> Result<Vec<Result<Submission>>> {
+    if items.is_empty() || items.len() > MAX_BATCH {
+        return Err(Error::invalid(format!(
+            "a batch holds 1 to {MAX_BATCH} messages, not {}",
+            items.len()
+        )));
+    }
+    let prepared: Vec<Result<Prepared>> = items
+        .iter()
+        .enumerate()
+        .map(|(i, (key, req))| prepare(key, req).map_err(|e| e.context(&format!("messages[{i}]"))))
+        .collect();
+    let now = sendonce_domain::clock::now_ms();
+    let ready: Vec<NewMessage<'_>> = prepared
+        .iter()
+        .zip(items)
+        .filter_map(|(p, (_, req))| p.as_ref().ok().map(|p| p.message(account_id, req, now)))
+        .collect();
+    let mut submitted = group.submit_messages(&ready).into_iter();
+    Ok(prepared
+        .into_iter()
+        .map(|p| {
+            p?;
+            let s = submitted
+                .next()
+                .ok_or_else(|| Error::internal("the group answered fewer messages"))??;
+            finish(store, account_id, s)
+        })
+        .collect())
 }
 
 /// A content error in the API's words: the checks are shared with `campaign create`, whose

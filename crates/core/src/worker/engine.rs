@@ -185,8 +185,10 @@ impl Worker {
             return Ok(Idle::Next);
         }
         let wait = self.idle_wait(next, now);
+        let wake = self.cfg.wake.clone();
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
+            _ = rung(wake.as_deref()) => return Ok(Idle::Next),
             _ = shutdown => { self.stopping = true; self.summary.interrupted = true; }
         }
         if next.is_none() || wait >= self.cfg.tick {
@@ -231,10 +233,14 @@ impl Worker {
         .clamp(Duration::from_millis(1), self.cfg.tick)
     }
 
-    /// Wait for calls to finish, for the stop signal, or for the drain deadline.
+    /// Wait for calls to finish, for a new message while call slots are free, for the stop
+    /// signal, or for the drain deadline.
     async fn wait<S: Future<Output = ()>>(&mut self, shutdown: Signal<'_, S>) {
         let drain_until = self.drain_until;
+        let free = self.calls.len() < self.cfg.concurrency && !self.stopping;
+        let wake = self.cfg.wake.clone().filter(|_| free);
         tokio::select! {
+            _ = rung(wake.as_deref()) => {}
             joined = self.calls.next() => {
                 if let Some(j) = joined {
                     self.collect(j);
@@ -337,6 +343,14 @@ pub(super) async fn blocking<T: Send + 'static>(
 
 /// How long a worker waits out an unavailable database before it gives up (exit 1).
 const UNAVAILABLE_FOR_AT_MOST: Duration = Duration::from_secs(300);
+
+/// Resolves when `wake` is rung (never without one).
+async fn rung(wake: Option<&tokio::sync::Notify>) {
+    match wake {
+        Some(w) => w.notified().await,
+        None => std::future::pending().await,
+    }
+}
 
 async fn sleep_until_opt(t: Option<tokio::time::Instant>) {
     match t {

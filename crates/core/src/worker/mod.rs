@@ -63,6 +63,9 @@ pub struct Config {
     /// Where `{{ unsubscribe_url }}` points; None: a campaign whose templates read it stops
     /// the worker before its first claim.
     pub links: Option<sendonce_domain::links::Links>,
+    /// Rung by `serve` when the API has queued a message, so an idle worker claims it now
+    /// instead of at its next tick.
+    pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Default for Config {
@@ -80,6 +83,7 @@ impl Default for Config {
             drain_deadline: Duration::from_secs(30),
             list_chunk: 50_000,
             links: None,
+            wake: None,
         }
     }
 }
