@@ -889,6 +889,11 @@ pub struct ServeArgs {
     /// Provider calls in flight at most (worker).
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
+    /// Lease length of the worker's claims (renewed at dispatch; calls time out at half of
+    /// it): how long a row stays claimed after the process died before another worker may
+    /// take it again.
+    #[arg(long, default_value = "60s")]
+    pub lease: String,
 }
 
 #[derive(Args, Debug)]

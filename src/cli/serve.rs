@@ -111,7 +111,7 @@ fn link_keys() -> Result<Option<sendonce_domain::links::Keys>> {
 /// The worker of `serve --worker`, with `run`'s defaults where `serve` has no flag.
 fn worker_settings(a: &ServeArgs, drain: &str) -> app::run::Settings {
     app::run::Settings {
-        lease: "60s".into(),
+        lease: a.lease.clone(),
         tick: a.tick.clone(),
         retry_base: "1s".into(),
         drain: drain.to_string(),

@@ -57,6 +57,12 @@ pub struct HttpReport {
     pub duplicates: u64,
     /// Distinct messages delivered when the load phase ended (the worker may lag the API).
     pub delivered_during_load: u64,
+    /// The limit for this path: the same clients against a bare endpoint that durably inserts
+    /// each key and body into a two-column table through the same group commit, with the
+    /// same `synchronous=FULL` (requests/s, p50, p99).
+    pub limit_requests_per_second: f64,
+    pub limit_p50_ms: f64,
+    pub limit_p99_ms: f64,
     /// Time after the load until every accepted message was delivered.
     pub settle_seconds: f64,
     /// Deliveries per second over the load and the settling time.
@@ -147,6 +153,7 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<HttpReport> {
             db.display()
         )));
     }
+    let limit = rt.block_on(limit_arm(&ws.path("limit.db"), opts))?;
     let token = prepare(&db)?;
     let mut fake = child_cmd(&db)?;
     fake.args(["-q", "fake-provider", "--listen", "127.0.0.1:0", "--log"])
@@ -177,7 +184,76 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<HttpReport> {
         duplicates,
         settle_seconds,
     };
-    Ok(report(opts, load, d, load_start))
+    Ok(report(opts, load, limit, d, load_start))
+}
+
+/// The limit arm: a bare `POST /v1/messages` in this process that commits the key and the body
+/// into a two-column table through the store's group commit (`sendonce_store::group`), on a
+/// fresh file with `synchronous=FULL`, under the same clients for the same time.
+async fn limit_arm(db: &Path, opts: &Options) -> Result<Load> {
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, StatusCode};
+    use sendonce_store::group::Group;
+    let store = sendonce_store::Store::Sqlite(SqliteStore::open(
+        db,
+        &OpenOptions {
+            create: true,
+            sync: Synchronous::Full,
+            ..Default::default()
+        },
+    )?);
+    let group = Group::start(std::sync::Arc::new(store))?;
+    let g = group.clone();
+    tokio::task::spawn_blocking(move || {
+        g.run(|tx| {
+            tx.exec(
+                "CREATE TABLE accepted (key TEXT PRIMARY KEY, body BLOB NOT NULL)",
+                &[],
+            )
+        })
+    })
+    .await
+    .map_err(|e| Error::internal(format!("the limit arm's setup failed: {e}")))??;
+    let insert = move |headers: HeaderMap, body: Bytes| {
+        let g = group.clone();
+        async move {
+            let key = headers
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let done = tokio::task::spawn_blocking(move || {
+                g.run(move |tx| {
+                    tx.exec(
+                        "INSERT INTO accepted (key, body) VALUES (?1, ?2)",
+                        &[key.as_str().into(), body.as_ref().into()],
+                    )
+                })
+            })
+            .await;
+            match done {
+                Ok(Ok(_)) => (StatusCode::ACCEPTED, "{\"status\":\"queued\"}"),
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, "{}"),
+            }
+        }
+    };
+    let app = axum::Router::new().route("/v1/messages", axum::routing::post(insert));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| Error::io("cannot listen for the limit arm", e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("cannot read the limit arm's address", e))?;
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let out = load(
+        &format!("http://{addr}"),
+        "limit",
+        opts.clients,
+        opts.duration,
+    )
+    .await;
+    server.abort();
+    out
 }
 
 /// What the fake provider's log showed.
@@ -188,9 +264,11 @@ struct Delivered {
     settle_seconds: f64,
 }
 
-fn report(opts: &Options, load: Load, d: Delivered, load_start: f64) -> HttpReport {
+fn report(opts: &Options, load: Load, limit: Load, d: Delivered, load_start: f64) -> HttpReport {
     let mut lat = load.latencies_ms;
     lat.sort_by(|a, b| a.total_cmp(b));
+    let mut limit_lat = limit.latencies_ms;
+    limit_lat.sort_by(|a, b| a.total_cmp(b));
     let requests = lat.len() as u64;
     HttpReport {
         machine: machine(load_start),
@@ -205,6 +283,9 @@ fn report(opts: &Options, load: Load, d: Delivered, load_start: f64) -> HttpRepo
         p50_ms: percentile(&lat, 0.50),
         p99_ms: percentile(&lat, 0.99),
         max_ms: lat.last().copied().unwrap_or(0.0),
+        limit_requests_per_second: limit_lat.len() as f64 / limit.seconds.max(1e-9),
+        limit_p50_ms: percentile(&limit_lat, 0.50),
+        limit_p99_ms: percentile(&limit_lat, 0.99),
         deliveries: d.delivered,
         duplicates: d.duplicates,
         delivered_during_load: d.during,
@@ -369,6 +450,16 @@ impl HttpReport {
             ),
             ("accepted", self.accepted.to_string()),
             (
+                "limit: bare durable insert",
+                format!(
+                    "{:.0}/s, p50 {:.1} ms, p99 {:.1} ms; accepted/limit {:.2}",
+                    self.limit_requests_per_second,
+                    self.limit_p50_ms,
+                    self.limit_p99_ms,
+                    self.requests_per_second / self.limit_requests_per_second.max(1e-9)
+                ),
+            ),
+            (
                 "refused / no answer",
                 format!("{} / {}", self.refused, self.errors),
             ),
@@ -383,7 +474,11 @@ impl HttpReport {
             ("duplicates", self.duplicates.to_string()),
             (
                 "delivered during the load",
-                self.delivered_during_load.to_string(),
+                format!(
+                    "{} ({:.2} of accepted)",
+                    self.delivered_during_load,
+                    self.delivered_during_load as f64 / (self.accepted as f64).max(1.0)
+                ),
             ),
             (
                 "all delivered after",

@@ -59,8 +59,9 @@ impl Group {
 
     /// Run `work` in the next group's transaction and return its result once that transaction
     /// committed. `work` may run more than once (PostgreSQL retries, a failed group run again
-    /// alone) and must not act outside the transaction.
-    fn run<T: Send + 'static>(
+    /// alone) and must not act outside the transaction. Public for `sendonce bench`'s limit
+    /// arm, which commits a bare insert through this same writer.
+    pub fn run<T: Send + 'static>(
         &self,
         work: impl FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     ) -> Result<T> {
