@@ -723,13 +723,8 @@ mod report_plans {
         };
         let store = SqliteStore::open(&dir.path().join("plans.db"), &opts).unwrap();
         let cases = [
-            (true, None, 0, "sqlite_autoindex_sends_2"),
-            (
-                true,
-                Some(SendStatus::Failed),
-                10,
-                "sqlite_autoindex_sends_2",
-            ),
+            (true, None, 0, "sends_campaign_address"),
+            (true, Some(SendStatus::Failed), 10, "sends_campaign_address"),
             (false, None, 0, "sends_campaign_order"),
             (false, Some(SendStatus::Sent), 10, "sends_campaign_order"),
             (false, Some(SendStatus::InDoubt), 10, "sends_doubt"),

@@ -194,7 +194,7 @@ mod tests {
         assert!(seq.reads_whole_campaign());
         let unique = plan(
             &["sends_claim"],
-            "  ->  Index Scan using sends_campaign_id_address_key on sends
+            "  ->  Index Scan using sends_campaign_address on sends
         Index Cond: (campaign_id = 1)",
         );
         assert!(unique.reads_whole_campaign());

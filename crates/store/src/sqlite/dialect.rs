@@ -82,7 +82,7 @@ fn report_scan(prefix: bool, state: Option<SendStatus>, in_state: i64) -> &'stat
         Some(SendStatus::Failed | SendStatus::Suppressed) => {
             "WHERE campaign_id = ?1 AND status IN ('failed', 'suppressed')"
         }
-        // Left to itself, the planner prefers UNIQUE (campaign_id, subscriber_id) here.
+        // Left to itself, the planner prefers the unique (campaign_id, subscriber_id) index here.
         Some(SendStatus::Queued | SendStatus::Leased) if in_state <= REPORT_SORT_AT_MOST => {
             "INDEXED BY sends_claim WHERE campaign_id = ?1 AND status IN ('queued', 'leased')"
         }
