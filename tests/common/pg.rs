@@ -286,6 +286,19 @@ extern "C" fn stop_shared() {
     }
 }
 
+/// What `schema/postgres/0007_stream.sql` made, undone (on a database without API messages):
+/// how a test takes a database back to schema 6 or older.
+pub const UNDO_0007: &str = "DROP INDEX campaigns_stream; ALTER TABLE campaigns DROP COLUMN stream;
+     DROP INDEX sends_campaign_address; DROP INDEX sends_campaign_subscriber;
+     ALTER TABLE sends DROP COLUMN message_id; DROP TABLE message_contents;
+     ALTER TABLE sends ADD UNIQUE (campaign_id, subscriber_id), ADD UNIQUE (campaign_id, address);";
+
+/// The database name of a cluster URL (`postgres://USER@localhost/DB?host=...`).
+pub fn db_name(url: &str) -> String {
+    let path = url.split('/').nth(3).unwrap_or_default();
+    path.split('?').next().unwrap_or_default().to_string()
+}
+
 /// One cluster for the whole test process, stopped when the process exits.
 pub fn shared() -> &'static PgCluster {
     SHARED.get_or_init(|| {

@@ -95,15 +95,10 @@ fn messages(env: &Env) -> Vec<(String, String, String)> {
 
 fn query(env: &Env, sql: &str) -> Vec<(String, String, String)> {
     let url = env.db.to_string_lossy();
-    if let Some(rest) = url.strip_prefix("postgres://") {
-        // postgres://USER@localhost/DB?host=...
-        let db = rest
-            .split('/')
-            .nth(1)
-            .and_then(|d| d.split('?').next())
-            .unwrap_or_default();
+    if url.starts_with("postgres://") {
+        let db = crate::common::pg::db_name(&url);
         return crate::common::pg::shared()
-            .psql(db, sql)
+            .psql(&db, sql)
             .lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| {

@@ -297,3 +297,56 @@ fn a_batch_answers_each_message_and_a_retried_batch_sends_nothing_twice() {
     to.dedup();
     assert_eq!((n, to.len()), (499, 499), "each message delivered once");
 }
+
+/// Schema 6's shape of an API message: its own hidden campaign (3), sent, key `order-1`.
+#[cfg(feature = "tier1")]
+const OLD_MESSAGE: &str = "DELETE FROM sendonce_schema WHERE version >= 7;
+         INSERT INTO subscribers (id, account_id, email, email_norm, status, created_at, removed_at)
+           VALUES (10, 1, 'api@example.org', 'api@example.org', 'unsubscribed', 1, 1);
+         INSERT INTO campaigns (id, account_id, name, channel, sender, subject, body, templated,
+                                status, scheduled_for, approved_at, started_at, finished_at,
+                                list_complete, created_at, kind)
+           VALUES (3, 1, 'api message 1', 'email', 'news@example.org', 'Receipt', 'Paid.', FALSE,
+                   'sent', 1, 1, 1, 1, TRUE, 1, 'api');
+         INSERT INTO api_messages (id, account_id, idempotency_key, request_hash, campaign_id,
+                                   response_status, response_body, created_at)
+           VALUES (1, 1, 'order-1', 'h', 3, 202, '{}', 1);
+         INSERT INTO sends (id, account_id, campaign_id, subscriber_id, job_id, address, vars,
+                            status, visible_at, attempts, provider_message_id, created_at,
+                            updated_at, sent_at)
+           VALUES (100, 1, 3, 10, 'api:1:1@x', 'api@example.org', '{}', 'sent', 1, 1,
+                   'old-api-1', 1, 1, 1);
+         UPDATE api_messages SET send_id = 100 WHERE id = 1;";
+
+/// PostgreSQL's 0007 folds a hidden message campaign the same way: a database taken back to
+/// schema 6 with one API message as its own campaign (sent, key `order-1`), then `init`: the
+/// row is in the account's email stream with its id, job id and state, its content copied, its
+/// key kept, the hidden campaign gone.
+#[cfg(feature = "tier1")]
+#[test]
+fn the_postgres_upgrade_folds_hidden_message_campaigns_the_same_way() {
+    let c = crate::common::pg::shared();
+    let url = c.fresh_url();
+    let db = crate::common::pg::db_name(&url);
+    let mut env = Env::new();
+    env.db = url.into();
+    env.setup_account();
+    c.psql(
+        &db,
+        &format!("{} {}", crate::common::pg::UNDO_0007, OLD_MESSAGE),
+    );
+    env.ok(&["init"]);
+    let got = c.psql(
+        &db,
+        "SELECT k.stream, k.kind, k.status, s.id, s.job_id, s.status, s.message_id,
+                m.idempotency_key, m.campaign_id = k.id, mc.subject, mc.body,
+                (SELECT count(*) FROM campaigns WHERE id = 3)
+         FROM sends s JOIN campaigns k ON k.id = s.campaign_id
+         JOIN api_messages m ON m.send_id = s.id
+         JOIN message_contents mc ON mc.id = s.message_id",
+    );
+    assert_eq!(
+        got.trim(),
+        "t|api|sending|100|api:1:1@x|sent|1|order-1|t|Receipt|Paid.|0"
+    );
+}

@@ -22,6 +22,7 @@ fn message(account_id: i64, key: &str) -> NewMessage<'_> {
         text: "Paid.",
         html: None,
         now: 1,
+        answer: None,
     }
 }
 
@@ -54,7 +55,7 @@ fn messages_waiting_on_the_write_lock_commit_together_and_a_bad_one_fails_alone(
     let mut ids: Vec<i64> = results[..40]
         .iter()
         .map(|r| match r {
-            Ok(Submitted::Created { id }) => *id,
+            Ok(Submitted::Created { id, .. }) => *id,
             other => panic!("{other:?}"),
         })
         .collect();
@@ -70,4 +71,35 @@ fn messages_waiting_on_the_write_lock_commit_together_and_a_bad_one_fails_alone(
     let again = group.submit_message(&message(acct, "k-7")).unwrap();
     assert!(matches!(again, Submitted::InProgress { .. }), "{again:?}");
     assert_eq!(store.message(acct, ids[0]).unwrap().to, "kim@example.org");
+}
+
+/// An answer brought with the submission is kept in its transaction: the first submission
+/// returns it, the same key and request again replays it byte for byte.
+#[test]
+fn an_answer_brought_with_a_message_is_kept_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = OpenOptions {
+        create: true,
+        ..Default::default()
+    };
+    let store = SqliteStore::open(&dir.path().join("a.db"), &opts).unwrap();
+    let acct = store.add_account("acme").unwrap();
+    let mut m = message(acct, "k-answer");
+    m.answer = Some(Arc::new(|row: &sendonce::store::MessageRow| {
+        Ok((
+            202,
+            format!("{{\"id\":{},\"job\":\"{}\"}}", row.id, row.job_id),
+        ))
+    }));
+    let Submitted::Created { id, answer, .. } = store.submit_message(&m).unwrap() else {
+        panic!("not created");
+    };
+    let (status, body) = answer.expect("the answer is returned");
+    assert_eq!(status, 202);
+    assert!(body.starts_with(&format!("{{\"id\":{id},")), "{body}");
+    m.answer = None;
+    assert_eq!(
+        store.submit_message(&m).unwrap(),
+        Submitted::Replay { id, status, body }
+    );
 }

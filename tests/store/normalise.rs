@@ -401,14 +401,7 @@ fn the_sqlite_upgrade_normalises_stored_rows_and_an_opt_out_wins() {
 fn the_postgres_upgrade_normalises_stored_rows_the_same_way() {
     let c = pg::shared();
     let url = c.fresh_url();
-    let db = url
-        .split('/')
-        .nth(3)
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
+    let db = pg::db_name(&url);
     let env = Env {
         dir: tempfile::tempdir().expect("tempdir"),
         db: PathBuf::from(&url),
@@ -438,13 +431,12 @@ fn the_postgres_upgrade_normalises_stored_rows_the_same_way() {
     // binary of schema 3 could have written.
     c.psql(
         &db,
-        "DROP INDEX campaigns_stream; ALTER TABLE campaigns DROP COLUMN stream;
-         DROP INDEX sends_campaign_address; DROP INDEX sends_campaign_subscriber;
-         ALTER TABLE sends DROP COLUMN message_id; DROP TABLE message_contents;
-         ALTER TABLE sends ADD UNIQUE (campaign_id, subscriber_id), ADD UNIQUE (campaign_id, address);
-         DROP TABLE address_collisions; ALTER TABLE admins DROP COLUMN role;
-         ALTER TABLE webhook_events DROP COLUMN provider_message_id;
-         DELETE FROM sendonce_schema WHERE version >= 4",
+        &format!(
+            "{} DROP TABLE address_collisions; ALTER TABLE admins DROP COLUMN role;
+             ALTER TABLE webhook_events DROP COLUMN provider_message_id;
+             DELETE FROM sendonce_schema WHERE version >= 4",
+            pg::UNDO_0007
+        ),
     );
     let job = |s| format!("campaign:2:sub:{s}");
     c.psql(&db, &old_rows(&job));

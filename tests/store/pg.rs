@@ -32,14 +32,7 @@ fn seeded(n: usize) -> (String, Arc<Store>) {
     let c = pg::shared();
     let url = c.fresh_url();
     let s = open(&url);
-    let db = url
-        .split('/')
-        .nth(3)
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
+    let db = pg::db_name(&url);
     c.psql(
         &db,
         &format!(
@@ -1145,9 +1138,10 @@ fn key_epochs_moved_in_scope_campaign_and_api_message_job_ids() {
             text: "t",
             html: None,
             now: now_ms(),
+            answer: None,
         })
         .unwrap();
-    let Submitted::Created { id: msg } = sent else {
+    let Submitted::Created { id: msg, .. } = sent else {
         panic!("{sent:?}");
     };
     // Message 1 is above epoch 1's bound (0), not epoch 2's (9).

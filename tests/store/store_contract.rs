@@ -1585,8 +1585,9 @@ fn an_api_message_is_created_once_per_key_on_every_backend() {
             text: "hello",
             html: None,
             now: 1000,
+            answer: None,
         };
-        let Submitted::Created { id } = s.submit_message(&msg("h1")).unwrap() else {
+        let Submitted::Created { id, .. } = s.submit_message(&msg("h1")).unwrap() else {
             panic!("{}: not created", b.name)
         };
         match s.submit_message(&msg("h1")).unwrap() {

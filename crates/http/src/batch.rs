@@ -8,7 +8,7 @@
 
 use super::auth::Authed;
 use super::error::public;
-use super::messages::rejected;
+use super::messages::{queued_answer, rejected, status_of};
 use super::{blocking, ApiError, AppState};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
@@ -67,25 +67,18 @@ pub async fn create(
     let keys = keys(&req, header).map_err(|e| who.err(e))?;
     let items: Vec<(String, MessageRequest)> = keys.into_iter().zip(req.messages).collect();
     let (account, group) = (who.caller.account_id, st.group.clone());
-    let outcomes = blocking(&st, move |s| {
-        messages::submit_batch(s, &group, account, &items)
+    let outcomes = blocking(&st, move |_| {
+        messages::submit_batch(&group, account, &items, Some(queued_answer()))
     })
     .await
     .map_err(|e| who.err(e))?;
-    let mut results = Vec::with_capacity(outcomes.len());
-    let mut to_save = Vec::new();
-    for (i, outcome) in outcomes.into_iter().enumerate() {
-        results.push(result(&who, i, outcome, &mut to_save));
-    }
-    if !to_save.is_empty() {
-        if let Some(w) = &st.wake {
-            w.notify_one();
-        }
-    }
-    let group = st.group.clone();
-    let saved = blocking(&st, move |_| Ok(group.save_answers(to_save))).await;
-    for r in saved.map_err(|e| who.err(e))? {
-        r.map_err(|e| who.err(e))?;
+    let results: Vec<Value> = outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(i, outcome)| result(&who, i, outcome))
+        .collect();
+    if let Some(w) = &st.wake {
+        w.notify_one();
     }
     let accepted = results
         .iter()
@@ -99,29 +92,17 @@ pub async fn create(
     Ok((StatusCode::OK, Json(doc)).into_response())
 }
 
-/// One message's result; a new message's answer goes to `to_save` (kept for its replays).
-fn result(
-    who: &Authed,
-    index: usize,
-    outcome: Result<Submission>,
-    to_save: &mut Vec<(i64, i64, u16, String)>,
-) -> Value {
-    let account = who.caller.account_id;
+/// One message's result: a new message's answer (kept with it), a replay, or an error.
+fn result(who: &Authed, index: usize, outcome: Result<Submission>) -> Value {
     let refused = |e: &Error| {
         let (status, code, message) = public(e, &who.request_id);
         json!({"index": index, "status": status.as_u16(),
                "error": {"code": code, "message": message}})
     };
     match outcome {
-        Ok(Submission::New(view)) => {
-            let status = super::messages::status_of(&view).as_u16();
-            match serde_json::to_string(&view) {
-                Ok(body) => {
-                    to_save.push((account, view.id, status, body));
-                    json!({"index": index, "status": status, "message": view})
-                }
-                Err(e) => refused(&Error::internal(format!("cannot encode the answer: {e}"))),
-            }
+        Ok(Submission::New { view, answer }) => {
+            let status = answer.map_or_else(|| status_of(&view).as_u16(), |(s, _)| s);
+            json!({"index": index, "status": status, "message": view})
         }
         Ok(Submission::Replay { status, body }) => {
             let message = serde_json::from_str(&body).unwrap_or(Value::String(body));

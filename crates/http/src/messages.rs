@@ -109,22 +109,25 @@ pub async fn create(
         })?;
     let account = who.caller.account_id;
     let group = st.group.clone();
+    // Without a wait the answer is known as soon as the message is: it is kept in the
+    // message's own transaction (one commit per request).
+    let kept = wait.is_zero().then(queued_answer);
     let submitted = blocking(&st, move |s| {
-        messages::submit(s, Some(&group), account, &key, &req)
+        messages::submit(s, Some(&group), account, &key, &req, kept)
     })
     .await
     .map_err(|e| who.err(e))?;
     match submitted {
-        Submission::New(view) => {
+        Submission::New { view, answer: kept } => {
             if let Some(w) = &st.wake {
                 w.notify_one();
             }
-            first_answer(&st, &who, view, wait).await
+            match kept {
+                Some((status, body)) => Ok(answer(code(status), body, false)),
+                None => first_answer(&st, &who, view, wait).await,
+            }
         }
-        Submission::Replay { status, body } => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-            Ok(answer(status, body, true))
-        }
+        Submission::Replay { status, body } => Ok(answer(code(status), body, true)),
         Submission::InProgress { id, since } => {
             if sendonce_domain::clock::now_ms() - since < STALE_MS {
                 return Err(who.err(Error::conflict(format!(
@@ -138,6 +141,22 @@ pub async fn create(
             first_answer(&st, &who, view, Duration::ZERO).await
         }
     }
+}
+
+/// A kept status as an HTTP status.
+fn code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::OK)
+}
+
+/// The answer to a new message that nobody waits for, computed from its row inside the
+/// submission's transaction ([`sendonce_store::Answer`]): its status and the message as JSON.
+pub(super) fn queued_answer() -> sendonce_store::Answer {
+    std::sync::Arc::new(|row: &sendonce_store::MessageRow| {
+        let view = MessageView::from(row.clone());
+        let body = serde_json::to_string(&view)
+            .map_err(|e| Error::internal(format!("cannot encode the answer: {e}")))?;
+        Ok((status_of(&view).as_u16(), body))
+    })
 }
 
 /// Wait for the outcome if asked, answer, and keep the answer for replays.

@@ -9,7 +9,7 @@
 //! database busy, a statement refused by the driver) is run again one piece per transaction,
 //! so one bad piece never fails the others. Used by `serve` for `POST /v1/messages`.
 
-use crate::messages::{save_answer_tx, submit_tx, NewMessage, Submitted};
+use crate::messages::{save_answer_tx, submit_tx, Answer, NewMessage, Submitted};
 use crate::sql::{Db, Tx};
 use crate::Store;
 use sendonce_domain::address::Channel;
@@ -118,18 +118,6 @@ impl Group {
         self.run_all(works)
     }
 
-    /// Each `(account id, message id, status, body)` saved as by [`Group::save_answer`], all
-    /// queued at once.
-    pub fn save_answers(&self, answers: Vec<(i64, i64, u16, String)>) -> Vec<Result<()>> {
-        let works = answers
-            .into_iter()
-            .map(|(account_id, id, status, body)| {
-                move |tx: &mut dyn Tx| save_answer_tx(tx, account_id, id, status, &body)
-            })
-            .collect();
-        self.run_all(works)
-    }
-
     /// [`crate::Messages::save_answer`], committed with whatever else is waiting.
     pub fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()> {
         let body = body.to_string();
@@ -148,14 +136,14 @@ fn writer(store: &Store, rx: &mpsc::Receiver<Job>, commits: &AtomicU64) {
                 Err(_) => break,
             }
         }
-        match commit_group(store, &mut jobs) {
+        match guarded(|| commit_group(store, &mut jobs)) {
             Ok(results) => {
                 commits.fetch_add(1, Ordering::Relaxed);
                 answer_all(jobs, results)
             }
             Err(_) if jobs.len() > 1 => {
                 for mut job in jobs {
-                    let r = store.write(|tx| (job.work)(tx));
+                    let r = guarded(|| store.write(|tx| (job.work)(tx)));
                     commits.fetch_add(u64::from(r.is_ok()), Ordering::Relaxed);
                     let _ = job.reply.send(r);
                 }
@@ -163,6 +151,13 @@ fn writer(store: &Store, rx: &mpsc::Receiver<Job>, commits: &AtomicU64) {
             Err(e) => answer_all(jobs, vec![Err(e)]),
         }
     }
+}
+
+/// `f`, with a panic turned into an error: a piece that panics must not take the writer (and
+/// every later request) with it; its transaction is rolled back as the stack unwinds.
+fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(Error::internal("a group-commit piece panicked")))
 }
 
 fn answer_all(jobs: Vec<Job>, results: Vec<Result<Erased>>) {
@@ -217,6 +212,7 @@ struct OwnedMessage {
     text: String,
     html: Option<String>,
     now: i64,
+    answer: Option<Answer>,
 }
 
 impl OwnedMessage {
@@ -233,6 +229,7 @@ impl OwnedMessage {
             text: m.text.to_string(),
             html: m.html.map(str::to_string),
             now: m.now,
+            answer: m.answer.clone(),
         }
     }
 
@@ -249,6 +246,7 @@ impl OwnedMessage {
             text: &self.text,
             html: self.html.as_deref(),
             now: self.now,
+            answer: self.answer.clone(),
         }
     }
 }

@@ -14,8 +14,13 @@ use sendonce_domain::address::Channel;
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::{self, SendStatus};
 
+/// How a request answers its new message: computed from the new row inside the submission's
+/// transaction and kept with it for the key's replays, so a request that does not wait for the
+/// outcome costs one commit (`None`: the caller saves its answer later, `save_answer`).
+pub type Answer = std::sync::Arc<dyn Fn(&MessageRow) -> Result<(u16, String)> + Send + Sync>;
+
 /// A message to submit, validated by the caller (addresses normalised, content checked).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NewMessage<'a> {
     pub account_id: i64,
     pub idempotency_key: &'a str,
@@ -31,13 +36,20 @@ pub struct NewMessage<'a> {
     pub text: &'a str,
     pub html: Option<&'a str>,
     pub now: i64,
+    /// The answer to keep with a new message, if the caller knows it now.
+    pub answer: Option<Answer>,
 }
 
 /// What a submission found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Submitted {
-    /// A new message, queued.
-    Created { id: i64 },
+    /// A new message, queued: its row as written, and the answer kept with it (when the
+    /// submission brought [`NewMessage::answer`]).
+    Created {
+        id: i64,
+        row: Box<MessageRow>,
+        answer: Option<(u16, String)>,
+    },
     /// The key was used with this very request, which was answered: its answer.
     Replay { id: i64, status: u16, body: String },
     /// The key was used with this very request, which has not answered yet.
@@ -47,7 +59,7 @@ pub enum Submitted {
 }
 
 /// One API message as stored, with its send row's state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageRow {
     pub id: i64,
     pub account_id: i64,
@@ -176,10 +188,10 @@ fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<()> {
     Ok(())
 }
 
-/// The idempotency row, then the message's content and its send row in the account's stream;
-/// `None` when a concurrent request took the key first (PostgreSQL; SQLite's write lock
-/// excludes it).
-fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<i64>> {
+/// The idempotency row, then the message's content and its send row in the account's stream,
+/// with its answer when the caller brought one; `None` when a concurrent request took the key
+/// first (PostgreSQL; SQLite's write lock excludes it).
+fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
     require_account(tx, m.account_id)?;
     let Some(id) = tx.scalar_opt::<i64>(
         "INSERT INTO api_messages (account_id, idempotency_key, request_hash, created_at)
@@ -201,11 +213,34 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<i64>> {
          VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6, ?7) RETURNING id",
         &args![m.account_id, stream, sub, &job, m.to, m.now, id],
     )?;
+    // The row as `Messages::message` would read it now.
+    let row = MessageRow {
+        id,
+        account_id: m.account_id,
+        idempotency_key: m.idempotency_key.to_string(),
+        channel: m.channel,
+        to: m.to.to_string(),
+        job_id: job,
+        status: SendStatus::Queued,
+        attempts: 0,
+        provider_message_id: None,
+        reason: None,
+        created_at: m.now,
+        sent_at: None,
+    };
+    let answer = m.answer.as_ref().map(|a| a(&row)).transpose()?;
+    let (status, body) = answer.clone().unzip();
     tx.exec(
-        "UPDATE api_messages SET campaign_id = ?2, send_id = ?3 WHERE id = ?1",
-        &args![id, stream, send],
+        "UPDATE api_messages SET campaign_id = ?2, send_id = ?3, response_status = ?4,
+                response_body = ?5
+         WHERE id = ?1",
+        &args![id, stream, send, status, body.as_deref()],
     )?;
-    Ok(Some(id))
+    Ok(Some(Submitted::Created {
+        id,
+        row: Box::new(row),
+        answer,
+    }))
 }
 
 fn message_from_row(r: Row<'_>) -> Result<MessageRow> {
@@ -231,7 +266,7 @@ pub(crate) fn submit_tx(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Submitted
         return Ok(found);
     }
     match create(tx, m)? {
-        Some(id) => Ok(Submitted::Created { id }),
+        Some(created) => Ok(created),
         None => {
             existing(tx, m)?.ok_or_else(|| Error::db("the idempotency key was taken and is gone"))
         }

@@ -11,7 +11,7 @@ use sendonce_domain::model::SendStatus;
 use sendonce_domain::template::text_of_html;
 use sendonce_store::group::Group;
 use sendonce_store::prelude::*;
-use sendonce_store::{MessageRow, NewMessage, Store, Submitted};
+use sendonce_store::{Answer, MessageRow, NewMessage, Store, Submitted};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -95,8 +95,12 @@ impl From<MessageRow> for MessageView {
 /// What a submission came to.
 #[derive(Debug, Clone)]
 pub enum Submission {
-    /// A new message, queued: the caller answers and keeps its answer ([`save_answer`]).
-    New(MessageView),
+    /// A new message, queued. `answer`: the answer kept with it in its own transaction (the
+    /// caller brought one); `None`: the caller answers and keeps its answer ([`save_answer`]).
+    New {
+        view: MessageView,
+        answer: Option<(u16, String)>,
+    },
     /// The first answer to this key and request, to be given again as it was.
     Replay { status: u16, body: String },
     /// The first request with this key has not answered yet (`since`: when it came, Unix ms).
@@ -127,8 +131,15 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn message<'a>(&'a self, account_id: i64, req: &'a MessageRequest, now: i64) -> NewMessage<'a> {
+    fn message<'a>(
+        &'a self,
+        account_id: i64,
+        req: &'a MessageRequest,
+        now: i64,
+        answer: Option<Answer>,
+    ) -> NewMessage<'a> {
         NewMessage {
+            answer,
             account_id,
             idempotency_key: &self.key,
             request_hash: &self.hash,
@@ -176,9 +187,12 @@ fn prepare(key: &str, req: &MessageRequest) -> Result<Prepared> {
 }
 
 /// What the store answered, as the API says it.
-fn finish(store: &Store, account_id: i64, submitted: Submitted) -> Result<Submission> {
+fn finish(submitted: Submitted) -> Result<Submission> {
     Ok(match submitted {
-        Submitted::Created { id } => Submission::New(get(store, account_id, id)?),
+        Submitted::Created { row, answer, .. } => Submission::New {
+            view: (*row).into(),
+            answer,
+        },
         Submitted::Replay { status, body, .. } => Submission::Replay { status, body },
         Submitted::InProgress { id, since } => Submission::InProgress { id, since },
         Submitted::Mismatch { id } => {
@@ -191,21 +205,23 @@ fn finish(store: &Store, account_id: i64, submitted: Submitted) -> Result<Submis
 }
 
 /// Submit `req` for `account_id` under `key`: through `group` (committed with the other
-/// requests waiting, `sendonce_store::group`) when there is one, else in its own transaction.
+/// requests waiting, `sendonce_store::group`) when there is one, else in its own transaction;
+/// with `answer`, the request's answer is kept in that same transaction.
 pub fn submit(
     store: &Store,
     group: Option<&Group>,
     account_id: i64,
     key: &str,
     req: &MessageRequest,
+    answer: Option<Answer>,
 ) -> Result<Submission> {
     let p = prepare(key, req)?;
-    let m = p.message(account_id, req, sendonce_domain::clock::now_ms());
+    let m = p.message(account_id, req, sendonce_domain::clock::now_ms(), answer);
     let submitted = match group {
         Some(g) => g.submit_message(&m)?,
         None => store.submit_message(&m)?,
     };
-    finish(store, account_id, submitted)
+    finish(submitted)
 }
 
 /// Most messages in one batch (`POST /v1/messages/batch`).
@@ -215,10 +231,10 @@ pub const MAX_BATCH: usize = 500;
 /// refused does not stop the others), all of them through `group` at once so that they share
 /// its commits. Results in the order of `items`.
 pub fn submit_batch(
-    store: &Store,
     group: &Group,
     account_id: i64,
     items: &[(String, MessageRequest)],
+    answer: Option<Answer>,
 ) -> Result<Vec<Result<Submission>>> {
     if items.is_empty() || items.len() > MAX_BATCH {
         return Err(Error::invalid(format!(
@@ -235,7 +251,10 @@ pub fn submit_batch(
     let ready: Vec<NewMessage<'_>> = prepared
         .iter()
         .zip(items)
-        .filter_map(|(p, (_, req))| p.as_ref().ok().map(|p| p.message(account_id, req, now)))
+        .filter_map(|(p, (_, req))| {
+            let p = p.as_ref().ok()?;
+            Some(p.message(account_id, req, now, answer.clone()))
+        })
         .collect();
     let mut submitted = group.submit_messages(&ready).into_iter();
     Ok(prepared
@@ -245,7 +264,7 @@ pub fn submit_batch(
             let s = submitted
                 .next()
                 .ok_or_else(|| Error::internal("the group answered fewer messages"))??;
-            finish(store, account_id, s)
+            finish(s)
         })
         .collect())
 }
