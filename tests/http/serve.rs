@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Accounts acme and other; a fake provider; a server with a worker sending through it.
-fn setup(env: &Env, fake_extra: &[&str], serve_extra: &[&str]) -> (Fake, Server) {
+pub(crate) fn setup(env: &Env, fake_extra: &[&str], serve_extra: &[&str]) -> (Fake, Server) {
     env.setup_account();
     env.ok(&["account", "add", "other"]);
     let fake = Fake::start(&env.path("fake.jsonl"), fake_extra);

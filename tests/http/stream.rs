@@ -3,20 +3,25 @@
 //! messages; many messages to one address each go out once; a database from before the
 //! stream keeps its messages, their keys and their states through the upgrade.
 
-use crate::common::{client, rt, token, Env, Fake, Server};
+use crate::common::{client, rt, token, Env, Server};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-async fn send(c: &reqwest::Client, s: &Server, tok: &str, key: &str, body: &Value) -> (u16, Value) {
-    let res = c
-        .post(s.url("/v1/messages?wait=10s"))
-        .bearer_auth(tok)
-        .header("Idempotency-Key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap();
+/// POST `body` to `path` with the token and, if given, an Idempotency-Key: (status, JSON).
+async fn post(
+    c: &reqwest::Client,
+    s: &Server,
+    tok: &str,
+    path: &str,
+    key: Option<&str>,
+    body: &Value,
+) -> (u16, Value) {
+    let mut r = c.post(s.url(path)).bearer_auth(tok).json(body);
+    if let Some(k) = key {
+        r = r.header("Idempotency-Key", k);
+    }
+    let res = r.send().await.unwrap();
     let status = res.status().as_u16();
     (status, res.json().await.unwrap_or(Value::Null))
 }
@@ -26,17 +31,22 @@ async fn send(c: &reqwest::Client, s: &Server, tok: &str, key: &str, body: &Valu
 #[test]
 fn many_messages_to_one_address_share_one_stream_and_each_goes_once() {
     let env = Env::new();
-    env.setup_account();
-    let fake = Fake::start(&env.path("fake.jsonl"), &[]);
-    let spec = format!("webhook:{}", fake.url("/send"));
-    let server = Server::start(&env, &["--worker", "--provider", spec.as_str()]);
+    let (fake, server) = crate::http::serve::setup(&env, &[], &[]);
     let tok = token(&env, "acme", "send");
     rt().block_on(async {
         let c = client();
         for i in 0..20 {
             let body = json!({"to": "kim@example.org", "from": "shop@example.org",
                               "subject": format!("Receipt {i}"), "text": format!("Order {i}")});
-            let (status, got) = send(&c, &server, &tok, &format!("order-{i}"), &body).await;
+            let (status, got) = post(
+                &c,
+                &server,
+                &tok,
+                "/v1/messages?wait=10s",
+                Some(&format!("order-{i}")),
+                &body,
+            )
+            .await;
             assert_eq!(
                 (status, got["status"].as_str()),
                 (200, Some("sent")),
@@ -44,7 +54,15 @@ fn many_messages_to_one_address_share_one_stream_and_each_goes_once() {
             );
         }
         let sms = json!({"to": "+14155550123", "text": "Your code is 1234"});
-        let (status, got) = send(&c, &server, &tok, "code-1", &sms).await;
+        let (status, got) = post(
+            &c,
+            &server,
+            &tok,
+            "/v1/messages?wait=10s",
+            Some("code-1"),
+            &sms,
+        )
+        .await;
         assert_eq!(status, 200, "{got}");
     });
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -185,25 +203,6 @@ fn an_upgrade_folds_hidden_message_campaigns_into_the_stream_keeping_their_keys(
     });
 }
 
-async fn batch(
-    c: &reqwest::Client,
-    s: &Server,
-    tok: &str,
-    key: Option<&str>,
-    body: &Value,
-) -> (u16, Value) {
-    let mut r = c
-        .post(s.url("/v1/messages/batch"))
-        .bearer_auth(tok)
-        .json(body);
-    if let Some(k) = key {
-        r = r.header("Idempotency-Key", k);
-    }
-    let res = r.send().await.unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap_or(Value::Null))
-}
-
 fn receipt(i: usize) -> Value {
     json!({"to": format!("u{i}@example.org"), "from": "shop@example.org",
            "subject": "Receipt", "text": format!("Order {i}")})
@@ -215,10 +214,7 @@ fn receipt(i: usize) -> Value {
 #[test]
 fn a_batch_answers_each_message_and_a_retried_batch_sends_nothing_twice() {
     let env = Env::new();
-    env.setup_account();
-    let fake = Fake::start(&env.path("fake.jsonl"), &[]);
-    let spec = format!("webhook:{}", fake.url("/send"));
-    let server = Server::start(&env, &["--worker", "--provider", spec.as_str()]);
+    let (fake, server) = crate::http::serve::setup(&env, &[], &[]);
     let tok = token(&env, "acme", "send");
     let mut messages: Vec<Value> = (0..500).map(receipt).collect();
     messages[7] = json!({"to": "not-an-address", "from": "shop@example.org", "text": "x"});
@@ -226,7 +222,8 @@ fn a_batch_answers_each_message_and_a_retried_batch_sends_nothing_twice() {
     rt().block_on(async {
         let c = client();
         let started = Instant::now();
-        let (status, first) = batch(&c, &server, &tok, Some("b1"), &body).await;
+        let (status, first) =
+            post(&c, &server, &tok, "/v1/messages/batch", Some("b1"), &body).await;
         eprintln!("a batch of 500 answered in {:?}", started.elapsed());
         assert_eq!(status, 200, "{first}");
         assert_eq!(
@@ -239,7 +236,8 @@ fn a_batch_answers_each_message_and_a_retried_batch_sends_nothing_twice() {
         assert_eq!(results[7]["error"]["code"], "invalid");
         assert_eq!(results[0]["status"], 202);
         assert_eq!(results[0]["message"]["idempotency_key"], "b1#0");
-        let (status, again) = batch(&c, &server, &tok, Some("b1"), &body).await;
+        let (status, again) =
+            post(&c, &server, &tok, "/v1/messages/batch", Some("b1"), &body).await;
         assert_eq!(status, 200, "{again}");
         let again = again["results"].as_array().unwrap();
         for (i, (a, b)) in results.iter().zip(again).enumerate() {
@@ -277,7 +275,7 @@ fn a_batch_answers_each_message_and_a_retried_batch_sends_nothing_twice() {
                 json!({"messages": (0..501).map(receipt).collect::<Vec<_>>()}),
             ),
         ] {
-            let (status, doc) = batch(&c, &server, &tok, key, &bad).await;
+            let (status, doc) = post(&c, &server, &tok, "/v1/messages/batch", key, &bad).await;
             assert_eq!(status, 400, "{doc}");
         }
     });

@@ -55,7 +55,7 @@ fn messages_waiting_on_the_write_lock_commit_together_and_a_bad_one_fails_alone(
     let mut ids: Vec<i64> = results[..40]
         .iter()
         .map(|r| match r {
-            Ok(Submitted::Created { id, .. }) => *id,
+            Ok(Submitted::Created { row, .. }) => row.id,
             other => panic!("{other:?}"),
         })
         .collect();
@@ -91,9 +91,10 @@ fn an_answer_brought_with_a_message_is_kept_with_it() {
             format!("{{\"id\":{},\"job\":\"{}\"}}", row.id, row.job_id),
         ))
     }));
-    let Submitted::Created { id, answer, .. } = store.submit_message(&m).unwrap() else {
+    let Submitted::Created { row, answer } = store.submit_message(&m).unwrap() else {
         panic!("not created");
     };
+    let id = row.id;
     let (status, body) = answer.expect("the answer is returned");
     assert_eq!(status, 202);
     assert!(body.starts_with(&format!("{{\"id\":{id},")), "{body}");
@@ -102,4 +103,26 @@ fn an_answer_brought_with_a_message_is_kept_with_it() {
         store.submit_message(&m).unwrap(),
         Submitted::Replay { id, status, body }
     );
+}
+
+/// A piece of work that panics is answered with an error, and the writer goes on: the next
+/// message still commits.
+#[test]
+fn a_piece_that_panics_does_not_stop_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = OpenOptions {
+        create: true,
+        ..Default::default()
+    };
+    let store = Arc::new(Store::Sqlite(
+        SqliteStore::open(&dir.path().join("p.db"), &opts).unwrap(),
+    ));
+    let acct = store.add_account("acme").unwrap();
+    let group = Group::start(store.clone()).unwrap();
+    let e = group
+        .run(|_| -> sendonce::domain::error::Result<()> { panic!("a bug in a piece") })
+        .unwrap_err();
+    assert!(e.message.contains("panicked"), "{e}");
+    let after = group.submit_message(&message(acct, "k-after")).unwrap();
+    assert!(matches!(after, Submitted::Created { .. }), "{after:?}");
 }

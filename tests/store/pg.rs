@@ -1141,9 +1141,10 @@ fn key_epochs_moved_in_scope_campaign_and_api_message_job_ids() {
             answer: None,
         })
         .unwrap();
-    let Submitted::Created { id: msg, .. } = sent else {
+    let Submitted::Created { row, .. } = sent else {
         panic!("{sent:?}");
     };
+    let msg = row.id;
     // Message 1 is above epoch 1's bound (0), not epoch 2's (9).
     assert_eq!(msg, 1);
     assert_eq!(

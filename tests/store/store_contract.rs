@@ -1587,9 +1587,10 @@ fn an_api_message_is_created_once_per_key_on_every_backend() {
             now: 1000,
             answer: None,
         };
-        let Submitted::Created { id, .. } = s.submit_message(&msg("h1")).unwrap() else {
+        let Submitted::Created { row, .. } = s.submit_message(&msg("h1")).unwrap() else {
             panic!("{}: not created", b.name)
         };
+        let id = row.id;
         match s.submit_message(&msg("h1")).unwrap() {
             Submitted::InProgress { id: i, since } => assert_eq!((i, since), (id, 1000)),
             other => panic!("{}: {other:?}", b.name),

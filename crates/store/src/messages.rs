@@ -46,7 +46,6 @@ pub enum Submitted {
     /// A new message, queued: its row as written, and the answer kept with it (when the
     /// submission brought [`NewMessage::answer`]).
     Created {
-        id: i64,
         row: Box<MessageRow>,
         answer: Option<(u16, String)>,
     },
@@ -237,7 +236,6 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
         &args![id, stream, send, status, body.as_deref()],
     )?;
     Ok(Some(Submitted::Created {
-        id,
         row: Box::new(row),
         answer,
     }))

@@ -189,7 +189,7 @@ fn prepare(key: &str, req: &MessageRequest) -> Result<Prepared> {
 /// What the store answered, as the API says it.
 fn finish(submitted: Submitted) -> Result<Submission> {
     Ok(match submitted {
-        Submitted::Created { row, answer, .. } => Submission::New {
+        Submitted::Created { row, answer } => Submission::New {
             view: (*row).into(),
             answer,
         },
