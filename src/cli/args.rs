@@ -105,6 +105,10 @@ pub enum Command {
     /// Per-account suppression lists: a suppressed address is never claimed.
     #[command(subcommand)]
     Suppress(SuppressCmd),
+    /// Stored templates for API messages (`"template": NAME` in POST /v1/messages): save a new
+    /// version, list, show. A version never changes once saved.
+    #[command(subcommand)]
+    Template(TemplateCmd),
     /// API tokens of an account (for `sendonce serve`): shown once, stored as SHA-256.
     #[command(subcommand)]
     Token(TokenCmd),
@@ -558,6 +562,44 @@ pub enum TokenCmd {
         account: String,
         /// Token id (from `token list`).
         id: i64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TemplateCmd {
+    /// Save a template's next version (1 for a new name), checked first: every part must parse
+    /// (minijinja; data is HTML-escaped in the HTML part only). Give a text file, an HTML file
+    /// or both.
+    Save {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// The template's name: 1 to 64 letters, digits, '.', '_' or '-'.
+        name: String,
+        /// The subject template (email).
+        #[arg(long)]
+        subject: Option<String>,
+        /// The text template (SMS: the whole message), UTF-8.
+        #[arg(long)]
+        text_file: Option<PathBuf>,
+        /// The HTML template, UTF-8; alone, each message's text part is generated from it.
+        #[arg(long)]
+        html_file: Option<PathBuf>,
+    },
+    /// The latest version of each of the account's templates.
+    List {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+    },
+    /// One version of a template, whole (default: the latest).
+    Show {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        name: String,
+        #[arg(long)]
+        version: Option<i64>,
     },
 }
 

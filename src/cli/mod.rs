@@ -17,6 +17,7 @@ mod report;
 mod run;
 mod serve;
 mod subscribers;
+mod templates;
 mod tokens;
 
 use args::*;
@@ -109,6 +110,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Subscriber(cmd) => subscribers::command(cli, cmd),
         Command::List(cmd) => lists::command(cli, cmd),
         Command::Suppress(cmd) => suppress(cli, cmd),
+        Command::Template(cmd) => templates::command(cli, cmd),
         Command::Token(cmd) => tokens::command(cli, cmd),
         Command::Admin(cmd) => admins::command(cli, cmd),
         Command::Campaign(cmd) => campaigns::command(cli, cmd, rt),

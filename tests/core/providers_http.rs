@@ -55,6 +55,7 @@ fn email(job: &str, to: &str, body: &str) -> Message {
         body: body.into(),
         html: Some(format!("<p>{body}</p>")),
         unsubscribe: None,
+        attachments: Vec::new(),
     }
 }
 
@@ -71,6 +72,7 @@ fn sms(job: &str, to: &str, body: &str) -> Message {
         body: body.into(),
         html: None,
         unsubscribe: None,
+        attachments: Vec::new(),
     }
 }
 

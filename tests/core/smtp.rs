@@ -143,6 +143,7 @@ fn message(n: u32, to: &str) -> Message {
         body: "Hello Zoë,\nthis is the text part.\n.\nA line with a dot above.\n".into(),
         html: Some("<p>Hello <b>Zoë</b></p>\n".into()),
         unsubscribe: Some(link_for(to)),
+        attachments: Vec::new(),
     }
 }
 

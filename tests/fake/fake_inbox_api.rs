@@ -90,6 +90,7 @@ async fn send_three(c: &reqwest::Client, fake: &Fake, site: std::net::SocketAddr
         lee,
         sms,
         unsubscribe,
+        attachments: Vec::new(),
     }
 }
 

@@ -52,6 +52,7 @@ fn msg(job: &str, to: &str, body: &str) -> Message {
         body: body.into(),
         html: None,
         unsubscribe: None,
+        attachments: Vec::new(),
     }
 }
 

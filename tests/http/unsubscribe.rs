@@ -779,6 +779,7 @@ async fn resend_and_postmark_carry_list_unsubscribe_in_their_custom_headers() {
                 body: "Hi".into(),
                 html: None,
                 unsubscribe,
+                attachments: Vec::new(),
                 status_callback: None,
             };
             let res = p.send(&m).await;

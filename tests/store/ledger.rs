@@ -309,6 +309,7 @@ fn outbox_replay_is_not_a_second_delivery_even_across_processes() {
         body: "b".into(),
         html: None,
         unsubscribe: None,
+        attachments: Vec::new(),
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Two handles on one file stand for two processes: the file lock serialises them.

@@ -1,6 +1,6 @@
 //! The floor of sendonce, which every other crate may use and which uses none of them.
 //!
-//! Pure rules with no I/O: addresses and channels, states, job ids and keys, templates, content
+//! Pure rules with no I/O: addresses and channels, attachments, states, job ids and keys, templates, content
 //! checks, audience filters (segments), SMS segments, signed links (unsubscribe, confirm), API
 //! tokens and their scopes, time, the retry policy. Beside them, what every layer shares: the
 //! typed `error` and the `exit` codes it maps to, `files` (atomic writes, modes), `redact`
@@ -9,6 +9,7 @@
 //! `crash-points`).
 
 pub mod address;
+pub mod attachment;
 pub mod busy;
 pub mod clock;
 pub mod content;

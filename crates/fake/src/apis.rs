@@ -30,6 +30,7 @@ use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
 use hyper::http::request::Parts;
 use hyper::{Request as HttpRequest, Response, StatusCode};
 use sendonce_core::provider::deliverylog::DeliveryLine;
+use sendonce_core::provider::deliverylog::LoggedAttachment;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
@@ -323,6 +324,7 @@ fn parse_twilio(body: &[u8], sid: &str, opted_out: &[String]) -> Result<TwilioSe
         id_style: IdStyle::TwilioSid,
         raw: None,
         envelope: None,
+        attachments: Vec::new(),
     };
     Ok(TwilioSend {
         request,
@@ -482,6 +484,7 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
         .or_else(|| string("html"))
         .ok_or_else(|| invalid("give the email a `text` or an `html` body".into()))?;
     let headers = resend_headers(v.get("headers")).map_err(invalid)?;
+    let attachments = files(v.get("attachments"), &RESEND_FILES).map_err(invalid)?;
     let job_id = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("x-sendonce-job"))
@@ -502,7 +505,78 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
         id_style: IdStyle::Uuid,
         raw: None,
         envelope: None,
+        attachments,
     })
+}
+
+/// The field names of an API's attachment objects.
+struct FileFields {
+    filename: &'static str,
+    content: &'static str,
+    content_type: &'static str,
+    /// Every name the API takes for the content id, the first preferred.
+    content_id: &'static [&'static str],
+    /// Whether the API requires `content_type` (Postmark) or guesses it (Resend).
+    type_required: bool,
+}
+
+const RESEND_FILES: FileFields = FileFields {
+    filename: "filename",
+    content: "content",
+    content_type: "content_type",
+    content_id: &["content_id", "inline_content_id"],
+    type_required: false,
+};
+
+const POSTMARK_FILES: FileFields = FileFields {
+    filename: "Name",
+    content: "Content",
+    content_type: "ContentType",
+    content_id: &["ContentID"],
+    type_required: true,
+};
+
+/// An API's attachments (absent, or an array of objects with a file name and base64 content),
+/// checked as the provider checks them; a remote `path` cannot be fetched offline.
+fn files(v: Option<&Value>, f: &FileFields) -> Result<Vec<LoggedAttachment>, String> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) => list,
+        Some(_) => return Err("attachments must be an array".into()),
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (i, a) in list.iter().enumerate() {
+        let field = |name: &str| a.get(name).and_then(Value::as_str).map(str::to_string);
+        if a.get("path").is_some() {
+            return Err(format!(
+                "attachment {i}: `path` (a remote file) cannot be fetched by the offline fake; \
+                 send `content`"
+            ));
+        }
+        let (Some(filename), Some(content)) = (field(f.filename), field(f.content)) else {
+            return Err(format!(
+                "attachment {i} needs `{}` and `{}` (base64)",
+                f.filename, f.content
+            ));
+        };
+        if base64::engine::general_purpose::STANDARD
+            .decode(&content)
+            .is_err()
+        {
+            return Err(format!("attachment {i}: `{}` is not base64", f.content));
+        }
+        let content_type = field(f.content_type);
+        if f.type_required && content_type.is_none() {
+            return Err(format!("attachment {i} needs `{}`", f.content_type));
+        }
+        out.push(LoggedAttachment {
+            filename,
+            content_type,
+            content_id: f.content_id.iter().find_map(|n| field(n)),
+            content,
+        });
+    }
+    Ok(out)
 }
 
 /// Resend's `headers`: absent, or an object of strings.
@@ -643,6 +717,7 @@ fn parse_postmark(body: &[u8]) -> Result<Request, (i64, String)> {
         }
         Some(_) => return Err((403, "Headers must be an array".into())),
     }
+    let attachments = files(v.get("Attachments"), &POSTMARK_FILES).map_err(|e| (300, e))?;
     let metadata = match v.get("Metadata") {
         None | Some(Value::Null) => None,
         Some(m @ Value::Object(_)) => Some(m.clone()),
@@ -675,6 +750,7 @@ fn parse_postmark(body: &[u8]) -> Result<Request, (i64, String)> {
         id_style: IdStyle::Uuid,
         raw: None,
         envelope: None,
+        attachments,
     })
 }
 

@@ -581,6 +581,7 @@ pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
         id_style: IdStyle::Fake,
         raw: Some(raw),
         envelope: Some(envelope),
+        attachments: Vec::new(),
     }
 }
 
@@ -607,6 +608,7 @@ mod tests {
             headers: None,
             raw_base64: None,
             envelope: None,
+            attachments: Vec::new(),
         }
     }
 

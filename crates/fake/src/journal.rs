@@ -39,6 +39,8 @@ pub(crate) struct Request {
     /// SMTP only: the message's exact bytes and its envelope.
     pub raw: Option<Vec<u8>>,
     pub envelope: Option<sendonce_core::provider::deliverylog::Envelope>,
+    /// HTTP APIs: the files the request carried.
+    pub attachments: Vec<sendonce_core::provider::deliverylog::LoggedAttachment>,
 }
 
 /// How a new message id looks, so each API answers with ids of its provider's shape.
@@ -440,6 +442,7 @@ impl Writer {
                     base64::engine::general_purpose::STANDARD.encode(b)
                 }),
                 envelope: r.envelope.clone(),
+                attachments: r.attachments.clone(),
             };
             serde_json::to_writer(&mut log_bytes, &line)
                 .map_err(|e| Error::io("encoding a delivery line", e.into()))?;
@@ -483,6 +486,7 @@ mod tests {
             id_style: IdStyle::Fake,
             raw: None,
             envelope: None,
+            attachments: Vec::new(),
         }
     }
 

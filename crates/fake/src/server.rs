@@ -355,6 +355,7 @@ fn parse_send(body: &[u8], key: String) -> std::result::Result<Request, String> 
         id_style: IdStyle::Fake,
         raw: None,
         envelope: None,
+        attachments: Vec::new(),
     })
 }
 

@@ -67,8 +67,8 @@ pub async fn create(
     let keys = keys(&req, header).map_err(|e| who.err(e))?;
     let items: Vec<(String, MessageRequest)> = keys.into_iter().zip(req.messages).collect();
     let (account, group) = (who.caller.account_id, st.group.clone());
-    let outcomes = blocking(&st, move |_| {
-        messages::submit_batch(&group, account, &items, Some(queued_answer()))
+    let outcomes = blocking(&st, move |s| {
+        messages::submit_batch(s, &group, account, &items, Some(queued_answer()))
     })
     .await
     .map_err(|e| who.err(e))?;

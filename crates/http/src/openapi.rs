@@ -373,6 +373,22 @@ fn schemas() -> Value {
                 "subject": text("Subject (email)."),
                 "text": text("The text part (SMS: the whole message)."),
                 "html": text("The HTML part (email); alone, the text part is generated from it."),
+                "template": text("A stored template's name (POST /v1/templates), instead of \
+                    subject, text and html; rendered with `data` when the message is accepted."),
+                "template_version": {"type": ["integer", "null"],
+                    "description": "Default: the latest version when the message is accepted."},
+                "data": {"type": ["object", "null"], "description": "The template's variables."},
+                "attachments": {"type": "array", "maxItems": 20,
+                    "description": "Email only; at most 10,000,000 bytes (decoded) in all.",
+                    "items": {"$ref": "#/components/schemas/Attachment"}},
+            }},
+        "Attachment": {"type": "object", "additionalProperties": false,
+            "required": ["filename", "content"],
+            "properties": {
+                "filename": {"type": "string"},
+                "content_type": text("Default: from the file name's extension."),
+                "content": {"type": "string", "contentEncoding": "base64"},
+                "content_id": text("For an inline image the HTML shows as cid:..."),
             }},
         "Message": {"type": "object",
             "required": ["id", "status", "channel", "to", "idempotency_key", "job_id",
@@ -389,6 +405,10 @@ fn schemas() -> Value {
                 "reason": text("Why it failed, was suppressed or is in doubt."),
                 "created_at": {"type": "string", "format": "date-time"},
                 "sent_at": {"type": ["string", "null"], "format": "date-time"},
+                "template": {"type": "string", "description": "The stored template it was \
+                    rendered from (absent: its own content)."},
+                "template_version": {"type": "integer"},
+                "attachments": {"type": "integer", "description": "How many files it carries."},
             }},
     })
 }

@@ -211,6 +211,9 @@ struct OwnedMessage {
     subject: Option<String>,
     text: String,
     html: Option<String>,
+    template: Option<crate::TemplateRow>,
+    /// Shared, not copied: the bytes are behind an `Arc`.
+    attachments: Vec<sendonce_domain::attachment::Attachment>,
     now: i64,
     answer: Option<Answer>,
 }
@@ -228,6 +231,8 @@ impl OwnedMessage {
             subject: m.subject.map(str::to_string),
             text: m.text.to_string(),
             html: m.html.map(str::to_string),
+            template: m.template.cloned(),
+            attachments: m.attachments.to_vec(),
             now: m.now,
             answer: m.answer.clone(),
         }
@@ -245,6 +250,8 @@ impl OwnedMessage {
             subject: self.subject.as_deref(),
             text: &self.text,
             html: self.html.as_deref(),
+            template: self.template.as_ref(),
+            attachments: &self.attachments,
             now: self.now,
             answer: self.answer.clone(),
         }

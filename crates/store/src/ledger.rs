@@ -158,6 +158,8 @@ pub struct MessageContent {
     /// The text; empty when it is generated from `html`.
     pub text: String,
     pub html: Option<String>,
+    /// Its attachments, in the order the request gave them.
+    pub attachments: Vec<sendonce_domain::attachment::Attachment>,
 }
 
 /// The result of one claim transaction.
@@ -972,11 +974,13 @@ fn load_contents(tx: &mut dyn Tx, wanted: &[(usize, i64)], rows: &mut [ClaimedRo
                 subject: r.get(3)?,
                 text,
                 html,
+                attachments: Vec::new(),
             };
             found.insert(r.get::<i64>(0)?, content);
             Ok(())
         },
     )?;
+    load_attachments(tx, &ids, &mut found)?;
     for &(i, m) in wanted {
         let Some(c) = found.get(&m) else {
             return Err(Error::damaged(format!(
@@ -987,6 +991,32 @@ fn load_contents(tx: &mut dyn Tx, wanted: &[(usize, i64)], rows: &mut [ClaimedRo
         rows[i].content = Some(c.clone());
     }
     Ok(())
+}
+
+/// The attachments of the messages `ids` (read in the claim's transaction by one statement, in
+/// each message's order), added to their contents in `found`.
+fn load_attachments(
+    tx: &mut dyn Tx,
+    ids: &[i64],
+    found: &mut std::collections::HashMap<i64, MessageContent>,
+) -> Result<()> {
+    tx.each(
+        CLAIM_ATTACHMENTS.get(tx.dialect()),
+        &args![json_ids(ids).as_str()],
+        &mut |r| {
+            let id: i64 = r.get(0)?;
+            let a = sendonce_domain::attachment::Attachment {
+                filename: r.get(1)?,
+                content_type: r.get(2)?,
+                content_id: r.get(3)?,
+                data: r.get::<Vec<u8>>(4)?.into(),
+            };
+            if let Some(c) = found.get_mut(&id) {
+                c.attachments.push(a);
+            }
+            Ok(())
+        },
+    )
 }
 
 /// A row that may already have been delivered, and a provider webhook reported its outcome
@@ -1352,10 +1382,6 @@ pub(crate) static CLAIM_CAMPAIGN_STATUS: PerDialect = PerDialect::new(|d| {
     )
 });
 
-/// The due rows (`?1` campaign, `?2` account, `?3` channel, `?4` now, `?5` batch); on
-/// PostgreSQL locked, rows another claim holds locked skipped, never waited for. The sixth
-/// column is the earliest dispatch that may have delivered: the smaller of the dispatch and
-/// `doubt_since` for an expired dispatched lease.
 /// The contents of the stream rows a claim leased, by a JSON array of their ids (`?1`).
 pub(crate) static CLAIM_CONTENTS: PerDialect = PerDialect::new(|d| {
     format!(
@@ -1365,6 +1391,20 @@ pub(crate) static CLAIM_CONTENTS: PerDialect = PerDialect::new(|d| {
     )
 });
 
+/// The attachments of the stream rows a claim leased, by a JSON array of their message ids
+/// (`?1`), in each message's order.
+pub(crate) static CLAIM_ATTACHMENTS: PerDialect = PerDialect::new(|d| {
+    format!(
+        "SELECT message_id, filename, content_type, content_id, data FROM message_attachments
+     WHERE {} ORDER BY message_id, position",
+        (d.in_json_ids)("message_id", "?1")
+    )
+});
+
+/// The due rows (`?1` campaign, `?2` account, `?3` channel, `?4` now, `?5` batch); on
+/// PostgreSQL locked, rows another claim holds locked skipped, never waited for. The sixth
+/// column is the earliest dispatch that may have delivered: the smaller of the dispatch and
+/// `doubt_since` for an expired dispatched lease.
 pub(crate) static CLAIM_CANDIDATES: PerDialect = PerDialect::new(|d| {
     format!(
         "SELECT s.id, s.job_id, s.address, s.vars, s.attempts,

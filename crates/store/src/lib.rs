@@ -26,6 +26,7 @@ mod segment;
 mod shared;
 pub mod sql;
 mod suppressions;
+mod templates;
 mod tokens;
 mod unsubscribe;
 mod webhooks;
@@ -60,6 +61,7 @@ pub use optin::{Confirmation, MemberKey, MemberState, Optin};
 pub use ratelimit::{refill, Grant, RateLimits};
 pub use sqlite::{APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, SuppressionPage, Suppressions};
+pub use templates::{NewTemplate, TemplateRow, Templates};
 pub use tokens::{NewToken, TokenRow, Tokens};
 pub use webhooks::{Applied, DeliveryEvent, WebhookAction, Webhooks};
 
@@ -93,6 +95,7 @@ pub mod prelude {
     pub use super::Optin as _;
     pub use super::RateLimits as _;
     pub use super::Suppressions as _;
+    pub use super::Templates as _;
     pub use super::Tokens as _;
     pub use super::Webhooks as _;
 }

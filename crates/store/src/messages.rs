@@ -11,6 +11,7 @@ use crate::admin::key_scope;
 use crate::shared::{get_at, require_account, BodyFormat};
 use crate::sql::{args, Db, Row, Tx};
 use sendonce_domain::address::Channel;
+use sendonce_domain::attachment::Attachment;
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::{self, SendStatus};
 
@@ -35,6 +36,10 @@ pub struct NewMessage<'a> {
     /// The text; empty when it is generated from `html`.
     pub text: &'a str,
     pub html: Option<&'a str>,
+    /// The stored template version the content was rendered from.
+    pub template: Option<&'a crate::TemplateRow>,
+    /// Stored once with the content, in this order.
+    pub attachments: &'a [Attachment],
     pub now: i64,
     /// The answer to keep with a new message, if the caller knows it now.
     pub answer: Option<Answer>,
@@ -72,6 +77,10 @@ pub struct MessageRow {
     pub reason: Option<String>,
     pub created_at: i64,
     pub sent_at: Option<i64>,
+    /// The stored template (name, version) the content was rendered from.
+    pub template: Option<(String, i64)>,
+    /// How many attachments it carries.
+    pub attachments: i64,
 }
 
 /// The API's transactional messages.
@@ -165,13 +174,13 @@ pub(crate) fn stream_for(
         })
 }
 
-/// Message `id`'s content, stored once under the message's own id.
+/// Message `id`'s content and attachments, stored once under the message's own id.
 fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<()> {
     let (body, format, html) = BodyFormat::store(m.text, m.html);
     tx.exec(
         "INSERT INTO message_contents (id, account_id, sender, reply_to, subject, body,
-                                       body_format, html, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                       body_format, html, created_at, template_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         &args![
             id,
             m.account_id,
@@ -181,9 +190,25 @@ fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<()> {
             body,
             format,
             html,
-            m.now
+            m.now,
+            m.template.map(|t| t.id)
         ],
     )?;
+    for (position, a) in m.attachments.iter().enumerate() {
+        tx.exec(
+            "INSERT INTO message_attachments (message_id, position, filename, content_type,
+                                              content_id, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            &args![
+                id,
+                position as i64,
+                &a.filename,
+                &a.content_type,
+                &a.content_id,
+                &*a.data
+            ],
+        )?;
+    }
     Ok(())
 }
 
@@ -226,6 +251,8 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
         reason: None,
         created_at: m.now,
         sent_at: None,
+        template: m.template.map(|t| (t.name.clone(), t.version)),
+        attachments: m.attachments.len() as i64,
     };
     let answer = m.answer.as_ref().map(|a| a(&row)).transpose()?;
     let (status, body) = answer.clone().unzip();
@@ -255,6 +282,11 @@ fn message_from_row(r: Row<'_>) -> Result<MessageRow> {
         reason: r.get(9)?,
         created_at: r.get(10)?,
         sent_at: r.get(11)?,
+        template: match (r.get::<Option<String>>(12)?, r.get::<Option<i64>>(13)?) {
+            (Some(name), Some(version)) => Some((name, version)),
+            _ => None,
+        },
+        attachments: r.get(14)?,
     })
 }
 
@@ -301,9 +333,12 @@ impl<S: Db> Messages for S {
             tx.query_opt(
                 "SELECT m.id, m.account_id, m.idempotency_key, k.channel, s.address, s.job_id,
                         s.status, s.attempts, s.provider_message_id, s.last_error, m.created_at,
-                        s.sent_at
+                        s.sent_at, t.name, t.version,
+                        (SELECT count(*) FROM message_attachments a WHERE a.message_id = m.id)
                  FROM api_messages m JOIN sends s ON s.id = m.send_id
                  JOIN campaigns k ON k.id = m.campaign_id
+                 LEFT JOIN message_contents c ON c.id = s.message_id
+                 LEFT JOIN templates t ON t.id = c.template_id
                  WHERE m.id = ?1 AND m.account_id = ?2",
                 &args![id, account_id],
                 message_from_row,

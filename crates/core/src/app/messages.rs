@@ -4,14 +4,16 @@
 //! refused; while the first has not answered, the second is told so and nothing is sent twice.
 
 use super::notify::channel_of;
+use super::templates;
 use sendonce_domain::address::Channel;
+use sendonce_domain::attachment::{self, Attachment};
 use sendonce_domain::content::{self, Content};
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::SendStatus;
 use sendonce_domain::template::text_of_html;
 use sendonce_store::group::Group;
 use sendonce_store::prelude::*;
-use sendonce_store::{Answer, MessageRow, NewMessage, Store, Submitted};
+use sendonce_store::{Answer, MessageRow, NewMessage, Store, Submitted, TemplateRow};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -39,6 +41,35 @@ pub struct MessageRequest {
     /// The HTML part (email); alone, the text part is generated from it.
     #[serde(default)]
     pub html: Option<String>,
+    /// A stored template's name, instead of `subject`, `text` and `html`: rendered with `data`
+    /// when the message is accepted. (The new fields are left out of the request's hash when
+    /// absent, so a request from before them hashes as it did.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Which version of `template` (default: the latest when the message is accepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_version: Option<i64>,
+    /// The template's variables (a JSON object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+    /// Files sent with the message (email only), base64 in the JSON.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentRequest>,
+}
+
+/// An attachment as a client sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentRequest {
+    pub filename: String,
+    /// Default: from the file name's extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// The bytes, base64 (standard alphabet).
+    pub content: String,
+    /// For an inline image the HTML shows as `cid:…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_id: Option<String>,
 }
 
 /// A message as the API shows it.
@@ -58,6 +89,13 @@ pub struct MessageView {
     pub created_at: i64,
     #[serde(serialize_with = "sendonce_domain::clock::ser_opt_ms")]
     pub sent_at: Option<i64>,
+    /// The stored template it was rendered from, and its version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_version: Option<i64>,
+    /// How many files it carries.
+    pub attachments: i64,
 }
 
 impl MessageView {
@@ -88,6 +126,9 @@ impl From<MessageRow> for MessageView {
             reason: r.reason,
             created_at: r.created_at,
             sent_at: r.sent_at,
+            template_version: r.template.as_ref().map(|t| t.1),
+            template: r.template.map(|t| t.0),
+            attachments: r.attachments,
         }
     }
 }
@@ -126,8 +167,11 @@ struct Prepared {
     hash: String,
     channel: Channel,
     to: String,
+    subject: Option<String>,
     text: String,
     html: Option<String>,
+    template: Option<TemplateRow>,
+    attachments: Vec<Attachment>,
 }
 
 impl Prepared {
@@ -147,43 +191,111 @@ impl Prepared {
             to: &self.to,
             from: req.from.as_deref(),
             reply_to: req.reply_to.as_deref(),
-            subject: req.subject.as_deref(),
+            subject: self.subject.as_deref(),
             text: &self.text,
             html: self.html.as_deref(),
+            template: self.template.as_ref(),
+            attachments: &self.attachments,
             now,
         }
     }
 }
 
-/// Check `req` and its key as `submit` takes them: nothing is written.
-fn prepare(key: &str, req: &MessageRequest) -> Result<Prepared> {
+/// Check `req` and its key as `submit` takes them, rendering `template` (the stored version
+/// `req` names, read by the caller) with its data: nothing is written.
+fn prepare(key: &str, req: &MessageRequest, template: Option<TemplateRow>) -> Result<Prepared> {
     let key = check_key(key)?;
     let (channel, to) = channel_of(&req.to, req.channel).map_err(|e| e.context("to"))?;
-    let text = req.text.clone().unwrap_or_default();
-    let html = req.html.as_deref().filter(|h| !h.trim().is_empty());
+    let (subject, text, html) = content_of(req, template.as_ref())?;
+    let html = html.filter(|h| !h.trim().is_empty());
     content::check(&Content {
         channel,
         sender: req.from.as_deref(),
-        subject: req.subject.as_deref(),
+        subject: subject.as_deref(),
         body: &text,
-        html,
+        html: html.as_deref(),
         reply_to: req.reply_to.as_deref(),
         sms_footer: None,
     })
     .map_err(api_words)?;
     // An HTML-only message gets its text part now, so that sending never has to.
-    let text = match html {
+    let text = match &html {
         Some(h) if text.trim().is_empty() => text_of_html(h)?,
         _ => text,
     };
+    let attachments = attachments_of(channel, &req.attachments)?;
     Ok(Prepared {
         key: key.to_string(),
         hash: request_hash(req)?,
         channel,
         to,
+        subject,
         text,
-        html: html.map(str::to_string),
+        html,
+        template,
+        attachments,
     })
+}
+
+/// The subject, text and HTML of `req`: its own, or its template's rendered with its data.
+fn content_of(
+    req: &MessageRequest,
+    template: Option<&TemplateRow>,
+) -> Result<(Option<String>, String, Option<String>)> {
+    let Some(t) = template else {
+        if req.data.is_some() || req.template_version.is_some() {
+            return Err(Error::invalid(
+                "data and template_version go with template (the name of a stored template)",
+            ));
+        }
+        let text = req.text.clone().unwrap_or_default();
+        return Ok((req.subject.clone(), text, req.html.clone()));
+    };
+    if req.subject.is_some() || req.text.is_some() || req.html.is_some() {
+        return Err(Error::invalid(
+            "give either template (with data) or subject, text and html, not both",
+        ));
+    }
+    let empty = serde_json::Value::Object(Default::default());
+    let r = templates::render(t, req.data.as_ref().unwrap_or(&empty))?;
+    Ok((r.subject, r.text, r.html))
+}
+
+/// The attachments of `req`, decoded and checked (email only).
+fn attachments_of(channel: Channel, given: &[AttachmentRequest]) -> Result<Vec<Attachment>> {
+    if channel == Channel::Sms && !given.is_empty() {
+        return Err(Error::invalid(
+            "attachments: an SMS carries none (email only)",
+        ));
+    }
+    let all = given
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            attachment::decode(
+                &a.filename,
+                a.content_type.as_deref(),
+                &a.content,
+                a.content_id.as_deref(),
+            )
+            .map_err(|e| e.context(&format!("attachments[{i}]")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    attachment::check_all(&all)?;
+    Ok(all)
+}
+
+/// The stored template `req` names, if it names one.
+fn template_for(
+    store: &Store,
+    account_id: i64,
+    req: &MessageRequest,
+) -> Result<Option<TemplateRow>> {
+    req.template
+        .as_deref()
+        .map(|name| store.template(account_id, name, req.template_version))
+        .transpose()
+        .map_err(|e| e.context("template"))
 }
 
 /// What the store answered, as the API says it.
@@ -215,7 +327,8 @@ pub fn submit(
     req: &MessageRequest,
     answer: Option<Answer>,
 ) -> Result<Submission> {
-    let p = prepare(key, req)?;
+    let template = template_for(store, account_id, req)?;
+    let p = prepare(key, req, template)?;
     let m = p.message(account_id, req, sendonce_domain::clock::now_ms(), answer);
     let submitted = match group {
         Some(g) => g.submit_message(&m)?,
@@ -231,6 +344,7 @@ pub const MAX_BATCH: usize = 500;
 /// refused does not stop the others), all of them through `group` at once so that they share
 /// its commits. Results in the order of `items`.
 pub fn submit_batch(
+    store: &Store,
     group: &Group,
     account_id: i64,
     items: &[(String, MessageRequest)],
@@ -245,7 +359,11 @@ pub fn submit_batch(
     let prepared: Vec<Result<Prepared>> = items
         .iter()
         .enumerate()
-        .map(|(i, (key, req))| prepare(key, req).map_err(|e| e.context(&format!("messages[{i}]"))))
+        .map(|(i, (key, req))| {
+            template_for(store, account_id, req)
+                .and_then(|t| prepare(key, req, t))
+                .map_err(|e| e.context(&format!("messages[{i}]")))
+        })
         .collect();
     let now = sendonce_domain::clock::now_ms();
     let ready: Vec<NewMessage<'_>> = prepared

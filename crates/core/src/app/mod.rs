@@ -21,6 +21,7 @@ pub mod preview;
 pub mod run;
 pub mod subscribers;
 pub mod suppressions;
+pub mod templates;
 pub mod tokens;
 pub mod unsubscribe;
 pub mod webhooks;

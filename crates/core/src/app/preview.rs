@@ -163,6 +163,7 @@ fn render(
         unsubscribe: link
             .filter(|_| c.channel == address::Channel::Email && !c.transactional)
             .map(str::to_string),
+        attachments: Vec::new(),
     })
 }
 

@@ -44,6 +44,22 @@ pub struct DeliveryLine {
     /// The SMTP envelope (`MAIL FROM`, every `RCPT TO`). Absent for HTTP deliveries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope: Option<Envelope>,
+    /// The files an HTTP request carried (Resend `attachments`, Postmark `Attachments`), as
+    /// sent. An SMTP message's are in `raw_base64`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<LoggedAttachment>,
+}
+
+/// One file of an accepted request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LoggedAttachment {
+    pub filename: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_id: Option<String>,
+    /// The bytes, base64 as the request carried them.
+    pub content: String,
 }
 
 /// An SMTP transaction's envelope.

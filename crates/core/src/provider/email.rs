@@ -7,14 +7,16 @@
 //! idempotency key, so a retry carries the same id), `X-Sendonce-Job`, optional
 //! `List-Unsubscribe` (+ `List-Unsubscribe-Post` for an https link, RFC 8058), `MIME-Version`,
 //! and either one quoted-printable `text/plain` part or a `multipart/alternative` of text and
-//! HTML. The boundary is derived from the key (retries are byte-identical apart from `Date`)
-//! and starts with `=_`, which quoted-printable output can never contain, so no body can
-//! forge a MIME part. After building, the header block is checked once more line by line.
+//! HTML; inline images (an attachment with a content id) wrap that in `multipart/related`, and
+//! attachments wrap the whole in `multipart/mixed`, each file base64. Boundaries are derived
+//! from the key (retries are byte-identical apart from `Date`) and start with `=_`, which
+//! neither quoted-printable nor base64 output can contain, so no body can forge a MIME part. After building, the header block is checked once more line by line.
 
 use super::Message;
 use lettre::message::header::{ContentTransferEncoding, ContentType, HeaderName, HeaderValue};
-use lettre::message::{Body, Mailbox, MessageBuilder, MultiPart, SinglePart};
+use lettre::message::{Body, Mailbox, MessageBuilder, MultiPart, MultiPartBuilder, SinglePart};
 use lettre::Address;
+use sendonce_domain::attachment::Attachment;
 use sendonce_domain::headers::{
     check_domain, check_text, parse_address, parse_mailbox, squeeze_spaces, MAX_SUBJECT_BYTES,
 };
@@ -107,17 +109,23 @@ pub fn build_email(
     }
 
     let text = qp_part(ContentType::TEXT_PLAIN, &msg.body)?;
-    let built = match &msg.html {
-        None => b.singlepart(text),
-        Some(html) => {
-            let boundary = format!("=_sendonce_{}", key.replace('-', ""));
-            b.multipart(
-                MultiPart::alternative()
-                    .boundary(boundary)
-                    .singlepart(text)
-                    .singlepart(qp_part(ContentType::TEXT_HTML, html)?),
-            )
-        }
+    let boundary = |kind: &str| format!("=_sendonce{kind}_{}", key.replace('-', ""));
+    let body = match &msg.html {
+        None => Part::Single(text),
+        Some(html) => Part::Multi(
+            MultiPart::alternative()
+                .boundary(boundary(""))
+                .singlepart(text)
+                .singlepart(qp_part(ContentType::TEXT_HTML, html)?),
+        ),
+    };
+    let (inline, attached): (Vec<_>, Vec<_>) =
+        msg.attachments.iter().partition(|a| a.content_id.is_some());
+    let body = wrap(body, MultiPart::related().boundary(boundary("_r")), &inline)?;
+    let body = wrap(body, MultiPart::mixed().boundary(boundary("_m")), &attached)?;
+    let built = match body {
+        Part::Single(p) => b.singlepart(p),
+        Part::Multi(m) => b.multipart(m),
     }
     .map_err(|e| format!("could not build the message: {e}"))?;
     let bytes = built.formatted();
@@ -195,6 +203,44 @@ pub fn unsubscribe_header_pairs(link: Option<&str>) -> Vec<(&'static str, String
             Vec::new()
         }
     }
+}
+
+/// A message body: one part, or several.
+enum Part {
+    Single(SinglePart),
+    Multi(MultiPart),
+}
+
+/// `body` followed by `files` inside `outer` (multipart/related for inline images,
+/// multipart/mixed for attachments); `body` alone when there are no files.
+fn wrap(body: Part, outer: MultiPartBuilder, files: &[&Attachment]) -> Result<Part, String> {
+    if files.is_empty() {
+        return Ok(body);
+    }
+    let mut m = match body {
+        Part::Single(p) => outer.singlepart(p),
+        Part::Multi(p) => outer.multipart(p),
+    };
+    for a in files {
+        m = m.singlepart(file_part(a)?);
+    }
+    Ok(Part::Multi(m))
+}
+
+/// One file, base64 whatever its type, so that it arrives byte for byte (a text file in 7bit
+/// would have its line ends rewritten on the way).
+fn file_part(a: &Attachment) -> Result<SinglePart, String> {
+    let ct = ContentType::parse(&a.content_type)
+        .map_err(|_| "an attachment's content type does not parse".to_string())?;
+    let body = Body::new_with_encoding(a.data.to_vec(), ContentTransferEncoding::Base64)
+        .map_err(|_| "could not encode an attachment as base64".to_string())?;
+    let file = match &a.content_id {
+        Some(cid) => {
+            lettre::message::Attachment::new_inline_with_name(cid.clone(), a.filename.clone())
+        }
+        None => lettre::message::Attachment::new(a.filename.clone()),
+    };
+    Ok(file.body(body, ct))
 }
 
 /// A quoted-printable text part: its output is ASCII, has short lines and never contains `=_`.
@@ -292,7 +338,29 @@ mod tests {
             body: "Hi Ana\n".into(),
             html: None,
             unsubscribe: None,
+            attachments: Vec::new(),
         }
+    }
+
+    #[test]
+    fn files_wrap_the_body_in_related_then_mixed_with_key_derived_boundaries() {
+        let file = |name: &str, cid: Option<&str>| {
+            sendonce_domain::attachment::decode(name, None, "AAEC/w==", cid).unwrap()
+        };
+        let mut m = msg();
+        m.html = Some("<img src=\"cid:logo\">".into());
+        m.attachments = vec![file("logo.png", Some("logo")), file("r.pdf", None)];
+        let a = build_email(&m, &EmailSettings::default(), SystemTime::UNIX_EPOCH).unwrap();
+        let b = build_email(&m, &EmailSettings::default(), SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(a.bytes, b.bytes, "a retry is byte-identical");
+        let s = String::from_utf8(a.bytes).unwrap();
+        let at = |needle: &str| s.find(needle).unwrap_or_else(|| panic!("{needle} in {s}"));
+        assert!(at("multipart/mixed") < at("multipart/related"));
+        assert!(at("multipart/related") < at("multipart/alternative"));
+        assert!(at("multipart/alternative") < at("Content-ID: <logo>"));
+        assert!(at("Content-ID: <logo>") < at("filename=\"r.pdf\""));
+        assert!(s.contains("=_sendonce_m_6f1c1f2e8d2a5b7e9c1d0a1b2c3d4e5f"));
+        assert_eq!(s.matches("AAEC/w==").count(), 2, "each file base64 once");
     }
 
     #[test]

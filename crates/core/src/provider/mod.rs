@@ -56,6 +56,10 @@ pub struct Message {
     /// transactional): written into `List-Unsubscribe` (+ one-click `List-Unsubscribe-Post`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsubscribe: Option<String>,
+    /// Files sent with it (an API message's; email only). Never serialized: the bytes go to
+    /// the provider, not into logs.
+    #[serde(skip)]
+    pub attachments: Vec<sendonce_domain::attachment::Attachment>,
 }
 
 impl Message {

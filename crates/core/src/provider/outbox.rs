@@ -181,6 +181,7 @@ impl Writer {
                 headers: None,
                 raw_base64: None,
                 envelope: None,
+                attachments: m.attachments.iter().map(logged).collect(),
             };
             serde_json::to_writer(&mut bytes, &line)
                 .map_err(|e| Error::io("encoding outbox line", e.into()))?;
@@ -230,5 +231,16 @@ impl Provider for Outbox {
                 error: "the outbox writer stopped during the call".into(),
             })
         })
+    }
+}
+
+/// A file as the outbox keeps it (the outbox is the message's destination, so its bytes are
+/// kept whole).
+fn logged(a: &sendonce_domain::attachment::Attachment) -> super::deliverylog::LoggedAttachment {
+    super::deliverylog::LoggedAttachment {
+        filename: a.filename.clone(),
+        content_type: Some(a.content_type.clone()),
+        content_id: a.content_id.clone(),
+        content: a.base64(),
     }
 }

@@ -107,6 +107,23 @@ impl Postmark {
         if let Some(stream) = &self.message_stream {
             p["MessageStream"] = json!(stream);
         }
+        if !msg.attachments.is_empty() {
+            p["Attachments"] = msg
+                .attachments
+                .iter()
+                .map(|a| {
+                    let mut f = json!({
+                        "Name": a.filename,
+                        "Content": a.base64(),
+                        "ContentType": a.content_type,
+                    });
+                    if let Some(cid) = &a.content_id {
+                        f["ContentID"] = json!(format!("cid:{cid}"));
+                    }
+                    f
+                })
+                .collect();
+        }
         if let Some(Value::Array(h)) = p.get_mut("Headers") {
             for (name, value) in super::email::unsubscribe_header_pairs(msg.unsubscribe.as_deref())
             {

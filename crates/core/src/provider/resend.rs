@@ -99,6 +99,23 @@ impl Resend {
         for (name, value) in super::email::unsubscribe_header_pairs(msg.unsubscribe.as_deref()) {
             p["headers"][name] = json!(value);
         }
+        if !msg.attachments.is_empty() {
+            p["attachments"] = msg
+                .attachments
+                .iter()
+                .map(|a| {
+                    let mut f = json!({
+                        "filename": a.filename,
+                        "content": a.base64(),
+                        "content_type": a.content_type,
+                    });
+                    if let Some(cid) = &a.content_id {
+                        f["content_id"] = json!(cid);
+                    }
+                    f
+                })
+                .collect();
+        }
         p
     }
 

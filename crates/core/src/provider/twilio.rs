@@ -341,6 +341,7 @@ mod tests {
             body: "hi".into(),
             html: None,
             unsubscribe: None,
+            attachments: Vec::new(),
         };
         let f = t.form(&msg);
         assert_eq!(f[0], ("To", "+14155550100".to_string()));

@@ -115,7 +115,7 @@ impl Webhook {
     }
 
     async fn call(&self, msg: &Message) -> CallResult {
-        let payload = json!({
+        let mut payload = json!({
             "job_id": msg.job_id,
             "to": msg.to,
             "channel": msg.channel.as_str(),
@@ -124,6 +124,16 @@ impl Webhook {
             "from": msg.from,
             "metadata": {"job_id": msg.job_id},
         });
+        if !msg.attachments.is_empty() {
+            payload["attachments"] = msg
+                .attachments
+                .iter()
+                .map(|a| {
+                    json!({"filename": a.filename, "content_type": a.content_type,
+                           "content_id": a.content_id, "content": a.base64()})
+                })
+                .collect();
+        }
         let sent = self
             .client
             .post(self.url.clone())

@@ -251,12 +251,18 @@ impl Worker {
             };
             let (id, p) = (row.id, route.provider.clone());
             // A stream row brings its own content; a campaign's row takes its campaign's.
-            let (source, from, reply_to) = match row.content.take() {
-                Some(m) => (Source::Own(m.subject, m.text, m.html), m.from, m.reply_to),
+            let (source, from, reply_to, attachments) = match row.content.take() {
+                Some(m) => (
+                    Source::Own(m.subject, m.text, m.html),
+                    m.from,
+                    m.reply_to,
+                    m.attachments,
+                ),
                 None => (
                     Source::Campaign(tpl.clone()),
                     c.sender.clone(),
                     c.reply_to.clone(),
+                    Vec::new(),
                 ),
             };
             let head = Head {
@@ -269,6 +275,7 @@ impl Worker {
                     l.unsubscribe_url(&target)
                 }),
                 status_callback: status_callback.clone(),
+                attachments,
             };
             let call = timed(route.name.clone(), call(p, source, row, head, call_timeout));
             self.calls.start(id, flight, call);
@@ -299,6 +306,8 @@ struct Head {
     link: Option<String>,
     /// `Message::status_callback`.
     status_callback: Option<String>,
+    /// A stream message's files.
+    attachments: Vec<sendonce_domain::attachment::Attachment>,
 }
 
 /// Where a row's message comes from.
@@ -348,6 +357,7 @@ async fn call(
             body: r.text,
             html: r.html,
             unsubscribe: head.link.filter(|_| head.header),
+            attachments: head.attachments,
         },
         // Variables are checked when the campaign is created; a row whose stored variables
         // cannot be rendered (or go over the rendering budget) is never called: it fails.

@@ -133,6 +133,7 @@ async fn reconcile(
             body: String::new(),
             html: None,
             unsubscribe: None,
+            attachments: Vec::new(),
         };
         let found = match route.provider.lookup(&msg).await {
             Lookup::Found { provider_id } => Some(provider_id),

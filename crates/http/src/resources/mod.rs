@@ -1,10 +1,12 @@
-//! The resource routes of the API: subscribers, lists, suppressions, campaigns and doubts of
-//! the token's own account. Reads need scope `read`, writes `admin`; an id of another account
-//! is answered 404 exactly as an id that does not exist (the ownership checks are in `app/`).
+//! The resource routes of the API: subscribers, lists, suppressions, campaigns, doubts and
+//! stored templates of the token's own account. Reads need scope `read`, writes `admin`; an id
+//! of another account is answered 404 exactly as an id that does not exist (the ownership
+//! checks are in `app/`).
 
 mod campaigns;
 mod lists;
 mod subscribers;
+mod templates;
 
 use super::auth::Authed;
 use super::{blocking, ApiError, AppState};
@@ -40,6 +42,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/campaigns/{id}/report"),
     ("GET", "/v1/campaigns/{id}/doubts"),
     ("POST", "/v1/doubts/{send_id}/resolve"),
+    ("GET", "/v1/templates"),
+    ("POST", "/v1/templates"),
+    ("GET", "/v1/templates/{name}"),
 ];
 
 pub fn routes() -> axum::Router<AppState> {
@@ -47,6 +52,7 @@ pub fn routes() -> axum::Router<AppState> {
         .merge(subscribers::routes())
         .merge(lists::routes())
         .merge(campaigns::routes())
+        .merge(templates::routes())
 }
 
 /// A read: scope `read` (or `admin`).

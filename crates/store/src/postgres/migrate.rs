@@ -42,6 +42,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0007_stream",
         include_str!("../../../../schema/postgres/0007_stream.sql"),
     ),
+    (
+        8,
+        "0008_templates",
+        include_str!("../../../../schema/postgres/0008_templates.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

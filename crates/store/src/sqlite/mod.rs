@@ -109,6 +109,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0020_stream",
         include_str!("../../../../schema/0020_stream.sql"),
     ),
+    (
+        "0021_templates",
+        include_str!("../../../../schema/0021_templates.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
