@@ -1057,6 +1057,7 @@ fn hostile_case(rng: &mut Rng, case: usize) -> HostileCase {
         body: value(rng, h4),
         html,
         unsubscribe: (rng.below(2) == 0).then(|| link_for(&to)),
+        attachments: Vec::new(),
     };
     HostileCase {
         msg,

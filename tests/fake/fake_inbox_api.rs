@@ -90,7 +90,6 @@ async fn send_three(c: &reqwest::Client, fake: &Fake, site: std::net::SocketAddr
         lee,
         sms,
         unsubscribe,
-        attachments: Vec::new(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `sendonce serve` (`crates/http`): the API, floods, the dashboard, provider webhooks, operations,
-//! opt-in and unsubscribe pages, the transactional stream.
+//! opt-in and unsubscribe pages, the transactional stream, stored templates and attachments.
 
 pub(crate) mod api;
 pub(crate) mod dashboard;
@@ -15,4 +15,5 @@ pub(crate) mod optin;
 pub(crate) mod serve;
 pub(crate) mod serve_flood;
 pub(crate) mod stream;
+pub(crate) mod templates;
 pub(crate) mod unsubscribe;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// POST `body` to `path` with the token and, if given, an Idempotency-Key: (status, JSON).
-async fn post(
+pub(crate) async fn post(
     c: &reqwest::Client,
     s: &Server,
     tok: &str,

@@ -21,6 +21,8 @@ fn message(account_id: i64, key: &str) -> NewMessage<'_> {
         subject: Some("Receipt"),
         text: "Paid.",
         html: None,
+        template: None,
+        attachments: &[],
         now: 1,
         answer: None,
     }

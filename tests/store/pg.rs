@@ -1137,6 +1137,8 @@ fn key_epochs_moved_in_scope_campaign_and_api_message_job_ids() {
             subject: Some("s"),
             text: "t",
             html: None,
+            template: None,
+            attachments: &[],
             now: now_ms(),
             answer: None,
         })

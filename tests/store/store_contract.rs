@@ -1584,6 +1584,8 @@ fn an_api_message_is_created_once_per_key_on_every_backend() {
             subject: Some("s"),
             text: "hello",
             html: None,
+            template: None,
+            attachments: &[],
             now: 1000,
             answer: None,
         };
@@ -1641,6 +1643,84 @@ fn an_api_message_is_created_once_per_key_on_every_backend() {
         other.account_id = 4242;
         assert!(s.submit_message(&other).is_err(), "{}", b.name);
     }
+}
+
+/// Templates keep every version; a message stored with a template version and two files reads
+/// back with both, and its stream's claim carries the files in order, byte for byte.
+#[test]
+fn templates_and_attachments_read_back_the_same_on_every_backend() {
+    use sendonce::domain::attachment::decode;
+    use sendonce::store::{NewMessage, NewTemplate, Submitted};
+    same_on_both(|s| {
+        let mut t = Vec::new();
+        let acct = s.add_account("t").unwrap();
+        for subject in ["one", "two"] {
+            let r = s.save_template(&NewTemplate {
+                account_id: acct,
+                name: "r",
+                subject: Some(subject),
+                text: Some("x {{ a }}"),
+                html: None,
+                now: 5,
+            });
+            t.push(said(r.map(|r| (r.name, r.version, r.subject))));
+        }
+        t.push(said(s.template(acct, "r", Some(1)).map(|r| r.subject)));
+        t.push(said(s.template(acct, "r", None).map(|r| r.version)));
+        t.push(said(s.template(acct, "r", Some(3)).map(|r| r.version)));
+        t.push(said(s.template(acct + 1, "r", None).map(|r| r.version)));
+        t.push(said(s.templates(acct).map(|v| v.len())));
+        let tpl = s.template(acct, "r", Some(1)).unwrap();
+        let files = vec![
+            decode("a.bin", None, "AAEC", None).unwrap(),
+            decode("b.png", None, "/w==", Some("logo")).unwrap(),
+        ];
+        let m = NewMessage {
+            account_id: acct,
+            idempotency_key: "k1",
+            request_hash: "h",
+            channel: Channel::Email,
+            to: "a@x.com",
+            from: Some("me@x.com"),
+            reply_to: None,
+            subject: Some("one"),
+            text: "x 1",
+            html: None,
+            template: Some(&tpl),
+            attachments: &files,
+            now: 1000,
+            answer: None,
+        };
+        let Submitted::Created { row, .. } = s.submit_message(&m).unwrap() else {
+            panic!("not created")
+        };
+        t.push(format!("created {:?} {}", row.template, row.attachments));
+        let read = s.message(acct, row.id).unwrap();
+        t.push(format!("read {:?} {}", read.template, read.attachments));
+        let stream = s.active_campaigns().unwrap()[0].id;
+        let claimed = s
+            .claim(&ClaimRequest {
+                campaign_id: stream,
+                account_id: acct,
+                channel: Channel::Email,
+                batch: 10,
+                lease_ms: 10_000,
+                token: 1,
+                owner: "w".into(),
+                key_window_ms: None,
+                now: 2000,
+            })
+            .unwrap();
+        let content = claimed.rows[0].content.clone().expect("content");
+        t.push(format!("claimed {:?}", content.attachments));
+        let bytes: Vec<Vec<u8>> = content
+            .attachments
+            .iter()
+            .map(|a| a.data.to_vec())
+            .collect();
+        assert_eq!(bytes, vec![vec![0u8, 1, 2], vec![255u8]]);
+        t
+    });
 }
 
 // ---- Notifications and Webhooks: the same script on every backend ----------------------------

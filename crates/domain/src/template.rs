@@ -395,6 +395,16 @@ impl Compiled {
         })
     }
 
+    /// Every top-level variable the templates read (`campaign` and the other globals aside).
+    pub fn variables(&self) -> BTreeSet<String> {
+        ["subject", "body", "body.html"]
+            .iter()
+            .filter_map(|name| self.env.get_template(name).ok())
+            .flat_map(|t| t.undeclared_variables(false))
+            .filter(|v| v != "campaign")
+            .collect()
+    }
+
     /// Render from the captured variables as stored (JSON text), without building a
     /// `serde_json::Value` first; `unsubscribe_url` is this recipient's link, if the sender
     /// has one.

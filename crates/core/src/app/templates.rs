@@ -149,9 +149,18 @@ pub fn render(t: &TemplateRow, data: &serde_json::Value) -> Result<Rendered> {
             "data: give a JSON object ({\"name\": \"Ana\"})",
         ));
     }
-    compile(t.subject.as_deref(), t.text.as_deref(), t.html.as_deref())?
-        .render(data)
-        .map_err(|e| e.context(&format!("template {:?} version {}", t.name, t.version)))
+    let compiled = compile(t.subject.as_deref(), t.text.as_deref(), t.html.as_deref())?;
+    compiled.render(data).map_err(|mut e| {
+        let lacking: Vec<String> = compiled
+            .variables()
+            .into_iter()
+            .filter(|v| data.get(v).is_none())
+            .collect();
+        if !lacking.is_empty() {
+            e.message = format!("{}; data lacks {}", e.message, lacking.join(", "));
+        }
+        e.context(&format!("template {:?} version {}", t.name, t.version))
+    })
 }
 
 #[cfg(test)]
