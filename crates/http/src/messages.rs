@@ -124,7 +124,7 @@ pub async fn create(
             }
             match kept {
                 Some((status, body)) => Ok(answer(code(status), body, false)),
-                None => first_answer(&st, &who, view, wait).await,
+                None => first_answer(&st, &who, *view, wait).await,
             }
         }
         Submission::Replay { status, body } => Ok(answer(code(status), body, true)),

@@ -139,7 +139,7 @@ pub enum Submission {
     /// A new message, queued. `answer`: the answer kept with it in its own transaction (the
     /// caller brought one); `None`: the caller answers and keeps its answer ([`save_answer`]).
     New {
-        view: MessageView,
+        view: Box<MessageView>,
         answer: Option<(u16, String)>,
     },
     /// The first answer to this key and request, to be given again as it was.
@@ -302,7 +302,7 @@ fn template_for(
 fn finish(submitted: Submitted) -> Result<Submission> {
     Ok(match submitted {
         Submitted::Created { row, answer } => Submission::New {
-            view: (*row).into(),
+            view: Box::new((*row).into()),
             answer,
         },
         Submitted::Replay { status, body, .. } => Submission::Replay { status, body },
