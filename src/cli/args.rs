@@ -597,7 +597,9 @@ pub enum TemplateCmd {
         /// Account id or name.
         #[arg(long)]
         account: String,
+        /// The template's name.
         name: String,
+        /// Which version (default: the latest).
         #[arg(long)]
         version: Option<i64>,
     },

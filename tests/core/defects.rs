@@ -721,7 +721,9 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TABLE address_collisions; DROP TABLE pending_steps;
+            "DROP TABLE message_attachments; DROP TABLE templates;
+             ALTER TABLE message_contents DROP COLUMN template_id;
+             DROP TABLE address_collisions; DROP TABLE pending_steps;
              DROP TRIGGER list_members_count_insert; DROP TRIGGER list_members_count_update;
              DROP TRIGGER list_members_count_delete; DROP TRIGGER lists_count_delete;
              DROP TABLE list_counts; DROP INDEX sends_unsent; DROP INDEX list_members_state;
