@@ -163,8 +163,9 @@ pub enum Command {
     /// Compare a provider's delivery log (outbox or fake-provider JSONL) with the ledger:
     /// lost, duplicated, unexpected, sent after opt-out. Exit 0 on pass, 1 on failure.
     Check {
-        /// Campaign to check (repeatable).
-        #[arg(long = "campaign", required = true)]
+        /// Campaign to check (repeatable). The API's messages (the transactional streams) are
+        /// always checked too: with no campaign, only they are.
+        #[arg(long = "campaign")]
         campaigns: Vec<i64>,
         /// Delivery log file (repeatable).
         #[arg(long = "log", required = true)]

@@ -108,6 +108,34 @@ fn many_messages_to_one_address_share_one_stream_and_each_goes_once() {
         env.count("SELECT count(*) FROM campaigns WHERE stream = 1 AND status = 'sending'"),
         2
     );
+    check_sees_the_streams_messages(&env, &fake);
+}
+
+/// `sendonce check` with no campaign checks the streams' messages: 21 delivered once pass; a
+/// second delivery of one (a copy of its line, not a replay) fails as a duplicate.
+fn check_sees_the_streams_messages(env: &Env, fake: &crate::common::Fake) {
+    let log = fake.log.to_str().unwrap();
+    let doc: Value = serde_json::from_str(&env.ok(&["--json", "check", "--log", log])).unwrap();
+    assert_eq!(
+        (doc["pass"].as_bool(), doc["messages"].as_u64()),
+        (Some(true), Some(21)),
+        "{doc}"
+    );
+    assert_eq!(doc["unexpected"], 0, "{doc}");
+    let copy = env.path("twice.jsonl");
+    let mut text = std::fs::read_to_string(&fake.log).unwrap();
+    let first = text.lines().next().unwrap().to_string();
+    text.push_str(&first);
+    text.push('\n');
+    std::fs::write(&copy, text).unwrap();
+    let r = env.run(&["--json", "check", "--log", copy.to_str().unwrap()]);
+    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_ne!(r.code, 0, "{doc}");
+    assert_eq!(
+        (doc["pass"].as_bool(), doc["duplicated"].as_u64()),
+        (Some(false), Some(1)),
+        "{doc}"
+    );
 }
 
 /// A schema-19 file's API message (campaign 3, its own hidden campaign; key `order-1`, sent

@@ -150,7 +150,46 @@ fn half_sent(fake: &Fake) -> (Env, String) {
         [queued[1]],
     )
     .unwrap();
+    an_api_message_with_a_template_and_a_file(&env);
     (env, cid)
+}
+
+/// A message of the account's stream rendered from a stored template, with one file: the move
+/// carries the template, the content and the file's bytes.
+fn an_api_message_with_a_template_and_a_file(env: &Env) {
+    use sendonce::store::prelude::*;
+    use sendonce::store::{NewMessage, NewTemplate};
+    let opts = sendonce::store::OpenOptions::default();
+    let s = sendonce::store::open(&sendonce::store::Target::File(env.db.clone()), &opts).unwrap();
+    let acct = s.resolve_account("acme").unwrap();
+    let t = s
+        .save_template(&NewTemplate {
+            account_id: acct,
+            name: "receipt",
+            subject: Some("Receipt"),
+            text: Some("Paid {{ amount }}"),
+            html: None,
+            now: 1,
+        })
+        .unwrap();
+    let file = sendonce::domain::attachment::decode("r.bin", None, "AP8=", None).unwrap();
+    s.submit_message(&NewMessage {
+        account_id: acct,
+        idempotency_key: "moved-1",
+        request_hash: "h",
+        channel: sendonce::domain::address::Channel::Email,
+        to: "kim@example.org",
+        from: Some("shop@example.org"),
+        reply_to: None,
+        subject: Some("Receipt"),
+        text: "Paid 3",
+        html: None,
+        template: Some(&t),
+        attachments: &[file],
+        now: 1,
+        answer: None,
+    })
+    .unwrap();
 }
 
 /// Rows per status, and the non-empty tables' counts, on the SQLite file.
@@ -167,6 +206,9 @@ fn sqlite_counts(env: &Env) -> Value {
         "list_members",
         "api_tokens",
         "guard_epochs",
+        "templates",
+        "message_contents",
+        "message_attachments",
     ] {
         let n: i64 = c
             .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
@@ -255,6 +297,9 @@ fn the_same_rows_are_on_postgres(cluster: &pg::PgCluster, moved: &Moved) {
         cluster.psql(db, "SELECT id FROM installation").trim(),
         installation
     );
+    let file = "SELECT encode(data, 'hex') || ' ' || t.name FROM message_attachments a \
+                JOIN message_contents c ON c.id = a.message_id JOIN templates t ON t.id = c.template_id";
+    assert_eq!(cluster.psql(db, file).trim(), "00ff receipt");
     // New ids continue past the copied ones.
     let max_sub: i64 = env.count("SELECT max(id) FROM subscribers");
     let next: i64 = cluster

@@ -41,6 +41,8 @@ pub struct AuditSnapshot {
 /// Read-only queries for `sendonce check`.
 pub trait Audit: Send + Sync {
     fn audit_snapshot(&self, campaign_id: i64) -> Result<AuditSnapshot>;
+    /// Every row of every account's transactional stream (the API's messages), by job id.
+    fn stream_rows(&self) -> Result<HashMap<String, AuditRow>>;
     /// Every broken ledger invariant of a campaign, described (empty when sound).
     fn invariant_violations(&self, campaign_id: i64) -> Result<Vec<String>>;
 }
@@ -112,22 +114,10 @@ fn snapshot(tx: &mut dyn Tx, c: &Campaign) -> Result<AuditSnapshot> {
     let fixed = args![c.account_id, c.id];
     let all = compiled.as_ref().map_or(fixed.to_vec(), |f| f.with(&fixed));
     let eligible: Vec<String> = tx.query(&sql, &all, |r| r.get(0))?;
-    let mut rows = HashMap::new();
-    tx.each(
-        "SELECT job_id, address, status, attempts, claimed_at FROM sends
-         WHERE campaign_id = ?1 AND account_id = ?2",
+    let rows = audit_rows(
+        tx,
+        "WHERE campaign_id = ?1 AND account_id = ?2",
         &args![c.id, c.account_id],
-        &mut |r| {
-            let row = AuditRow {
-                job_id: r.get(0)?,
-                address: r.get(1)?,
-                status: get_at::<SendStatus>(r, 2, "sends.status")?.to_string(),
-                attempts: r.get(3)?,
-                claimed_at: r.get(4)?,
-            };
-            rows.insert(row.job_id.clone(), row);
-            Ok(())
-        },
     )?;
     let mut suppressed_at = HashMap::new();
     tx.each(
@@ -148,7 +138,42 @@ fn snapshot(tx: &mut dyn Tx, c: &Campaign) -> Result<AuditSnapshot> {
     })
 }
 
+/// The rows `filter` picks, by job id.
+fn audit_rows(
+    tx: &mut dyn Tx,
+    filter: &str,
+    args: &[crate::sql::Arg<'_>],
+) -> Result<HashMap<String, AuditRow>> {
+    let mut rows = HashMap::new();
+    tx.each(
+        &format!("SELECT job_id, address, status, attempts, claimed_at FROM sends {filter}"),
+        args,
+        &mut |r| {
+            let row = AuditRow {
+                job_id: r.get(0)?,
+                address: r.get(1)?,
+                status: get_at::<SendStatus>(r, 2, "sends.status")?.to_string(),
+                attempts: r.get(3)?,
+                claimed_at: r.get(4)?,
+            };
+            rows.insert(row.job_id.clone(), row);
+            Ok(())
+        },
+    )?;
+    Ok(rows)
+}
+
 impl<S: Db + Admin + Campaigns> Audit for S {
+    fn stream_rows(&self) -> Result<HashMap<String, AuditRow>> {
+        self.read(|tx| {
+            audit_rows(
+                tx,
+                "WHERE campaign_id IN (SELECT id FROM campaigns WHERE stream = TRUE)",
+                &[],
+            )
+        })
+    }
+
     fn audit_snapshot(&self, campaign_id: i64) -> Result<AuditSnapshot> {
         let c = self.campaign(campaign_id)?;
         self.read(|tx| {

@@ -24,8 +24,12 @@ pub struct Report {
     pub duplicated_before_dedup: u64,
     /// Job ids the provider delivered more than once (after its own key dedup).
     pub duplicated: u64,
-    /// Deliveries for a job id not in the campaigns, or to an address not the row's.
+    /// Deliveries for a job id neither in the campaigns nor in a stream, or to an address not
+    /// the row's.
     pub unexpected: u64,
+    /// Job ids of the transactional streams (API messages) the provider accepted: checked for
+    /// duplicates and for a ledger that disagrees, whatever campaigns were asked for.
+    pub messages: u64,
     /// Delivered although the opt-out committed before that row's claim.
     pub sent_after_optout: u64,
     /// Delivered, but the ledger says it never was (queued, suppressed, cancelled, failed).
@@ -47,7 +51,7 @@ pub struct Report {
 
 impl Report {
     pub fn table(&self) -> String {
-        let rows: [(&str, String); 15] = [
+        let rows: [(&str, String); 16] = [
             ("eligible", self.eligible.to_string()),
             ("attempted", self.attempted.to_string()),
             ("delivered", self.delivered.to_string()),
@@ -58,6 +62,7 @@ impl Report {
             ),
             ("duplicated", self.duplicated.to_string()),
             ("unexpected", self.unexpected.to_string()),
+            ("messages", self.messages.to_string()),
             ("sent_after_optout", self.sent_after_optout.to_string()),
             ("ledger_mismatch", self.ledger_mismatch.to_string()),
             ("in_doubt", self.in_doubt.to_string()),
@@ -121,10 +126,12 @@ pub fn check(store: &dyn Audit, campaigns: &[i64], lines: &[DeliveryLine]) -> Re
             r.invariant_violations.push(format!("campaign {c}: {v}"));
         }
     }
-    let per_job = read_log(&mut r, &snaps, lines);
+    let streams = store.stream_rows()?;
+    let per_job = read_log(&mut r, &snaps, &streams, lines);
     for s in &snaps {
         check_campaign(&mut r, s, &per_job);
     }
+    check_messages(&mut r, &streams, &per_job);
     r.pass = r.lost == 0
         && r.duplicated == 0
         && r.unexpected == 0
@@ -136,7 +143,12 @@ pub fn check(store: &dyn Audit, campaigns: &[i64], lines: &[DeliveryLine]) -> Re
 
 /// Count the log's requests and deliveries per job, and the deliveries no campaign row owns
 /// (or owns for another address).
-fn read_log<'a>(r: &mut Report, snaps: &[AuditSnapshot], lines: &'a [DeliveryLine]) -> PerJob<'a> {
+fn read_log<'a>(
+    r: &mut Report,
+    snaps: &[AuditSnapshot],
+    streams: &HashMap<String, AuditRow>,
+    lines: &'a [DeliveryLine],
+) -> PerJob<'a> {
     let mut per_job: PerJob<'a> = HashMap::new();
     r.attempted = lines.len() as u64;
     for l in lines {
@@ -145,7 +157,10 @@ fn read_log<'a>(r: &mut Report, snaps: &[AuditSnapshot], lines: &'a [DeliveryLin
         if !l.replay {
             e.1 += 1;
         }
-        let owner = snaps.iter().find_map(|s| s.rows.get(&l.job_id));
+        let owner = snaps
+            .iter()
+            .find_map(|s| s.rows.get(&l.job_id))
+            .or_else(|| streams.get(&l.job_id));
         match owner {
             None => {
                 r.unexpected += 1;
@@ -185,6 +200,34 @@ fn check_campaign(r: &mut Report, s: &AuditSnapshot, per_job: &PerJob<'_>) {
                     r.duplicated += 1;
                 }
             }
+        }
+    }
+}
+
+/// The streams' messages the log holds: each delivered at most once, and never while the ledger
+/// says it was not (a message has no audience to be lost from: the stream crash suite counts
+/// every accepted key itself).
+fn check_messages(r: &mut Report, streams: &HashMap<String, AuditRow>, per_job: &PerJob<'_>) {
+    for row in streams.values() {
+        let Some(&(_, delivered)) = per_job.get(row.job_id.as_str()) else {
+            continue;
+        };
+        if delivered > 0 {
+            r.messages += 1;
+        }
+        if delivered > 1 {
+            r.duplicated += 1;
+            r.example(format!(
+                "message {} delivered {delivered} times",
+                row.job_id
+            ));
+        }
+        if delivered > 0 && matches!(row.status.as_str(), "suppressed" | "cancelled" | "failed") {
+            r.ledger_mismatch += 1;
+            r.example(format!(
+                "message {} delivered but the ledger says {}",
+                row.job_id, row.status
+            ));
         }
     }
 }
