@@ -6,6 +6,7 @@ pub(crate) mod dashboard;
 pub(crate) mod dashboard_audience;
 pub(crate) mod dashboard_campaigns;
 pub(crate) mod dashboard_isolation;
+pub(crate) mod dashboard_messages;
 pub(crate) mod dashboard_ops;
 #[cfg(feature = "tier1")]
 pub(crate) mod dashboard_tour;

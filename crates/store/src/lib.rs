@@ -55,7 +55,7 @@ pub use lists::{
     UnsubscribeRequest,
 };
 pub use logins::{role, LoginRow, Logins, NewLogin, SessionRow, OPERATOR};
-pub use messages::{Answer, MessageRow, Messages, NewMessage, Submitted};
+pub use messages::{Answer, MessageRow, MessageSearch, Messages, NewMessage, Submitted};
 pub use notify::{notify_job_id, Notifications, NotifyRow};
 pub use optin::{Confirmation, MemberKey, MemberState, Optin};
 pub use ratelimit::{refill, Grant, RateLimits};

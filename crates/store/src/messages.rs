@@ -81,6 +81,23 @@ pub struct MessageRow {
     pub template: Option<(String, i64)>,
     /// How many attachments it carries.
     pub attachments: i64,
+    /// Its subject (email), as stored.
+    pub subject: Option<String>,
+}
+
+/// Which of an account's messages to show (`Messages::messages_page`), newest first.
+#[derive(Debug, Clone, Default)]
+pub struct MessageSearch<'a> {
+    pub account_id: i64,
+    /// The start of the recipient's normalised address (lower-case email, or E.164).
+    pub to_prefix: Option<&'a str>,
+    /// The send states the API shows as one (`queued` is queued or leased).
+    pub states: Option<&'a [SendStatus]>,
+    /// The provider's message id, exactly.
+    pub provider_id: Option<&'a str>,
+    /// Keyset: messages older than this id.
+    pub before: Option<i64>,
+    pub limit: usize,
 }
 
 /// The API's transactional messages.
@@ -92,7 +109,20 @@ pub trait Messages: Send + Sync {
     fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()>;
     /// Message `id` of `account_id` (`NotFound` for another account's).
     fn message(&self, account_id: i64, id: i64) -> Result<MessageRow>;
+    /// A page of the account's messages, newest first (the dashboard's message stream).
+    fn messages_page(&self, q: &MessageSearch<'_>) -> Result<Vec<MessageRow>>;
 }
+
+/// The columns `message_from_row` reads, over `api_messages m`, `sends s`, `campaigns k`,
+/// `message_contents c` and `templates t`.
+const MESSAGE_COLUMNS: &str = "m.id, m.account_id, m.idempotency_key, k.channel, s.address,
+    s.job_id, s.status, s.attempts, s.provider_message_id, s.last_error, m.created_at, s.sent_at,
+    t.name, t.version,
+    (SELECT count(*) FROM message_attachments a WHERE a.message_id = m.id), c.subject
+    FROM api_messages m JOIN sends s ON s.id = m.send_id
+    JOIN campaigns k ON k.id = m.campaign_id
+    LEFT JOIN message_contents c ON c.id = s.message_id
+    LEFT JOIN templates t ON t.id = c.template_id";
 
 /// The message already under this key, if any.
 fn existing(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
@@ -253,6 +283,7 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
         sent_at: None,
         template: m.template.map(|t| (t.name.clone(), t.version)),
         attachments: m.attachments.len() as i64,
+        subject: m.subject.map(str::to_string),
     };
     let answer = m.answer.as_ref().map(|a| a(&row)).transpose()?;
     let (status, body) = answer.clone().unzip();
@@ -287,6 +318,7 @@ fn message_from_row(r: Row<'_>) -> Result<MessageRow> {
             _ => None,
         },
         attachments: r.get(14)?,
+        subject: r.get(15)?,
     })
 }
 
@@ -331,19 +363,46 @@ impl<S: Db> Messages for S {
     fn message(&self, account_id: i64, id: i64) -> Result<MessageRow> {
         let row = self.read(|tx| {
             tx.query_opt(
-                "SELECT m.id, m.account_id, m.idempotency_key, k.channel, s.address, s.job_id,
-                        s.status, s.attempts, s.provider_message_id, s.last_error, m.created_at,
-                        s.sent_at, t.name, t.version,
-                        (SELECT count(*) FROM message_attachments a WHERE a.message_id = m.id)
-                 FROM api_messages m JOIN sends s ON s.id = m.send_id
-                 JOIN campaigns k ON k.id = m.campaign_id
-                 LEFT JOIN message_contents c ON c.id = s.message_id
-                 LEFT JOIN templates t ON t.id = c.template_id
-                 WHERE m.id = ?1 AND m.account_id = ?2",
+                &format!("SELECT {MESSAGE_COLUMNS} WHERE m.id = ?1 AND m.account_id = ?2"),
                 &args![id, account_id],
                 message_from_row,
             )
         })?;
         row.ok_or_else(|| Error::not_found(format!("unknown message id {id}")))
+    }
+
+    fn messages_page(&self, q: &MessageSearch<'_>) -> Result<Vec<MessageRow>> {
+        let (low, high) = match q.to_prefix {
+            Some(p) => {
+                let (low, high) = crate::prefix_bounds(p, None);
+                (Some(low), Some(high))
+            }
+            None => (None, None),
+        };
+        let states: Option<Vec<&str>> = q.states.map(|s| s.iter().map(|s| s.as_str()).collect());
+        let states = states.map(|s| s.join(","));
+        self.read(|tx| {
+            tx.query(
+                &format!(
+                    "SELECT {MESSAGE_COLUMNS}
+                     WHERE m.account_id = ?1 AND m.id < ?2
+                       AND (CAST(?3 AS TEXT) IS NULL OR (s.address >= ?3 AND s.address < ?4))
+                       AND (CAST(?5 AS TEXT) IS NULL
+                            OR ',' || ?5 || ',' LIKE '%,' || s.status || ',%')
+                       AND (CAST(?6 AS TEXT) IS NULL OR s.provider_message_id = ?6)
+                     ORDER BY m.id DESC LIMIT ?7"
+                ),
+                &args![
+                    q.account_id,
+                    q.before.unwrap_or(i64::MAX),
+                    low.as_deref(),
+                    high.as_deref(),
+                    states.as_deref(),
+                    q.provider_id,
+                    i64::try_from(q.limit).unwrap_or(i64::MAX)
+                ],
+                message_from_row,
+            )
+        })
     }
 }

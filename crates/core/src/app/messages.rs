@@ -96,6 +96,8 @@ pub struct MessageView {
     pub template_version: Option<i64>,
     /// How many files it carries.
     pub attachments: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 impl MessageView {
@@ -129,6 +131,7 @@ impl From<MessageRow> for MessageView {
             template_version: r.template.as_ref().map(|t| t.1),
             template: r.template.map(|t| t.0),
             attachments: r.attachments,
+            subject: r.subject,
         }
     }
 }
@@ -426,6 +429,65 @@ pub fn save_answer(
         Some(g) => g.save_answer(account_id, id, status, body),
         None => store.save_answer(account_id, id, status, body),
     }
+}
+
+/// Messages per page of the dashboard's message stream.
+pub const PAGE: usize = 50;
+
+/// Which messages to show: a recipient's start, a state as the API names it, a provider id.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFilter<'a> {
+    pub to: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub provider_id: Option<&'a str>,
+    /// Keyset: older than this message id.
+    pub before: Option<i64>,
+}
+
+/// A page of messages, newest first, and the cursor of the next (older) page.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessagePage {
+    pub messages: Vec<MessageView>,
+    pub next_before: Option<i64>,
+}
+
+/// The account's messages, newest first, filtered (the dashboard's message stream).
+pub fn page(store: &Store, account: &str, f: &MessageFilter<'_>) -> Result<MessagePage> {
+    use SendStatus::*;
+    let account_id = store.resolve_account(account)?;
+    let states: Option<&[SendStatus]> = match f.status.map(str::trim).filter(|s| !s.is_empty()) {
+        None => None,
+        Some("queued") => Some(&[Queued, Leased]),
+        Some("sent") => Some(&[Sent]),
+        Some("suppressed") => Some(&[Suppressed]),
+        Some("failed") => Some(&[Failed, Cancelled]),
+        Some("in_doubt") => Some(&[InDoubt]),
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "status {other:?}: queued, sent, suppressed, failed or in_doubt"
+            )))
+        }
+    };
+    // Addresses are stored normalised: an email in lower case, a phone in E.164.
+    let to =
+        f.to.map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_lowercase);
+    let rows = store.messages_page(&sendonce_store::MessageSearch {
+        account_id,
+        to_prefix: to.as_deref(),
+        states,
+        provider_id: f.provider_id.map(str::trim).filter(|p| !p.is_empty()),
+        before: f.before,
+        limit: PAGE,
+    })?;
+    let next_before = (rows.len() == PAGE)
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
+    Ok(MessagePage {
+        messages: rows.into_iter().map(MessageView::from).collect(),
+        next_before,
+    })
 }
 
 /// Message `id` of `account_id`; another account's is `NotFound`.

@@ -19,6 +19,7 @@ pub(super) mod campaigns;
 mod doubts;
 mod lists;
 pub mod login;
+mod messages;
 mod overview;
 pub mod sandbox;
 mod settings;
@@ -56,6 +57,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         settings::ROUTES,
         lists::ROUTES,
         suppressions::ROUTES,
+        messages::ROUTES,
     ]
     .concat()
 }
@@ -70,6 +72,7 @@ pub fn routes() -> axum::Router<AppState> {
         .merge(settings::routes())
         .merge(lists::routes())
         .merge(suppressions::routes())
+        .merge(messages::routes())
 }
 
 /// Every dashboard template, by name (auto-escaped), over the pages' templates.
@@ -137,6 +140,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "admin/suppressions.html",
         include_str!("templates/suppressions.html"),
+    ),
+    (
+        "admin/messages.html",
+        include_str!("templates/messages.html"),
     ),
     (
         "admin/suppressions_remove.html",
