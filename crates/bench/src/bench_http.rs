@@ -1,8 +1,9 @@
 //! `sendonce bench --only http`: a bounded load test of `sendonce serve --worker` on loopback.
 //! A child server on a fresh database sends through a child `sendonce fake-provider`; N clients
 //! post transactional messages with unique Idempotency-Keys for a fixed time; then the fake
-//! provider's delivery log is compared with the accepted requests (each delivered once).
-//! Figures only, never asserted here.
+//! provider's delivery log is compared with the accepted requests (each delivered once). Then,
+//! on the same server, the open-loop and batch arms (`http_arms.rs`). Figures only, never
+//! asserted here.
 
 use super::bench::{child_cmd, load_average, machine, Machine, Workspace};
 use sendonce_domain::error::{Error, Result};
@@ -67,9 +68,18 @@ pub struct HttpReport {
     pub settle_seconds: f64,
     /// Deliveries per second over the load and the settling time.
     pub deliveries_per_second: f64,
-    /// deliveries == accepted and duplicates == 0.
+    /// deliveries == accepted and duplicates == 0 (every arm's messages counted).
     pub exactly_once: bool,
+    /// The open-loop arm at half the accepted rate: accept → provider latency.
+    pub paced: super::http_arms::Paced,
+    /// Batches of 500, one after another.
+    pub batches: super::http_arms::Batches,
 }
+
+/// How long the open-loop arm posts.
+const PACED_FOR: Duration = Duration::from_secs(10);
+/// How many batches of 500 the batch arm posts.
+const BATCHES: usize = 5;
 
 /// A child process, SIGTERMed by `stop`, killed if dropped before.
 struct Proc {
@@ -174,8 +184,16 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<HttpReport> {
     let load = rt.block_on(load(&base, &token, opts.clients, opts.duration))?;
     let settle_from = Instant::now();
     let during = deliveries(&log)?.0;
-    let (delivered, duplicates) = settle(&log, load.accepted)?;
+    let (delivered, _) = settle(&log, load.accepted)?;
     let settle_seconds = settle_from.elapsed().as_secs_f64();
+    // The other arms, on the same server once the backlog is gone.
+    let rate = load.accepted as f64 / load.seconds.max(1e-9) / 2.0;
+    let (sent, paced_requests) =
+        rt.block_on(super::http_arms::paced(&base, &token, rate, PACED_FOR))?;
+    let batches = rt.block_on(super::http_arms::batches(&base, &token, BATCHES))?;
+    let total = load.accepted + sent.len() as u64 + batches.accepted;
+    let (all, duplicates) = settle(&log, total)?;
+    let paced = super::http_arms::paced_report(&log, rate, paced_requests, &sent)?;
     server.stop()?;
     fake.stop()?;
     let d = Delivered {
@@ -183,8 +201,9 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<HttpReport> {
         delivered,
         duplicates,
         settle_seconds,
+        exactly_once: all == total && duplicates == 0,
     };
-    Ok(report(opts, load, limit, d, load_start))
+    Ok(report(opts, load, limit, d, load_start, paced, batches))
 }
 
 /// The limit arm: a bare `POST /v1/messages` in this process that commits the key and the body
@@ -262,9 +281,19 @@ struct Delivered {
     delivered: u64,
     duplicates: u64,
     settle_seconds: f64,
+    /// Every arm's messages delivered once.
+    exactly_once: bool,
 }
 
-fn report(opts: &Options, load: Load, limit: Load, d: Delivered, load_start: f64) -> HttpReport {
+fn report(
+    opts: &Options,
+    load: Load,
+    limit: Load,
+    d: Delivered,
+    load_start: f64,
+    paced: super::http_arms::Paced,
+    batches: super::http_arms::Batches,
+) -> HttpReport {
     let mut lat = load.latencies_ms;
     lat.sort_by(|a, b| a.total_cmp(b));
     let mut limit_lat = limit.latencies_ms;
@@ -291,12 +320,14 @@ fn report(opts: &Options, load: Load, limit: Load, d: Delivered, load_start: f64
         delivered_during_load: d.during,
         settle_seconds: d.settle_seconds,
         deliveries_per_second: d.delivered as f64 / (load.seconds + d.settle_seconds).max(1e-9),
-        exactly_once: d.delivered == load.accepted && d.duplicates == 0,
+        exactly_once: d.exactly_once && d.delivered == load.accepted,
+        paced,
+        batches,
     }
 }
 
 /// The `q` quantile of sorted values (nearest rank).
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -485,6 +516,29 @@ impl HttpReport {
                 format!(
                     "{:.1} s more ({:.0} deliveries/s overall)",
                     self.settle_seconds, self.deliveries_per_second
+                ),
+            ),
+            (
+                "open loop at half the rate",
+                format!(
+                    "{:.0}/s for {} requests ({} accepted): accept -> provider p50 {:.1} ms, \
+                     p99 {:.1} ms, max {:.1} ms",
+                    self.paced.rate,
+                    self.paced.requests,
+                    self.paced.accepted,
+                    self.paced.to_provider_p50_ms,
+                    self.paced.to_provider_p99_ms,
+                    self.paced.to_provider_max_ms
+                ),
+            ),
+            (
+                "batches of 500",
+                format!(
+                    "{} ({} accepted): median {:.0} ms, max {:.0} ms",
+                    self.batches.batches,
+                    self.batches.accepted,
+                    self.batches.median_ms,
+                    self.batches.max_ms
                 ),
             ),
             (

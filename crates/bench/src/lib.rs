@@ -6,6 +6,7 @@ pub mod bench_dashboard;
 pub mod bench_http;
 pub mod bench_pg;
 pub mod bench_throughput;
+mod http_arms;
 pub mod limit;
 pub mod original;
 pub mod seed;

@@ -135,6 +135,25 @@ pub struct SqliteStore {
     snapshot: bool,
     /// The clone guard and watermark of a writable open (None when read-only).
     guard: Option<std::sync::Arc<guard::Guard>>,
+    /// This process's writers take turns here before `BEGIN IMMEDIATE`, first come first
+    /// served ([`WriteTurn`]).
+    turns: std::sync::Arc<parking_lot::Mutex<()>>,
+}
+
+/// A writer's turn at the file, held from `BEGIN IMMEDIATE` to the commit and handed to the
+/// writer that waited longest when dropped. SQLite's own lock is not fair: a writer that finds
+/// the file locked sleeps in its busy handler and retries, and a writer that commits and begins
+/// again at once (the API's group commit under load) wins nearly every time, so the worker's
+/// claims and confirmations starved while requests were accepted. Writers of other processes
+/// still meet SQLite's lock and busy timeout.
+pub(crate) struct WriteTurn<'a>(Option<parking_lot::MutexGuard<'a, ()>>);
+
+impl Drop for WriteTurn<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.0.take() {
+            parking_lot::MutexGuard::unlock_fair(g);
+        }
+    }
 }
 
 type Conn = r2d2::PooledConnection<SqliteConnectionManager>;
@@ -298,6 +317,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             snapshot: flags.contains(OpenFlags::SQLITE_OPEN_URI),
             guard,
+            turns: Default::default(),
         };
         if opts.create && matches!(state, FileState::Missing) {
             store.own_new_file()?;
@@ -320,6 +340,7 @@ impl SqliteStore {
 
     /// Run `f` in a `BEGIN IMMEDIATE` transaction and commit it. Every write goes through here.
     fn write<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+        let _turn = self.turn();
         let mut conn = self.conn()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -339,6 +360,11 @@ impl SqliteStore {
 /// What only a SQLite file has (a snapshot open, a WAL, an owner, a copy on disk): reached
 /// through `Store::file`, never on a trait PostgreSQL implements.
 impl SqliteStore {
+    /// Wait for this process's turn to write (see [`WriteTurn`]).
+    pub(crate) fn turn(&self) -> WriteTurn<'_> {
+        WriteTurn(Some(self.turns.lock()))
+    }
+
     /// True when the file was opened as an immutable snapshot: a read-only file in a directory
     /// we cannot write, with no process holding it open at that moment. Such a store does not
     /// see later writes; commands that follow a file over time refuse it.

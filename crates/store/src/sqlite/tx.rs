@@ -72,6 +72,7 @@ impl Tx for SqliteTx<'_> {
 
 impl Db for SqliteStore {
     fn write<T>(&self, mut f: impl FnMut(&mut dyn Tx) -> Result<T>) -> Result<T> {
+        let _turn = self.turn();
         let mut conn = self.conn()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
