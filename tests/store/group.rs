@@ -128,3 +128,63 @@ fn a_piece_that_panics_does_not_stop_the_writer() {
     let after = group.submit_message(&message(acct, "k-after")).unwrap();
     assert!(matches!(after, Submitted::Created { .. }), "{after:?}");
 }
+
+/// Writers of one process take turns (`SqliteStore::turn`): while the group-commit writer
+/// commits back to back as fast as it can (synchronous=NORMAL: no fsync per commit in WAL),
+/// another writer — the worker's claims and confirmations — still gets the next turn each
+/// time, and the other way round. Counted, not timed: without the turns SQLite's busy handler
+/// hands the file to whoever retries at the right moment (measured: the group committed 136
+/// times while the other committed 20, or not once).
+#[test]
+fn a_writer_that_commits_back_to_back_does_not_starve_another() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let opts = OpenOptions {
+        create: true,
+        sync: sendonce::store::Synchronous::Normal,
+        ..Default::default()
+    };
+    let store = Arc::new(Store::Sqlite(
+        SqliteStore::open(&dir.path().join("t.db"), &opts).unwrap(),
+    ));
+    let acct = store.add_account("acme").unwrap();
+    let group = Arc::new(Group::start(store.clone()).unwrap());
+    let (stop, hammered) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    // Eight clients keep the group writer's queue full, as the API's under load.
+    let hammers: Vec<_> = (0..8)
+        .map(|t| {
+            let (group, stop, hammered) = (group.clone(), stop.clone(), hammered.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("h-{t}-{i}");
+                    group.submit_message(&message(acct, &key)).unwrap();
+                    hammered.fetch_add(1, Ordering::Relaxed);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    while hammered.load(Ordering::Relaxed) < 50 {
+        std::thread::yield_now();
+    }
+    let before = group.commits();
+    for i in 0..20 {
+        store
+            .submit_message(&message(acct, &format!("other-{i}")))
+            .unwrap();
+    }
+    let during = group.commits() - before;
+    stop.store(true, Ordering::Relaxed);
+    for h in hammers {
+        h.join().unwrap();
+    }
+    // Fair turns alternate: about one group commit per other commit (19 or 20 measured).
+    assert!(
+        (10..=60).contains(&during),
+        "the group writer committed {during} times while the other committed 20"
+    );
+}
