@@ -129,19 +129,19 @@ fn a_piece_that_panics_does_not_stop_the_writer() {
     assert!(matches!(after, Submitted::Created { .. }), "{after:?}");
 }
 
-/// Writers of one process take turns (`SqliteStore::turn`): while the group-commit writer
-/// commits back to back as fast as it can (synchronous=NORMAL: no fsync per commit in WAL),
-/// another writer — the worker's claims and confirmations — still gets the next turn each
-/// time, and the other way round. Counted, not timed: without the turns SQLite's busy handler
-/// hands the file to whoever retries at the right moment (measured: the group committed 136
-/// times while the other committed 20, or not once).
+/// Writers of one process take turns (`SqliteStore::turn`): while the group-commit writer has
+/// a full queue (eight clients), another writer — the worker's claims and confirmations — waits
+/// at most for the group commit in progress and the one queued before it. Counted, not timed.
+/// This guards against the group writer hogging the file; it did not reproduce the starvation
+/// `sendonce bench --only http` showed before the turns (the worker delivered 0.05 of what was
+/// accepted during the load, 1.00 with them): there the effect needs the whole server under load.
 #[test]
 fn a_writer_that_commits_back_to_back_does_not_starve_another() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let dir = tempfile::tempdir().unwrap();
     let opts = OpenOptions {
         create: true,
-        sync: sendonce::store::Synchronous::Normal,
+        sync: sendonce::store::Synchronous::Full,
         ..Default::default()
     };
     let store = Arc::new(Store::Sqlite(
@@ -171,20 +171,23 @@ fn a_writer_that_commits_back_to_back_does_not_starve_another() {
     while hammered.load(Ordering::Relaxed) < 50 {
         std::thread::yield_now();
     }
-    let before = group.commits();
+    // Group commits that end while the other writer waits for and holds its turn.
+    let mut during = 0;
     for i in 0..20 {
-        store
-            .submit_message(&message(acct, &format!("other-{i}")))
-            .unwrap();
+        let key = format!("other-{i}");
+        let m = message(acct, &key);
+        let before = group.commits();
+        store.submit_message(&m).unwrap();
+        during += group.commits() - before;
     }
-    let during = group.commits() - before;
     stop.store(true, Ordering::Relaxed);
     for h in hammers {
         h.join().unwrap();
     }
-    // Fair turns alternate: about one group commit per other commit (19 or 20 measured).
+    // Fair turns: while the other waits, the group finishes the commit it holds and at most
+    // the one it queued first, so at most 2 per write (40 for 20; 3 per write allowed).
     assert!(
-        (10..=60).contains(&during),
-        "the group writer committed {during} times while the other committed 20"
+        during <= 60,
+        "the group writer committed {during} times while the other waited for 20 turns"
     );
 }
