@@ -210,7 +210,7 @@ fn oversized_bodies_get_413_on_every_send_endpoint_and_nothing_is_stored() {
     let fake = Fake::start(&dir.path().join("d.jsonl"), &[]);
     let base = fake.base();
     let fake_addr = fake.addr;
-    let big = "x".repeat((1 << 20) + 1);
+    let big = "x".repeat((16 << 20) + 1);
     rt().block_on(async {
         let c = client();
         let json_body = format!("{{\"job_id\":\"j\",\"to\":\"a@example.com\",\"body\":\"{big}\"}}");

@@ -125,12 +125,24 @@ fn templates_are_versioned_checked_rendered_once_and_frozen_per_message() {
         }
         // Version 3, then the first request again: the first answer, nothing sent again.
         save(json!({"name": "reset", "subject": "v3", "text": "v3 {{ code }}"})).await;
-        let (status, again) = msg("k-latest", latest).await;
+        let (status, again) = msg("k-latest", latest.clone()).await;
         assert_eq!(
             (status, again["template_version"].as_i64()),
             (200, Some(2)),
             "{again}"
         );
+        // Version 4 needs a variable the first request's data lacks: the retry still replays;
+        // a new key with that body is refused, naming the variable.
+        save(json!({"name": "reset", "subject": "v4", "text": "{{ code }} {{ extra }}"})).await;
+        let (status, again) = msg("k-latest", latest.clone()).await;
+        assert_eq!(
+            (status, again["template_version"].as_i64()),
+            (200, Some(2)),
+            "{again}"
+        );
+        let (status, got) = msg("k-new", latest).await;
+        let text = got["error"]["message"].as_str().unwrap_or_default();
+        assert!(status == 400 && text.contains("extra"), "{status} {got}");
     });
     wait_lines(&fake, 2);
     std::thread::sleep(Duration::from_millis(300));

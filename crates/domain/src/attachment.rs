@@ -3,9 +3,10 @@
 //! type and size only).
 //!
 //! The limits are the strictest of the providers sendonce speaks, so that a message accepted
-//! here is not refused by any of them later: Postmark takes at most 10 MB per message in all
-//! (Resend 40 MB, SES 40 MB); Gmail and most receivers cap incoming mail at 25 MB after the
-//! base64 growth of 4/3. [`MAX_COUNT`] keeps one request from carrying thousands of tiny parts.
+//! here is not refused by any of them later: Postmark takes at most 10 MB per message, counted
+//! with its files in base64 (Resend 40 MB, SES 40 MB; Gmail and most receivers cap incoming
+//! mail at 25 MB), and Resend a content id under 128 characters. [`MAX_COUNT`] keeps one request
+//! from carrying thousands of tiny parts.
 
 use crate::error::{Error, Result};
 use crate::headers::check_text;
@@ -15,8 +16,11 @@ use std::sync::Arc;
 
 /// Most attachments on one message.
 pub const MAX_COUNT: usize = 20;
-/// Most bytes (decoded) of all of one message's attachments together.
-pub const MAX_TOTAL_BYTES: usize = 10 * 1000 * 1000;
+/// Most bytes of one message as Postmark counts them: its files in base64 (4 characters for
+/// every 3 bytes) plus its text and HTML.
+pub const MAX_MESSAGE_BYTES: usize = 10 * 1000 * 1000;
+/// Longest content id (Resend's bound).
+pub const MAX_CONTENT_ID_BYTES: usize = 127;
 /// Longest file name, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
 
@@ -70,13 +74,13 @@ pub fn decode(
     let content_id = content_id
         .map(|c| {
             let ok = !c.is_empty()
-                && c.len() <= MAX_NAME_BYTES
+                && c.len() <= MAX_CONTENT_ID_BYTES
                 && c.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"._-@$+".contains(&b));
             match ok {
                 true => Ok(c.to_string()),
                 false => Err(Error::invalid(
-                    "content_id: 1 to 255 letters, digits or . _ - @ $ + (the HTML refers to \
+                    "content_id: 1 to 127 letters, digits or . _ - @ $ + (the HTML refers to \
                      it as cid:…)",
                 )),
             }
@@ -104,19 +108,20 @@ pub fn decode(
     })
 }
 
-/// The limits of one message's attachments.
-pub fn check_all(all: &[Attachment]) -> Result<()> {
+/// The limits of one message's attachments; `bodies`: the bytes of its text and HTML.
+pub fn check_all(all: &[Attachment], bodies: usize) -> Result<()> {
     if all.len() > MAX_COUNT {
         return Err(Error::invalid(format!(
             "attachments: at most {MAX_COUNT} per message, not {}",
             all.len()
         )));
     }
-    let total: usize = all.iter().map(|a| a.data.len()).sum();
-    if total > MAX_TOTAL_BYTES {
+    let encoded: usize = all.iter().map(|a| a.data.len().div_ceil(3) * 4).sum();
+    if !all.is_empty() && encoded + bodies > MAX_MESSAGE_BYTES {
         return Err(Error::invalid(format!(
-            "attachments: {total} bytes in all, over the limit of {MAX_TOTAL_BYTES} per message \
-             (Postmark's, the strictest provider's)"
+            "attachments: the message is {} bytes with its files in base64, over the limit of \
+             {MAX_MESSAGE_BYTES} (Postmark's, the strictest provider's)",
+            encoded + bodies
         )));
     }
     Ok(())
@@ -206,13 +211,16 @@ mod tests {
     #[test]
     fn the_limits_hold() {
         let one = decode("a.bin", None, "YQ==", None).unwrap();
-        assert!(check_all(&vec![one.clone(); MAX_COUNT]).is_ok());
-        assert!(check_all(&vec![one; MAX_COUNT + 1]).is_err());
+        assert!(check_all(&vec![one.clone(); MAX_COUNT], 0).is_ok());
+        assert!(check_all(&vec![one; MAX_COUNT + 1], 0).is_err());
+        // 7,499,997 bytes are 9,999,996 in base64: with 4 bytes of text it fits, with 5 not.
         let big = Attachment {
-            data: vec![0u8; MAX_TOTAL_BYTES + 1].into(),
+            data: vec![0u8; 7_499_997].into(),
             ..decode("b.bin", None, "YQ==", None).unwrap()
         };
-        let e = check_all(&[big]).unwrap_err();
-        assert!(e.message.contains("10000000"), "{}", e.message);
+        assert!(check_all(std::slice::from_ref(&big), 4).is_ok());
+        let e = check_all(&[big], 5).unwrap_err();
+        assert!(e.message.contains("10000001"), "{}", e.message);
+        assert!(decode("a.png", None, "YQ==", Some(&"x".repeat(128))).is_err());
     }
 }

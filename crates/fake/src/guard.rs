@@ -34,7 +34,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 pub(super) const MAX_REFUSING: usize = 64;
 /// An oversized body up to this size is read (and discarded) before its 413; a larger one is
 /// answered at once and its connection closed.
-const OVERSIZE_DRAIN: usize = 8 << 20;
+const OVERSIZE_DRAIN: usize = 2 * MAX_BODY;
 /// How often a connection's watchdog looks at its phase.
 const WATCH_EVERY: Duration = Duration::from_millis(200);
 /// How long a refused connection is given to send its request head, then to take its 503.

@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// Largest request body accepted.
-pub(super) const MAX_BODY: usize = 1 << 20;
+/// Largest request body accepted: a message with the attachments Postmark (10 MB) and
+/// sendonce take, base64 and all.
+pub(super) const MAX_BODY: usize = 16 << 20;
 /// How long in-flight requests may take after the stop signal.
 const DRAIN: Duration = Duration::from_secs(10);
 

@@ -379,7 +379,8 @@ fn schemas() -> Value {
                     "description": "Default: the latest version when the message is accepted."},
                 "data": {"type": ["object", "null"], "description": "The template's variables."},
                 "attachments": {"type": "array", "maxItems": 20,
-                    "description": "Email only; at most 10,000,000 bytes (decoded) in all.",
+                    "description": "Email only; the files in base64 plus the text and HTML \
+                        at most 10,000,000 bytes (Postmark's limit).",
                     "items": {"$ref": "#/components/schemas/Attachment"}},
             }},
         "Attachment": {"type": "object", "additionalProperties": false,
@@ -388,7 +389,8 @@ fn schemas() -> Value {
                 "filename": {"type": "string"},
                 "content_type": text("Default: from the file name's extension."),
                 "content": {"type": "string", "contentEncoding": "base64"},
-                "content_id": text("For an inline image the HTML shows as cid:..."),
+                "content_id": text("For an inline image the HTML shows as cid:... (at most \
+                    127 characters)."),
             }},
         "Message": {"type": "object",
             "required": ["id", "status", "channel", "to", "idempotency_key", "job_id",
@@ -409,6 +411,7 @@ fn schemas() -> Value {
                     rendered from (absent: its own content)."},
                 "template_version": {"type": "integer"},
                 "attachments": {"type": "integer", "description": "How many files it carries."},
+                "subject": {"type": "string", "description": "Its subject (email)."},
             }},
     })
 }

@@ -34,6 +34,9 @@ pub enum Chunk {
 
 /// Rows per `Chunk::Rows`.
 pub const BATCH: usize = 2000;
+/// Bytes of text and blobs after which a `Chunk::Rows` goes even with fewer rows, so that the
+/// copy's memory stays bounded whatever the rows hold (a message's attachments are megabytes).
+pub const BATCH_BYTES: usize = 16 << 20;
 
 /// Every table of the store, parents before children (foreign keys are checked on insert).
 /// `installation` and `guard` are single rows the target already has: they are replaced.

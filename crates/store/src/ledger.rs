@@ -12,6 +12,7 @@
 use crate::shared::{get_at, BodyFormat};
 use crate::sql::{args, Db, Dialect, Row, Tx};
 use sendonce_domain::address::Channel;
+use sendonce_domain::attachment::Attachment;
 use sendonce_domain::crash;
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::{
@@ -147,6 +148,8 @@ pub struct ClaimedRow {
     pub maybe_delivered: bool,
     /// A stream row's own content (`None` for a campaign's row, which has its campaign's).
     pub content: Option<MessageContent>,
+    /// A stream row's message id (its content's and files' key).
+    pub message_id: Option<i64>,
 }
 
 /// The content of one stream message, as stored at submission (literal text, not templates).
@@ -158,8 +161,8 @@ pub struct MessageContent {
     /// The text; empty when it is generated from `html`.
     pub text: String,
     pub html: Option<String>,
-    /// Its attachments, in the order the request gave them.
-    pub attachments: Vec<sendonce_domain::attachment::Attachment>,
+    /// Its attachments, in the order the request gave them (read after the claim's commit).
+    pub attachments: Vec<Attachment>,
 }
 
 /// The result of one claim transaction.
@@ -378,8 +381,9 @@ impl<S: LedgerStore> Ledger for S {
     }
 
     fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
-        let (out, generation) = self.write(|tx| claim_tx(self, tx, req, false))?;
+        let (mut out, generation) = self.write(|tx| claim_tx(self, tx, req, false))?;
         self.claim_committed(generation, req.now)?;
+        attach_files(self, &mut out.rows)?;
         if !out.rows.is_empty() {
             crash::point("after_claim_commit");
         }
@@ -405,7 +409,7 @@ impl<S: LedgerStore> Ledger for S {
             };
             Ok((stats, got))
         });
-        let (stats, (got, generation)) = match both {
+        let (stats, (mut got, generation)) = match both {
             Ok(x) => x,
             // The claim found damage (or the guard refused it) and rolled everything back: the
             // outcomes of calls that did finish are still the truth, so they are committed on
@@ -417,6 +421,7 @@ impl<S: LedgerStore> Ledger for S {
             Err(e) => return Err(e),
         };
         self.claim_committed(generation, now)?;
+        attach_files(self, &mut got.rows)?;
         if !records.is_empty() {
             crash::point("after_confirm_commit");
         }
@@ -936,6 +941,7 @@ fn claim_tx<S: LedgerStore + ?Sized>(
             token: req.token,
             maybe_delivered: c.maybe_since.is_some(),
             content: None,
+            message_id: c.message_id,
         });
         if let Some(m) = c.message_id {
             contents.push((out.rows.len() - 1, m));
@@ -980,7 +986,6 @@ fn load_contents(tx: &mut dyn Tx, wanted: &[(usize, i64)], rows: &mut [ClaimedRo
             Ok(())
         },
     )?;
-    load_attachments(tx, &ids, &mut found)?;
     for &(i, m) in wanted {
         let Some(c) = found.get(&m) else {
             return Err(Error::damaged(format!(
@@ -993,30 +998,37 @@ fn load_contents(tx: &mut dyn Tx, wanted: &[(usize, i64)], rows: &mut [ClaimedRo
     Ok(())
 }
 
-/// The attachments of the messages `ids` (read in the claim's transaction by one statement, in
-/// each message's order), added to their contents in `found`.
-fn load_attachments(
-    tx: &mut dyn Tx,
-    ids: &[i64],
-    found: &mut std::collections::HashMap<i64, MessageContent>,
-) -> Result<()> {
-    tx.each(
-        CLAIM_ATTACHMENTS.get(tx.dialect()),
-        &args![json_ids(ids).as_str()],
-        &mut |r| {
-            let id: i64 = r.get(0)?;
-            let a = sendonce_domain::attachment::Attachment {
-                filename: r.get(1)?,
-                content_type: r.get(2)?,
-                content_id: r.get(3)?,
-                data: r.get::<Vec<u8>>(4)?.into(),
-            };
-            if let Some(c) = found.get_mut(&id) {
-                c.attachments.push(a);
-            }
-            Ok(())
-        },
-    )
+/// The files of the stream rows a claim leased, read after its commit by one statement (in each
+/// message's order): they never change once stored, and reading megabytes inside the claim's
+/// write transaction would hold every other writer's turn at the file.
+fn attach_files<S: Db>(store: &S, rows: &mut [ClaimedRow]) -> Result<()> {
+    let ids: Vec<i64> = rows.iter().filter_map(|r| r.message_id).collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut found: std::collections::HashMap<i64, Vec<Attachment>> = Default::default();
+    store.read(|tx| {
+        tx.each(
+            CLAIM_ATTACHMENTS.get(tx.dialect()),
+            &args![json_ids(&ids).as_str()],
+            &mut |r| {
+                let a = Attachment {
+                    filename: r.get(1)?,
+                    content_type: r.get(2)?,
+                    content_id: r.get(3)?,
+                    data: r.get::<Vec<u8>>(4)?.into(),
+                };
+                found.entry(r.get(0)?).or_default().push(a);
+                Ok(())
+            },
+        )
+    })?;
+    for r in rows {
+        if let (Some(m), Some(c)) = (r.message_id, r.content.as_mut()) {
+            c.attachments = found.remove(&m).unwrap_or_default();
+        }
+    }
+    Ok(())
 }
 
 /// A row that may already have been delivered, and a provider webhook reported its outcome

@@ -107,6 +107,9 @@ pub trait Messages: Send + Sync {
     fn submit_message(&self, m: &NewMessage<'_>) -> Result<Submitted>;
     /// Keep the answer given to the request that created message `id`, for its replays.
     fn save_answer(&self, account_id: i64, id: i64, status: u16, body: &str) -> Result<()>;
+    /// What a request with `key` and request hash `hash` would find already there (a replay,
+    /// in progress, a mismatch), without writing: `None` for a new key.
+    fn submitted(&self, account_id: i64, key: &str, hash: &str) -> Result<Option<Submitted>>;
     /// Message `id` of `account_id` (`NotFound` for another account's).
     fn message(&self, account_id: i64, id: i64) -> Result<MessageRow>;
     /// A page of the account's messages, newest first (the dashboard's message stream).
@@ -126,13 +129,23 @@ const MESSAGE_COLUMNS: &str = "m.id, m.account_id, m.idempotency_key, k.channel,
 
 /// The message already under this key, if any.
 fn existing(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
+    existing_key(tx, m.account_id, m.idempotency_key, m.request_hash)
+}
+
+/// The message already under `key` of `account_id`, compared with the request hash `hash`.
+fn existing_key(
+    tx: &mut dyn Tx,
+    account_id: i64,
+    key: &str,
+    hash: &str,
+) -> Result<Option<Submitted>> {
     tx.query_opt(
         "SELECT id, request_hash, response_status, response_body, created_at
          FROM api_messages WHERE account_id = ?1 AND idempotency_key = ?2",
-        &args![m.account_id, m.idempotency_key],
+        &args![account_id, key],
         |r| {
             let id: i64 = r.get(0)?;
-            if r.get::<String>(1)? != m.request_hash {
+            if r.get::<String>(1)? != hash {
                 return Ok(Submitted::Mismatch { id });
             }
             Ok(
@@ -360,6 +373,10 @@ impl<S: Db> Messages for S {
         self.write(|tx| save_answer_tx(tx, account_id, id, status, body))
     }
 
+    fn submitted(&self, account_id: i64, key: &str, hash: &str) -> Result<Option<Submitted>> {
+        self.read(|tx| existing_key(tx, account_id, key, hash))
+    }
+
     fn message(&self, account_id: i64, id: i64) -> Result<MessageRow> {
         let row = self.read(|tx| {
             tx.query_opt(
@@ -382,11 +399,15 @@ impl<S: Db> Messages for S {
         let states: Option<Vec<&str>> = q.states.map(|s| s.iter().map(|s| s.as_str()).collect());
         let states = states.map(|s| s.join(","));
         self.read(|tx| {
+            // In byte order the range is exactly the addresses that start with the prefix,
+            // whatever the database's collation (`schema/postgres/0003_prefix_order.sql`).
+            let c = tx.dialect().byte_order;
             tx.query(
                 &format!(
                     "SELECT {MESSAGE_COLUMNS}
                      WHERE m.account_id = ?1 AND m.id < ?2
-                       AND (CAST(?3 AS TEXT) IS NULL OR (s.address >= ?3 AND s.address < ?4))
+                       AND (CAST(?3 AS TEXT) IS NULL
+                            OR (s.address{c} >= ?3 AND s.address{c} < ?4))
                        AND (CAST(?5 AS TEXT) IS NULL
                             OR ',' || ?5 || ',' LIKE '%,' || s.status || ',%')
                        AND (CAST(?6 AS TEXT) IS NULL OR s.provider_message_id = ?6)

@@ -57,8 +57,8 @@ pub struct MessageRequest {
     pub attachments: Vec<AttachmentRequest>,
 }
 
-/// An attachment as a client sends it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An attachment as a client sends it (`Debug` shows its name and size, never its content).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttachmentRequest {
     pub filename: String,
@@ -70,6 +70,17 @@ pub struct AttachmentRequest {
     /// For an inline image the HTML shows as `cid:…`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_id: Option<String>,
+}
+
+impl std::fmt::Debug for AttachmentRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "AttachmentRequest({:?}, {} base64 characters)",
+            self.filename,
+            self.content.len()
+        )
+    }
 }
 
 /// A message as the API shows it.
@@ -226,7 +237,8 @@ fn prepare(key: &str, req: &MessageRequest, template: Option<TemplateRow>) -> Re
         Some(h) if text.trim().is_empty() => text_of_html(h)?,
         _ => text,
     };
-    let attachments = attachments_of(channel, &req.attachments)?;
+    let bodies = text.len() + html.as_ref().map_or(0, String::len);
+    let attachments = attachments_of(channel, &req.attachments, bodies)?;
     Ok(Prepared {
         key: key.to_string(),
         hash: request_hash(req)?,
@@ -265,7 +277,11 @@ fn content_of(
 }
 
 /// The attachments of `req`, decoded and checked (email only).
-fn attachments_of(channel: Channel, given: &[AttachmentRequest]) -> Result<Vec<Attachment>> {
+fn attachments_of(
+    channel: Channel,
+    given: &[AttachmentRequest],
+    bodies: usize,
+) -> Result<Vec<Attachment>> {
     if channel == Channel::Sms && !given.is_empty() {
         return Err(Error::invalid(
             "attachments: an SMS carries none (email only)",
@@ -284,7 +300,7 @@ fn attachments_of(channel: Channel, given: &[AttachmentRequest]) -> Result<Vec<A
             .map_err(|e| e.context(&format!("attachments[{i}]")))
         })
         .collect::<Result<Vec<_>>>()?;
-    attachment::check_all(&all)?;
+    attachment::check_all(&all, bodies)?;
     Ok(all)
 }
 
@@ -330,14 +346,36 @@ pub fn submit(
     req: &MessageRequest,
     answer: Option<Answer>,
 ) -> Result<Submission> {
-    let template = template_for(store, account_id, req)?;
-    let p = prepare(key, req, template)?;
+    let p = match template_for(store, account_id, req).and_then(|t| prepare(key, req, t)) {
+        Ok(p) => p,
+        Err(e) => return earlier(store, account_id, key, req, e),
+    };
     let m = p.message(account_id, req, sendonce_domain::clock::now_ms(), answer);
     let submitted = match group {
         Some(g) => g.submit_message(&m)?,
         None => store.submit_message(&m)?,
     };
     finish(submitted)
+}
+
+/// A request that cannot be prepared now (its template's latest version no longer renders with
+/// its data, or is gone) may be the retry of one accepted before: its key's first answer, as
+/// for any retry; `e` for a new key (or a key used with another request, which `e` explains
+/// better than a mismatch would).
+fn earlier(
+    store: &Store,
+    account_id: i64,
+    key: &str,
+    req: &MessageRequest,
+    e: Error,
+) -> Result<Submission> {
+    let (Ok(key), Ok(hash)) = (check_key(key), request_hash(req)) else {
+        return Err(e);
+    };
+    match store.submitted(account_id, key, &hash)? {
+        Some(found @ (Submitted::Replay { .. } | Submitted::InProgress { .. })) => finish(found),
+        _ => Err(e),
+    }
 }
 
 /// Most messages in one batch (`POST /v1/messages/batch`).
@@ -368,6 +406,15 @@ pub fn submit_batch(
                 .map_err(|e| e.context(&format!("messages[{i}]")))
         })
         .collect();
+    // A refused item whose key was used with this very request already has its answer.
+    let mut earlier_answers: Vec<Option<Result<Submission>>> = prepared
+        .iter()
+        .zip(items)
+        .map(|(p, (key, req))| match p {
+            Err(e) => Some(earlier(store, account_id, key, req, e.clone())),
+            Ok(_) => None,
+        })
+        .collect();
     let now = sendonce_domain::clock::now_ms();
     let ready: Vec<NewMessage<'_>> = prepared
         .iter()
@@ -380,7 +427,11 @@ pub fn submit_batch(
     let mut submitted = group.submit_messages(&ready).into_iter();
     Ok(prepared
         .into_iter()
-        .map(|p| {
+        .zip(earlier_answers.iter_mut())
+        .map(|(p, earlier)| {
+            if let Some(answer) = earlier.take() {
+                return answer;
+            }
             p?;
             let s = submitted
                 .next()

@@ -5,7 +5,7 @@
 use super::dbfile::{lock_exclusive, Exclusive};
 use super::guard::mark_moved;
 use super::SqliteStore;
-use crate::copy::{Cell, Census, Chunk, SendsChecksum, BATCH, TABLES};
+use crate::copy::{Cell, Census, Chunk, SendsChecksum, BATCH, BATCH_BYTES, TABLES};
 use crate::driver::OrDb as _;
 use crate::OpenOptions;
 use rusqlite::types::ValueRef;
@@ -190,15 +190,23 @@ fn export_tables(
         })?;
         let mut rows = st.query([]).db()?;
         let mut batch = Vec::with_capacity(BATCH);
-        let mut n = 0u64;
+        let (mut n, mut bytes) = (0u64, 0usize);
         while let Some(r) = rows.next().db()? {
             let mut row = Vec::with_capacity(cols.len());
             for i in 0..cols.len() {
-                row.push(cell(r.get_ref(i).db()?)?);
+                let c = cell(r.get_ref(i).db()?)?;
+                bytes += match &c {
+                    Cell::Blob(b) => b.len(),
+                    Cell::Text(t) => t.len(),
+                    _ => 8,
+                };
+                row.push(c);
             }
             batch.push(row);
             n += 1;
-            if batch.len() == BATCH {
+            // A batch is at most BATCH rows and about BATCH_BYTES (attachments are megabytes).
+            if batch.len() == BATCH || bytes >= BATCH_BYTES {
+                bytes = 0;
                 send(Chunk::Rows(std::mem::replace(
                     &mut batch,
                     Vec::with_capacity(BATCH),

@@ -790,6 +790,7 @@ impl SqliteStore {
         let path = kept
             .to_str()
             .ok_or_else(|| Error::invalid(format!("{} is not a UTF-8 path", kept.display())))?;
+        let _turn = self.turn();
         let c = self.conn()?;
         c.execute("ATTACH DATABASE ?1 AS replaced", [path]).db()?;
         let carried = carry_attached(&c, kept);
