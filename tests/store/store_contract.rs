@@ -1697,6 +1697,29 @@ fn templates_and_attachments_read_back_the_same_on_every_backend() {
         t.push(format!("created {:?} {}", row.template, row.attachments));
         let read = s.message(acct, row.id).unwrap();
         t.push(format!("read {:?} {}", read.template, read.attachments));
+        // The dashboard's search: a recipient's start (byte order on both), a state, paging.
+        for (prefix, states) in [
+            (Some("a@"), None),
+            (Some("a@y"), None),
+            (Some("A"), None),
+            (
+                None,
+                Some(&[sendonce::domain::model::SendStatus::Queued][..]),
+            ),
+            (None, Some(&[sendonce::domain::model::SendStatus::Sent][..])),
+        ] {
+            let page = s.messages_page(&sendonce::store::MessageSearch {
+                account_id: acct,
+                to_prefix: prefix,
+                states,
+                provider_id: None,
+                before: None,
+                limit: 10,
+            });
+            t.push(said(
+                page.map(|p| p.iter().map(|m| m.id).collect::<Vec<_>>()),
+            ));
+        }
         let stream = s.active_campaigns().unwrap()[0].id;
         let claimed = s
             .claim(&ClaimRequest {
