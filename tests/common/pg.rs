@@ -286,9 +286,11 @@ extern "C" fn stop_shared() {
     }
 }
 
-/// What `schema/postgres/0007_stream.sql` made, undone (on a database without API messages):
-/// how a test takes a database back to schema 6 or older.
-pub const UNDO_0007: &str = "DROP INDEX campaigns_stream; ALTER TABLE campaigns DROP COLUMN stream;
+/// What `schema/postgres/0008_templates.sql` and `0007_stream.sql` made, undone (on a database
+/// without API messages): how a test takes a database back to schema 6 or older.
+pub const UNDO_0007: &str = "DROP TABLE message_attachments;
+     ALTER TABLE message_contents DROP COLUMN template_id; DROP TABLE templates;
+     DROP INDEX campaigns_stream; ALTER TABLE campaigns DROP COLUMN stream;
      DROP INDEX sends_campaign_address; DROP INDEX sends_campaign_subscriber;
      ALTER TABLE sends DROP COLUMN message_id; DROP TABLE message_contents;
      ALTER TABLE sends ADD UNIQUE (campaign_id, subscriber_id), ADD UNIQUE (campaign_id, address);";
