@@ -519,6 +519,23 @@ impl HttpReport {
                 ),
             ),
             (
+                "exactly once",
+                if self.exactly_once { "yes" } else { "NO" }.to_string(),
+            ),
+        ];
+        for (k, v) in rows.into_iter().chain(self.arm_rows()) {
+            t.push_str(&format!("{k:<28} {v}\n"));
+        }
+        if let Some(p) = &self.first_problem {
+            t.push_str(&format!("first problem: {p}\n"));
+        }
+        t
+    }
+
+    /// The rows of the open-loop and batch arms.
+    fn arm_rows(&self) -> [(&'static str, String); 2] {
+        [
+            (
                 "open loop at half the rate",
                 format!(
                     "{:.0}/s for {} requests ({} accepted): accept -> provider p50 {:.1} ms, \
@@ -541,17 +558,6 @@ impl HttpReport {
                     self.batches.max_ms
                 ),
             ),
-            (
-                "exactly once",
-                if self.exactly_once { "yes" } else { "NO" }.to_string(),
-            ),
-        ];
-        for (k, v) in rows {
-            t.push_str(&format!("{k:<28} {v}\n"));
-        }
-        if let Some(p) = &self.first_problem {
-            t.push_str(&format!("first problem: {p}\n"));
-        }
-        t
+        ]
     }
 }
