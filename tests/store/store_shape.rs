@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 const MAX_TWINS: usize = 25;
 /// Lines of `crates/store/src` (every file, tests included). A ratchet at what the store has now
 /// (13,645 once the bench-only store code moved to `sendonce-bench`, from 18,834; 14,055 with
-/// the transactional stream and its group commit, issue 41; 14,415 with stored templates,
-/// attachments, the dashboard's message search and the writers' turns); issue 39's target,
-/// 9,000, is not met yet.
-const MAX_STORE_LINES: usize = 14_450;
+/// the transactional stream and its group commit, issue 41; 14,460 with stored templates,
+/// attachments, the dashboard's message search, the writers' turns and the replay of a key
+/// whose template no longer renders); issue 39's target, 9,000, is not met yet.
+const MAX_STORE_LINES: usize = 14_475;
 
 fn store() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src")
