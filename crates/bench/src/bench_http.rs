@@ -518,12 +518,12 @@ impl HttpReport {
                     self.settle_seconds, self.deliveries_per_second
                 ),
             ),
-            (
-                "exactly once",
-                if self.exactly_once { "yes" } else { "NO" }.to_string(),
-            ),
         ];
-        for (k, v) in rows.into_iter().chain(self.arm_rows()) {
+        let last = [(
+            "exactly once",
+            if self.exactly_once { "yes" } else { "NO" }.to_string(),
+        )];
+        for (k, v) in rows.into_iter().chain(self.arm_rows()).chain(last) {
             t.push_str(&format!("{k:<28} {v}\n"));
         }
         if let Some(p) = &self.first_problem {
