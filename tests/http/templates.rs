@@ -143,8 +143,25 @@ fn templates_are_versioned_checked_rendered_once_and_frozen_per_message() {
         let (status, got) = msg("k-new", latest).await;
         let text = got["error"]["message"].as_str().unwrap_or_default();
         assert!(status == 400 && text.contains("extra"), "{status} {got}");
+        // A batch renders each message with its own data (one lookup of the version for all).
+        let one = |to: &str, code: Option<&str>| {
+            let mut data = json!({"name": to});
+            if let Some(c) = code {
+                data["code"] = json!(c);
+            }
+            json!({"to": to, "from": "shop@example.org", "template": "reset",
+                   "template_version": 1, "data": data})
+        };
+        let batch = json!({"messages": [one("b1@example.org", Some("1")),
+            one("b2@example.org", None), one("b3@example.org", Some("3"))]});
+        let (status, got) = post(&c, &server, &send, "/v1/messages/batch", Some("b"), &batch).await;
+        assert_eq!((status, got["accepted"].as_u64()), (200, Some(2)), "{got}");
+        let refused = got["results"][1]["error"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(refused.contains("code"), "{got}");
     });
-    wait_lines(&fake, 2);
+    wait_lines(&fake, 4);
     std::thread::sleep(Duration::from_millis(300));
     let lines = fake.lines();
     let kim: Vec<_> = lines.iter().filter(|l| l.to == "kim@example.org").collect();
@@ -161,6 +178,14 @@ fn templates_are_versioned_checked_rendered_once_and_frozen_per_message() {
         "data unescaped in the subject"
     );
     assert_eq!(lee.body, "Code 42");
+    let b3 = lines
+        .iter()
+        .find(|l| l.to == "b3@example.org")
+        .expect("b3's message");
+    assert_eq!(
+        (b3.subject.as_deref(), b3.body.as_str()),
+        (Some("Reset b3@example.org"), "Code 3")
+    );
 }
 
 /// The files of the tests below: binary bytes, a text file with bare LF line ends (which a 7bit

@@ -16,6 +16,7 @@ use sendonce_store::prelude::*;
 use sendonce_store::{Answer, MessageRow, NewMessage, Store, Submitted, TemplateRow};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 
 /// Longest Idempotency-Key, in bytes (Stripe's limit).
 pub const MAX_KEY_BYTES: usize = 255;
@@ -397,12 +398,20 @@ pub fn submit_batch(
             items.len()
         )));
     }
+    // One lookup per (template, version) the batch names, not one per message.
+    let mut templates: HashMap<(&str, Option<i64>), Result<Option<TemplateRow>>> = HashMap::new();
     let prepared: Vec<Result<Prepared>> = items
         .iter()
         .enumerate()
         .map(|(i, (key, req))| {
-            template_for(store, account_id, req)
-                .and_then(|t| prepare(key, req, t))
+            let t = match req.template.as_deref() {
+                None => Ok(None),
+                Some(name) => templates
+                    .entry((name, req.template_version))
+                    .or_insert_with(|| template_for(store, account_id, req))
+                    .clone(),
+            };
+            t.and_then(|t| prepare(key, req, t))
                 .map_err(|e| e.context(&format!("messages[{i}]")))
         })
         .collect();
