@@ -231,7 +231,17 @@ impl OwnedMessage {
             subject: m.subject.map(str::to_string),
             text: m.text.to_string(),
             html: m.html.map(str::to_string),
-            template: m.template.cloned(),
+            // What the writer needs of the version is its id, name and number, not its sources.
+            template: m.template.map(|t| crate::TemplateRow {
+                id: t.id,
+                account_id: t.account_id,
+                name: t.name.clone(),
+                version: t.version,
+                subject: None,
+                text: None,
+                html: None,
+                created_at: t.created_at,
+            }),
             attachments: m.attachments.to_vec(),
             now: m.now,
             answer: m.answer.clone(),
