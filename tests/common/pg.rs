@@ -286,9 +286,17 @@ extern "C" fn stop_shared() {
     }
 }
 
-/// What `schema/postgres/0008_templates.sql` and `0007_stream.sql` made, undone (on a database
-/// without API messages): how a test takes a database back to schema 6 or older.
-pub const UNDO_0007: &str = "DROP TABLE message_attachments;
+/// What `schema/postgres/0009_stream_all.sql` made, undone (on a database without stream
+/// rows): how a test takes a database back to schema 8.
+pub const UNDO_0009: &str = "DROP INDEX message_contents_notify;
+     ALTER TABLE message_contents DROP COLUMN templated, DROP COLUMN notify_key;";
+
+/// What `schema/postgres/0009_stream_all.sql`, `0008_templates.sql` and `0007_stream.sql`
+/// made, undone (on a database without API messages): how a test takes a database back to
+/// schema 6 or older.
+pub const UNDO_0007: &str = "DROP INDEX message_contents_notify;
+     ALTER TABLE message_contents DROP COLUMN templated, DROP COLUMN notify_key;
+     DROP TABLE message_attachments;
      ALTER TABLE message_contents DROP COLUMN template_id; DROP TABLE templates;
      DROP INDEX campaigns_stream; ALTER TABLE campaigns DROP COLUMN stream;
      DROP INDEX sends_campaign_address; DROP INDEX sends_campaign_subscriber;

@@ -430,6 +430,38 @@ fn one_confirmation_then_get_changes_nothing_and_post_confirms() {
     env.assert_counters();
 }
 
+/// Confirmations are rows of the account's email stream, not campaigns: `campaign list` shows
+/// none. Removing a list cancels its confirmations not yet sent (they would ask to confirm a
+/// list that is gone); the worker then sends nothing for it, and the other list's goes.
+#[test]
+fn removing_a_list_cancels_its_queued_confirmations() {
+    let env = Env::new();
+    let (news, _, staff) = setup(&env);
+    assert_eq!(add(&env, "ana@example.org", &news).code, 0);
+    assert_eq!(add(&env, "bo@example.org", &staff).code, 0);
+    let listed: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "campaign", "list", "--account", "acme"]))
+            .unwrap();
+    assert_eq!(listed["campaigns"], serde_json::json!([]), "{listed}");
+    ok(&env, &["list", "remove", "--account", "acme", &news]);
+    let cancelled = env.count(
+        "SELECT count(*) FROM sends WHERE status = 'cancelled'
+         AND job_id LIKE 'confirm:%' AND address = 'ana@example.org'",
+    );
+    assert_eq!(
+        cancelled, 1,
+        "ana's confirmation is cancelled with its list"
+    );
+    let sent = send(&env, &env.path("o.jsonl"));
+    let to: Vec<&str> = sent.iter().map(|l| l.to.as_str()).collect();
+    assert_eq!(
+        to,
+        ["bo@example.org"],
+        "only the other list's confirmation goes"
+    );
+    env.assert_counters();
+}
+
 #[test]
 fn double_opt_in_needs_a_sender_and_an_email() {
     let env = Env::new();

@@ -15,4 +15,5 @@ pub(crate) mod ratelimit;
 pub(crate) mod sql_edge;
 pub(crate) mod store_contract;
 pub(crate) mod store_shape;
+pub(crate) mod stream_fold;
 pub(crate) mod upgrades;

@@ -1748,8 +1748,9 @@ fn templates_and_attachments_read_back_the_same_on_every_backend() {
 
 // ---- Notifications and Webhooks: the same script on every backend ----------------------------
 
-/// `sendonce notify`'s rows: one hidden campaign per key and channel, a row per recipient made
-/// once, content from the first call, a finished notification reopened by a new recipient.
+/// `sendonce notify`'s rows: rows of the `notify` account's stream for their channel, a row per
+/// recipient made once, one content per key and channel taken from the first call (the claim
+/// reads it), a later recipient queued in the stream, which never completes.
 #[test]
 fn notifications_answer_the_same_on_every_backend() {
     use sendonce::store::NotifyRow;
@@ -1786,8 +1787,8 @@ fn notifications_answer_the_same_on_every_backend() {
                 &to(&["a@x.com", "b@x.com"]),
             )
             .unwrap();
-        t.push(format!("campaign {cid}"));
-        // A retry with other content finds the same campaign; its content stays the first.
+        t.push(format!("stream {cid}"));
+        // A retry with other content finds the same stream; its content stays the first.
         t.push(said(s.prepare_notification(
             "k1",
             Channel::Email,
@@ -1826,7 +1827,7 @@ fn notifications_answer_the_same_on_every_backend() {
                 c.id, c.account_id, c.channel, c.sender, c.subject, c.body, c.name
             ));
         }
-        // Send both rows of k1/email, finish it; a new recipient reopens it.
+        // Send the email stream's rows (k1's two, k2's one); it stays open for a later one.
         let acct = active[0].account_id;
         let now = now_ms();
         let claimed = s
@@ -1843,6 +1844,10 @@ fn notifications_answer_the_same_on_every_backend() {
             })
             .unwrap();
         t.push(format!("claimed {}", claimed.rows.len()));
+        for r in &claimed.rows {
+            let c = r.content.as_ref().expect("a stream row brings its content");
+            t.push(format!("content {:?} {:?} {:?}", c.from, c.subject, c.text));
+        }
         let done: Vec<Record> = claimed.rows.iter().map(|r| accepted(r.id, 1)).collect();
         s.record(&done, now).unwrap();
         t.push(said(s.try_complete(cid, now)));
@@ -1880,14 +1885,27 @@ fn notifications_answer_the_same_on_every_backend() {
         let all = t.join("\n");
         assert!(
             all.contains(&format!("ok {cid}")),
-            "a retry finds the same campaign:\n{all}"
+            "a retry finds the same stream:\n{all}"
         );
-        assert!(all.contains("claimed 2"), "{all}");
+        assert!(
+            all.contains("claimed 3"),
+            "k1's two rows and k2's one:\n{all}"
+        );
+        let first = "content Some(\"me@x.com\") Some(\"deploy\") \"deploy ok\"";
+        assert_eq!(
+            all.matches(first).count(),
+            2,
+            "the first call's content:\n{all}"
+        );
         let statuses: Vec<&String> = t.iter().filter(|l| l.starts_with("status")).collect();
         assert_eq!(
             statuses,
-            ["status sent", "status sent", "status sending"],
+            ["status sending", "status sending", "status sending"],
             "{all}"
+        );
+        assert!(
+            all.contains("notify:k1:c@x.com c@x.com email queued"),
+            "a later recipient is queued:\n{all}"
         );
         t
     });

@@ -8,7 +8,7 @@ use crate::common::{deliveries, Env};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const RELEASED: i64 = 21;
+const RELEASED: i64 = 22;
 
 fn fixture(n: i64) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/schema-{n:02}.db"))
@@ -399,8 +399,9 @@ fn the_sends_rebuild_keeps_every_row_its_check_and_its_references() {
     assert_eq!(before.len(), 12, "the schema-15 fixture's sends");
     let init = json(&env, &["init"]);
     assert_eq!(init["schema_version"], RELEASED, "{init}");
-    // 0020 adds `message_id` (last) and moves the API message (send 100) to its stream
-    // (tests/http/stream.rs checks that move); every other cell is kept.
+    // 0020 adds `message_id` (last) and moves the API message (send 100) to its stream, 0022
+    // the opt-in confirmation (send 101, campaign 4) with its own content (tests/http/
+    // stream.rs checks those moves); every other cell is kept.
     let mut after = sends_dump(&env.db);
     let stream = env
         .count("SELECT id FROM campaigns WHERE stream = 1")
@@ -410,11 +411,14 @@ fn the_sends_rebuild_keeps_every_row_its_check_and_its_references() {
         if row[0] == "100" {
             assert_eq!((row[2].as_str(), message.as_str()), (stream.as_str(), "1"));
             row[2] = "3".into();
+        } else if row[0] == "101" {
+            assert_eq!((row[2].as_str(), message.as_str()), (stream.as_str(), "2"));
+            row[2] = "4".into();
         } else {
             assert_eq!(message, "NULL", "send {} has content", row[0]);
         }
     }
-    assert_eq!(after, before, "0016 or 0020 changed a send");
+    assert_eq!(after, before, "0016, 0020 or 0022 changed a send");
     env.assert_counters();
     // The same tables, indexes and triggers, to the byte, as a file made by this binary.
     let fresh = Env::new();

@@ -139,8 +139,8 @@ pub struct Adopted {
 /// Counts of a database, for `backup` and `restore` to print.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct LedgerCounts {
-    /// Campaigns people made, as `campaign list` shows them (API messages, confirmations and
-    /// notifications are kept as one-row campaigns and are not counted here).
+    /// Campaigns people made, as `campaign list` shows them (the streams that hold API
+    /// messages, confirmations and notifications are not counted here).
     pub campaigns: u64,
     pub subscribers: u64,
     pub sends: u64,

@@ -31,8 +31,8 @@ pub struct Campaign {
     pub filter: Option<String>,
     /// Appended to every SMS (copied from the account at create).
     pub sms_footer: Option<String>,
-    /// The hidden one-row campaign of a one-off message (an API message, a notification), not
-    /// a campaign people manage.
+    /// An account's stream of one-off messages (API messages, confirmations, notifications;
+    /// before schema 22 also a hidden one-row campaign), not a campaign people manage.
     pub one_off: bool,
     /// No List-Unsubscribe, and approvable without a public unsubscribe URL: marked so at
     /// create (`--transactional`), or a one-off message (always transactional).

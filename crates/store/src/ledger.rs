@@ -152,7 +152,8 @@ pub struct ClaimedRow {
     pub message_id: Option<i64>,
 }
 
-/// The content of one stream message, as stored at submission (literal text, not templates).
+/// The content of one stream message, as stored when it was queued: literal text, or (a double
+/// opt-in confirmation) templates rendered with the row's captured variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageContent {
     pub from: Option<String>,
@@ -161,6 +162,8 @@ pub struct MessageContent {
     /// The text; empty when it is generated from `html`.
     pub text: String,
     pub html: Option<String>,
+    /// The subject and text are templates, rendered per row with its variables.
+    pub templated: bool,
     /// Its attachments, in the order the request gave them (read after the claim's commit).
     pub attachments: Vec<Attachment>,
 }
@@ -980,6 +983,7 @@ fn load_contents(tx: &mut dyn Tx, wanted: &[(usize, i64)], rows: &mut [ClaimedRo
                 subject: r.get(3)?,
                 text,
                 html,
+                templated: r.get(7)?,
                 attachments: Vec::new(),
             };
             found.insert(r.get::<i64>(0)?, content);
@@ -1025,7 +1029,9 @@ fn attach_files<S: Db>(store: &S, rows: &mut [ClaimedRow]) -> Result<()> {
     })?;
     for r in rows {
         if let (Some(m), Some(c)) = (r.message_id, r.content.as_mut()) {
-            c.attachments = found.remove(&m).unwrap_or_default();
+            // A notification's rows share one content: each takes its own copy of the list
+            // (the files' bytes are shared, not copied).
+            c.attachments = found.get(&m).cloned().unwrap_or_default();
         }
     }
     Ok(())
@@ -1397,8 +1403,8 @@ pub(crate) static CLAIM_CAMPAIGN_STATUS: PerDialect = PerDialect::new(|d| {
 /// The contents of the stream rows a claim leased, by a JSON array of their ids (`?1`).
 pub(crate) static CLAIM_CONTENTS: PerDialect = PerDialect::new(|d| {
     format!(
-        "SELECT id, sender, reply_to, subject, body, body_format, html FROM message_contents
-     WHERE {}",
+        "SELECT id, sender, reply_to, subject, body, body_format, html, templated
+     FROM message_contents WHERE {}",
         (d.in_json_ids)("id", "?1")
     )
 });

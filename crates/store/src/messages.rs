@@ -121,7 +121,7 @@ pub trait Messages: Send + Sync {
 const MESSAGE_COLUMNS: &str = "m.id, m.account_id, m.idempotency_key, k.channel, s.address,
     s.job_id, s.status, s.attempts, s.provider_message_id, s.last_error, m.created_at, s.sent_at,
     t.name, t.version,
-    (SELECT count(*) FROM message_attachments a WHERE a.message_id = m.id), c.subject
+    (SELECT count(*) FROM message_attachments a WHERE a.message_id = s.message_id), c.subject
     FROM api_messages m JOIN sends s ON s.id = m.send_id
     JOIN campaigns k ON k.id = m.campaign_id
     LEFT JOIN message_contents c ON c.id = s.message_id
@@ -217,15 +217,15 @@ pub(crate) fn stream_for(
         })
 }
 
-/// Message `id`'s content and attachments, stored once under the message's own id.
-fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<()> {
+/// A message's content and attachments, stored once; returns the content's id (its send row's
+/// `message_id`).
+fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<i64> {
     let (body, format, html) = BodyFormat::store(m.text, m.html);
-    tx.exec(
-        "INSERT INTO message_contents (id, account_id, sender, reply_to, subject, body,
+    let id: i64 = tx.scalar(
+        "INSERT INTO message_contents (account_id, sender, reply_to, subject, body,
                                        body_format, html, created_at, template_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
         &args![
-            id,
             m.account_id,
             m.from,
             m.reply_to,
@@ -252,7 +252,7 @@ fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>, id: i64) -> Result<()> {
             ],
         )?;
     }
-    Ok(())
+    Ok(id)
 }
 
 /// The idempotency row, then the message's content and its send row in the account's stream,
@@ -272,13 +272,13 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
     let scope = key_scope(tx, &[("messages_through", id)])?;
     let sub = subscriber_for(tx, m)?;
     let stream = stream_for(tx, m.account_id, m.channel, m.now)?;
-    content_for(tx, m, id)?;
+    let content = content_for(tx, m)?;
     let job = model::api_job_id(&scope, m.account_id, id);
     let send: i64 = tx.scalar(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
                             status, visible_at, created_at, updated_at, message_id)
          VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6, ?7) RETURNING id",
-        &args![m.account_id, stream, sub, &job, m.to, m.now, id],
+        &args![m.account_id, stream, sub, &job, m.to, m.now, content],
     )?;
     // The row as `Messages::message` would read it now.
     let row = MessageRow {

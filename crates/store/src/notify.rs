@@ -1,9 +1,10 @@
-//! Ledger rows of one-off notifications (`Notifications`, `sendonce notify`): one hidden
-//! campaign per key and channel in the account `notify`, one send row per recipient, job id
-//! `notify:<key>:<address>`, content from the first call. Written once for both stores over
-//! `sql::Tx`. Where SQLite's `BEGIN IMMEDIATE` serializes two notifies, PostgreSQL's
-//! transaction locks the `notify` account's row first (`FOR UPDATE`): the find-or-create of the
-//! campaign and of its hidden subscribers cannot race another host's.
+//! Ledger rows of one-off notifications (`Notifications`, `sendonce notify`): rows of the
+//! account `notify`'s stream for their channel, one per recipient, job id
+//! `notify:<key>:<address>`, sharing one content per key and channel (`message_contents.
+//! notify_key`), taken from the first call. Written once for both stores over `sql::Tx`. Where
+//! SQLite's `BEGIN IMMEDIATE` serializes two notifies, PostgreSQL's transaction locks the
+//! `notify` account's row first (`FOR UPDATE`): the find-or-create of the content and of its
+//! hidden subscribers cannot race another host's.
 
 use crate::shared::get_at;
 use crate::sql::{args, Db, Tx};
@@ -26,7 +27,7 @@ pub struct NotifyRow {
 
 /// One-off notifications.
 pub trait Notifications: Send + Sync {
-    /// Create (or find) the rows of a notification; returns its campaign id.
+    /// Create (or find) the rows of a notification; returns its stream's id.
     fn prepare_notification(
         &self,
         key: &str,
@@ -52,8 +53,9 @@ pub fn notify_job_id(key: &str, address: &str) -> String {
 
 const ACCOUNT: &str = "notify";
 
-fn campaign_name(key: &str) -> String {
-    format!("notify:{key}")
+/// The notification a content belongs to (`message_contents.notify_key`).
+fn notify_key(channel: Channel, key: &str) -> String {
+    format!("{}:{key}", channel.as_str())
 }
 
 /// The `notify` account, created if needed, its row locked until the commit (PostgreSQL).
@@ -78,36 +80,29 @@ struct Notice<'a> {
     body: &'a str,
 }
 
-/// The hidden campaign of a notification: found, or created already `sending` with its list
-/// complete.
-fn notification_campaign(tx: &mut dyn Tx, account: i64, n: &Notice<'_>, now: i64) -> Result<i64> {
-    let name = campaign_name(n.key);
-    let find = format!(
-        "SELECT id FROM campaigns WHERE account_id = ?1 AND name = ?2 AND channel = ?3
-         ORDER BY id LIMIT 1{}",
-        tx.dialect().for_update
-    );
-    if let Some(id) = tx.scalar_opt(&find, &args![account, &name, n.channel])? {
+/// The content of a notification: found, or stored from this call.
+fn notification_content(tx: &mut dyn Tx, account: i64, n: &Notice<'_>, now: i64) -> Result<i64> {
+    let key = notify_key(n.channel, n.key);
+    const FIND: &str = "SELECT id FROM message_contents WHERE account_id = ?1 AND notify_key = ?2";
+    if let Some(id) = tx.scalar_opt(FIND, &args![account, &key])? {
         return Ok(id);
     }
     tx.scalar(
-        "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
-                                templated, status, scheduled_for, approved_at,
-                                started_at, list_complete, created_at, kind)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, FALSE, 'sending', ?7, ?7, ?7, TRUE, ?7, 'notify')
-         RETURNING id",
-        &args![account, &name, n.channel, n.from, n.subject, n.body, now],
+        "INSERT INTO message_contents (account_id, sender, subject, body, body_format,
+                                       created_at, notify_key)
+         VALUES (?1, ?2, ?3, ?4, 'text', ?5, ?6) RETURNING id",
+        &args![account, n.from, n.subject, n.body, now, &key],
     )
 }
 
-/// The send row of one recipient (and its hidden subscriber); returns 1 if the row is new.
+/// The send row of one recipient (and its hidden subscriber), unless it has one already.
 fn notification_row(
     tx: &mut dyn Tx,
-    (account, cid): (i64, i64),
+    (account, stream, content): (i64, i64, i64),
     n: &Notice<'_>,
     addr: &str,
     now: i64,
-) -> Result<u64> {
+) -> Result<()> {
     let (email, phone) = match n.channel {
         Channel::Email => (Some(addr), None),
         Channel::Sms => (None, Some(addr)),
@@ -129,26 +124,25 @@ fn notification_row(
     let job = notify_job_id(n.key, addr);
     tx.exec(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address,
-                            vars, status, visible_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6)
+                            vars, status, visible_at, created_at, updated_at, message_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6, ?7)
          ON CONFLICT DO NOTHING",
-        &args![account, cid, sub, &job, addr, now],
-    )
+        &args![account, stream, sub, &job, addr, now, content],
+    )?;
+    Ok(())
 }
 
-/// The state of a notification's row: account `?1`, campaign name `?2`, channel `?3`,
-/// address `?4`.
+/// The state of a notification's row: account `?1`, notify key `?2`, address `?3`.
 const NOTIFICATION_ROW: &str =
     "SELECT s.status, s.attempts, s.sent_at, s.provider_message_id, s.last_error
-     FROM sends s JOIN campaigns k ON k.id = s.campaign_id
-     JOIN accounts a ON a.id = k.account_id
-     WHERE a.name = ?1 AND k.name = ?2 AND k.channel = ?3
-       AND s.address = ?4 AND s.account_id = a.id
+     FROM accounts a JOIN message_contents c ON c.account_id = a.id
+     JOIN sends s ON s.message_id = c.id
+     WHERE a.name = ?1 AND c.notify_key = ?2 AND s.address = ?3 AND s.account_id = a.id
      ORDER BY s.id LIMIT 1";
 
 impl<S: Db> Notifications for S {
     /// Create (or find) the rows of a notification. Content is taken from the first call for a
-    /// key: a retry sends the same bytes. Returns the campaign id.
+    /// key: a retry sends the same bytes. Returns the stream's id.
     fn prepare_notification(
         &self,
         key: &str,
@@ -168,20 +162,12 @@ impl<S: Db> Notifications for S {
         };
         self.write(|tx| {
             let account = account_id(tx, now)?;
-            let cid = notification_campaign(tx, account, &notice, now)?;
-            let mut inserted = 0;
+            let stream = crate::messages::stream_for(tx, account, channel, now)?;
+            let content = notification_content(tx, account, &notice, now)?;
             for addr in addresses {
-                inserted += notification_row(tx, (account, cid), &notice, addr, now)?;
+                notification_row(tx, (account, stream, content), &notice, addr, now)?;
             }
-            if inserted > 0 {
-                // A recipient added on a later call reopens a finished notification.
-                tx.exec(
-                    "UPDATE campaigns SET status = 'sending', finished_at = NULL
-                     WHERE id = ?1 AND status = 'sent'",
-                    &args![cid],
-                )?;
-            }
-            Ok(cid)
+            Ok(stream)
         })
     }
 
@@ -192,26 +178,22 @@ impl<S: Db> Notifications for S {
         channel: Channel,
         addresses: &[String],
     ) -> Result<Vec<NotifyRow>> {
-        let name = campaign_name(key);
+        let nkey = notify_key(channel, key);
         self.read(|tx| {
             let mut out = Vec::new();
             for addr in addresses {
-                let row = tx.query_opt(
-                    NOTIFICATION_ROW,
-                    &args![ACCOUNT, &name, channel, addr],
-                    |r| {
-                        Ok(NotifyRow {
-                            job_id: notify_job_id(key, addr),
-                            address: addr.clone(),
-                            channel,
-                            status: get_at::<SendStatus>(r, 0, "sends.status")?.to_string(),
-                            attempts: r.get(1)?,
-                            sent_at: r.get(2)?,
-                            provider_message_id: r.get(3)?,
-                            reason: r.get(4)?,
-                        })
-                    },
-                )?;
+                let row = tx.query_opt(NOTIFICATION_ROW, &args![ACCOUNT, &nkey, addr], |r| {
+                    Ok(NotifyRow {
+                        job_id: notify_job_id(key, addr),
+                        address: addr.clone(),
+                        channel,
+                        status: get_at::<SendStatus>(r, 0, "sends.status")?.to_string(),
+                        attempts: r.get(1)?,
+                        sent_at: r.get(2)?,
+                        provider_message_id: r.get(3)?,
+                        reason: r.get(4)?,
+                    })
+                })?;
                 out.extend(row);
             }
             Ok(out)

@@ -180,38 +180,9 @@ pub(crate) fn queue_confirmations(
     Ok(queued)
 }
 
-/// The hidden campaign of one confirmation: a draft while its list is attached (campaign_lists
-/// is frozen after, and the message's List-Unsubscribe names this list), then sending with its
-/// list complete.
-fn confirmation_campaign(
-    tx: &mut dyn Tx,
-    subscriber_id: i64,
-    p: &Pending,
-    now: i64,
-) -> Result<i64> {
-    let name = format!(
-        "confirmation: list {} subscriber {subscriber_id}",
-        p.list_id
-    );
-    let cid: i64 = tx.scalar(
-        "INSERT INTO campaigns (account_id, name, channel, sender, subject, body, body_format,
-                                templated, status, scheduled_for, created_at, kind)
-         VALUES (?1, ?2, 'email', ?3, ?4, ?5, 'text', TRUE, 'draft', ?6, ?6, 'api')
-         RETURNING id",
-        &args![p.account_id, &name, &p.from, &p.subject, &p.body, now],
-    )?;
-    crate::lists::target_lists(tx, cid, &[p.list_id])?;
-    tx.exec(
-        "UPDATE campaigns SET status = 'sending', approved_at = ?2, started_at = ?2,
-                list_complete = TRUE
-         WHERE id = ?1 AND status = 'draft'",
-        &args![cid, now],
-    )?;
-    Ok(cid)
-}
-
-/// One confirmation: its hidden campaign, its one send row with the confirm link in the
-/// captured variables, and the `list_confirmations` row.
+/// One confirmation: its content (the list's confirmation templates, rendered when it is sent
+/// with the row's variables), its row in the account's email stream with the confirm link in
+/// the captured variables, and the `list_confirmations` row.
 fn queue_one(tx: &mut dyn Tx, subscriber_id: i64, p: &Pending, links: &Links) -> Result<()> {
     let now = sendonce_domain::clock::now_ms();
     let url = links.url(
@@ -224,7 +195,13 @@ fn queue_one(tx: &mut dyn Tx, subscriber_id: i64, p: &Pending, links: &Links) ->
             campaign_id: 0,
         },
     );
-    let cid = confirmation_campaign(tx, subscriber_id, p, now)?;
+    let stream = crate::messages::stream_for(tx, p.account_id, Channel::Email, now)?;
+    let content: i64 = tx.scalar(
+        "INSERT INTO message_contents (account_id, sender, subject, body, body_format,
+                                       created_at, templated)
+         VALUES (?1, ?2, ?3, ?4, 'text', ?5, TRUE) RETURNING id",
+        &args![p.account_id, &p.from, &p.subject, &p.body, now],
+    )?;
     let scope = key_scope(
         tx,
         &[
@@ -236,14 +213,23 @@ fn queue_one(tx: &mut dyn Tx, subscriber_id: i64, p: &Pending, links: &Links) ->
     let vars = optin::vars(&url, &p.list_name, &p.email, p.name.as_deref());
     tx.exec(
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
-                            status, visible_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7, ?7)",
-        &args![p.account_id, cid, subscriber_id, &job, &p.email, &vars, now],
+                            status, visible_at, created_at, updated_at, message_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?7, ?7, ?8)",
+        &args![
+            p.account_id,
+            stream,
+            subscriber_id,
+            &job,
+            &p.email,
+            &vars,
+            now,
+            content
+        ],
     )?;
     tx.exec(
         "INSERT INTO list_confirmations (list_id, subscriber_id, campaign_id, created_at)
          VALUES (?1, ?2, ?3, ?4)",
-        &args![p.list_id, subscriber_id, cid, now],
+        &args![p.list_id, subscriber_id, stream, now],
     )?;
     Ok(())
 }

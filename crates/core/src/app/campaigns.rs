@@ -439,7 +439,8 @@ pub fn status(store: &Store, id: i64) -> Result<Status> {
 /// worded as an id that does not exist (a front door never tells the two apart).
 pub fn owned(store: &Store, account_id: i64, id: i64) -> Result<sendonce_store::Campaign> {
     let c = store.campaign(id)?;
-    // A one-off message's hidden campaign is followed as a message (`/v1/messages/{id}`).
+    // A stream is no campaign people manage: its API messages are followed as messages
+    // (`/v1/messages/{id}`).
     if c.account_id != account_id || c.one_off {
         return Err(Error::not_found(format!("unknown campaign id {id}")));
     }

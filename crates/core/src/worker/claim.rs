@@ -253,7 +253,12 @@ impl Worker {
             // A stream row brings its own content; a campaign's row takes its campaign's.
             let (source, from, reply_to, attachments) = match row.content.take() {
                 Some(m) => (
-                    Source::Own(m.subject, m.text, m.html),
+                    Source::Own {
+                        subject: m.subject,
+                        text: m.text,
+                        html: m.html,
+                        templated: m.templated,
+                    },
                     m.from,
                     m.reply_to,
                     m.attachments,
@@ -314,8 +319,14 @@ struct Head {
 enum Source {
     /// Its campaign's templates, compiled once per run.
     Campaign(Arc<Compiled>),
-    /// A stream row's own literal subject, text and HTML.
-    Own(Option<String>, String, Option<String>),
+    /// A stream row's own subject, text and HTML: literal, or templates rendered with the row's
+    /// variables (`templated`: a double opt-in confirmation).
+    Own {
+        subject: Option<String>,
+        text: String,
+        html: Option<String>,
+        templated: bool,
+    },
 }
 
 /// One recipient's message rendered on a blocking thread, never on the runtime's: a template
@@ -325,9 +336,25 @@ enum Source {
 async fn render(source: Source, vars: String, link: Option<String>) -> Result<Rendered> {
     tokio::task::spawn_blocking(move || match source {
         Source::Campaign(tpl) => tpl.render_json(&vars, link.as_deref()),
-        Source::Own(subject, text, html) => {
-            Compiled::literal_message(subject.as_deref(), &text, html.as_deref())?
-                .render_json(&vars, link.as_deref())
+        Source::Own {
+            subject,
+            text,
+            html,
+            templated: false,
+        } => Compiled::literal_message(subject.as_deref(), &text, html.as_deref())?
+            .render_json(&vars, link.as_deref()),
+        Source::Own {
+            subject,
+            text,
+            html,
+            templated: true,
+        } => {
+            let src = sendonce_domain::template::Sources {
+                subject: subject.as_deref(),
+                text: Some(&text),
+                html: html.as_deref(),
+            };
+            Compiled::campaign(&src, &Default::default(), None)?.render_json(&vars, link.as_deref())
         }
     })
     .await

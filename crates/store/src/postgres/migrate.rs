@@ -47,6 +47,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0008_templates",
         include_str!("../../../../schema/postgres/0008_templates.sql"),
     ),
+    (
+        9,
+        "0009_stream_all",
+        include_str!("../../../../schema/postgres/0009_stream_all.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

@@ -113,6 +113,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0021_templates",
         include_str!("../../../../schema/0021_templates.sql"),
     ),
+    (
+        "0022_stream_all",
+        include_str!("../../../../schema/0022_stream_all.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
