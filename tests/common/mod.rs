@@ -205,6 +205,32 @@ pub fn started_campaign(
     (acct, cid)
 }
 
+/// `Ledger::cycle` with at most one claim (its batch the whole budget) and that claim's result:
+/// how the store tests that predate the turn's many claims call it.
+pub trait CycleOne {
+    fn cycle_one(
+        &self,
+        records: &[sendonce::store::Record],
+        claim: Option<&sendonce::store::ClaimRequest>,
+        now: i64,
+    ) -> sendonce::domain::error::Result<(sendonce::store::RecordStats, sendonce::store::Claimed)>;
+}
+
+impl<L: sendonce::store::Ledger + ?Sized> CycleOne for L {
+    fn cycle_one(
+        &self,
+        records: &[sendonce::store::Record],
+        claim: Option<&sendonce::store::ClaimRequest>,
+        now: i64,
+    ) -> sendonce::domain::error::Result<(sendonce::store::RecordStats, sendonce::store::Claimed)>
+    {
+        let claims: Vec<_> = claim.into_iter().cloned().collect();
+        let budget = claim.map_or(0, |r| r.batch);
+        let (stats, got) = self.cycle(records, &claims, budget, now)?;
+        Ok((stats, got.into_iter().next().unwrap_or_default()))
+    }
+}
+
 /// The provider accepted the call for row `id` (held with `token`); provider id `p<id>`.
 pub fn accepted(id: i64, token: i64) -> sendonce::store::Record {
     sendonce::store::Record {

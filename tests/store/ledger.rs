@@ -3,11 +3,12 @@
 
 use crate::common;
 use crate::common::accepted;
+use crate::common::CycleOne;
 use crate::common::Env;
 use sendonce::domain::address::Channel;
 use sendonce::store::sqlite::SqliteStore;
 use sendonce::store::{
-    Campaigns, ClaimRequest, Ledger, OpenOptions, Outcome, Record, Suppressions,
+    Campaigns, ClaimRequest, Ledger, Notifications, OpenOptions, Outcome, Record, Suppressions,
 };
 
 fn store(env: &Env) -> SqliteStore {
@@ -487,7 +488,7 @@ fn a_statement_failing_halfway_leaves_nothing_of_its_transaction() {
     let t0 = sendonce::domain::clock::now_ms();
 
     fail_at("leased", ids[2]);
-    let e = s.cycle(&[], Some(&req(acct, cid, 5, 7, t0, None)), t0);
+    let e = s.cycle_one(&[], Some(&req(acct, cid, 5, 7, t0, None)), t0);
     assert_eq!(
         status_counts(&env),
         (5, 0, 0),
@@ -500,13 +501,16 @@ fn a_statement_failing_halfway_leaves_nothing_of_its_transaction() {
         .execute_batch("DROP TRIGGER fail_halfway")
         .unwrap();
     let (_, got) = s
-        .cycle(&[], Some(&req(acct, cid, 5, 7, t0, None)), t0)
+        .cycle_one(&[], Some(&req(acct, cid, 5, 7, t0, None)), t0)
         .unwrap();
     assert_eq!(got.rows.len(), 5);
     let records: Vec<_> = got.rows.iter().map(|r| accepted(r.id, 7)).collect();
 
     fail_at("sent", ids[3]);
-    let (alone, in_cycle) = (s.record(&records, t0 + 1), s.cycle(&records, None, t0 + 1));
+    let (alone, in_cycle) = (
+        s.record(&records, t0 + 1),
+        s.cycle_one(&records, None, t0 + 1),
+    );
     assert_eq!(
         status_counts(&env),
         (0, 5, 0),
@@ -523,5 +527,41 @@ fn a_statement_failing_halfway_leaves_nothing_of_its_transaction() {
         .unwrap();
     assert_eq!(s.record(&records, t0 + 2).unwrap().sent, 5);
     assert_eq!(status_counts(&env), (0, 0, 5));
+    env.assert_counters();
+}
+
+/// A turn's claims are one transaction: damage found by the second (a stream row without its
+/// content) stops the worker and leaves nothing of the first (the campaign's rows it had
+/// leased are queued again, without a dispatch marker).
+#[test]
+fn damage_in_one_claim_of_a_turn_leaves_nothing_of_the_others() {
+    let env = Env::new();
+    let (s, acct, cid) = sending_campaign(&env, 3);
+    let to = vec!["a@x.com".to_string()];
+    let stream = s
+        .prepare_notification("k", Channel::Email, None, Some("s"), "b", &to)
+        .unwrap();
+    let notify: i64 = env.count("SELECT id FROM accounts WHERE name = 'notify'");
+    env.sqlite()
+        .execute_batch(&format!(
+            "UPDATE sends SET message_id = NULL WHERE campaign_id = {stream}"
+        ))
+        .unwrap();
+    let t0 = sendonce::domain::clock::now_ms();
+    let claims = [
+        req(acct, cid, 3, 1, t0, None),
+        req(notify, stream, 3, 2, t0, None),
+    ];
+    let e = s.cycle(&[], &claims, 6, t0).unwrap_err();
+    assert_eq!(e.kind, sendonce::error::ErrorKind::Damaged, "{}", e.message);
+    assert!(e.message.contains("no content of its own"), "{}", e.message);
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) FROM sends WHERE campaign_id = {cid} AND status = 'queued'
+             AND dispatched_at IS NULL AND attempts = 0"
+        )),
+        3,
+        "the campaign's claim was committed without the stream's"
+    );
     env.assert_counters();
 }

@@ -4,6 +4,7 @@
 
 use crate::common::accepted;
 use crate::common::pg;
+use crate::common::CycleOne;
 use sendonce::domain::address::Channel;
 use sendonce::domain::clock::now_ms;
 use sendonce::store::prelude::*;
@@ -228,7 +229,7 @@ fn an_expired_dispatched_lease_goes_in_doubt_and_a_late_acceptance_is_still_sent
     let (db, s) = seeded(2);
     let c = pg::shared();
     let t0 = now_ms();
-    let (_, a) = s.cycle(&[], Some(&req(2, 1, t0, None)), t0).unwrap();
+    let (_, a) = s.cycle_one(&[], Some(&req(2, 1, t0, None)), t0).unwrap();
     assert_eq!(a.rows.len(), 2, "the cycle claims with the dispatch marker");
     // Both leases expire; the next claim parks them in doubt (no key window)...
     let later = t0 + 60_000;
@@ -250,7 +251,7 @@ fn inside_the_key_window_an_expired_dispatched_row_is_retried_with_the_same_key(
     let (_db, s) = seeded(1);
     let t0 = now_ms();
     let (_, a) = s
-        .cycle(&[], Some(&req(1, 1, t0, Some(3_600_000))), t0)
+        .cycle_one(&[], Some(&req(1, 1, t0, Some(3_600_000))), t0)
         .unwrap();
     assert_eq!(a.rows.len(), 1);
     let b = s.claim(&req(1, 2, t0 + 5_000, Some(3_600_000))).unwrap();
@@ -1042,9 +1043,15 @@ fn the_same_webhook_or_notification_at_once_on_several_connections_is_applied_on
     });
     assert!(cids.iter().all(|c| *c == cids[0]), "{cids:?}");
     assert_eq!(
-        c.psql(&db, "SELECT count(*) FROM campaigns WHERE kind = 'notify'")
+        c.psql(&db, "SELECT count(*) FROM campaigns WHERE stream")
             .trim(),
-        "1"
+        "1",
+        "one stream"
+    );
+    assert_eq!(
+        c.psql(&db, "SELECT count(*) FROM message_contents").trim(),
+        "1",
+        "one content"
     );
     assert_eq!(c.psql(&db, "SELECT count(*) FROM sends").trim(), "2");
 }

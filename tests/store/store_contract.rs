@@ -5,6 +5,7 @@
 
 use crate::common;
 use crate::common::accepted;
+use crate::common::CycleOne;
 use sendonce::domain::address::Channel;
 use sendonce::domain::clock::now_ms;
 use sendonce::store::prelude::*;
@@ -492,15 +493,87 @@ fn a_campaign_is_sent_only_when_its_list_is_complete_and_every_row_settled() {
     }
 }
 
+/// A turn claims across a campaign and a stream in one commit: each claim takes at most its
+/// batch, all of them at most the budget (the worker's free call slots), in the order asked;
+/// a stream's rows bring their content, a campaign's do not; every row has its marker.
+#[test]
+fn one_cycle_claims_across_a_campaign_and_a_stream_within_the_budget() {
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 5);
+        let to: Vec<String> = ["a@x.com", "b@x.com", "c@x.com"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        let stream =
+            f.s.prepare_notification("k", Channel::Email, Some("me@x.com"), Some("s"), "b", &to)
+                .unwrap();
+        let account =
+            f.s.active_campaigns()
+                .unwrap()
+                .into_iter()
+                .find(|c| c.id == stream)
+                .expect("the notify stream is active")
+                .account_id;
+        let t0 = now_ms();
+        let on_stream = |batch, token, now| ClaimRequest {
+            campaign_id: stream,
+            account_id: account,
+            ..f.req(batch, token, now, None)
+        };
+        let claims = [f.req(4, 1, t0, None), on_stream(4, 2, t0)];
+        let (_, got) = f.s.cycle(&[], &claims, 5, t0).unwrap();
+        let sizes: Vec<usize> = got.iter().map(|c| c.rows.len()).collect();
+        assert_eq!(
+            sizes,
+            [4, 1],
+            "{}: the budget ends the stream's share",
+            f.backend
+        );
+        assert!(
+            got[0].rows.iter().all(|r| r.content.is_none()),
+            "{}",
+            f.backend
+        );
+        assert!(
+            got[1].rows.iter().all(|r| r.content.is_some()),
+            "{}",
+            f.backend
+        );
+        // The next turn asks the stream first: it takes what is left of it, the campaign the
+        // rest of the budget.
+        let claims = [on_stream(4, 3, t0), f.req(4, 4, t0, None)];
+        let (_, got) = f.s.cycle(&[], &claims, 3, t0).unwrap();
+        let sizes: Vec<usize> = got.iter().map(|c| c.rows.len()).collect();
+        assert_eq!(sizes, [2, 1], "{}", f.backend);
+        assert_eq!(f.count("leased"), 5, "{}", f.backend);
+        // Every leased row carries its dispatch marker: expired, they go in doubt.
+        let later = t0 + 10_000;
+        let (_, after) =
+            f.s.cycle(
+                &[],
+                &[f.req(10, 5, later, None), on_stream(10, 6, later)],
+                20,
+                later,
+            )
+            .unwrap();
+        let parked: u64 = after.iter().map(|c| c.in_doubt).sum();
+        assert_eq!(parked, 8, "{}", f.backend);
+    }
+}
+
 #[test]
 fn one_cycle_records_outcomes_and_claims_with_dispatch_markers() {
     for b in ledger_backends() {
         let f = Fixture::new(&b, 5);
         let t0 = now_ms();
-        let (st, first) = f.s.cycle(&[], Some(&f.req(2, 1, t0, None)), t0).unwrap();
+        let (st, first) =
+            f.s.cycle_one(&[], Some(&f.req(2, 1, t0, None)), t0)
+                .unwrap();
         assert_eq!((st.sent, first.rows.len()), (0, 2), "{}", f.backend);
         let done: Vec<Record> = first.rows.iter().map(|r| accepted(r.id, 1)).collect();
-        let (st, second) = f.s.cycle(&done, Some(&f.req(2, 2, t0, None)), t0).unwrap();
+        let (st, second) =
+            f.s.cycle_one(&done, Some(&f.req(2, 2, t0, None)), t0)
+                .unwrap();
         assert_eq!((st.sent, second.rows.len()), (2, 2), "{}", f.backend);
         assert_eq!(
             (f.count("sent"), f.count("leased")),
@@ -511,13 +584,13 @@ fn one_cycle_records_outcomes_and_claims_with_dispatch_markers() {
         // The cycle's claim wrote the dispatch markers: once the lease is lost, those rows
         // are in doubt (no key window), never silently re-sent.
         let (_, later) =
-            f.s.cycle(&[], Some(&f.req(10, 3, t0 + 10_000, None)), t0 + 10_000)
+            f.s.cycle_one(&[], Some(&f.req(10, 3, t0 + 10_000, None)), t0 + 10_000)
                 .unwrap();
         assert_eq!(later.in_doubt, 2, "{}", f.backend);
         assert_eq!(later.rows.len(), 1, "{}", f.backend);
         // Without a claim a cycle only records.
         let last = [accepted(later.rows[0].id, 3)];
-        let (st, none) = f.s.cycle(&last, None, t0 + 10_001).unwrap();
+        let (st, none) = f.s.cycle_one(&last, None, t0 + 10_001).unwrap();
         assert_eq!((st.sent, none.rows.len()), (1, 0), "{}", f.backend);
         assert_eq!(
             (f.count("sent"), f.count("in_doubt")),

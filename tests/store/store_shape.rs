@@ -14,8 +14,10 @@ const MAX_TWINS: usize = 25;
 /// (13,645 once the bench-only store code moved to `sendonce-bench`, from 18,834; 14,055 with
 /// the transactional stream and its group commit, issue 41; 14,460 with stored templates,
 /// attachments, the dashboard's message search, the writers' turns and the replay of a key
-/// whose template no longer renders); issue 39's target, 9,000, is not met yet.
-const MAX_STORE_LINES: usize = 14_475;
+/// whose template no longer renders; 14,479 with confirmations and notifications in the
+/// stream, a removed list's queued confirmations cancelled and one claim across campaigns and
+/// streams per turn); issue 39's target, 9,000, is not met yet.
+const MAX_STORE_LINES: usize = 14_480;
 
 fn store() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src")

@@ -249,34 +249,18 @@ pub trait Ledger: Send + Sync + 'static {
     fn mark_dispatched(&self, rows: &[(i64, i64)], now: i64, lease_ms: i64) -> Result<Vec<i64>>;
     /// Record a group of outcomes in one commit.
     fn record(&self, records: &[Record], now: i64) -> Result<RecordStats>;
-    /// One commit per worker cycle: record the outcomes of finished calls and, with `claim`,
-    /// lease a new batch whose rows all get their dispatch marker in the same statement (ask
-    /// for no more rows than there are free call slots). The default runs the steps as
-    /// separate commits; the stores (`impl<S: LedgerStore> Ledger for S`) do it in one
-    /// transaction.
+    /// One commit per worker cycle: record the outcomes of finished calls and run `claims`
+    /// (one per campaign or stream with free call slots, in the order given), whose rows all
+    /// get their dispatch marker in the lease statement; together they lease at most `budget`
+    /// rows (the worker's free call slots), each at most its own `batch`. Returns one
+    /// [`Claimed`] per request, in order.
     fn cycle(
         &self,
         records: &[Record],
-        claim: Option<&ClaimRequest>,
+        claims: &[ClaimRequest],
+        budget: usize,
         now: i64,
-    ) -> Result<(RecordStats, Claimed)> {
-        let stats = if records.is_empty() {
-            RecordStats::default()
-        } else {
-            self.record(records, now)?
-        };
-        let Some(req) = claim else {
-            return Ok((stats, Claimed::default()));
-        };
-        let mut got = self.claim(req)?;
-        let keys: Vec<(i64, i64)> = got.rows.iter().map(|r| (r.id, r.token)).collect();
-        let held: std::collections::HashSet<i64> = self
-            .mark_dispatched(&keys, req.now, req.lease_ms)?
-            .into_iter()
-            .collect();
-        got.rows.retain(|r| held.contains(&r.id));
-        Ok((stats, got))
-    }
+    ) -> Result<(RecordStats, Vec<Claimed>)>;
     /// Keep the WAL file bounded: checkpoint and truncate it when it has grown past the
     /// store's limit (readers that hold old snapshots stop the automatic checkpoints from
     /// resetting it). Returns true if a checkpoint ran. Default: nothing to do.
@@ -384,7 +368,9 @@ impl<S: LedgerStore> Ledger for S {
     }
 
     fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
-        let (mut out, generation) = self.write(|tx| claim_tx(self, tx, req, false))?;
+        let one = std::slice::from_ref(req);
+        let (mut all, generation) = self.write(|tx| claims_tx(self, tx, one, req.batch, false))?;
+        let mut out = all.pop().unwrap_or_default();
         self.claim_committed(generation, req.now)?;
         attach_files(self, &mut out.rows)?;
         if !out.rows.is_empty() {
@@ -393,23 +379,21 @@ impl<S: LedgerStore> Ledger for S {
         Ok(out)
     }
 
-    /// One transaction: the outcomes, then (with `claim`) a claim whose rows get their
+    /// One transaction: the outcomes, then every claim of the turn, whose rows get their
     /// dispatch marker in the lease statement itself.
     fn cycle(
         &self,
         records: &[Record],
-        claim: Option<&ClaimRequest>,
+        claims: &[ClaimRequest],
+        budget: usize,
         now: i64,
-    ) -> Result<(RecordStats, Claimed)> {
-        if records.is_empty() && claim.is_none() {
-            return Ok((RecordStats::default(), Claimed::default()));
+    ) -> Result<(RecordStats, Vec<Claimed>)> {
+        if records.is_empty() && claims.is_empty() {
+            return Ok((RecordStats::default(), Vec::new()));
         }
         let both = self.write(|tx| {
             let stats = record_tx(tx, records, now)?;
-            let got = match claim {
-                Some(req) => claim_tx(self, tx, req, true)?,
-                None => (Claimed::default(), None),
-            };
+            let got = claims_tx(self, tx, claims, budget, true)?;
             Ok((stats, got))
         });
         let (stats, (mut got, generation)) = match both {
@@ -424,11 +408,13 @@ impl<S: LedgerStore> Ledger for S {
             Err(e) => return Err(e),
         };
         self.claim_committed(generation, now)?;
-        attach_files(self, &mut got.rows)?;
+        for claimed in &mut got {
+            attach_files(self, &mut claimed.rows)?;
+        }
         if !records.is_empty() {
             crash::point("after_confirm_commit");
         }
-        if !got.rows.is_empty() {
+        if got.iter().any(|c| !c.rows.is_empty()) {
             crash::point("after_claim_commit");
             crash::point("after_dispatch_mark");
         }
@@ -892,11 +878,42 @@ fn lease_many(tx: &mut dyn Tx, ids: &[i64], req: &ClaimRequest, terms: &LeaseTer
     Ok(())
 }
 
-/// The claim inside a transaction; with `dispatch`, every leased row also gets its dispatch
-/// marker (attempts + 1, dispatched now) in the same UPDATE. Returns what it claimed and the
-/// claim's count ([`LedgerStore::count_claim`]) when it leased rows.
-fn claim_tx<S: LedgerStore + ?Sized>(
+/// Claims in one transaction, in order, each leasing at most its `batch` and together at most
+/// `budget` rows (with their dispatch marker when `dispatch`). A transaction that leased rows
+/// is counted once (SQLite: the clone guard is checked, the watermark follows the commit).
+fn claims_tx<S: LedgerStore + ?Sized>(
     store: &S,
+    tx: &mut dyn Tx,
+    claims: &[ClaimRequest],
+    budget: usize,
+    dispatch: bool,
+) -> Result<(Vec<Claimed>, Option<i64>)> {
+    let (mut left, mut first) = (budget, None);
+    let mut out = Vec::with_capacity(claims.len());
+    for req in claims {
+        let sized = ClaimRequest {
+            batch: req.batch.min(left),
+            ..req.clone()
+        };
+        let (got, at) = match sized.batch {
+            0 => (Claimed::default(), None),
+            _ => claim_rows(tx, &sized, dispatch)?,
+        };
+        left -= got.rows.len().min(left);
+        first = first.or(at);
+        out.push(got);
+    }
+    let generation = match first {
+        Some(at) => store.count_claim(tx, at)?,
+        None => None,
+    };
+    crash::point("before_claim_commit");
+    Ok((out, generation))
+}
+
+/// One campaign's (or stream's) claim inside the caller's transaction: the leased rows, and
+/// the lease terms' time when it leased any.
+fn claim_rows(
     tx: &mut dyn Tx,
     req: &ClaimRequest,
     dispatch: bool,
@@ -952,14 +969,8 @@ fn claim_tx<S: LedgerStore + ?Sized>(
     }
     lease_many(tx, &plain, req, &terms)?;
     load_contents(tx, &contents, &mut out.rows)?;
-    // Leased rows: the claim is counted (SQLite: the clone guard is checked, the watermark
-    // follows after the commit).
-    let generation = match out.rows.is_empty() {
-        true => None,
-        false => store.count_claim(tx, terms.claimed_at)?,
-    };
-    crash::point("before_claim_commit");
-    Ok((out, generation))
+    let claimed_at = (!out.rows.is_empty()).then_some(terms.claimed_at);
+    Ok((out, claimed_at))
 }
 
 /// The content of every leased stream row (`rows[i]` for each `(i, message id)`), read in the

@@ -459,20 +459,16 @@ fn remove_list_in(tx: &mut dyn Tx, account_id: i64, list_id: i64) -> Result<u64>
     Ok(n)
 }
 
-/// The confirmations of list `list_id` still queued in their stream go with the list: they
-/// would ask people to confirm a list that is gone. One already called (leased, in doubt,
-/// sent) stays as it is; its link finds no list and says so.
+/// List `list_id`'s confirmations still queued go with it (one already called stays: its link
+/// finds no list and says so).
 fn cancel_confirmations(tx: &mut dyn Tx, list_id: i64) -> Result<u64> {
     tx.exec(
         "UPDATE sends SET status = 'cancelled', updated_at = ?2,
                 last_error = 'its list was removed before it was sent'
-         WHERE status = 'queued' AND id IN (
-             SELECT s.id FROM list_confirmations lc
-             JOIN sends s ON s.campaign_id = lc.campaign_id
-                         AND s.subscriber_id = lc.subscriber_id
-             WHERE lc.list_id = ?1
-               AND s.job_id LIKE 'confirm:' || CAST(?1 AS TEXT) || ':'
-                                 || CAST(lc.subscriber_id AS TEXT) || '@%')",
+         WHERE status = 'queued' AND id IN (SELECT s.id FROM list_confirmations lc
+             JOIN sends s ON s.campaign_id = lc.campaign_id AND s.subscriber_id = lc.subscriber_id
+             WHERE lc.list_id = ?1 AND s.job_id LIKE 'confirm:' || CAST(?1 AS TEXT) || ':'
+                                       || CAST(lc.subscriber_id AS TEXT) || '@%')",
         &args![list_id, sendonce_domain::clock::now_ms()],
     )
 }

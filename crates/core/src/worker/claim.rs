@@ -14,14 +14,13 @@ use sendonce_store::{ClaimRequest, ClaimedRow};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What the claim for one campaign came to.
-enum Claim {
-    /// No route, no free slot on its route, or no rate-limit token: nothing committed.
-    Skipped,
-    /// Committed; true when it claimed rows (their calls are started).
-    Committed(bool),
-    /// The claim found damage: the worker is stopping.
-    Damaged,
+/// What one campaign (or stream) asks of the turn's claim: its route, its compiled template
+/// and the call slots it may fill (rate-limit tokens already taken for them).
+struct Ask {
+    i: usize,
+    route: Arc<Route>,
+    tpl: Arc<Compiled>,
+    slots: usize,
 }
 
 /// Identity of a route, for per-route in-flight counts.
@@ -34,92 +33,122 @@ fn random_token() -> i64 {
 }
 
 impl Worker {
-    /// One commit per turn: the outcomes of finished calls, and a claim sized to the call
-    /// slots free right now whose rows carry their dispatch marker (they are called as soon as
-    /// the commit returns). So at any moment at most `concurrency` rows are dispatched without
-    /// a recorded outcome: that bounds what a crash can leave in doubt. Campaigns take turns;
-    /// the first that claims rows ends the turn. Returns true when rows were claimed.
+    /// One commit per turn: the outcomes of finished calls, and one claim across every
+    /// campaign and stream with free call slots, sized to the slots free right now, whose rows
+    /// carry their dispatch marker (they are called as soon as the commit returns). So at any
+    /// moment at most `concurrency` rows are dispatched without a recorded outcome: that bounds
+    /// what a crash can leave in doubt. The campaign asked first changes every turn, so none
+    /// takes every slot turn after turn. Returns true when rows were claimed.
     pub(super) async fn cycle(&mut self) -> Result<bool> {
-        let (mut claimed_any, mut committed) = (false, false);
         self.rate_wait = None;
         let free = self.cfg.concurrency.saturating_sub(self.calls.len());
-        if !self.stopping && free > 0 {
-            for _ in 0..self.campaigns.len() {
-                let i = self.rr % self.campaigns.len();
-                self.rr = self.rr.wrapping_add(1);
-                match self.claim_campaign(i, free).await? {
-                    Claim::Skipped => continue,
-                    Claim::Committed(false) => committed = true,
-                    Claim::Committed(true) => {
-                        (committed, claimed_any) = (true, true);
-                        break;
-                    }
-                    Claim::Damaged => break,
-                }
-            }
+        let asks = match !self.stopping && free > 0 {
+            true => self.asks(free).await?,
+            false => Vec::new(),
+        };
+        if !asks.is_empty() {
+            return self.claim(asks, free).await;
         }
         // Outcomes that no claim carried this turn (stopping, or no free slot or token): their
         // own commit, so a confirmation never waits for the next claim.
-        if !committed && !self.outcomes.is_empty() && !self.calls.is_empty() {
+        if !self.outcomes.is_empty() && !self.calls.is_empty() {
             self.flush().await?;
         }
-        Ok(claimed_any)
+        Ok(false)
     }
 
-    /// The commit for campaign `i`, with a claim of at most `free` rows.
-    async fn claim_campaign(&mut self, i: usize, free: usize) -> Result<Claim> {
-        let Some(route) = self.campaign_routes.get(&self.campaigns[i].id).cloned() else {
-            return Ok(Claim::Skipped);
-        };
-        let slots = self.slots(&route, free).await?;
-        if slots == 0 {
-            return Ok(Claim::Skipped);
+    /// What each campaign with a route, a free slot on it and rate-limit tokens asks of this
+    /// turn's claim, starting with the next one in turn. A route's cap is shared by the
+    /// campaigns on it.
+    async fn asks(&mut self, free: usize) -> Result<Vec<Ask>> {
+        let n = self.campaigns.len();
+        let start = self.rr;
+        self.rr = self.rr.wrapping_add(1);
+        let mut asked: std::collections::HashMap<usize, usize> = Default::default();
+        let mut asks = Vec::new();
+        for k in 0..n {
+            let i = (start + k) % n;
+            let Some(route) = self.campaign_routes.get(&self.campaigns[i].id).cloned() else {
+                continue;
+            };
+            let taken = asked.get(&route_key(&route)).copied().unwrap_or(0);
+            let slots = self.slots(&route, free, taken).await?;
+            if slots == 0 {
+                continue;
+            }
+            *asked.entry(route_key(&route)).or_default() += slots;
+            // The template is compiled before the claim: an error here must not leave freshly
+            // dispatched rows behind (they would end in doubt, never called).
+            let tpl = self.template(i)?;
+            asks.push(Ask {
+                i,
+                route,
+                tpl,
+                slots,
+            });
         }
-        // The template is compiled before the claim: an error here must not leave freshly
-        // dispatched rows behind (they would end in doubt, never called).
-        let tpl = self.template(i)?;
-        let caps = route.provider.capabilities();
-        let req = self.claim_request(i, slots, caps);
+        Ok(asks)
+    }
+
+    /// The turn's commit: the outcomes, and every ask's claim (at most `free` rows in all);
+    /// then the calls of every claimed row. Returns true when rows were claimed.
+    async fn claim(&mut self, asks: Vec<Ask>, free: usize) -> Result<bool> {
+        let reqs: Vec<ClaimRequest> = asks
+            .iter()
+            .map(|a| self.claim_request(a.i, a.slots, a.route.provider.capabilities()))
+            .collect();
         let group = std::mem::take(&mut self.outcomes);
-        let now = req.now;
-        let cycle = blocking(&self.ledger, move |l| l.cycle(&group, Some(&req), now)).await;
-        let (stats, got) = match cycle {
+        let now = sendonce_domain::clock::now_ms();
+        let cycle = blocking(&self.ledger, move |l| l.cycle(&group, &reqs, free, now)).await;
+        let (stats, all) = match cycle {
             Ok(x) => x,
             Err(e) if e.stops_worker() => {
                 self.stop_on_damage(e);
-                return Ok(Claim::Damaged);
+                return Ok(false);
             }
             Err(e) => return Err(e),
         };
         self.summary.add(&stats);
+        let mut claimed_any = false;
+        for (ask, got) in asks.into_iter().zip(all) {
+            claimed_any |= self.start(ask, got).await;
+        }
+        Ok(claimed_any)
+    }
+
+    /// One ask's share of the commit: its counts, its unused tokens given back, and a call per
+    /// claimed row. Returns true when it claimed rows.
+    async fn start(&mut self, ask: Ask, got: sendonce_store::Claimed) -> bool {
         self.summary.suppressed += got.suppressed;
         crate::metrics::sends("suppressed", got.suppressed);
         self.summary.moved_in_doubt += got.in_doubt;
-        if let Some(l) = &route.limiter {
+        if let Some(l) = &ask.route.limiter {
             // Tokens for slots the claim could not fill stay with this process.
-            l.give_back(slots.saturating_sub(got.rows.len()) as u32)
+            l.give_back(ask.slots.saturating_sub(got.rows.len()) as u32)
                 .await;
         }
         if got.rows.is_empty() {
-            return Ok(Claim::Committed(false));
+            return false;
         }
         if self.summary.claimed == 0 {
             // `sendonce bench` times a restart up to this line.
-            let campaign_id = self.campaigns[i].id;
+            let campaign_id = self.campaigns[ask.i].id;
             tracing::info!(target: TARGET, campaign_id, rows = got.rows.len(), "first claim");
         }
         self.summary.claimed += got.rows.len() as u64;
         crate::metrics::claimed(got.rows.len() as u64);
-        self.spawn_calls(i, &route, tpl, got.rows);
-        Ok(Claim::Committed(true))
+        self.spawn_calls(ask.i, &ask.route, ask.tpl, got.rows);
+        true
     }
 
     /// Call slots for a claim on `route`: the worker's free slots, at most a batch, within the
-    /// route's cap and the rate-limit tokens it got (0: none).
-    async fn slots(&mut self, route: &Arc<Route>, free: usize) -> Result<usize> {
+    /// route's cap (less `asked`, the slots other campaigns on it asked for this turn) and the
+    /// rate-limit tokens it got (0: none).
+    async fn slots(&mut self, route: &Arc<Route>, free: usize, asked: usize) -> Result<usize> {
         let mut slots = free.min(self.cfg.batch);
         if let Some(cap) = route.concurrency {
-            slots = slots.min(cap.saturating_sub(self.calls.on_route(route_key(route))));
+            let busy = self.calls.on_route(route_key(route)) + asked;
+            slots = slots.min(cap.saturating_sub(busy));
         }
         if slots == 0 {
             return Ok(0);
