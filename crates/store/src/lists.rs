@@ -460,7 +460,7 @@ fn remove_list_in(tx: &mut dyn Tx, account_id: i64, list_id: i64) -> Result<u64>
 }
 
 /// List `list_id`'s confirmations still queued go with it (one already called stays: its link
-/// finds no list and says so).
+/// finds no list, a 404).
 fn cancel_confirmations(tx: &mut dyn Tx, list_id: i64) -> Result<u64> {
     tx.exec(
         "UPDATE sends SET status = 'cancelled', updated_at = ?2,

@@ -3,7 +3,8 @@
 //!
 //! Per row the order is fixed: lease with dispatch marker (one commit) -> provider call ->
 //! confirmation commit. A turn of the loop is one commit: the outcomes of the calls that
-//! finished, plus a claim sized to the call slots free at that moment, so no row is ever leased
+//! finished, plus one claim across every campaign and stream with work, sized to the call slots
+//! free at that moment (the campaign asked first rotates each turn), so no row is ever leased
 //! and left waiting, and at most `concurrency` rows are dispatched without an outcome. No
 //! database statement or transaction is open across a provider call or an `.await`: every store
 //! call runs to completion on a blocking thread.
