@@ -3,9 +3,9 @@
 //! `synchronous=FULL`) serves them all. Each caller is answered only after the commit that
 //! holds its work returned (durable), or with the error that stopped it. Nobody waits for a
 //! group to fill: the writer takes what queued while the previous commit ran, so a lone
-//! request commits at once and a crowd shares its commits. Each piece of work runs inside its
-//! own savepoint: one that fails (an unknown account, a refused value) is rolled back alone and
-//! answered with its error while the others commit. A group that fails as a whole (the
+//! request commits at once and a crowd shares its commits. A piece of work that fails (an
+//! unknown account, a refused value) is rolled back alone and answered with its error while the
+//! others commit (the group is then run again with a savepoint per piece). A group that fails as a whole (the
 //! database busy, a statement refused by the driver) is run again one piece per transaction,
 //! so one bad piece never fails the others. Used by `serve` for `POST /v1/messages`.
 
@@ -176,28 +176,51 @@ fn own_error(e: &Error) -> bool {
     )
 }
 
-/// Every job in one transaction, each in its own savepoint (none for a group of one).
+/// Every job in one transaction. First with no savepoint: a savepoint copies every page a
+/// piece first changes into SQLite's statement journal, work wasted when no piece fails, which
+/// is nearly always. When one fails with its own error, that transaction is rolled back and the
+/// group runs again with a savepoint per piece, so only the failing piece is refused.
 fn commit_group(store: &Store, jobs: &mut [Job]) -> Result<Vec<Result<Erased>>> {
     if let [one] = jobs {
         return Ok(vec![store.write(|tx| (one.work)(tx))]);
     }
+    let mut refused = false;
+    match pieces(store, jobs, false, &mut refused) {
+        Err(_) if refused => pieces(store, jobs, true, &mut refused),
+        done => done,
+    }
+}
+
+/// The jobs in one transaction; with `savepoints` one refused with its own error is rolled back
+/// alone, without them it fails the transaction and sets `refused`.
+fn pieces(store: &Store, jobs: &mut [Job], savepoints: bool, refused: &mut bool) -> Outcomes {
     store.write(|tx| {
+        *refused = false;
         let mut out = Vec::with_capacity(jobs.len());
         for job in jobs.iter_mut() {
-            tx.exec("SAVEPOINT group_job", &[])?;
+            if savepoints {
+                tx.exec("SAVEPOINT group_job", &[])?;
+            }
             match (job.work)(tx) {
                 Ok(v) => out.push(Ok(v)),
-                Err(e) if own_error(&e) => {
+                Err(e) if savepoints && own_error(&e) => {
                     tx.exec("ROLLBACK TO SAVEPOINT group_job", &[])?;
                     out.push(Err(e));
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    *refused = own_error(&e);
+                    return Err(e);
+                }
             }
-            tx.exec("RELEASE SAVEPOINT group_job", &[])?;
+            if savepoints {
+                tx.exec("RELEASE SAVEPOINT group_job", &[])?;
+            }
         }
         Ok(out)
     })
 }
+
+type Outcomes = Result<Vec<Result<Erased>>>;
 
 /// A [`NewMessage`] that owns its text, to cross to the writer thread.
 struct OwnedMessage {

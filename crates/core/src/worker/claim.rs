@@ -360,9 +360,23 @@ enum Source {
 
 /// One recipient's message rendered on a blocking thread, never on the runtime's: a template
 /// may run up to its rendering budget (`template::RENDER_FUEL`), CPU time the runtime's threads
-/// owe to `/healthz`, the API and the other calls. The row is already claimed with its
-/// dispatch marker and no transaction is open, as for the provider call that follows.
+/// owe to `/healthz`, the API and the other calls. A literal message whose text is given runs
+/// nothing (its parts are taken as they are), so it skips the blocking thread's handoff. The
+/// row is already claimed with its dispatch marker and no transaction is open, as for the
+/// provider call that follows.
 async fn render(source: Source, vars: String, link: Option<String>) -> Result<Rendered> {
+    if let Source::Own {
+        subject,
+        text,
+        html,
+        templated: false,
+    } = &source
+    {
+        if !text.is_empty() {
+            return Compiled::literal_message(subject.as_deref(), text, html.as_deref())?
+                .render_json(&vars, link.as_deref());
+        }
+    }
     tokio::task::spawn_blocking(move || match source {
         Source::Campaign(tpl) => tpl.render_json(&vars, link.as_deref()),
         Source::Own {
