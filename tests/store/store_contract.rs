@@ -1821,32 +1821,33 @@ fn templates_and_attachments_read_back_the_same_on_every_backend() {
 
 // ---- Notifications and Webhooks: the same script on every backend ----------------------------
 
+/// One notification row as the transcript prints it.
+fn notify_line(r: &sendonce::store::NotifyRow) -> String {
+    format!(
+        "{} {} {} {} attempts {} sent {} id {:?}",
+        r.job_id,
+        r.address,
+        r.channel,
+        r.status,
+        r.attempts,
+        r.sent_at.is_some(),
+        r.provider_message_id
+    )
+}
+
 /// `sendonce notify`'s rows: rows of the `notify` account's stream for their channel, a row per
 /// recipient made once, one content per key and channel taken from the first call (the claim
 /// reads it), a later recipient queued in the stream, which never completes.
 #[test]
 fn notifications_answer_the_same_on_every_backend() {
-    use sendonce::store::NotifyRow;
     same_on_both(|s| {
         let mut t = Vec::new();
         let rows = |t: &mut Vec<String>, key: &str, ch: Channel, to: &[&str]| {
             let to: Vec<String> = to.iter().map(|a| a.to_string()).collect();
-            t.push(said(s.notification_rows(key, ch, &to).map(|rows| {
-                rows.iter()
-                    .map(|r: &NotifyRow| {
-                        format!(
-                            "{} {} {} {} attempts {} sent {} id {:?}",
-                            r.job_id,
-                            r.address,
-                            r.channel,
-                            r.status,
-                            r.attempts,
-                            r.sent_at.is_some(),
-                            r.provider_message_id
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            })));
+            t.push(said(
+                s.notification_rows(key, ch, &to)
+                    .map(|rows| rows.iter().map(notify_line).collect::<Vec<_>>()),
+            ));
         };
         let to = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
         rows(&mut t, "k1", Channel::Email, &["a@x.com"]);

@@ -7,6 +7,7 @@ use super::engine::{blocking, Worker};
 use super::TARGET;
 use crate::provider::{CallResult, Capabilities, Message, Provider};
 use crate::worker::routes::Route;
+use sendonce_domain::attachment::Attachment;
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::idempotency_key;
 use sendonce_domain::template::{CampaignVars, Compiled, Rendered, Sources};
@@ -279,26 +280,7 @@ impl Worker {
                 route: k,
             };
             let (id, p) = (row.id, route.provider.clone());
-            // A stream row brings its own content; a campaign's row takes its campaign's.
-            let (source, from, reply_to, attachments) = match row.content.take() {
-                Some(m) => (
-                    Source::Own {
-                        subject: m.subject,
-                        text: m.text,
-                        html: m.html,
-                        templated: m.templated,
-                    },
-                    m.from,
-                    m.reply_to,
-                    m.attachments,
-                ),
-                None => (
-                    Source::Campaign(tpl.clone()),
-                    c.sender.clone(),
-                    c.reply_to.clone(),
-                    Vec::new(),
-                ),
-            };
+            let (source, from, reply_to, attachments) = source_of(row.content.take(), c, &tpl);
             let head = Head {
                 channel: c.channel,
                 from,
@@ -314,6 +296,34 @@ impl Worker {
             let call = timed(route.name.clone(), call(p, source, row, head, call_timeout));
             self.calls.start(id, flight, call);
         }
+    }
+}
+
+/// Where a row's message comes from, with its sender, reply-to and files: a stream row brings
+/// its own content, a campaign's row takes its campaign's.
+fn source_of(
+    own: Option<sendonce_store::MessageContent>,
+    c: &sendonce_store::ActiveCampaign,
+    tpl: &Arc<Compiled>,
+) -> (Source, Option<String>, Option<String>, Vec<Attachment>) {
+    match own {
+        Some(m) => (
+            Source::Own {
+                subject: m.subject,
+                text: m.text,
+                html: m.html,
+                templated: m.templated,
+            },
+            m.from,
+            m.reply_to,
+            m.attachments,
+        ),
+        None => (
+            Source::Campaign(tpl.clone()),
+            c.sender.clone(),
+            c.reply_to.clone(),
+            Vec::new(),
+        ),
     }
 }
 
