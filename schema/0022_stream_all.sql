@@ -23,8 +23,21 @@ CREATE UNIQUE INDEX message_contents_notify ON message_contents(account_id, noti
 
 -- The campaigns to fold: confirmations (kind 'api' that are no stream) and notifications.
 CREATE TEMP TABLE hidden_0022 AS
-    SELECT id, account_id, channel, kind, name, created_at FROM campaigns
+    SELECT id, account_id, channel, kind, name, status, created_at FROM campaigns
     WHERE stream = 0 AND kind IN ('api', 'notify');
+
+-- A stream is always sending: a hidden campaign an operator paused or cancelled (or one not
+-- started) must not send from it. Its rows not yet called are cancelled; one that may have
+-- gone (dispatched, or a retry of one that may have) is in doubt, never sent again.
+UPDATE sends SET
+    status = CASE WHEN doubt_since IS NULL AND (status = 'queued' OR dispatched_at IS NULL)
+                  THEN 'cancelled' ELSE 'in_doubt' END,
+    doubt_since = CASE WHEN doubt_since IS NULL AND (status = 'queued' OR dispatched_at IS NULL)
+                       THEN NULL ELSE coalesce(doubt_since, dispatched_at) END,
+    lease_token = NULL,
+    updated_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+WHERE status IN ('queued', 'leased')
+  AND campaign_id IN (SELECT id FROM hidden_0022 WHERE status NOT IN ('sending', 'sent'));
 
 -- A stream for every (account, channel) that has hidden campaigns and no stream yet.
 INSERT INTO campaigns (account_id, name, channel, body, templated, status, scheduled_for,

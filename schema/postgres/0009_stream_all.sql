@@ -16,8 +16,21 @@ SELECT setval(pg_get_serial_sequence('message_contents', 'id'),
               (SELECT max(id) FROM message_contents) IS NOT NULL);
 
 CREATE TEMP TABLE hidden_0009 ON COMMIT DROP AS
-    SELECT id, account_id, channel, kind, name, created_at FROM campaigns
+    SELECT id, account_id, channel, kind, name, status, created_at FROM campaigns
     WHERE NOT stream AND kind IN ('api', 'notify');
+
+-- A stream is always sending: a hidden campaign an operator paused or cancelled (or one not
+-- started) must not send from it. Its rows not yet called are cancelled; one that may have
+-- gone is in doubt, never sent again.
+UPDATE sends SET
+    status = CASE WHEN doubt_since IS NULL AND (status = 'queued' OR dispatched_at IS NULL)
+                  THEN 'cancelled' ELSE 'in_doubt' END,
+    doubt_since = CASE WHEN doubt_since IS NULL AND (status = 'queued' OR dispatched_at IS NULL)
+                       THEN NULL ELSE coalesce(doubt_since, dispatched_at) END,
+    lease_token = NULL,
+    updated_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE status IN ('queued', 'leased')
+  AND campaign_id IN (SELECT id FROM hidden_0009 WHERE status NOT IN ('sending', 'sent'));
 
 INSERT INTO campaigns (account_id, name, channel, body, templated, status, scheduled_for,
                        approved_at, started_at, list_complete, created_at, kind, transactional,

@@ -226,7 +226,7 @@ impl<L: sendonce::store::Ledger + ?Sized> CycleOne for L {
     {
         let claims: Vec<_> = claim.into_iter().cloned().collect();
         let budget = claim.map_or(0, |r| r.batch);
-        let (stats, got) = self.cycle(records, &claims, budget, now)?;
+        let (stats, got) = self.cycle(records, &claims, &[0], budget, now)?;
         Ok((stats, got.into_iter().next().unwrap_or_default()))
     }
 }

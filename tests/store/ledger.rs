@@ -552,7 +552,7 @@ fn damage_in_one_claim_of_a_turn_leaves_nothing_of_the_others() {
         req(acct, cid, 3, 1, t0, None),
         req(notify, stream, 3, 2, t0, None),
     ];
-    let e = s.cycle(&[], &claims, 6, t0).unwrap_err();
+    let e = s.cycle(&[], &claims, &[0, 1], 6, t0).unwrap_err();
     assert_eq!(e.kind, sendonce::error::ErrorKind::Damaged, "{}", e.message);
     assert!(e.message.contains("no content of its own"), "{}", e.message);
     assert_eq!(

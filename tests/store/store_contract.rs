@@ -494,7 +494,8 @@ fn a_campaign_is_sent_only_when_its_list_is_complete_and_every_row_settled() {
 }
 
 /// A turn claims across a campaign and a stream in one commit: each claim takes at most its
-/// batch, all of them at most the budget (the worker's free call slots), in the order asked;
+/// batch, claims on one route at most its slots together, all of them at most the budget (the
+/// worker's free call slots), in the order asked;
 /// a stream's rows bring their content, a campaign's do not; every row has its marker.
 #[test]
 fn one_cycle_claims_across_a_campaign_and_a_stream_within_the_budget() {
@@ -520,12 +521,17 @@ fn one_cycle_claims_across_a_campaign_and_a_stream_within_the_budget() {
             account_id: account,
             ..f.req(batch, token, now, None)
         };
+        // On one route (one pool) the claims share its slots: the campaign takes both.
+        let claims = [f.req(2, 7, t0, None), on_stream(2, 8, t0)];
+        let (_, got) = f.s.cycle(&[], &claims, &[0, 0], 10, t0).unwrap();
+        let sizes: Vec<usize> = got.iter().map(|c| c.rows.len()).collect();
+        assert_eq!(sizes, [2, 0], "{}: one route's slots, shared", f.backend);
         let claims = [f.req(4, 1, t0, None), on_stream(4, 2, t0)];
-        let (_, got) = f.s.cycle(&[], &claims, 5, t0).unwrap();
+        let (_, got) = f.s.cycle(&[], &claims, &[0, 1], 4, t0).unwrap();
         let sizes: Vec<usize> = got.iter().map(|c| c.rows.len()).collect();
         assert_eq!(
             sizes,
-            [4, 1],
+            [3, 1],
             "{}: the budget ends the stream's share",
             f.backend
         );
@@ -542,9 +548,9 @@ fn one_cycle_claims_across_a_campaign_and_a_stream_within_the_budget() {
         // The next turn asks the stream first: it takes what is left of it, the campaign the
         // rest of the budget.
         let claims = [on_stream(4, 3, t0), f.req(4, 4, t0, None)];
-        let (_, got) = f.s.cycle(&[], &claims, 3, t0).unwrap();
+        let (_, got) = f.s.cycle(&[], &claims, &[0, 1], 3, t0).unwrap();
         let sizes: Vec<usize> = got.iter().map(|c| c.rows.len()).collect();
-        assert_eq!(sizes, [2, 1], "{}", f.backend);
+        assert_eq!(sizes, [2, 0], "{}", f.backend);
         assert_eq!(f.count("leased"), 5, "{}", f.backend);
         // Every leased row carries its dispatch marker: expired, they go in doubt.
         let later = t0 + 10_000;
@@ -552,6 +558,7 @@ fn one_cycle_claims_across_a_campaign_and_a_stream_within_the_budget() {
             f.s.cycle(
                 &[],
                 &[f.req(10, 5, later, None), on_stream(10, 6, later)],
+                &[0, 1],
                 20,
                 later,
             )

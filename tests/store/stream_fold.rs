@@ -40,7 +40,14 @@ const OLD_HIDDEN: &str = "
       VALUES (103, 2, 6, 20, 'notify:deploy-42:a@example.org', 'a@example.org', '{}', 'sent', 1,
               1, 'old-notify-a', 1, 1, 1),
              (104, 2, 6, 21, 'notify:deploy-42:b@example.org', 'b@example.org', '{}', 'queued', 1,
-              0, NULL, 1, 1, NULL);";
+              0, NULL, 1, 1, NULL);
+    INSERT INTO campaigns (id, account_id, name, channel, sender, subject, body, templated, status,
+                           scheduled_for, approved_at, started_at, list_complete, created_at, kind)
+      VALUES (7, 2, 'notify:held', 'email', 'ci@example.org', 'Held', 'paused by an operator', 0,
+              'paused', 1, 1, 1, 1, 1, 'notify');
+    INSERT INTO sends (id, account_id, campaign_id, subscriber_id, job_id, address, vars, status,
+                       visible_at, created_at, updated_at)
+      VALUES (105, 2, 7, 20, 'notify:held:a@example.org', 'a@example.org', '{}', 'queued', 1, 1, 1);";
 
 /// Each folded row as (send id, stream?, status, job id, content's subject, body, templated,
 /// notify key), in id order, read with `query` (SQLite and PostgreSQL print the same).
@@ -108,6 +115,11 @@ fn an_upgrade_folds_confirmations_and_notifications_into_the_streams() {
         1,
         "a notification's rows share one content"
     );
+    assert_eq!(
+        env.count("SELECT count(*) FROM sends WHERE id = 105 AND status = 'cancelled'"),
+        1,
+        "a paused hidden campaign's queued row must not send from the always-sending stream"
+    );
     env.assert_counters();
     the_folded_rows_go_out_once(&env);
 }
@@ -136,10 +148,11 @@ fn the_folded_rows_go_out_once(env: &Env) {
     for job in [
         "confirm:2:8@0123456789abcdef",
         "notify:deploy-42:a@example.org",
+        "notify:held:a@example.org",
     ] {
         assert!(
             !deliveries(&outbox).contains_key(job),
-            "{job} was sent before the upgrade and went again"
+            "{job} was sent before the upgrade (or paused) and went out"
         );
     }
     assert_eq!(

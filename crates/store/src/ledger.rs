@@ -252,12 +252,14 @@ pub trait Ledger: Send + Sync + 'static {
     /// One commit per worker cycle: record the outcomes of finished calls and run `claims`
     /// (one per campaign or stream with free call slots, in the order given), whose rows all
     /// get their dispatch marker in the lease statement; together they lease at most `budget`
-    /// rows (the worker's free call slots), each at most its own `batch`. Returns one
+    /// rows (the worker's free call slots). Claims with the same `pool_of` entry share their
+    /// `batch` (a route's slots and tokens): all of them lease at most that many. Returns one
     /// [`Claimed`] per request, in order.
     fn cycle(
         &self,
         records: &[Record],
         claims: &[ClaimRequest],
+        pool_of: &[usize],
         budget: usize,
         now: i64,
     ) -> Result<(RecordStats, Vec<Claimed>)>;
@@ -369,7 +371,8 @@ impl<S: LedgerStore> Ledger for S {
 
     fn claim(&self, req: &ClaimRequest) -> Result<Claimed> {
         let one = std::slice::from_ref(req);
-        let (mut all, generation) = self.write(|tx| claims_tx(self, tx, one, req.batch, false))?;
+        let (mut all, generation) =
+            self.write(|tx| claims_tx(self, tx, (one, &[0]), req.batch, false))?;
         let mut out = all.pop().unwrap_or_default();
         self.claim_committed(generation, req.now)?;
         attach_files(self, &mut out.rows)?;
@@ -385,6 +388,7 @@ impl<S: LedgerStore> Ledger for S {
         &self,
         records: &[Record],
         claims: &[ClaimRequest],
+        pool_of: &[usize],
         budget: usize,
         now: i64,
     ) -> Result<(RecordStats, Vec<Claimed>)> {
@@ -393,7 +397,7 @@ impl<S: LedgerStore> Ledger for S {
         }
         let both = self.write(|tx| {
             let stats = record_tx(tx, records, now)?;
-            let got = claims_tx(self, tx, claims, budget, true)?;
+            let got = claims_tx(self, tx, (claims, pool_of), budget, true)?;
             Ok((stats, got))
         });
         let (stats, (mut got, generation)) = match both {
@@ -878,27 +882,33 @@ fn lease_many(tx: &mut dyn Tx, ids: &[i64], req: &ClaimRequest, terms: &LeaseTer
     Ok(())
 }
 
-/// Claims in one transaction, in order, each leasing at most its `batch` and together at most
-/// `budget` rows (with their dispatch marker when `dispatch`). A transaction that leased rows
-/// is counted once (SQLite: the clone guard is checked, the watermark follows the commit).
+/// Claims in one transaction, in order, together at most `budget` rows and the claims of one
+/// pool (`pool_of`, parallel to `claims`) at most the `batch` of its first (with their dispatch
+/// marker when `dispatch`). A transaction that leased rows is counted once (SQLite: the clone
+/// guard is checked, the watermark follows the commit).
 fn claims_tx<S: LedgerStore + ?Sized>(
     store: &S,
     tx: &mut dyn Tx,
-    claims: &[ClaimRequest],
+    (claims, pool_of): (&[ClaimRequest], &[usize]),
     budget: usize,
     dispatch: bool,
 ) -> Result<(Vec<Claimed>, Option<i64>)> {
     let (mut left, mut first) = (budget, None);
+    let mut pools: std::collections::HashMap<usize, usize> = Default::default();
     let mut out = Vec::with_capacity(claims.len());
-    for req in claims {
+    for (i, req) in claims.iter().enumerate() {
+        let pool = pools
+            .entry(pool_of.get(i).copied().unwrap_or(i))
+            .or_insert(req.batch);
         let sized = ClaimRequest {
-            batch: req.batch.min(left),
+            batch: req.batch.min(left).min(*pool),
             ..req.clone()
         };
         let (got, at) = match sized.batch {
             0 => (Claimed::default(), None),
             _ => claim_rows(tx, &sized, dispatch)?,
         };
+        *pool -= got.rows.len().min(*pool);
         left -= got.rows.len().min(left);
         first = first.or(at);
         out.push(got);

@@ -465,7 +465,8 @@ fn cancel_confirmations(tx: &mut dyn Tx, list_id: i64) -> Result<u64> {
     tx.exec(
         "UPDATE sends SET status = 'cancelled', updated_at = ?2,
                 last_error = 'its list was removed before it was sent'
-         WHERE status = 'queued' AND id IN (SELECT s.id FROM list_confirmations lc
+         WHERE status = 'queued' AND doubt_since IS NULL AND id IN (SELECT s.id
+             FROM list_confirmations lc
              JOIN sends s ON s.campaign_id = lc.campaign_id AND s.subscriber_id = lc.subscriber_id
              WHERE lc.list_id = ?1 AND s.job_id LIKE 'confirm:' || CAST(?1 AS TEXT) || ':'
                                        || CAST(lc.subscriber_id AS TEXT) || '@%')",

@@ -132,13 +132,15 @@ fn notification_row(
     Ok(())
 }
 
-/// The state of a notification's row: account `?1`, notify key `?2`, address `?3`.
+/// The state of a notification's row: account `?1`, notify key `?2`, address `?3`, channel
+/// `?4`; found through its stream and `sends_campaign_address`, not a scan of `sends`.
 const NOTIFICATION_ROW: &str =
     "SELECT s.status, s.attempts, s.sent_at, s.provider_message_id, s.last_error
-     FROM accounts a JOIN message_contents c ON c.account_id = a.id
-     JOIN sends s ON s.message_id = c.id
-     WHERE a.name = ?1 AND c.notify_key = ?2 AND s.address = ?3 AND s.account_id = a.id
-     ORDER BY s.id LIMIT 1";
+     FROM accounts a JOIN message_contents c ON c.account_id = a.id AND c.notify_key = ?2
+     JOIN campaigns st ON st.account_id = a.id AND st.stream = TRUE AND st.channel = ?4
+     JOIN sends s ON s.campaign_id = st.id AND s.address = ?3
+                 AND coalesce(s.message_id, 0) = c.id
+     WHERE a.name = ?1 ORDER BY s.id LIMIT 1";
 
 impl<S: Db> Notifications for S {
     /// Create (or find) the rows of a notification. Content is taken from the first call for a
@@ -182,18 +184,22 @@ impl<S: Db> Notifications for S {
         self.read(|tx| {
             let mut out = Vec::new();
             for addr in addresses {
-                let row = tx.query_opt(NOTIFICATION_ROW, &args![ACCOUNT, &nkey, addr], |r| {
-                    Ok(NotifyRow {
-                        job_id: notify_job_id(key, addr),
-                        address: addr.clone(),
-                        channel,
-                        status: get_at::<SendStatus>(r, 0, "sends.status")?.to_string(),
-                        attempts: r.get(1)?,
-                        sent_at: r.get(2)?,
-                        provider_message_id: r.get(3)?,
-                        reason: r.get(4)?,
-                    })
-                })?;
+                let row = tx.query_opt(
+                    NOTIFICATION_ROW,
+                    &args![ACCOUNT, &nkey, addr, channel],
+                    |r| {
+                        Ok(NotifyRow {
+                            job_id: notify_job_id(key, addr),
+                            address: addr.clone(),
+                            channel,
+                            status: get_at::<SendStatus>(r, 0, "sends.status")?.to_string(),
+                            attempts: r.get(1)?,
+                            sent_at: r.get(2)?,
+                            provider_message_id: r.get(3)?,
+                            reason: r.get(4)?,
+                        })
+                    },
+                )?;
                 out.extend(row);
             }
             Ok(out)

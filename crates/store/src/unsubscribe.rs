@@ -117,7 +117,7 @@ pub(crate) fn apply(tx: &mut dyn Tx, r: &UnsubscribeRequest<'_>) -> Result<Unsub
 /// Rows of subscriber `sub` still queued in the account's list campaigns (approved, sending or
 /// paused) that no longer reach it through any of their lists become `suppressed`, in the
 /// unsubscribe's transaction: a list unsubscribe stops mail that was about to go, not only the
-/// next campaign. Hidden campaigns (a double opt-in confirmation for another list) are left. A
+/// next campaign. Stream rows (a double opt-in confirmation for another list) are left. A
 /// row already leased is in flight and goes; a queued row that may already have been delivered
 /// (`doubt_since`, retried under the same key) keeps its path.
 fn withdraw_queued(tx: &mut dyn Tx, account_id: i64, sub: i64, now: i64) -> Result<u64> {

@@ -16,12 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What one campaign (or stream) asks of the turn's claim: its route, its compiled template
-/// and the call slots it may fill (rate-limit tokens already taken for them).
+/// and the call slots its route has this turn (rate-limit tokens already taken for them).
 struct Ask {
     i: usize,
     route: Arc<Route>,
     tpl: Arc<Compiled>,
     slots: usize,
+    /// Its route's place among the turn's routes: the asks on one route share its slots.
+    pool: usize,
 }
 
 /// Identity of a route, for per-route in-flight counts.
@@ -43,12 +45,12 @@ impl Worker {
     pub(super) async fn cycle(&mut self) -> Result<bool> {
         self.rate_wait = None;
         let free = self.cfg.concurrency.saturating_sub(self.calls.len());
-        let asks = match !self.stopping && free > 0 {
+        let turn = match !self.stopping && free > 0 {
             true => self.asks(free).await?,
-            false => Vec::new(),
+            false => Default::default(),
         };
-        if !asks.is_empty() {
-            return self.claim(asks, free).await;
+        if !turn.0.is_empty() {
+            return self.claim(turn, free).await;
         }
         // Outcomes that no claim carried this turn (stopping, or no free slot or token): their
         // own commit, so a confirmation never waits for the next claim.
@@ -58,26 +60,32 @@ impl Worker {
         Ok(false)
     }
 
-    /// What each campaign with a route, a free slot on it and rate-limit tokens asks of this
-    /// turn's claim, starting with the next one in turn. A route's cap is shared by the
-    /// campaigns on it.
-    async fn asks(&mut self, free: usize) -> Result<Vec<Ask>> {
+    /// What each campaign with a route that has free slots and rate-limit tokens asks of this
+    /// turn's claim, starting with the next one in turn. The slots (and tokens) are taken once
+    /// per route, and the campaigns on a route share them in the claim: a campaign with nothing
+    /// due holds none of them. Returns the asks and each route's slots (the asks' `pool`).
+    async fn asks(&mut self, free: usize) -> Result<(Vec<Ask>, Vec<(Arc<Route>, usize)>)> {
         let n = self.campaigns.len();
         let start = self.rr;
         self.rr = self.rr.wrapping_add(1);
-        let mut asked: std::collections::HashMap<usize, usize> = Default::default();
+        let mut pools: Vec<(Arc<Route>, usize)> = Vec::new();
         let mut asks = Vec::new();
         for k in 0..n {
             let i = (start + k) % n;
             let Some(route) = self.campaign_routes.get(&self.campaigns[i].id).cloned() else {
                 continue;
             };
-            let taken = asked.get(&route_key(&route)).copied().unwrap_or(0);
-            let slots = self.slots(&route, free, taken).await?;
-            if slots == 0 {
+            let pool = match pools.iter().position(|(r, _)| Arc::ptr_eq(r, &route)) {
+                Some(p) => p,
+                None => {
+                    let slots = self.slots(&route, free).await?;
+                    pools.push((route.clone(), slots));
+                    pools.len() - 1
+                }
+            };
+            if pools[pool].1 == 0 {
                 continue;
             }
-            *asked.entry(route_key(&route)).or_default() += slots;
             // The template is compiled before the claim: an error here must not leave freshly
             // dispatched rows behind (they would end in doubt, never called).
             let tpl = self.template(i)?;
@@ -85,22 +93,32 @@ impl Worker {
                 i,
                 route,
                 tpl,
-                slots,
+                slots: pools[pool].1,
+                pool,
             });
         }
-        Ok(asks)
+        Ok((asks, pools))
     }
 
-    /// The turn's commit: the outcomes, and every ask's claim (at most `free` rows in all);
-    /// then the calls of every claimed row. Returns true when rows were claimed.
-    async fn claim(&mut self, asks: Vec<Ask>, free: usize) -> Result<bool> {
+    /// The turn's commit: the outcomes, and every ask's claim (at most `free` rows in all, at
+    /// most its route's slots for the asks on a route); then the calls of every claimed row,
+    /// and each route's unused tokens given back. Returns true when rows were claimed.
+    async fn claim(
+        &mut self,
+        (asks, pools): (Vec<Ask>, Vec<(Arc<Route>, usize)>),
+        free: usize,
+    ) -> Result<bool> {
         let reqs: Vec<ClaimRequest> = asks
             .iter()
             .map(|a| self.claim_request(a.i, a.slots, a.route.provider.capabilities()))
             .collect();
+        let pool_of: Vec<usize> = asks.iter().map(|a| a.pool).collect();
         let group = std::mem::take(&mut self.outcomes);
         let now = sendonce_domain::clock::now_ms();
-        let cycle = blocking(&self.ledger, move |l| l.cycle(&group, &reqs, free, now)).await;
+        let cycle = blocking(&self.ledger, move |l| {
+            l.cycle(&group, &reqs, &pool_of, free, now)
+        })
+        .await;
         let (stats, all) = match cycle {
             Ok(x) => x,
             Err(e) if e.stops_worker() => {
@@ -110,24 +128,27 @@ impl Worker {
             Err(e) => return Err(e),
         };
         self.summary.add(&stats);
+        let mut used = vec![0usize; pools.len()];
         let mut claimed_any = false;
         for (ask, got) in asks.into_iter().zip(all) {
-            claimed_any |= self.start(ask, got).await;
+            used[ask.pool] += got.rows.len();
+            claimed_any |= self.start(ask, got);
+        }
+        for ((route, slots), used) in pools.iter().zip(used) {
+            if let Some(l) = &route.limiter {
+                // Tokens for slots the claim could not fill stay with this process.
+                l.give_back(slots.saturating_sub(used) as u32).await;
+            }
         }
         Ok(claimed_any)
     }
 
-    /// One ask's share of the commit: its counts, its unused tokens given back, and a call per
-    /// claimed row. Returns true when it claimed rows.
-    async fn start(&mut self, ask: Ask, got: sendonce_store::Claimed) -> bool {
+    /// One ask's share of the commit: its counts and a call per claimed row. Returns true when
+    /// it claimed rows.
+    fn start(&mut self, ask: Ask, got: sendonce_store::Claimed) -> bool {
         self.summary.suppressed += got.suppressed;
         crate::metrics::sends("suppressed", got.suppressed);
         self.summary.moved_in_doubt += got.in_doubt;
-        if let Some(l) = &ask.route.limiter {
-            // Tokens for slots the claim could not fill stay with this process.
-            l.give_back(ask.slots.saturating_sub(got.rows.len()) as u32)
-                .await;
-        }
         if got.rows.is_empty() {
             return false;
         }
@@ -142,14 +163,12 @@ impl Worker {
         true
     }
 
-    /// Call slots for a claim on `route`: the worker's free slots, at most a batch, within the
-    /// route's cap (less `asked`, the slots other campaigns on it asked for this turn) and the
-    /// rate-limit tokens it got (0: none).
-    async fn slots(&mut self, route: &Arc<Route>, free: usize, asked: usize) -> Result<usize> {
+    /// Call slots for the claims on `route`: the worker's free slots, at most a batch, within
+    /// the route's cap and the rate-limit tokens it got (0: none).
+    async fn slots(&mut self, route: &Arc<Route>, free: usize) -> Result<usize> {
         let mut slots = free.min(self.cfg.batch);
         if let Some(cap) = route.concurrency {
-            let busy = self.calls.on_route(route_key(route)) + asked;
-            slots = slots.min(cap.saturating_sub(busy));
+            slots = slots.min(cap.saturating_sub(self.calls.on_route(route_key(route))));
         }
         if slots == 0 {
             return Ok(0);

@@ -204,8 +204,8 @@ impl Worker {
             let (id, one_off) = (c.id, !c.templated);
             // A stream never completes.
             if !c.stream && blocking(&self.ledger, move |l| l.try_complete(id, now)).await? {
-                // A one-off message (notify, a confirmation) is one campaign each: not worth a
-                // line.
+                // A campaign that is no template (before schema 22 a notification had one of
+                // its own): not worth a line.
                 if one_off {
                     tracing::debug!(target: TARGET, campaign_id = id, "message settled");
                 } else {
