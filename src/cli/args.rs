@@ -172,8 +172,9 @@ pub enum Command {
         logs: Vec<PathBuf>,
     },
     /// Run an offline provider and inbox for tests and demos: HTTP (--provider webhook:URL, or
-    /// a twilio:, resend: or postmark: provider whose base_url points here) and SMTP (--smtp);
-    /// assert through GET /messages, Mailpit's API, or the web inbox at /.
+    /// a twilio:, resend: or postmark: provider whose base_url points here; also the send calls
+    /// of Amazon SES v2, SendGrid, Mailgun and Brevo for their SDKs) and SMTP (--smtp); assert
+    /// through GET /messages, Mailpit's API, or the web inbox at /.
     FakeProvider(Box<sendonce_fake::Args>),
     /// The config file and settings: `config show` (effective settings and their sources,
     /// secrets masked), `config example` (a commented sendonce.toml).

@@ -289,11 +289,17 @@ pub struct Fake {
 impl Fake {
     /// Start it with the delivery log `log` and extra flags (`--no-idempotent`, `--latency`...).
     pub fn start(log: &Path, extra: &[&str]) -> Fake {
+        Fake::start_with_env(log, extra, &[])
+    }
+
+    /// [`Fake::start`] with environment variables (`SENDONCE_FAKE_AWS_KEY`...).
+    pub fn start_with_env(log: &Path, extra: &[&str], vars: &[(&str, &str)]) -> Fake {
         use std::io::BufRead;
         let mut child = Command::new(BIN)
             .args(["fake-provider", "--listen", "127.0.0.1:0", "--log"])
             .arg(log)
             .args(extra)
+            .envs(vars.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn()

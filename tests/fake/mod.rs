@@ -1,6 +1,8 @@
 //! The fake provider (`crates/fake`): hostile clients, the assertions and Mailpit APIs, the
-//! provider endpoints, SMTP, the web inbox.
+//! provider endpoints (and the SES, SendGrid, Mailgun and Brevo shapes with their SDKs), SMTP,
+//! the web inbox.
 
+pub(crate) mod fake_clouds;
 pub(crate) mod fake_hostile;
 #[cfg(feature = "tier1")]
 pub(crate) mod fake_inbox_api;

@@ -35,16 +35,16 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};
 
-type Answer = std::result::Result<Response<Body>, DropReply>;
+pub(super) type Answer = std::result::Result<Response<Body>, DropReply>;
 
 /// The injected faults of one request; the latency has already been slept.
-struct Faults {
-    fail: bool,
-    drop: bool,
+pub(super) struct Faults {
+    pub fail: bool,
+    pub drop: bool,
 }
 
 /// Draw the faults the same way `/send` does (three numbers per request) and sleep the latency.
-async fn faults(shared: &Shared) -> Faults {
+pub(super) async fn faults(shared: &Shared) -> Faults {
     let cfg = &shared.config;
     let [lat, fail, drop] = shared.rng.unit::<3>();
     if let Some((lo, hi)) = cfg.latency {
@@ -57,26 +57,29 @@ async fn faults(shared: &Shared) -> Faults {
 }
 
 /// The request's head and body (bounded in size and time: `guard::read_body`).
-async fn read(shared: &Shared, req: HttpRequest<Incoming>) -> Result<(Parts, Bytes), BodyError> {
+pub(super) async fn read(
+    shared: &Shared,
+    req: HttpRequest<Incoming>,
+) -> Result<(Parts, Bytes), BodyError> {
     let (parts, body) = req.into_parts();
     Ok((parts, read_body(body, &shared.config.limits).await?))
 }
 
 /// How each API words the answers of the shared tail.
-struct Answers<Ok, Conflict, Fail>
+pub(super) struct Answers<Ok, Conflict, Fail>
 where
     Ok: FnOnce(&str) -> Response<Body>,
     Conflict: FnOnce() -> Response<Body>,
     Fail: Fn(StatusCode, &str) -> Response<Body>,
 {
-    ok: Ok,
-    conflict: Conflict,
+    pub ok: Ok,
+    pub conflict: Conflict,
     /// An error answer (injected failure, journal failure).
-    fail: Fail,
+    pub fail: Fail,
 }
 
 /// The tail every send endpoint shares: injected failure, journal (fsync), dropped reply.
-async fn record<O, C, F>(
+pub(super) async fn record<O, C, F>(
     shared: &Shared,
     f: &Faults,
     request: Request,
@@ -111,7 +114,7 @@ where
     }
 }
 
-fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
+pub(super) fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {
     parts
         .headers
         .get(name)
@@ -193,7 +196,7 @@ fn twilio_error(status: StatusCode, code: i64, message: &str) -> Response<Body> 
 }
 
 /// `(user, password)` of a basic `Authorization` header.
-fn basic_auth(parts: &Parts) -> Option<(String, String)> {
+pub(super) fn basic_auth(parts: &Parts) -> Option<(String, String)> {
     let v = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
     let (scheme, encoded) = v.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
@@ -510,14 +513,14 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
 }
 
 /// The field names of an API's attachment objects.
-struct FileFields {
-    filename: &'static str,
-    content: &'static str,
-    content_type: &'static str,
+pub(super) struct FileFields {
+    pub filename: &'static str,
+    pub content: &'static str,
+    pub content_type: &'static str,
     /// Every name the API takes for the content id, the first preferred.
-    content_id: &'static [&'static str],
+    pub content_id: &'static [&'static str],
     /// Whether the API requires `content_type` (Postmark) or guesses it (Resend).
-    type_required: bool,
+    pub type_required: bool,
 }
 
 const RESEND_FILES: FileFields = FileFields {
@@ -538,7 +541,7 @@ const POSTMARK_FILES: FileFields = FileFields {
 
 /// An API's attachments (absent, or an array of objects with a file name and base64 content),
 /// checked as the provider checks them; a remote `path` cannot be fetched offline.
-fn files(v: Option<&Value>, f: &FileFields) -> Result<Vec<LoggedAttachment>, String> {
+pub(super) fn files(v: Option<&Value>, f: &FileFields) -> Result<Vec<LoggedAttachment>, String> {
     let list = match v {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(list)) => list,

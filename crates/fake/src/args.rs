@@ -6,8 +6,9 @@ use super::Limits;
 use std::path::PathBuf;
 
 /// `sendonce fake-provider`: an offline provider and inbox for tests. POST /send (JSON,
-/// Idempotency-Key header), Twilio-, Resend- and Postmark-compatible endpoints (point a
-/// provider's base_url here) and SMTP (--smtp); read back with GET /messages (filters,
+/// Idempotency-Key header), Twilio-, Resend-, Postmark-, Amazon SES v2-, SendGrid-, Mailgun-
+/// and Brevo-compatible endpoints (point a provider's base URL or SDK here; SES signatures are
+/// checked against SENDONCE_FAKE_AWS_KEY=ID:SECRET when it is set) and SMTP (--smtp); read back with GET /messages (filters,
 /// /messages/wait, /messages/{id}), Mailpit's /api/v1, or the web inbox at /.
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -364,7 +364,7 @@ fn api_of(path: &str) -> Option<&'static str> {
         "/emails" => Some("resend"),
         "/email" | "/messages/outbound" => Some("postmark"),
         _ if path == "/messages" || path.starts_with("/messages/") => Some("assertions"),
-        _ => None,
+        _ => super::clouds::api_of(path),
     }
 }
 

@@ -44,7 +44,7 @@ pub(crate) struct Request {
 }
 
 /// How a new message id looks, so each API answers with ids of its provider's shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum IdStyle {
     /// `fake-<32 hex>` (the generic `/send`).
     Fake,
@@ -52,15 +52,36 @@ pub(crate) enum IdStyle {
     TwilioSid,
     /// A hyphenated UUID (Resend, Postmark).
     Uuid,
+    /// Amazon SES: `010001` + 10 hex digits, a UUID, `-000000`.
+    Ses,
+    /// SendGrid's `X-Message-Id`: 22 URL-safe base64 characters.
+    SendGrid,
+    /// A Message-ID in angle brackets on this domain (Mailgun: its sending domain; Brevo:
+    /// its relay's).
+    MessageId(String),
 }
 
 impl IdStyle {
-    fn new_id(self) -> String {
+    fn new_id(&self) -> String {
+        use base64::Engine;
         let u = uuid::Uuid::new_v4();
         match self {
             IdStyle::Fake => format!("fake-{}", u.simple()),
             IdStyle::TwilioSid => format!("SM{}", u.simple()),
             IdStyle::Uuid => u.hyphenated().to_string(),
+            IdStyle::Ses => {
+                let hex = uuid::Uuid::new_v4().simple().to_string();
+                format!("010001{}-{}-000000", &hex[..10], u.hyphenated())
+            }
+            IdStyle::SendGrid => {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(u.as_bytes())
+            }
+            IdStyle::MessageId(domain) => {
+                let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                    .to_string()
+                    .replace(['-', ':', 'T', 'Z'], "");
+                format!("<{stamp}.{}@{domain}>", &u.simple().to_string()[..16])
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //! - `journal`: the single writer thread (delivery log + key table, one fsync per group).
 //! - `server`: the HTTP side (hyper), routes and fault injection.
 //! - `apis`: Twilio-, Resend- and Postmark-compatible endpoints on the same journal.
+//! - `clouds`: Amazon SES v2-, SendGrid-, Mailgun- and Brevo-compatible endpoints, likewise.
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
 //! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
@@ -16,6 +17,7 @@ mod apis;
 mod args;
 mod assertions;
 pub mod callbacks;
+mod clouds;
 mod guard;
 mod inbox;
 mod journal;
@@ -65,6 +67,9 @@ pub struct Config {
     pub callbacks: Option<callbacks::Callbacks>,
     /// The SMTP listener (`--smtp`): size limit, chaos, AUTH, STARTTLS identity.
     pub smtp: smtp::Settings,
+    /// The AWS key whose SigV4 signatures the SES endpoint checks (access key id, secret),
+    /// from `SENDONCE_FAKE_AWS_KEY=ID:SECRET`; None: any signature is accepted.
+    pub aws_key: Option<(String, String)>,
 }
 
 impl Config {
@@ -82,6 +87,7 @@ impl Config {
             limits: Limits::default(),
             allowed_hosts: Vec::new(),
             smtp: smtp::Settings::default(),
+            aws_key: None,
         }
     }
 
@@ -115,7 +121,26 @@ impl Config {
                 .map(|url| callbacks::Callbacks::from_env(url, &a.callback_account))
                 .transpose()?,
             smtp: smtp::Settings::from_args(a)?,
+            aws_key: aws_key_from_env()?,
         })
+    }
+}
+
+/// The environment variable with the AWS key the SES endpoint checks signatures with.
+pub const AWS_KEY_ENV: &str = "SENDONCE_FAKE_AWS_KEY";
+
+/// `SENDONCE_FAKE_AWS_KEY=ACCESS_KEY_ID:SECRET`, when set (never a flag: it would show in `ps`).
+fn aws_key_from_env() -> Result<Option<(String, String)>> {
+    let Ok(v) = std::env::var(AWS_KEY_ENV) else {
+        return Ok(None);
+    };
+    match v.split_once(':') {
+        Some((id, secret)) if !id.trim().is_empty() && !secret.is_empty() => {
+            Ok(Some((id.trim().to_string(), secret.to_string())))
+        }
+        _ => Err(Error::invalid(format!(
+            "{AWS_KEY_ENV} must be ACCESS_KEY_ID:SECRET"
+        ))),
     }
 }
 

@@ -237,6 +237,10 @@ async fn handle(
             return Ok(r);
         }
     }
+    let req = match super::clouds::route(&shared, req, &path).await {
+        Ok(answer) => return answer,
+        Err(req) => req,
+    };
     match (req.method(), path.as_str()) {
         (&Method::POST, "/send" | "/") => send(&shared, req).await,
         (&Method::GET, "/health") => Ok(reply(StatusCode::OK, json!({"status": "ok"}))),
