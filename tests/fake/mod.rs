@@ -2,6 +2,7 @@
 //! provider endpoints (and the SES, SendGrid, Mailgun and Brevo shapes with their SDKs), SMTP,
 //! the web inbox.
 
+pub(crate) mod fake_chaos;
 pub(crate) mod fake_clouds;
 pub(crate) mod fake_hostile;
 #[cfg(feature = "tier1")]

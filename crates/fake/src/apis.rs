@@ -37,23 +37,64 @@ use std::time::{Duration, UNIX_EPOCH};
 
 pub(super) type Answer = std::result::Result<Response<Body>, DropReply>;
 
-/// The injected faults of one request; the latency has already been slept.
+/// The injected faults of one request; the latency (and any `--chaos` delay) has already been
+/// slept.
+#[derive(Default)]
 pub(super) struct Faults {
     pub fail: bool,
     pub drop: bool,
+    /// A `--chaos` refusal: the status and the `Retry-After` seconds.
+    pub refuse: Option<(StatusCode, Option<u64>)>,
+    /// A `--chaos` hang after accepting: the silence before the connection is closed.
+    pub hang: Option<Duration>,
 }
 
-/// Draw the faults the same way `/send` does (three numbers per request) and sleep the latency.
-pub(super) async fn faults(shared: &Shared) -> Faults {
+/// Draw the faults the same way `/send` does (three numbers per request), then `api`'s
+/// `--chaos` rules, and sleep the latency and the rules' delay.
+pub(super) async fn faults(shared: &Shared, api: &str) -> Faults {
     let cfg = &shared.config;
     let [lat, fail, drop] = shared.rng.unit::<3>();
+    let chaos = shared.chaos.draw(api);
+    let mut delay = chaos.delay;
     if let Some((lo, hi)) = cfg.latency {
-        tokio::time::sleep(lo + (hi - lo).mul_f64(lat)).await;
+        delay += lo + (hi - lo).mul_f64(lat);
+    }
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
     Faults {
         fail: fail < cfg.fail_rate,
         drop: drop < cfg.drop_after_accept_rate,
+        refuse: chaos.refuse,
+        hang: chaos.hang,
     }
+}
+
+/// A `--chaos` refusal in the API's error format, with its `Retry-After`.
+pub(super) fn chaos_refusal(
+    (status, retry_after): (StatusCode, Option<u64>),
+    fail: impl Fn(StatusCode, &str) -> Response<Body>,
+) -> Response<Body> {
+    let mut r = fail(status, "injected by a --chaos rule: not recorded");
+    if let Some(s) = retry_after {
+        r.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
+}
+
+/// After a message is stored: a `--chaos` hang (silence, then the connection closed) or a
+/// dropped reply, or the answer.
+pub(super) async fn after_accept(f: &Faults) -> Result<(), DropReply> {
+    if let Some(hold) = f.hang {
+        tokio::time::sleep(hold).await;
+        return Err(DropReply);
+    }
+    if f.drop {
+        // Recorded and fsynced; the client never hears about it.
+        return Err(DropReply);
+    }
+    Ok(())
 }
 
 /// The request's head and body (bounded in size and time: `guard::read_body`).
@@ -91,6 +132,9 @@ where
     C: FnOnce() -> Response<Body>,
     F: Fn(StatusCode, &str) -> Response<Body>,
 {
+    if let Some(refusal) = f.refuse {
+        return Ok(chaos_refusal(refusal, a.fail));
+    }
     if f.fail {
         return Ok((a.fail)(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -103,10 +147,7 @@ where
     );
     match shared.journal.submit_then(request, after).await {
         Ok(Verdict::Delivered { message_id, .. }) => {
-            if f.drop {
-                // Recorded and fsynced; the client never hears about it.
-                return Err(DropReply);
-            }
+            after_accept(f).await?;
             Ok((a.ok)(&message_id))
         }
         Ok(Verdict::Conflict) => Ok((a.conflict)()),
@@ -212,7 +253,7 @@ pub(super) fn basic_auth(parts: &Parts) -> Option<(String, String)> {
 
 /// `POST /2010-04-01/Accounts/{sid}/Messages.json`.
 pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: String) -> Answer {
-    let f = faults(shared).await;
+    let f = faults(shared, "twilio").await;
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) => return Ok(e.apply(twilio_error(e.status, 20001, &e.message))),
@@ -389,7 +430,7 @@ fn resend_error(status: StatusCode, name: &str, message: &str) -> Response<Body>
 
 /// `POST /emails`.
 pub(super) async fn resend(shared: &Shared, req: HttpRequest<Incoming>) -> Answer {
-    let f = faults(shared).await;
+    let f = faults(shared, "resend").await;
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) => return Ok(e.apply(resend_error(e.status, "validation_error", &e.message))),
@@ -621,7 +662,7 @@ fn postmark_unauthorized(parts: &Parts) -> Option<Response<Body>> {
 
 /// `POST /email`.
 pub(super) async fn postmark_send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer {
-    let f = faults(shared).await;
+    let f = faults(shared, "postmark").await;
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) if e.status == StatusCode::BAD_REQUEST => {

@@ -47,9 +47,20 @@ pub struct Args {
     /// Share of sends recorded, then answered by closing the connection (a lost reply).
     #[arg(long, default_value_t = 0.0, value_name = "P")]
     pub drop_after_accept_rate: f64,
-    /// Seed for the random faults and latency.
+    /// Seed for the random faults, latency and --chaos rules: the same seed and the same
+    /// requests misbehave the same way.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// A misbehaviour rule, repeatable: key=value pairs separated by commas. provider=API
+    /// (webhook, twilio, resend, postmark, ses, sendgrid, mailgun, brevo; default every API),
+    /// then one effect: rate=N/s or N/m [burst=N] [then=STATUS] (past the rate: STATUS, default
+    /// 429, with Retry-After); slow=DURATION or slow=MIN..MAX; status=STATUS (4xx/5xx instead
+    /// of accepting) [every=N,for=M: the first M of every N requests]; after-accept=hang,
+    /// for=DURATION (stored, then no answer: the client times out). p=P fires on a share of
+    /// requests. Refusals use the API's error format and store nothing. E.g.
+    /// 'provider=resend,rate=10/s,then=429'. GET|PUT|DELETE /chaos shows and replaces them.
+    #[arg(long = "chaos", value_name = "RULE")]
+    pub chaos: Vec<String>,
     /// A number the Twilio endpoint answers with error 21610 (recipient opted out).
     /// Repeatable.
     #[arg(long = "twilio-opted-out", value_name = "NUMBER")]

@@ -363,7 +363,9 @@ fn api_of(path: &str) -> Option<&'static str> {
         "/send" | "/" => Some("webhook"),
         "/emails" => Some("resend"),
         "/email" | "/messages/outbound" => Some("postmark"),
-        _ if path == "/messages" || path.starts_with("/messages/") => Some("assertions"),
+        _ if path == "/messages" || path.starts_with("/messages/") || path == "/chaos" => {
+            Some("assertions")
+        }
         _ => super::clouds::api_of(path),
     }
 }

@@ -6,6 +6,7 @@
 //! - `server`: the HTTP side (hyper), routes and fault injection.
 //! - `apis`: Twilio-, Resend- and Postmark-compatible endpoints on the same journal.
 //! - `clouds`: Amazon SES v2-, SendGrid-, Mailgun- and Brevo-compatible endpoints, likewise.
+//! - `chaos`: `--chaos` rules (rate limits, slow answers, failure bursts, hangs after accept).
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
 //! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
@@ -17,6 +18,7 @@ mod apis;
 mod args;
 mod assertions;
 pub mod callbacks;
+mod chaos;
 mod clouds;
 mod guard;
 mod inbox;
@@ -67,6 +69,8 @@ pub struct Config {
     pub callbacks: Option<callbacks::Callbacks>,
     /// The SMTP listener (`--smtp`): size limit, chaos, AUTH, STARTTLS identity.
     pub smtp: smtp::Settings,
+    /// `--chaos` rules, as written (checked when the server opens).
+    pub chaos: Vec<String>,
     /// The AWS key whose SigV4 signatures the SES endpoint checks (access key id, secret),
     /// from `SENDONCE_FAKE_AWS_KEY=ID:SECRET`; None: any signature is accepted.
     pub aws_key: Option<(String, String)>,
@@ -88,6 +92,7 @@ impl Config {
             allowed_hosts: Vec::new(),
             smtp: smtp::Settings::default(),
             aws_key: None,
+            chaos: Vec::new(),
         }
     }
 
@@ -122,6 +127,7 @@ impl Config {
                 .transpose()?,
             smtp: smtp::Settings::from_args(a)?,
             aws_key: aws_key_from_env()?,
+            chaos: a.chaos.clone(),
         })
     }
 }

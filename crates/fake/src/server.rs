@@ -47,6 +47,8 @@ pub(super) struct Shared {
     pub(super) rng: Rng,
     /// `Config::request_log`, open for appending.
     pub(super) requests: Option<std::sync::Mutex<std::fs::File>>,
+    /// The `--chaos` rules (`GET|PUT|DELETE /chaos`).
+    pub(super) chaos: super::chaos::Chaos,
 }
 
 /// A fake provider whose log and key table are open; `serve` answers requests.
@@ -67,7 +69,11 @@ impl Server {
     /// Open (or create) the delivery log and the key table and load the keys.
     pub fn open(config: Config) -> Result<Self> {
         let journal = Journal::open(&config.log, config.idempotent)?;
-        let rng = Rng::new(config.seed);
+        let seed = config
+            .seed
+            .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
+        let rng = Rng::new(Some(seed));
+        let chaos = super::chaos::Chaos::new(&config.chaos, seed)?;
         let requests = match &config.request_log {
             Some(p) => Some(std::sync::Mutex::new(
                 sendonce_domain::files::options()
@@ -84,6 +90,7 @@ impl Server {
                 journal,
                 rng,
                 requests,
+                chaos,
             }),
         })
     }
@@ -237,6 +244,14 @@ async fn handle(
             return Ok(r);
         }
     }
+    if path == "/chaos" {
+        let method = req.method().clone();
+        let body = match super::guard::read_body(req.into_body(), &shared.config.limits).await {
+            Ok(b) => b,
+            Err(e) => return Ok(e.apply(invalid(e.status, e.message.clone()))),
+        };
+        return Ok(super::chaos::handle(&shared.chaos, &method, &body));
+    }
     let req = match super::clouds::route(&shared, req, &path).await {
         Ok(answer) => return answer,
         Err(req) => req,
@@ -272,10 +287,7 @@ async fn send(
     req: HttpRequest<Incoming>,
 ) -> std::result::Result<Response<Body>, DropReply> {
     let cfg = &shared.config;
-    let [lat, fail, drop] = shared.rng.unit::<3>();
-    if let Some((lo, hi)) = cfg.latency {
-        tokio::time::sleep(lo + (hi - lo).mul_f64(lat)).await;
-    }
+    let f = apis::faults(shared, "webhook").await;
     let key = req
         .headers()
         .get("idempotency-key")
@@ -296,7 +308,10 @@ async fn send(
         Ok(r) => r,
         Err(why) => return Ok(invalid(StatusCode::UNPROCESSABLE_ENTITY, why)),
     };
-    if fail < cfg.fail_rate {
+    if let Some(refusal) = f.refuse {
+        return Ok(apis::chaos_refusal(refusal, |s, m: &str| invalid(s, m)));
+    }
+    if f.fail {
         return Ok(invalid(
             StatusCode::SERVICE_UNAVAILABLE,
             "injected failure (--fail-rate): not recorded",
@@ -308,10 +323,7 @@ async fn send(
     );
     match shared.journal.submit_then(request, after).await {
         Ok(Verdict::Delivered { message_id, replay }) => {
-            if drop < cfg.drop_after_accept_rate {
-                // Recorded and fsynced; the client never hears about it.
-                return Err(DropReply);
-            }
+            apis::after_accept(&f).await?;
             let mut r = reply(StatusCode::OK, json!({"id": message_id}));
             if replay {
                 r.headers_mut()

@@ -48,7 +48,7 @@ fn invalid(message: &str) -> Refusal {
 
 /// `POST /v3/smtp/email`.
 pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer {
-    let f = faults(shared).await;
+    let f = faults(shared, "brevo").await;
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) => return Ok(e.apply(*invalid(&e.message))),

@@ -42,7 +42,7 @@ fn forbidden() -> Response<Body> {
 
 /// `POST /v3/{domain}/messages`.
 pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>, domain: String) -> Answer {
-    let f = faults(shared).await;
+    let f = faults(shared, "mailgun").await;
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) => return Ok(e.apply(error(e.status, &e.message))),

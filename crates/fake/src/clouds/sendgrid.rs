@@ -42,7 +42,7 @@ fn error(status: StatusCode, field: Option<&str>, message: &str) -> Response<Bod
 
 /// `POST /v3/mail/send`.
 pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer {
-    let f = faults(shared).await;
+    let f = faults(shared, "sendgrid").await;
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) => return Ok(e.apply(error(e.status, None, &e.message))),
@@ -82,7 +82,9 @@ async fn deliver(shared: &Shared, f: &Faults, requests: Vec<Request>) -> Answer 
         };
         let faults = Faults {
             fail: f.fail,
+            refuse: f.refuse,
             drop: f.drop && i == last,
+            hang: f.hang.filter(|_| i == last),
         };
         let answer = record(shared, &faults, request, None, answers).await?;
         if answer.status() != StatusCode::ACCEPTED {

@@ -52,7 +52,7 @@ fn bad_request(message: &str) -> Refusal {
 
 /// `POST /v2/email/outbound-emails`.
 pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer {
-    let f = faults(shared).await;
+    let f = faults(shared, "ses").await;
     let (parts, body) = match read(shared, req).await {
         Ok(x) => x,
         Err(e) => return Ok(e.apply(*bad_request(&e.message))),
