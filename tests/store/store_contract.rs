@@ -3080,6 +3080,46 @@ fn a_report_search_narrows_by_prefix_and_state_the_same_on_every_backend() {
     }
 }
 
+/// A row waiting to retry a call that may have been delivered (`doubt_since`) goes in doubt
+/// when its campaign is cancelled, not cancelled: it may have gone. The other queued rows are
+/// cancelled.
+#[test]
+fn cancelling_a_campaign_puts_a_retry_that_may_have_gone_in_doubt_on_every_backend() {
+    for b in ledger_backends() {
+        let f = Fixture::new(&b, 3);
+        let t0 = now_ms();
+        let c = f.claim(1, 1, t0, None);
+        f.s.mark_dispatched(&keys(&c), t0, 60_000).unwrap();
+        let retry = Record {
+            id: c.rows[0].id,
+            token: c.rows[0].token,
+            outcome: Outcome::Retry {
+                error: "timed out after the request was sent".into(),
+                retry_at: t0 + 3_600_000,
+                maybe_delivered: true,
+            },
+        };
+        f.s.record(&[retry], t0).unwrap();
+        assert_eq!(f.count("queued"), 3, "{}", f.backend);
+        f.s.cancel_campaign(f.cid).unwrap();
+        assert_eq!(
+            (f.count("in_doubt"), f.count("cancelled"), f.count("queued")),
+            (1, 2, 0),
+            "{}: the retry that may have gone is in doubt",
+            f.backend
+        );
+        let doubt = f.s.account_doubts(f.acct, (0, 0), 10).unwrap();
+        assert_eq!(doubt.len(), 1, "{}", f.backend);
+        assert_eq!(doubt[0].send_id, c.rows[0].id, "{}", f.backend);
+        let why = doubt[0].reason.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("cancelled while a retry"),
+            "{}: {why}",
+            f.backend
+        );
+    }
+}
+
 /// The dashboard's account-wide queue of rows in doubt: paged by (campaign, send) on every
 /// backend, never another account's rows; delivery reports looked up per job.
 #[test]

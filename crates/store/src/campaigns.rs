@@ -511,9 +511,9 @@ impl<S: Db> Campaigns for S {
         )
     }
 
-    /// Any non-terminal state -> `cancelled`. Queued and undispatched rows are cancelled; rows
-    /// whose call may be in flight keep their lease (their outcome is still recorded), and the
-    /// in-doubt ones stay in doubt.
+    /// Any non-terminal state -> `cancelled`. Queued and undispatched rows are cancelled (in
+    /// doubt if retrying a call that may have gone: `doubt_since`); rows whose call may be in
+    /// flight keep their lease (their outcome is still recorded); in-doubt ones stay so.
     fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
         let now = sendonce_domain::clock::now_ms();
         transition(
@@ -526,7 +526,9 @@ impl<S: Db> Campaigns for S {
                 &args![id, now],
             ),
             Some(
-                "UPDATE sends SET status = 'cancelled', lease_token = NULL, updated_at = ?2
+                "UPDATE sends SET lease_token = NULL, updated_at = ?2,
+                     status = CASE WHEN doubt_since IS NULL THEN 'cancelled' ELSE 'in_doubt' END,
+                     last_error = CASE WHEN doubt_since IS NULL THEN last_error ELSE coalesce(last_error || '; ', '') || 'campaign cancelled while a retry of a call that may have gone waited' END
                  WHERE campaign_id = ?1
                    AND (status = 'queued' OR (status = 'leased' AND dispatched_at IS NULL))",
             ),
