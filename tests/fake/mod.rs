@@ -11,5 +11,6 @@ pub(crate) mod fake_inbox_api;
 pub(crate) mod fake_mailpit;
 pub(crate) mod fake_provider;
 pub(crate) mod fake_smtp;
+pub(crate) mod fake_tenants;
 #[cfg(feature = "tier1")]
 pub(crate) mod fake_web;

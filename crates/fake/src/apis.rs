@@ -24,6 +24,7 @@
 use super::guard::{read_body, BodyError};
 use super::journal::{IdStyle, Request, Verdict};
 use super::server::{reply, Body, DropReply, Shared};
+pub(super) use super::tenants::{bad_tenant, tenant, tenant_ok, Who};
 use base64::Engine;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, AUTHORIZATION, WWW_AUTHENTICATE};
@@ -132,6 +133,9 @@ where
     C: FnOnce() -> Response<Body>,
     F: Fn(StatusCode, &str) -> Response<Body>,
 {
+    if let Some(t) = request.tenant.as_deref().filter(|t| !tenant_ok(t)) {
+        return Ok((a.fail)(StatusCode::BAD_REQUEST, &bad_tenant(t)));
+    }
     if let Some(refusal) = f.refuse {
         return Ok(chaos_refusal(refusal, a.fail));
     }
@@ -269,13 +273,14 @@ pub(super) async fn twilio(shared: &Shared, req: HttpRequest<Incoming>, sid: Str
         }
     };
     let TwilioSend {
-        request,
+        mut request,
         from,
         service,
     } = match parse_twilio(&body, &sid, &shared.config.twilio_opted_out) {
         Ok(s) => s,
         Err((code, message)) => return Ok(twilio_error(StatusCode::BAD_REQUEST, code, &message)),
     };
+    request.tenant = tenant(&parts, Who::Name(&sid));
     let (to, text) = (request.to.clone(), request.body.clone());
     let answers = Answers {
         ok: |id: &str| twilio_message(&sid, id, &to, &text, &from, &service),
@@ -369,6 +374,7 @@ fn parse_twilio(body: &[u8], sid: &str, opted_out: &[String]) -> Result<TwilioSe
         raw: None,
         envelope: None,
         attachments: Vec::new(),
+        tenant: None,
     };
     Ok(TwilioSend {
         request,
@@ -458,10 +464,11 @@ pub(super) async fn resend(shared: &Shared, req: HttpRequest<Incoming>) -> Answe
             }
         },
     };
-    let request = match parse_resend(&body, key) {
+    let mut request = match parse_resend(&body, key) {
         Ok(r) => r,
         Err((status, name, message)) => return Ok(resend_error(status, name, &message)),
     };
+    request.tenant = tenant(&parts, Who::Secret(bearer.map_or("", |(_, t)| t.trim())));
     let answers = Answers {
         ok: |id: &str| reply(StatusCode::OK, json!({"id": id})),
         conflict: || {
@@ -550,6 +557,7 @@ fn parse_resend(body: &[u8], key: String) -> Result<Request, Refusal> {
         raw: None,
         envelope: None,
         attachments,
+        tenant: None,
     })
 }
 
@@ -677,7 +685,7 @@ pub(super) async fn postmark_send(shared: &Shared, req: HttpRequest<Incoming>) -
     if let Some(r) = postmark_unauthorized(&parts) {
         return Ok(r);
     }
-    let request = match parse_postmark(&body) {
+    let mut request = match parse_postmark(&body) {
         Ok(r) => r,
         Err((code, message)) => {
             return Ok(postmark_error(
@@ -687,6 +695,8 @@ pub(super) async fn postmark_send(shared: &Shared, req: HttpRequest<Incoming>) -
             ))
         }
     };
+    let token = header(&parts, "x-postmark-server-token").unwrap_or_default();
+    request.tenant = tenant(&parts, Who::Secret(token));
     let to = request.to.clone();
     let answers = Answers {
         ok: |id: &str| {
@@ -795,6 +805,7 @@ fn parse_postmark(body: &[u8]) -> Result<Request, (i64, String)> {
         raw: None,
         envelope: None,
         attachments,
+        tenant: None,
     })
 }
 

@@ -93,7 +93,7 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
 }
 
 async fn clear(shared: &Shared) -> Response<Body> {
-    match shared.journal.clear().await {
+    match inbox::clear(shared).await {
         Ok(deleted) => reply(StatusCode::OK, json!({"deleted": deleted})),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }

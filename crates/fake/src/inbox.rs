@@ -141,10 +141,42 @@ pub(crate) fn percent_decode(s: &str) -> String {
 /// Every complete line of the delivery log, oldest first (read off the runtime's threads).
 pub(crate) async fn lines(shared: &Shared) -> Result<Vec<DeliveryLine>, String> {
     let path = shared.journal.log_path().to_path_buf();
-    tokio::task::spawn_blocking(move || sendonce_core::provider::deliverylog::read_lines(&path))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.message)
+    let mut all = tokio::task::spawn_blocking(move || {
+        sendonce_core::provider::deliverylog::read_lines(&path)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.message)?;
+    all.retain(|l| super::tenants::visible(l.tenant.as_deref()));
+    Ok(all)
+}
+
+/// Delete the deliveries `ids` this request sees (in a tenant's view, another tenant's ids
+/// are left alone). Returns how many went.
+pub(crate) async fn delete(shared: &Shared, mut ids: Vec<String>) -> Result<usize, String> {
+    if super::tenants::view().is_some() {
+        let seen: std::collections::HashSet<String> = lines(shared)
+            .await?
+            .into_iter()
+            .map(|l| l.message_id)
+            .collect();
+        ids.retain(|id| seen.contains(id));
+    }
+    shared.journal.delete(ids).await
+}
+
+/// Empty the inbox this request sees: every message, or in a tenant's view (`/t/{tenant}/`)
+/// only that tenant's. Returns how many deliveries went.
+pub(crate) async fn clear(shared: &Shared) -> Result<usize, String> {
+    if super::tenants::view().is_none() {
+        return shared.journal.clear().await;
+    }
+    let ids = lines(shared)
+        .await?
+        .into_iter()
+        .map(|l| l.message_id)
+        .collect();
+    shared.journal.delete(ids).await
 }
 
 /// The deliveries a filter keeps, newest first.
@@ -566,8 +598,10 @@ pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
         .and_then(|p| p.body_text(0))
         .map(|t| t.into_owned())
         .unwrap_or_default();
+    let (job_id, tenant) = (header("X-Sendonce-Job"), header("X-Fake-Tenant"));
+    drop(parsed);
     Request {
-        job_id: header("X-Sendonce-Job").unwrap_or_default(),
+        job_id: job_id.unwrap_or_default(),
         idempotency_key: String::new(),
         channel: "email".into(),
         from,
@@ -582,6 +616,7 @@ pub(crate) fn request_from_smtp(envelope: Envelope, raw: Vec<u8>) -> Request {
         raw: Some(raw),
         envelope: Some(envelope),
         attachments: Vec::new(),
+        tenant,
     }
 }
 
@@ -609,6 +644,7 @@ mod tests {
             raw_base64: None,
             envelope: None,
             attachments: Vec::new(),
+            tenant: None,
         }
     }
 

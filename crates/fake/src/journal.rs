@@ -41,6 +41,8 @@ pub(crate) struct Request {
     pub envelope: Option<sendonce_core::provider::deliverylog::Envelope>,
     /// HTTP APIs: the files the request carried.
     pub attachments: Vec<sendonce_core::provider::deliverylog::LoggedAttachment>,
+    /// The inbox it is filed in (`apis::tenant`; SMTP: the AUTH user).
+    pub tenant: Option<String>,
 }
 
 /// How a new message id looks, so each API answers with ids of its provider's shape.
@@ -464,6 +466,7 @@ impl Writer {
                 }),
                 envelope: r.envelope.clone(),
                 attachments: r.attachments.clone(),
+                tenant: r.tenant.clone(),
             };
             serde_json::to_writer(&mut log_bytes, &line)
                 .map_err(|e| Error::io("encoding a delivery line", e.into()))?;
@@ -508,6 +511,7 @@ mod tests {
             raw: None,
             envelope: None,
             attachments: Vec::new(),
+            tenant: None,
         }
     }
 

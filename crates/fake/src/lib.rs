@@ -6,6 +6,7 @@
 //! - `server`: the HTTP side (hyper), routes and fault injection.
 //! - `apis`: Twilio-, Resend- and Postmark-compatible endpoints on the same journal.
 //! - `clouds`: Amazon SES v2-, SendGrid-, Mailgun- and Brevo-compatible endpoints, likewise.
+//! - `tenants`: per-tenant inboxes (what a message is filed in, the `/t/{tenant}/` views).
 //! - `chaos`: `--chaos` rules (rate limits, slow answers, failure bursts, hangs after accept).
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
@@ -26,6 +27,7 @@ mod journal;
 mod mailpit;
 mod server;
 pub mod smtp;
+mod tenants;
 mod web;
 
 pub use args::Args;

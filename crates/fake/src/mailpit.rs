@@ -217,9 +217,9 @@ async fn delete(shared: &Shared, body: &[u8]) -> Response<Body> {
         }
     };
     let done = if ids.is_empty() {
-        shared.journal.clear().await.map(|_| ())
+        inbox::clear(shared).await.map(|_| ())
     } else {
-        shared.journal.delete(ids).await.map(|_| ())
+        inbox::delete(shared, ids).await.map(|_| ())
     };
     match done {
         Ok(()) => text(StatusCode::OK, "ok"),

@@ -5,6 +5,7 @@
 
 use super::apis;
 use super::journal::{IdStyle, Journal, Request, Verdict};
+use super::tenants;
 use super::{Config, Rng};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -215,13 +216,44 @@ impl Server {
 
 async fn handle(
     shared: Arc<Shared>,
-    req: HttpRequest<Incoming>,
+    mut req: HttpRequest<Incoming>,
     local: Option<std::net::SocketAddr>,
 ) -> std::result::Result<Response<Body>, DropReply> {
     super::guard::log_request(&shared, &req);
     if let Err(why) = super::guard::check_host(&req, local, &shared.config.allowed_hosts) {
         return Ok(invalid(StatusCode::FORBIDDEN, why));
     }
+    let Some((tenant, rest)) = tenants::split(req.uri().path()) else {
+        return route(shared, req).await;
+    };
+    if !tenants::tenant_ok(tenant) {
+        return Ok(invalid(
+            StatusCode::BAD_REQUEST,
+            tenants::bad_tenant(tenant),
+        ));
+    }
+    let tenant = tenant.to_string();
+    let target = match req.uri().query() {
+        Some(q) => format!("{rest}?{q}"),
+        None => rest.to_string(),
+    };
+    match target.parse() {
+        Ok(uri) => *req.uri_mut() = uri,
+        Err(_) => {
+            return Ok(invalid(
+                StatusCode::BAD_REQUEST,
+                "a path this fake cannot read",
+            ))
+        }
+    }
+    tenants::scoped(tenant, route(shared, req)).await
+}
+
+/// Answer a request (its `/t/{tenant}` prefix, if any, already taken off).
+async fn route(
+    shared: Arc<Shared>,
+    req: HttpRequest<Incoming>,
+) -> std::result::Result<Response<Body>, DropReply> {
     let path = req.uri().path().to_string();
     if let Some(sid) = apis::twilio_account(&path) {
         return match req.method() {
@@ -294,7 +326,19 @@ async fn send(
         .and_then(|v| v.to_str().ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
-    let body = match super::guard::read_body(req.into_body(), &cfg.limits).await {
+    let (parts, body) = req.into_parts();
+    let bearer = apis::header(&parts, "authorization")
+        .and_then(|v| v.split_once(' '))
+        .map(|(_, t)| t.trim().to_string());
+    let who = match &bearer {
+        Some(t) => apis::Who::Secret(t),
+        None => apis::Who::Nobody,
+    };
+    let tenant = apis::tenant(&parts, who);
+    if let Some(t) = tenant.as_deref().filter(|t| !apis::tenant_ok(t)) {
+        return Ok(invalid(StatusCode::BAD_REQUEST, apis::bad_tenant(t)));
+    }
+    let body = match super::guard::read_body(body, &cfg.limits).await {
         Ok(b) => b,
         Err(e) => return Ok(e.apply(invalid(e.status, e.message.clone()))),
     };
@@ -304,10 +348,11 @@ async fn send(
             "missing Idempotency-Key header",
         ));
     };
-    let request = match parse_send(&body, key) {
+    let mut request = match parse_send(&body, key) {
         Ok(r) => r,
         Err(why) => return Ok(invalid(StatusCode::UNPROCESSABLE_ENTITY, why)),
     };
+    request.tenant = tenant;
     if let Some(refusal) = f.refuse {
         return Ok(apis::chaos_refusal(refusal, |s, m: &str| invalid(s, m)));
     }
@@ -373,6 +418,7 @@ fn parse_send(body: &[u8], key: String) -> std::result::Result<Request, String> 
         raw: None,
         envelope: None,
         attachments: Vec::new(),
+        tenant: None,
     })
 }
 

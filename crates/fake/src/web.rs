@@ -140,11 +140,11 @@ impl ListQuery {
         if page > 1 {
             s.append_pair("page", &page.to_string());
         }
-        let q = s.finish();
+        let (base, q) = (super::tenants::base(), s.finish());
         if q.is_empty() {
-            "/".into()
+            format!("{base}/")
         } else {
-            format!("/?{q}")
+            format!("{base}/?{q}")
         }
     }
 }
@@ -189,7 +189,7 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
             };
             context! {
                 id => l.message_id,
-                href => format!("/inbox/{}", urlencode(&l.message_id)),
+                href => format!("{}/inbox/{}", super::tenants::base(), urlencode(&l.message_id)),
                 channel => l.channel,
                 to => to,
                 from => l.from,
@@ -216,6 +216,7 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
             prev => (page > 1).then(|| q.href(page - 1)),
             next => (page < pages).then(|| q.href(page + 1)),
             token => token().unwrap_or_default(),
+            base => super::tenants::base(),
         },
     ))
 }
@@ -246,7 +247,7 @@ async fn clear(shared: &Shared, req: HttpRequest<Incoming>) -> Response<Body> {
              earlier run); nothing was deleted. Reload the inbox and try again.",
         );
     }
-    match shared.journal.clear().await {
+    match inbox::clear(shared).await {
         Ok(_) => redirect("/"),
         Err(e) => failed(&e),
     }
@@ -282,7 +283,8 @@ async fn view(shared: &Shared, id: &str) -> Response<Body> {
             m => minijinja::Value::from_serialize(&m),
             to => m.to.join(", "),
             time => short_time(m.at),
-            html_href => format!("/inbox/{}/html", urlencode(&m.id)),
+            html_href => format!("{}/inbox/{}/html", super::tenants::base(), urlencode(&m.id)),
+            base => super::tenants::base(),
             raw => raw,
         },
     ))
@@ -368,11 +370,14 @@ fn not_allowed(allow: &'static str) -> Response<Body> {
     r
 }
 
-fn redirect(to: &'static str) -> Response<Body> {
+/// A 303 to `to` under this request's tenant view (`/t/{tenant}`), if any.
+fn redirect(to: &str) -> Response<Body> {
     let mut r = Response::new(Body::new(Bytes::new()));
     *r.status_mut() = StatusCode::SEE_OTHER;
-    r.headers_mut()
-        .insert(hyper::header::LOCATION, HeaderValue::from_static(to));
+    let to = format!("{}{to}", super::tenants::base());
+    if let Ok(v) = HeaderValue::from_str(&to) {
+        r.headers_mut().insert(hyper::header::LOCATION, v);
+    }
     headers(&mut r, PAGE_CSP);
     r
 }

@@ -48,6 +48,11 @@ pub struct DeliveryLine {
     /// sent. An SMTP message's are in `raw_base64`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<LoggedAttachment>,
+    /// The fake provider's inbox it was filed in (`X-Fake-Tenant`, the SMTP user, a Twilio
+    /// account, an AWS key id, or `key-` and a fingerprint of the API key); absent when the
+    /// request named none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 /// One file of an accepted request.

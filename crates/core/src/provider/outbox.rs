@@ -182,6 +182,7 @@ impl Writer {
                 raw_base64: None,
                 envelope: None,
                 attachments: m.attachments.iter().map(logged).collect(),
+                tenant: None,
             };
             serde_json::to_writer(&mut bytes, &line)
                 .map_err(|e| Error::io("encoding outbox line", e.into()))?;

@@ -5,7 +5,9 @@
 //! gets the first message's id and is not sent again. A repeat with another payload, which
 //! Brevo's documentation does not describe, is refused here with `400 duplicate_request`.
 
-use super::super::apis::{faults, files, header, read, record, Answer, Answers, FileFields};
+use super::super::apis::{
+    faults, files, header, read, record, tenant, Answer, Answers, FileFields, Who,
+};
 use super::super::journal::{IdStyle, Request};
 use super::super::server::{reply, Body, Shared};
 use super::{email_object, email_objects, job_of};
@@ -60,10 +62,14 @@ pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer 
             "Key not found",
         ));
     }
-    let request = match parse(&body) {
+    let mut request = match parse(&body) {
         Ok(r) => r,
         Err(refused) => return Ok(*refused),
     };
+    request.tenant = tenant(
+        &parts,
+        Who::Secret(header(&parts, "api-key").unwrap_or_default()),
+    );
     let answers = Answers {
         ok: |id: &str| reply(StatusCode::CREATED, json!({"messageId": id})),
         conflict: || {
@@ -140,6 +146,7 @@ fn parse(body: &[u8]) -> Result<Request, Refusal> {
         raw: None,
         envelope: None,
         attachments,
+        tenant: None,
     })
 }
 

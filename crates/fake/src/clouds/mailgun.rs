@@ -4,7 +4,7 @@
 //! is a plain `Forbidden`). `h:NAME` fields are headers, `v:NAME` variables (kept as the
 //! delivery's metadata), `attachment` and `inline` file parts its files; no idempotency key.
 
-use super::super::apis::{basic_auth, faults, read, record, Answer, Answers};
+use super::super::apis::{basic_auth, faults, read, record, tenant, Answer, Answers, Who};
 use super::super::journal::{IdStyle, Request};
 use super::super::server::{reply, Body, Shared};
 use super::{checked, job_of};
@@ -47,18 +47,19 @@ pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>, domain: St
         Ok(x) => x,
         Err(e) => return Ok(e.apply(error(e.status, &e.message))),
     };
-    match basic_auth(&parts) {
-        Some((user, key)) if user == "api" && !key.is_empty() => {}
+    let key = match basic_auth(&parts) {
+        Some((user, key)) if user == "api" && !key.is_empty() => key,
         _ => return Ok(forbidden()),
-    }
+    };
     let form = match fields(&parts, body).await {
         Ok(f) => f,
         Err(m) => return Ok(error(StatusCode::BAD_REQUEST, &m)),
     };
-    let request = match parse(form, &domain) {
+    let mut request = match parse(form, &domain) {
         Ok(r) => r,
         Err(m) => return Ok(error(StatusCode::BAD_REQUEST, &m)),
     };
+    request.tenant = tenant(&parts, Who::Secret(&key));
     let answers = Answers {
         ok: |id: &str| {
             reply(
@@ -186,5 +187,6 @@ fn parse(form: Form, domain: &str) -> Result<Request, String> {
         raw: None,
         envelope: None,
         attachments: form.files,
+        tenant: None,
     })
 }

@@ -5,7 +5,7 @@
 //! delivery; SendGrid has no idempotency key.
 
 use super::super::apis::{
-    faults, files, header, read, record, Answer, Answers, Faults, FileFields,
+    faults, files, header, read, record, tenant, Answer, Answers, Faults, FileFields, Who,
 };
 use super::super::journal::{IdStyle, Request};
 use super::super::server::{reply, Body, Shared};
@@ -57,10 +57,14 @@ pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer 
             "The provided authorization grant is invalid, expired, or revoked",
         ));
     }
-    let requests = match parse(&body) {
+    let mut requests = match parse(&body) {
         Ok(r) => r,
         Err((field, message)) => return Ok(error(StatusCode::BAD_REQUEST, field, &message)),
     };
+    let key = bearer.map_or("", |(_, t)| t.trim());
+    for r in &mut requests {
+        r.tenant = tenant(&parts, Who::Secret(key));
+    }
     deliver(shared, &f, requests).await
 }
 
@@ -162,6 +166,7 @@ fn parse(body: &[u8]) -> Result<Vec<Request>, Refusal> {
         raw: None,
         envelope: None,
         attachments,
+        tenant: None,
     };
     list.iter()
         .enumerate()

@@ -6,7 +6,9 @@
 //! the signed headers, the scope's derived key, HMAC-SHA256, and a clock skew of at most 15
 //! minutes.
 
-use super::super::apis::{faults, files, header, read, record, Answer, Answers, FileFields};
+use super::super::apis::{
+    faults, files, header, read, record, tenant, Answer, Answers, FileFields, Who,
+};
 use super::super::journal::{IdStyle, Request};
 use super::super::server::{reply, Body, Shared};
 use super::{checked, job_of};
@@ -60,10 +62,15 @@ pub(super) async fn send(shared: &Shared, req: HttpRequest<Incoming>) -> Answer 
     if let Err(refused) = authorize(&parts, &body, shared.config.aws_key.as_ref()) {
         return Ok(*refused);
     }
-    let request = match parse(&body) {
+    let mut request = match parse(&body) {
         Ok(r) => r,
         Err(refused) => return Ok(*refused),
     };
+    let key_id = header(&parts, "authorization")
+        .and_then(parse_authorization)
+        .map(|s| s.key_id.to_string())
+        .unwrap_or_default();
+    request.tenant = tenant(&parts, Who::Name(&key_id));
     let answers = Answers {
         ok: |id: &str| reply(StatusCode::OK, json!({"MessageId": id})),
         conflict: || *bad_request("unexpected key conflict"),
@@ -416,6 +423,7 @@ fn simple(s: &Value, from: Option<String>, to: &[String]) -> Result<Request, Ref
         raw: None,
         envelope: None,
         attachments,
+        tenant: None,
     })
 }
 

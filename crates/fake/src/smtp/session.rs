@@ -60,6 +60,8 @@ struct Session {
     stop: watch::Receiver<bool>,
     helo: bool,
     authed: bool,
+    /// The AUTH user, once authenticated: the inbox its messages are filed in.
+    user: Option<String>,
     mail: Option<Mail>,
     rcpts: Vec<String>,
     bad: u32,
@@ -88,6 +90,7 @@ pub(super) async fn run(
         stop,
         helo: false,
         authed: false,
+        user: None,
         mail: None,
         rcpts: Vec::new(),
         bad: 0,
@@ -443,7 +446,18 @@ impl Session {
                 ))
                 .await;
         }
-        let req = crate::inbox::request_from_smtp(Envelope { from, to }, raw);
+        let mut req = crate::inbox::request_from_smtp(Envelope { from, to }, raw);
+        if let Some(t) = req
+            .tenant
+            .as_deref()
+            .filter(|t| !crate::tenants::tenant_ok(t))
+        {
+            let refusal = format!("554 5.6.0 {}", crate::tenants::bad_tenant(t));
+            return self.send(&refusal).await;
+        }
+        if req.tenant.is_none() {
+            req.tenant = self.user.as_deref().map(crate::tenants::named);
+        }
         match self.shared.journal.submit_then(req, |_| {}).await {
             Ok(Verdict::Delivered { message_id, .. }) => {
                 if self.chaos(Phase::DropAfterAccept).is_some() {
@@ -608,6 +622,7 @@ impl Session {
         };
         if ok {
             self.authed = true;
+            self.user = Some(user);
             self.send("235 2.7.0 authentication successful").await
         } else {
             self.bad_reply("535 5.7.8 authentication credentials invalid")
