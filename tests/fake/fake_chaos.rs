@@ -3,17 +3,9 @@
 //! a hang after accepting (the client times out, the message is stored), the same draws under
 //! the same `--seed`, and the rules read and replaced at `/chaos`.
 
-use crate::common::{rt, Env, Fake, BIN};
+use crate::common::{client, rt, Env, Fake, BIN};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("a client")
-}
 
 fn resend_mail(i: usize) -> Value {
     json!({"from": "shop@example.org", "to": format!("r{i}@example.org"), "subject": "Hi", "text": "x"})
@@ -45,7 +37,7 @@ fn a_rate_limit_refuses_in_the_apis_format_and_stores_nothing_it_refused() {
     let rule = "provider=resend,rate=1/m,burst=2,then=429";
     let fake = Fake::start(&env.path("d.jsonl"), &["--chaos", rule]);
     rt().block_on(async {
-        let c = http();
+        let c = client();
         for i in 0..2 {
             assert_eq!(resend(&fake, &c, i).await.0, 200);
         }
@@ -77,7 +69,7 @@ fn bursts_repeat_every_n_requests_and_a_seed_repeats_random_failures() {
         &["--chaos", "provider=resend,status=503,every=3,for=1"],
     );
     let statuses: Vec<u16> = rt().block_on(async {
-        let c = http();
+        let c = client();
         let mut out = Vec::new();
         for i in 0..7 {
             out.push(resend(&fake, &c, i).await.0);
@@ -93,7 +85,7 @@ fn bursts_repeat_every_n_requests_and_a_seed_repeats_random_failures() {
             &["--seed", seed, "--chaos", "status=500,p=0.5"],
         );
         rt().block_on(async {
-            let c = http();
+            let c = client();
             let mut out = Vec::new();
             for i in 0..24 {
                 out.push(resend(&fake, &c, i).await.0);
@@ -141,7 +133,7 @@ fn the_rules_are_replaced_all_or_nothing_and_a_bad_rule_is_refused_at_start() {
     let env = Env::new();
     let fake = Fake::start(&env.path("d.jsonl"), &[]);
     rt().block_on(async {
-        let c = http();
+        let c = client();
         let put = |rules: Value| {
             c.put(fake.url("/chaos"))
                 .json(&json!({"rules": rules}))

@@ -3,7 +3,7 @@
 //! tests/requirements.txt), and raw HTTP checks the refusals, the shapes and what is (not)
 //! recorded.
 
-use crate::common::{rt, Env, Fake};
+use crate::common::{client, rt, Env, Fake};
 use serde_json::{json, Value};
 
 const AWS_KEY: (&str, &str) = ("AKIDOFFLINETEST", "offline-secret");
@@ -17,14 +17,6 @@ fn fake(env: &Env, extra: &[&str]) -> Fake {
     )
 }
 
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("a client")
-}
-
 /// POST `body` (JSON) to `path` with `headers`: status, headers, body as JSON (or a string).
 fn post(
     fake: &Fake,
@@ -33,7 +25,7 @@ fn post(
     body: &Value,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
     rt().block_on(async {
-        let mut r = http().post(fake.url(path)).json(body);
+        let mut r = client().post(fake.url(path)).json(body);
         for (k, v) in headers {
             r = r.header(*k, *v);
         }
@@ -211,7 +203,7 @@ fn mailgun_takes_a_url_encoded_form_and_an_injected_failure_is_its_own_error() {
     let form = "from=shop%40example.org&to=kim%40example.org%2C+ann%40example.org&subject=Hi&text=hello&h%3AX-Sendonce-Job=j-mg&v%3Aorder=7";
     let send = |fake: &Fake, body: &'static str| {
         rt().block_on(async {
-            let res = http()
+            let res = client()
                 .post(fake.url("/v3/mg.example.org/messages"))
                 .basic_auth("api", Some("key-test"))
                 .header("content-type", "application/x-www-form-urlencoded")
@@ -340,7 +332,7 @@ fn official_sdks_send_through_the_fake() {
         "refused requests are not recorded"
     );
     let listed: Value = rt().block_on(async {
-        http()
+        client()
             .get(fake.url("/messages?to=kim@example.org"))
             .send()
             .await

@@ -633,20 +633,29 @@ pub(super) fn files(v: Option<&Value>, f: &FileFields) -> Result<Vec<LoggedAttac
 
 /// Resend's `headers`: absent, or an object of strings.
 fn resend_headers(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
-    let mut headers = BTreeMap::new();
+    string_map(v, "headers")
+}
+
+/// An object of strings named `what` (Resend's `headers`, SendGrid's `headers` and
+/// `custom_args`): absent is empty.
+pub(super) fn string_map(
+    v: Option<&Value>,
+    what: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
     match v {
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => {
             for (k, val) in m {
                 let s = val
                     .as_str()
-                    .ok_or_else(|| format!("header {k:?} must be a string"))?;
-                headers.insert(k.clone(), s.to_string());
+                    .ok_or_else(|| format!("{what}: {k:?} must be a string"))?;
+                out.insert(k.clone(), s.to_string());
             }
         }
-        Some(_) => return Err("`headers` must be an object".into()),
+        Some(_) => return Err(format!("`{what}` must be an object")),
     }
-    Ok(headers)
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------

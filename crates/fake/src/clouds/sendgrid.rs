@@ -5,7 +5,8 @@
 //! delivery; SendGrid has no idempotency key.
 
 use super::super::apis::{
-    faults, files, header, read, record, tenant, Answer, Answers, Faults, FileFields, Who,
+    faults, files, header, read, record, string_map, tenant, Answer, Answers, Faults, FileFields,
+    Who,
 };
 use super::super::journal::{IdStyle, Request};
 use super::super::server::{reply, Body, Shared};
@@ -129,8 +130,9 @@ fn parse(body: &[u8]) -> Result<Vec<Request>, Refusal> {
     let (text, html) = content(&v)?;
     let attachments =
         files(v.get("attachments"), &SENDGRID_FILES).map_err(|m| (Some("attachments"), m))?;
-    let headers = strings(v.get("headers")).map_err(|m| (Some("headers"), m))?;
-    let args = strings(v.get("custom_args")).map_err(|m| (Some("custom_args"), m))?;
+    let headers = string_map(v.get("headers"), "headers").map_err(|m| (Some("headers"), m))?;
+    let args =
+        string_map(v.get("custom_args"), "custom_args").map_err(|m| (Some("custom_args"), m))?;
     let list = match v.get("personalizations") {
         Some(Value::Array(l)) if !l.is_empty() => l,
         _ => {
@@ -212,24 +214,6 @@ fn content(v: &Value) -> Result<(Option<String>, Option<String>), Refusal> {
     Ok((text, html))
 }
 
-/// An object of strings (`headers`, `custom_args`); absent is empty.
-fn strings(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
-    match v {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => {
-            for (k, val) in m {
-                let s = val
-                    .as_str()
-                    .ok_or_else(|| format!("{k:?} must be a string"))?;
-                out.insert(k.clone(), s.to_string());
-            }
-        }
-        Some(_) => return Err("must be an object of strings".into()),
-    }
-    Ok(out)
-}
-
 /// One personalization's message: its recipients, subject, headers and arguments over the
 /// request's.
 fn personalization(
@@ -264,9 +248,9 @@ fn personalization(
                 .to_string(),
         ))?;
     let mut h = headers.clone();
-    h.extend(strings(p.get("headers")).map_err(at)?);
+    h.extend(string_map(p.get("headers"), "headers").map_err(at)?);
     let mut a = args.clone();
-    a.extend(strings(p.get("custom_args")).map_err(at)?);
+    a.extend(string_map(p.get("custom_args"), "custom_args").map_err(at)?);
     let job = job_of(&h).or_else(|| a.get("sendonce_job").cloned());
     let metadata: Map<String, Value> = a.into_iter().map(|(k, v)| (k, json!(v))).collect();
     Ok(Request {
