@@ -320,6 +320,11 @@ fn official_sdks_send_through_the_fake() {
             "{api}"
         );
     }
+    let filed = by_id(&r["ses"]["tenant_id"]);
+    assert_eq!(
+        (filed.to.as_str(), filed.tenant.as_deref()),
+        ("lee@example.org", Some("sdk-ses"))
+    );
     let raw = by_id(&r["ses"]["raw_id"]);
     assert_eq!(
         (raw.to.as_str(), raw.job_id.as_str()),
@@ -328,7 +333,7 @@ fn official_sdks_send_through_the_fake() {
     assert_eq!(by_id(&r["brevo"]["id"]).idempotency_key, "order-1234");
     assert_eq!(
         lines.iter().filter(|l| !l.replay).count(),
-        5,
+        6,
         "refused requests are not recorded"
     );
     let listed: Value = rt().block_on(async {

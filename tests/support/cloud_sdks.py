@@ -8,7 +8,7 @@ BASE_URL is the fake's http://127.0.0.1:PORT. The SDKs (pinned in tests/requirem
 boto3's `sesv2` client, `sendgrid`, Mailgun's `mailgun` and Brevo's `brevo-python`. Each sends
 one message with a file (bytes that are not UTF-8) and a job id, then one request its provider
 would refuse, caught as that SDK's own error type. Prints one JSON object on stdout:
-  {"ses": {"id", "raw_id", "wrong_key": {"status", "code"}, "bad": {"status", "code"}},
+  {"ses": {"id", "raw_id", "tenant_id" (sent under /t/sdk-ses), "wrong_key": {"status", "code"}, "bad": {"status", "code"}},
    "sendgrid": {"status", "id", "bad": {"status", "field"}},
    "mailgun": {"status", "id", "message", "bad": {"status", "message"}},
    "brevo": {"id", "replay_id", "bad": {"status", "code"}},
@@ -71,6 +71,15 @@ def ses(base, key_id, secret):
         b"Subject: Raw receipt (SES)\r\nX-Sendonce-Job: job-ses-raw\r\n\r\nRaw body.\r\n"
     )
     out["raw_id"] = client(secret).send_email(Content={"Raw": {"Data": raw}})["MessageId"]
+    # Through a tenant's prefix: the signature covers the path as sent, prefix included.
+    tenant = boto3.client(
+        "sesv2",
+        endpoint_url=base + "/t/sdk-ses",
+        region_name="eu-west-1",
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret,
+    )
+    out["tenant_id"] = tenant.send_email(**simple("lee@example.org"))["MessageId"]
     for name, sec, to in [
         ("wrong_key", secret + "x", "kim@example.org"),
         ("bad", secret, "not-an-address"),

@@ -354,8 +354,9 @@ pub(super) fn check_host<B>(
     ))
 }
 
-/// Which provider API a path belongs to, for the request log.
+/// Which provider API a path belongs to (under a `/t/{tenant}` prefix too), for the request log.
 fn api_of(path: &str) -> Option<&'static str> {
+    let path = super::tenants::split(path).map_or(path, |(_, rest)| rest);
     if super::apis::twilio_account(path).is_some() {
         return Some("twilio");
     }

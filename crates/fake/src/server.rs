@@ -237,6 +237,8 @@ async fn handle(
         Some(q) => format!("{rest}?{q}"),
         None => rest.to_string(),
     };
+    let original = tenants::OriginalPath(req.uri().path().to_string());
+    req.extensions_mut().insert(original);
     match target.parse() {
         Ok(uri) => *req.uri_mut() = uri,
         Err(_) => {

@@ -30,6 +30,19 @@ pub(crate) fn split(path: &str) -> Option<(&str, &str)> {
     })
 }
 
+/// The path a request came with, before its `/t/{tenant}` prefix was taken off (kept in its
+/// extensions: a SigV4 signature covers it).
+#[derive(Clone, Debug)]
+pub(crate) struct OriginalPath(pub String);
+
+/// The path `parts` came with: the original one under a tenant prefix.
+pub(crate) fn original_path(parts: &hyper::http::request::Parts) -> &str {
+    parts
+        .extensions
+        .get::<OriginalPath>()
+        .map_or(parts.uri.path(), |o| o.0.as_str())
+}
+
 /// Run `f` in `tenant`'s view.
 pub(crate) async fn scoped<F: std::future::Future>(tenant: String, f: F) -> F::Output {
     VIEW.scope(tenant, f).await

@@ -274,7 +274,7 @@ fn canonical_request(parts: &Parts, body: &[u8], signed_headers: &str) -> String
     format!(
         "{}\n{}\n{}\n{headers}\n{signed_headers}\n{payload}",
         parts.method,
-        parts.uri.path(),
+        super::super::tenants::original_path(parts),
         query.join("&")
     )
 }
