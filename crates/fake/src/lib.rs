@@ -6,6 +6,8 @@
 //! - `server`: the HTTP side (hyper), routes and fault injection.
 //! - `apis`: Twilio-, Resend- and Postmark-compatible endpoints on the same journal.
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
+//! - `index`: the inbox index the writer keeps in memory (per recipient, job and id, newest
+//!   first; each line's place in the log), so no request re-reads the log.
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
 //! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
 //! - `web`: the web inbox for people at `/` (list, search, message view, clear).
@@ -18,6 +20,7 @@ mod assertions;
 pub mod callbacks;
 mod guard;
 mod inbox;
+mod index;
 mod journal;
 mod mailpit;
 mod server;

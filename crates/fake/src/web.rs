@@ -160,19 +160,34 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
         Ok(q) => q,
         Err(e) => return notice(StatusCode::BAD_REQUEST, "Bad search", &e),
     };
-    let lines = match inbox::lines(shared).await {
-        Ok(l) => l,
+    let filter = q.filter();
+    let wanted = q.page;
+    let paged = inbox::query(shared, move |ix| {
+        let (all, found, page, picks) = {
+            let st = ix.read();
+            let found: Vec<u32> = st.select(&filter).collect();
+            let pages = found.len().div_ceil(PAGE).max(1);
+            let page = wanted.min(pages);
+            let shown: Vec<u32> = found
+                .iter()
+                .skip((page - 1) * PAGE)
+                .take(PAGE)
+                .copied()
+                .collect();
+            (st.live(), found.len(), page, st.picks_at(&shown))
+        };
+        (all, found, page, picks.load())
+    })
+    .await;
+    let (all, found, page, lines) = match paged {
+        Ok(p) => p,
         Err(e) => return failed(&e),
     };
-    let all = lines.iter().filter(|l| !l.replay).count();
-    let found = inbox::select(&lines, &q.filter());
-    let pages = found.len().div_ceil(PAGE).max(1);
-    let page = q.page.min(pages);
-    let rows: Vec<minijinja::Value> = found
+    let pages = found.div_ceil(PAGE).max(1);
+    let rows: Vec<minijinja::Value> = lines
         .iter()
-        .skip((page - 1) * PAGE)
-        .take(PAGE)
-        .map(|l| {
+        .map(|f| {
+            let l = &f.line;
             let to = match &l.envelope {
                 Some(e) => e.to.join(", "),
                 None => l.to.clone(),
@@ -206,7 +221,7 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
             title => "Inbox",
             rows => rows,
             total => all,
-            found => found.len(),
+            found => found,
             searching => !(q.q.is_empty() && q.to.is_empty() && q.channel.is_empty()),
             q => q.q,
             to => q.to,
@@ -254,8 +269,8 @@ async fn clear(shared: &Shared, req: HttpRequest<Incoming>) -> Response<Body> {
 
 /// The message with `id`, or the 404 page.
 async fn message(shared: &Shared, id: &str) -> Result<Message, Response<Body>> {
-    let lines = inbox::lines(shared).await.map_err(|e| failed(&e))?;
-    inbox::find(&lines, id).map(Message::of).ok_or_else(|| {
+    let found = inbox::find(shared, id).await.map_err(|e| failed(&e))?;
+    found.map(|f| Message::of(&f.line)).ok_or_else(|| {
         notice(
             StatusCode::NOT_FOUND,
             "No such message",
