@@ -4,7 +4,8 @@
 //! a message, and the `Request` an SMTP transaction becomes. Listings go through the index
 //! (`index.rs`); `query`, `filtered` and `find` run it off the runtime's threads.
 
-use super::index::{Found, Index};
+pub(crate) use super::index::Found;
+use super::index::Index;
 use super::journal::{IdStyle, Request};
 use super::server::Shared;
 use base64::Engine;

@@ -445,6 +445,13 @@ impl State {
         out
     }
 
+    /// Every tag in use, sorted as Mailpit lists them (case aside).
+    pub(crate) fn tag_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tag_counts().into_keys().collect();
+        names.sort_by_key(|t| t.to_lowercase());
+        names
+    }
+
     /// Deliveries not marked read.
     pub(crate) fn unread(&self) -> usize {
         self.entries.iter().filter(|e| !e.replay && !e.read).count()
@@ -616,4 +623,252 @@ fn read_at(f: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()>
         }
     }
     Ok(())
+}
+
+/// Random delivery lines for the tests that compare the index with a full scan of the log.
+#[cfg(test)]
+pub(crate) mod testing {
+    use base64::Engine;
+    use sendonce_core::provider::deliverylog::{DeliveryLine, Envelope};
+
+    /// xorshift64*: the same lines for the same seed.
+    pub(crate) struct Rand(u64);
+
+    impl Rand {
+        pub(crate) fn new(seed: u64) -> Rand {
+            Rand(seed.max(1))
+        }
+        pub(crate) fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+        }
+        pub(crate) fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+            from[self.below(from.len())]
+        }
+    }
+
+    pub(crate) const RECIPIENTS: &[&str] = &[
+        "kim@example.org",
+        "KIM@Example.org",
+        "lee@example.org",
+        "+14155550100",
+        "zoë@example.org",
+    ];
+    pub(crate) const FROMS: &[&str] = &[
+        "",
+        "news@example.com",
+        "Shop <shop@example.org>",
+        "NEWS@example.com",
+    ];
+    pub(crate) const SUBJECTS: &[&str] = &["", "Welcome Kim", "Your INVOICE", "Ölfarbe sale"];
+    pub(crate) const WORDS: &[&str] = &["hello", "Kim", "invoice", "ÖL", "confirm", "zz-needle"];
+
+    /// A text of a few words, or one longer than `TEXT_KEPT` ending in a word.
+    fn body(r: &mut Rand) -> String {
+        let mut s: Vec<&str> = (0..1 + r.below(4)).map(|_| r.pick(WORDS)).collect();
+        if r.below(5) == 0 {
+            let filler = "lorem ipsum ".repeat(super::TEXT_KEPT / 8);
+            let last = r.pick(WORDS);
+            return format!("{} {filler} {last}", s.join(" "));
+        }
+        s.push("https://x.example/u");
+        s.join(" ")
+    }
+
+    /// A message received over SMTP: its envelope and exact bytes.
+    fn smtp(r: &mut Rand, l: &mut DeliveryLine) {
+        let to: Vec<String> = (0..1 + r.below(3))
+            .map(|_| r.pick(RECIPIENTS).to_string())
+            .collect();
+        let cc = r.pick(RECIPIENTS);
+        let raw = format!(
+            "From: \"Shop, K.\" <shop@example.org>\r\nTo: {}\r\nCc: {cc}\r\nSubject: {}\r\n\r\n{}\r\n",
+            to[0],
+            l.subject.clone().unwrap_or_default(),
+            l.body
+        );
+        l.to = to[0].clone();
+        l.envelope = Some(Envelope {
+            from: r.pick(&["", "bounce@example.org"]).into(),
+            to,
+        });
+        l.raw_base64 = Some(base64::engine::general_purpose::STANDARD.encode(raw));
+    }
+
+    pub(crate) fn lines(seed: u64, n: usize) -> Vec<DeliveryLine> {
+        let mut r = Rand::new(seed);
+        let mut out: Vec<DeliveryLine> = Vec::new();
+        for i in 0..n {
+            let some = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
+            let replay = !out.is_empty() && r.below(6) == 0;
+            let mut l = DeliveryLine {
+                job_id: r.pick(&["j1", "j2", ""]).into(),
+                idempotency_key: format!("k{i}"),
+                channel: r.pick(&["email", "email", "sms"]).into(),
+                from: some(r.pick(FROMS)),
+                to: r.pick(RECIPIENTS).into(),
+                subject: some(r.pick(SUBJECTS)),
+                body: body(&mut r),
+                html: None,
+                reply_to: None,
+                at: 1_000 + i as i64 * 10,
+                replay,
+                message_id: format!("fake-{i}"),
+                metadata: None,
+                api: None,
+                headers: None,
+                raw_base64: None,
+                envelope: None,
+                attachments: Vec::new(),
+            };
+            if replay {
+                let first = &out[r.below(out.len())];
+                l.message_id = first.message_id.clone();
+            } else if l.channel == "email" && r.below(3) == 0 {
+                smtp(&mut r, &mut l);
+            }
+            out.push(l);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{self, Rand};
+    use super::*;
+    use sendonce_core::provider::deliverylog::read_lines;
+
+    /// A log of these lines with a foreign line in the middle and a torn last line.
+    fn write_log(path: &Path, lines: &[DeliveryLine]) {
+        let mut bytes = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            bytes.extend(serde_json::to_vec(l).unwrap());
+            bytes.push(b'\n');
+            if i == lines.len() / 2 {
+                bytes.extend_from_slice(b"{\"not\": \"a delivery\"}\n");
+            }
+        }
+        bytes.extend_from_slice(br#"{"job_id":"torn","idempotency_key":"#);
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn random_filter(r: &mut Rand) -> Filter {
+        let mut maybe =
+            |p: usize, from: &[&str]| (r.below(p) == 0).then(|| r.pick(from).to_string());
+        let mut f = Filter {
+            to: maybe(3, testing::RECIPIENTS),
+            from: maybe(
+                5,
+                &["news@example.com", "shop@example.org", "bounce@EXAMPLE.org"],
+            ),
+            subject: maybe(4, &["kim", "INVOICE", "öl", "welcome k"]),
+            job_id: maybe(4, &["j1", "j2", ""]),
+            channel: maybe(4, &["email", "sms"]),
+            since: None,
+            text: maybe(3, &["kim", "ZZ-NEEDLE", "öl", "example", "invoice"]),
+            replays: false,
+        };
+        f.since = (r.below(4) == 0).then(|| 1_000 + r.below(3000) as i64);
+        f.replays = r.below(3) == 0;
+        if f.job_id.as_deref() == Some("") {
+            f.job_id = None;
+        }
+        f
+    }
+
+    /// The index answers every filter as a full scan of the log does, and reads back the same
+    /// lines.
+    fn agrees(st: &State, path: &Path, r: &mut Rand, rounds: usize) {
+        let all = read_lines(path).unwrap();
+        assert_eq!(st.entries.len(), all.len());
+        for _ in 0..rounds {
+            let f = random_filter(r);
+            let want: Vec<&DeliveryLine> = all.iter().rev().filter(|l| f.matches(l)).collect();
+            let at: Vec<u32> = st.select(&f).collect();
+            let got = st.picks_at(&at).load();
+            let got: Vec<&DeliveryLine> = got.iter().map(|f| &f.line).collect();
+            assert_eq!(got, want, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn the_index_agrees_with_a_full_scan_for_random_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut r = Rand::new(7);
+        for seed in 1..=4 {
+            write_log(&path, &testing::lines(seed, 300));
+            let mut st = Index::build(&path, |_| {})
+                .unwrap()
+                .state
+                .into_inner()
+                .unwrap();
+            agrees(&st, &path, &mut r, 300);
+            // Find: the delivery, never a replay.
+            let all = read_lines(&path).unwrap();
+            for l in all.iter().filter(|l| !l.replay).take(20) {
+                let i = st.find(&l.message_id).unwrap();
+                assert_eq!(st.picks_at(&[i]).load()[0].line, *l);
+            }
+            // A delete rewrites the log from the entries' offsets: still the same answers.
+            let ids: Vec<String> = all
+                .iter()
+                .step_by(7)
+                .map(|l| l.message_id.clone())
+                .collect();
+            let bytes = std::fs::read(&path).unwrap();
+            let removal = st.without(&bytes, &ids).unwrap();
+            std::fs::write(&path, &removal.kept).unwrap();
+            st.removed(removal).unwrap();
+            assert!(read_lines(&path)
+                .unwrap()
+                .iter()
+                .all(|l| !ids.contains(&l.message_id)));
+            agrees(&st, &path, &mut r, 100);
+            // The foreign and torn lines were kept as they were.
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                text.contains("{\"not\": \"a delivery\"}\n")
+                    && text.ends_with("\"idempotency_key\":")
+            );
+        }
+    }
+
+    #[test]
+    fn marks_follow_ids_and_survive_a_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        write_log(&path, &testing::lines(3, 40));
+        let mut st = Index::build(&path, |_| {})
+            .unwrap()
+            .state
+            .into_inner()
+            .unwrap();
+        let ids: Vec<String> = st
+            .newest()
+            .take(3)
+            .map(|i| st.entry(i).id().to_string())
+            .collect();
+        assert_eq!(st.set_read(Some(&ids[..2]), true), 2);
+        assert_eq!(st.unread(), st.live() - 2);
+        st.set_tags(&ids[1..], &["b".into(), "A".into(), "a".into()]);
+        assert_eq!(
+            st.tag_counts().into_iter().collect::<Vec<_>>(),
+            [("A".into(), 2), ("b".into(), 2)]
+        );
+        st.retag("a", Some("Big"));
+        st.retag("B", None);
+        let bytes = std::fs::read(&path).unwrap();
+        let removal = st.without(&bytes, &ids[2..]).unwrap();
+        std::fs::write(&path, &removal.kept).unwrap();
+        st.removed(removal).unwrap();
+        let e = st.entry(st.find(&ids[1]).unwrap());
+        assert!(e.read);
+        assert_eq!(&*e.tags, [Box::from("Big")]);
+        assert_eq!(st.set_read(None, false), 2);
+        assert_eq!(st.unread(), st.live());
+    }
 }

@@ -85,6 +85,33 @@ impl Request {
     fn hash(&self) -> String {
         Self::payload_hash(&self.to, self.subject.as_deref(), &self.body)
     }
+
+    /// The delivery line this request becomes.
+    fn line(&self, at: i64, message_id: String, replay: bool) -> DeliveryLine {
+        DeliveryLine {
+            job_id: self.job_id.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            channel: self.channel.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            subject: self.subject.clone(),
+            body: self.body.clone(),
+            html: self.html.clone(),
+            reply_to: None,
+            at,
+            replay,
+            message_id,
+            metadata: self.metadata.clone(),
+            api: self.api.map(str::to_string),
+            headers: self.headers.clone(),
+            raw_base64: self.raw.as_deref().map(|b| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(b)
+            }),
+            envelope: self.envelope.clone(),
+            attachments: self.attachments.clone(),
+        }
+    }
 }
 
 /// What the journal decided, after the fsync.
@@ -468,29 +495,7 @@ impl Writer {
                     (id, false)
                 }
             };
-            let line = DeliveryLine {
-                job_id: r.job_id.clone(),
-                idempotency_key: r.idempotency_key.clone(),
-                channel: r.channel.clone(),
-                from: r.from.clone(),
-                to: r.to.clone(),
-                subject: r.subject.clone(),
-                body: r.body.clone(),
-                html: r.html.clone(),
-                reply_to: None,
-                at: now,
-                replay,
-                message_id: message_id.clone(),
-                metadata: r.metadata.clone(),
-                api: r.api.map(str::to_string),
-                headers: r.headers.clone(),
-                raw_base64: r.raw.as_deref().map(|b| {
-                    use base64::Engine;
-                    base64::engine::general_purpose::STANDARD.encode(b)
-                }),
-                envelope: r.envelope.clone(),
-                attachments: r.attachments.clone(),
-            };
+            let line = r.line(now, message_id.clone(), replay);
             let start = log_bytes.len();
             serde_json::to_writer(&mut log_bytes, &line)
                 .map_err(|e| Error::io("encoding a delivery line", e.into()))?;

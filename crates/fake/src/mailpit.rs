@@ -212,7 +212,7 @@ async fn list(shared: &Shared, query: Option<&str>, search: Option<Search>) -> R
                 unread: st.unread(),
                 matched,
                 matched_unread,
-                tags: st.tag_counts().into_keys().collect(),
+                tags: st.tag_names(),
             };
             (counts, st.picks_at(&shown))
         };
@@ -799,5 +799,97 @@ mod tests {
             ]
         );
         assert!(page(Some("limit=x")).unwrap_err().contains("limit"));
+    }
+
+    /// A search as it was answered before the index: on the message parsed from its line.
+    fn scan_matches(s: &Search, v: &View) -> bool {
+        use search::Field;
+        let to = searchable(v.a.to.iter());
+        let from = searchable(v.a.from.iter());
+        let subject = v.m.subject.clone().unwrap_or_default().to_lowercase();
+        s.terms.iter().all(|t| {
+            let hit = match t.field {
+                Field::To => to.contains(&t.value),
+                Field::From => from.contains(&t.value),
+                Field::Subject => subject.contains(&t.value),
+                Field::Read | Field::Tagged | Field::Tag => false,
+                Field::Unread => true,
+                Field::Any => {
+                    to.contains(&t.value)
+                        || from.contains(&t.value)
+                        || subject.contains(&t.value)
+                        || searchable(v.a.cc.iter().chain(&v.a.bcc)).contains(&t.value)
+                        || v.m.text.to_lowercase().contains(&t.value)
+                        || v.m.id.to_lowercase() == t.value
+                }
+            };
+            hit != t.negated
+        })
+    }
+
+    #[test]
+    fn the_index_answers_searches_as_a_scan_of_the_parsed_messages() {
+        use crate::index::testing::{self, Rand};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let lines = testing::lines(11, 400);
+        let mut bytes = Vec::new();
+        for l in &lines {
+            bytes.extend(serde_json::to_vec(l).unwrap());
+            bytes.push(b'\n');
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let index = crate::index::Index::build(&path, |_| {}).unwrap();
+        let st = index.read();
+        let views: Vec<View> = lines
+            .iter()
+            .rev()
+            .filter(|l| !l.replay)
+            .map(View::of)
+            .collect();
+        let words = [
+            "to:kim",
+            "from:shop",
+            "subject:invoice",
+            "zz-needle",
+            "\"shop, k.\"",
+            "-to:lee",
+            "bounce",
+            "fake-3",
+            "FAKE-30",
+            "öl",
+            "is:unread",
+            "-is:read",
+            "to:+1415",
+            "cc-nobody",
+            "lorem",
+            "from:news",
+            "!subject:welcome",
+            "kim@example.org",
+            "tag:x",
+            "example",
+        ];
+        let mut r = Rand::new(5);
+        let mut hits = 0;
+        for _ in 0..300 {
+            let q: Vec<&str> = (0..1 + r.below(3)).map(|_| r.pick(&words)).collect();
+            let s = Search::parse(&q.join(" "));
+            let want: Vec<&str> = views
+                .iter()
+                .filter(|v| scan_matches(&s, v))
+                .map(|v| v.m.id.as_str())
+                .collect();
+            let got: Vec<&str> = st
+                .newest()
+                .filter(|&i| s.matches(&st, st.entry(i)))
+                .map(|i| st.entry(i).id())
+                .collect();
+            assert_eq!(got, want, "{q:?}");
+            hits += got.len();
+        }
+        assert!(
+            hits > 1000,
+            "the searches found too little to prove anything: {hits}"
+        );
     }
 }

@@ -155,14 +155,14 @@ fn short_time(ms: i64) -> String {
     t.get(..19).unwrap_or(&t).replace('T', " ")
 }
 
-async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
-    let q = match ListQuery::parse(query) {
-        Ok(q) => q,
-        Err(e) => return notice(StatusCode::BAD_REQUEST, "Bad search", &e),
-    };
-    let filter = q.filter();
-    let wanted = q.page;
-    let paged = inbox::query(shared, move |ix| {
+/// Page `wanted` (or the last) of the messages a filter keeps, newest first: how many messages
+/// the inbox holds, how many match, the page shown and its messages read from the log.
+async fn page_of(
+    shared: &Shared,
+    filter: Filter,
+    wanted: usize,
+) -> Result<(usize, usize, usize, Vec<inbox::Found>), String> {
+    inbox::query(shared, move |ix| {
         let (all, found, page, picks) = {
             let st = ix.read();
             let found: Vec<u32> = st.select(&filter).collect();
@@ -178,7 +178,15 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
         };
         (all, found, page, picks.load())
     })
-    .await;
+    .await
+}
+
+async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
+    let q = match ListQuery::parse(query) {
+        Ok(q) => q,
+        Err(e) => return notice(StatusCode::BAD_REQUEST, "Bad search", &e),
+    };
+    let paged = page_of(shared, q.filter(), q.page).await;
     let (all, found, page, lines) = match paged {
         Ok(p) => p,
         Err(e) => return failed(&e),

@@ -114,15 +114,18 @@ pub(super) async fn set_tags(shared: &Shared, body: &[u8]) -> Response<Body> {
 
 /// `GET /api/v1/tags`: every tag in use, sorted.
 pub(super) async fn tags(shared: &Shared) -> Response<Body> {
-    match crate::inbox::query(shared, |ix| ix.read().tag_counts()).await {
-        Ok(t) => reply(StatusCode::OK, json!(t.into_keys().collect::<Vec<_>>())),
+    match crate::inbox::query(shared, |ix| ix.read().tag_names()).await {
+        Ok(t) => reply(StatusCode::OK, json!(t)),
         Err(e) => server_error(e),
     }
 }
 
 /// `PUT /api/v1/tags/{tag}` with `{"Name": new}` renames a tag; `DELETE` (`body: None`)
-/// removes it from every message.
+/// removes it from every message. The name in the path is cleaned as a tag is.
 pub(super) async fn retag(shared: &Shared, tag: String, body: Option<&[u8]>) -> Response<Body> {
+    let Some(tag) = clean_tag(&tag) else {
+        return text(StatusCode::NOT_FOUND, "Not found");
+    };
     let to = match body.map(object).transpose() {
         Ok(None) => None,
         Ok(Some(v)) => match v.get("Name").and_then(Value::as_str).and_then(clean_tag) {
