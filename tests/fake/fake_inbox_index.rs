@@ -84,13 +84,13 @@ async fn a_message_is_listed_by_every_reader_as_soon_as_its_send_is_answered() {
                     }
                 };
                 let listed = get(format!("{fake}/messages?to={to}")).await;
-                assert_eq!(ids(&listed), [id.clone()], "{to}");
+                assert_eq!(ids(&listed), [id.as_str()], "{to}");
                 let by_job = get(format!("{fake}/messages?job_id=job-{t}-{i}")).await;
-                assert_eq!(ids(&by_job), [id.clone()]);
+                assert_eq!(ids(&by_job), [id.as_str()]);
                 let one = get(format!("{fake}/messages/{id}")).await;
                 assert_eq!(one["to"], json!([to]));
                 let found = get(format!("{fake}/api/v1/search?query=to:{to}")).await;
-                assert_eq!(ids(&found), [id.clone()]);
+                assert_eq!(ids(&found), [id.as_str()]);
                 let latest = get(format!("{fake}/api/v1/message/latest?query=to:{to}")).await;
                 assert_eq!(latest["ID"], json!(id));
             }
@@ -241,7 +241,7 @@ async fn mailpit_read_flags_and_tags_over_http() {
     get(&c, &fake, &format!("/api/v1/message/{lee}")).await;
     assert_eq!(
         ids(&get(&c, &fake, &search("is:read")).await),
-        [lee.clone(), kim.clone()]
+        [lee.as_str(), kim.as_str()]
     );
     let unread = get(&c, &fake, &search("is:unread")).await;
     assert_eq!(
@@ -257,7 +257,7 @@ async fn mailpit_read_flags_and_tags_over_http() {
     .await;
     assert_eq!(
         ids(&get(&c, &fake, &search("is:unread")).await),
-        [max.clone(), kim.clone()]
+        [max.as_str(), kim.as_str()]
     );
     put(&c, &fake, "/api/v1/messages", json!({"Read": true})).await;
     assert_eq!(get(&c, &fake, "/api/v1/messages").await["unread"], 0);
@@ -274,11 +274,11 @@ async fn mailpit_read_flags_and_tags_over_http() {
         json!(["b2b", "Signup"])
     );
     let tagged = get(&c, &fake, &search("tag:signup")).await;
-    assert_eq!(ids(&tagged), [max.clone(), kim.clone()]);
+    assert_eq!(ids(&tagged), [max.as_str(), kim.as_str()]);
     assert_eq!(tagged["messages"][0]["Tags"], json!(["b2b", "Signup"]));
     assert_eq!(
         ids(&get(&c, &fake, &search("-is:tagged")).await),
-        [lee.clone()]
+        [lee.as_str()]
     );
     put(&c, &fake, "/api/v1/tags", json!({"IDs": [max]})).await;
     put(&c, &fake, "/api/v1/tags/Signup", json!({"Name": "Welcome"})).await;

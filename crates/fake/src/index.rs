@@ -151,11 +151,27 @@ fn decoded_len(b64: &str) -> usize {
     (b64.len() / 4 * 3).saturating_sub(pad)
 }
 
-/// A filter made ready for many entries: its text lower-cased once.
+/// A lower-cased text to find in many others, its searcher built once.
+#[derive(Debug, Clone)]
+pub(crate) struct Needle(memchr::memmem::Finder<'static>);
+
+impl Needle {
+    /// `s` lower-cased.
+    pub(crate) fn new(s: &str) -> Needle {
+        Needle(memchr::memmem::Finder::new(s.to_lowercase().as_bytes()).into_owned())
+    }
+
+    /// `hay.contains(needle)` (bytes of UTF-8 found in UTF-8 always start on a character).
+    pub(crate) fn is_in(&self, hay: &str) -> bool {
+        self.0.find(hay.as_bytes()).is_some()
+    }
+}
+
+/// A filter made ready for many entries: its texts lower-cased once.
 struct Compiled<'f> {
     f: &'f Filter,
-    subject: Option<String>,
-    text: Option<String>,
+    subject: Option<Needle>,
+    text: Option<Needle>,
 }
 
 /// The index and the log it describes.
@@ -315,8 +331,8 @@ impl State {
     pub(crate) fn select<'a>(&'a self, f: &'a Filter) -> impl Iterator<Item = u32> + 'a {
         let c = Compiled {
             f,
-            subject: f.subject.as_deref().map(str::to_lowercase),
-            text: f.text.as_deref().map(str::to_lowercase),
+            subject: f.subject.as_deref().map(Needle::new),
+            text: f.text.as_deref().map(Needle::new),
         };
         let list =
             |m: &'a HashMap<Box<str>, Vec<u32>>, k: &str| -> Box<dyn Iterator<Item = u32> + 'a> {
@@ -344,17 +360,15 @@ impl State {
             && f.from
                 .as_deref()
                 .is_none_or(|x| same(e.s(S::From), x) || same(e.s(S::EnvFrom), x))
-            && c.subject
-                .as_deref()
-                .is_none_or(|s| e.subject_lc().contains(s))
+            && c.subject.as_ref().is_none_or(|s| s.is_in(e.subject_lc()))
             && f.job_id.as_deref().is_none_or(|j| e.s(S::Job) == j)
             && f.channel.as_deref().is_none_or(|ch| e.s(S::Channel) == ch)
             && f.since.is_none_or(|t| e.at >= t)
-            && c.text.as_deref().is_none_or(|q| {
-                e.s(S::ToLc).contains(q)
-                    || e.s(S::FromLc).contains(q)
-                    || e.subject_lc().contains(q)
-                    || self.text_lc(e).contains(q)
+            && c.text.as_ref().is_none_or(|q| {
+                q.is_in(e.s(S::ToLc))
+                    || q.is_in(e.s(S::FromLc))
+                    || q.is_in(e.subject_lc())
+                    || q.is_in(&self.text_lc(e))
             })
     }
 

@@ -384,7 +384,7 @@ async fn one(shared: &Shared, id: &str, part: Part, query: Option<&str>) -> Resp
         let found = picks.load().pop();
         if let Some(f) = found.as_ref().filter(|_| part == Part::Summary) {
             ix.write()
-                .set_read(Some(&[f.line.message_id.clone()]), true);
+                .set_read(Some(std::slice::from_ref(&f.line.message_id)), true);
         }
         found
     })

@@ -4,11 +4,13 @@
 //! `-` or `!`; every term must hold. Case-insensitive "contains" throughout, but `tag:`, which
 //! is the tag's whole name.
 
-use crate::index::{Entry, State};
+use crate::index::{Entry, Needle, State};
 
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub(crate) struct Search {
     pub(super) terms: Vec<Term>,
+    /// Each term's value, its searcher built once.
+    needles: Vec<Needle>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -83,30 +85,31 @@ impl Search {
                     negated,
                 })
             })
-            .collect();
-        Search { terms }
+            .collect::<Vec<Term>>();
+        let needles = terms.iter().map(|t| Needle::new(&t.value)).collect();
+        Search { terms, needles }
     }
 
     /// Whether a delivery of the index matches (its text read from the log only when it is
     /// too long to be kept and no cheaper field decided).
     pub(crate) fn matches(&self, st: &State, e: &Entry) -> bool {
-        self.terms.iter().all(|t| {
+        self.terms.iter().zip(&self.needles).all(|(t, n)| {
             let v = t.value.as_str();
             let hit = match t.field {
-                Field::To => e.mp_to().contains(v),
-                Field::From => e.mp_from().contains(v),
-                Field::Subject => e.subject_lc().contains(v),
+                Field::To => n.is_in(e.mp_to()),
+                Field::From => n.is_in(e.mp_from()),
+                Field::Subject => n.is_in(e.subject_lc()),
                 Field::Read => e.read,
                 Field::Unread => !e.read,
                 Field::Tagged => !e.tags.is_empty(),
                 Field::Tag => e.tags.iter().any(|x| x.to_lowercase() == v),
                 Field::Any => {
-                    e.mp_to().contains(v)
-                        || e.mp_from().contains(v)
-                        || e.subject_lc().contains(v)
-                        || e.mp_other().contains(v)
+                    n.is_in(e.mp_to())
+                        || n.is_in(e.mp_from())
+                        || n.is_in(e.subject_lc())
+                        || n.is_in(e.mp_other())
                         || same_id(e.id(), v)
-                        || st.text_lc(e).contains(v)
+                        || n.is_in(&st.text_lc(e))
                 }
             };
             hit != t.negated
