@@ -261,30 +261,32 @@ async fn mailpit_read_flags_and_tags_over_http() {
     );
     put(&c, &fake, "/api/v1/messages", json!({"Read": true})).await;
     assert_eq!(get(&c, &fake, "/api/v1/messages").await["unread"], 0);
+    tags_over_http(&c, &fake, [kim, lee, max]).await;
+}
 
+/// Tags set, searched, renamed and deleted on the three messages (newest last), all read.
+async fn tags_over_http(c: &reqwest::Client, fake: &Fake, [kim, lee, max]: [&String; 3]) {
+    let search = |q: &str| format!("/api/v1/search?query={q}");
     put(
-        &c,
-        &fake,
+        c,
+        fake,
         "/api/v1/tags",
         json!({"IDs": [kim, max], "Tags": ["Signup", "b2b!"]}),
     )
     .await;
-    assert_eq!(
-        get(&c, &fake, "/api/v1/tags").await,
-        json!(["b2b", "Signup"])
-    );
-    let tagged = get(&c, &fake, &search("tag:signup")).await;
+    assert_eq!(get(c, fake, "/api/v1/tags").await, json!(["b2b", "Signup"]));
+    let tagged = get(c, fake, &search("tag:signup")).await;
     assert_eq!(ids(&tagged), [max.as_str(), kim.as_str()]);
     assert_eq!(tagged["messages"][0]["Tags"], json!(["b2b", "Signup"]));
     assert_eq!(
-        ids(&get(&c, &fake, &search("-is:tagged")).await),
+        ids(&get(c, fake, &search("-is:tagged")).await),
         [lee.as_str()]
     );
-    put(&c, &fake, "/api/v1/tags", json!({"IDs": [max]})).await;
-    put(&c, &fake, "/api/v1/tags/Signup", json!({"Name": "Welcome"})).await;
+    put(c, fake, "/api/v1/tags", json!({"IDs": [max]})).await;
+    put(c, fake, "/api/v1/tags/Signup", json!({"Name": "Welcome"})).await;
     let r = c.delete(fake.url("/api/v1/tags/b2b")).send().await.unwrap();
     assert_eq!(r.status(), 200);
-    let info = get(&c, &fake, "/api/v1/info").await;
+    let info = get(c, fake, "/api/v1/info").await;
     assert_eq!(info["Tags"], json!({"Welcome": 1}));
     assert_eq!(info["Unread"], 0);
     let r = c
