@@ -276,6 +276,38 @@ fn bench_times_every_dashboard_page() {
     assert_eq!(campaigns["status"], 200, "{campaigns}");
 }
 
+/// `bench --only inbox` on a small log: the fake started over it (start time and memory
+/// read), every request answered 200 with what it should find, the flags true to the target.
+#[test]
+fn bench_times_the_fake_providers_inbox() {
+    let env = Env::new();
+    let out = env.ok(&["--json", "bench", "--only", "inbox", "--scale", "2000"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    assert_eq!(doc["messages"], 2000, "{doc:#}");
+    assert!(doc["start_ms"].as_f64().unwrap() > 0.0, "{doc:#}");
+    assert!(doc["rss_start_kib"].as_u64().unwrap() > 0, "{doc:#}");
+    assert!(doc["index_bytes"].as_u64().unwrap() > 0, "{doc:#}");
+    let requests = doc["requests"].as_array().unwrap();
+    assert!(requests.len() >= 10, "{doc:#}");
+    for r in requests {
+        assert_eq!(r["status"], 200, "{r}");
+        let (median, max) = (
+            r["median_ms"].as_f64().unwrap(),
+            r["max_ms"].as_f64().unwrap(),
+        );
+        assert!(median > 0.0 && max >= median, "{r}");
+    }
+    let found = |what: &str| {
+        let r = requests.iter().find(|r| r["what"] == what).expect(what);
+        r["found"].as_u64().unwrap()
+    };
+    // Five messages per recipient; one job id each; a Mailpit page of 50.
+    assert_eq!(found("assertions: filtered list"), 5);
+    assert_eq!(found("assertions: by job id"), 1);
+    assert_eq!(found("mailpit: messages page"), 2000);
+    assert_eq!(found("mailpit: search to:"), 5);
+}
+
 /// `bench --compare-pg` (here through SENDONCE_BENCH_PG, as a URL with a password would be
 /// given): the SQLite bench runs the original design's loop on PostgreSQL at 1, 2 and 4
 /// workers in the same run, names the best and adds the comparison to its targets; the

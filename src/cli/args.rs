@@ -294,9 +294,10 @@ pub struct BenchArgs {
     /// Provider calls in flight (pipeline, scale and latency sections).
     #[arg(long, default_value_t = 256)]
     pub concurrency: usize,
-    /// Subscribers for the scale, WAL and memory sections.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub scale: u64,
+    /// Subscribers for the scale, WAL and memory sections (default 1,000,000); messages in the
+    /// log of the inbox section (default 100,000).
+    #[arg(long)]
+    pub scale: Option<u64>,
     /// Put the databases here and keep them (default: a temporary directory, removed after).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -308,6 +309,9 @@ pub struct BenchArgs {
     /// --seconds): requests/s, p50/p99 latency, deliveries = accepted, duplicates 0.
     /// dashboard: every GET page of `serve`'s dashboard timed (median and max of 7) on a
     /// campaign of --scale recipients; a median over 100 ms is flagged.
+    /// inbox: `fake-provider` started over a delivery log of --scale messages (default
+    /// 100,000): its start-up time and memory, and its inbox's listings, searches and pages
+    /// timed (median and max of 9).
     #[arg(long, value_enum)]
     pub only: Option<BenchSection>,
     /// Concurrent clients of the http section.
@@ -325,6 +329,7 @@ pub enum BenchSection {
     ListBuild,
     Http,
     Dashboard,
+    Inbox,
 }
 
 #[derive(Subcommand, Debug)]

@@ -278,7 +278,15 @@ fn bench(cli: &Cli, a: &BenchArgs, rt: &tokio::runtime::Runtime) -> Result<Outpu
         let report = sendonce_bench::bench_pg::run(&opts)?;
         return Ok(Output::ok(to_json(&report), report.table()));
     }
-    let scale = limits::at_least("--scale", a.scale, 1000)?;
+    if a.only == Some(BenchSection::Inbox) {
+        let opts = sendonce_bench::bench_inbox::Options {
+            messages: limits::at_least("--scale", a.scale.unwrap_or(100_000), 1000)?,
+            dir: a.dir.clone(),
+        };
+        let report = sendonce_bench::bench_inbox::run(&opts, rt)?;
+        return Ok(Output::ok(to_json(&report), report.table()));
+    }
+    let scale = limits::at_least("--scale", a.scale.unwrap_or(1_000_000), 1000)?;
     let latency = limits::bench_latency(&a.latency)?;
     let opts = sendonce_bench::bench::Options {
         recipients,

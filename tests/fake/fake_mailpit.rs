@@ -1,7 +1,7 @@
 //! The fake provider's Mailpit-compatible API checked with a client nobody here wrote: the
 //! `mailpit-api` npm package (tests/support/mailpit, installed by tests/run.sh) lists, reads,
-//! searches, waits for and deletes messages sent over the fake's HTTP endpoints and one sent
-//! to its SMTP listener by Python's smtplib (built by Python's `email` package).
+//! searches, waits for, marks read, tags and deletes messages sent over the fake's HTTP endpoints
+//! and one sent to its SMTP listener by Python's smtplib (built by Python's `email` package).
 
 use crate::common::{client, rt, Env, Fake};
 use serde_json::{json, Value};
@@ -81,7 +81,7 @@ fn run_client(base: &str, plan: &Value) -> Value {
     })
 }
 
-fn ids(list: &Value) -> Vec<String> {
+fn ids_of(list: &Value) -> Vec<String> {
     list["messages"]
         .as_array()
         .unwrap_or_else(|| panic!("no messages in {list}"))
@@ -185,6 +185,8 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
                      "to:+14155550100", "lee confirm", "nothing-like-this"],
         "wait": "subject:receipt",
         "delete": [welcome],
+        "marks": {"read": [sale], "tag": [smtp, sms], "tags": ["Receipts", "b2b!"],
+                  "searches": ["is:read", "is:unread", "tag:receipts", "is:unread -tag:b2b"]},
     });
     let out = run_client(&fake.base(), &plan);
     let show = |v: &Value| serde_json::to_string_pretty(v).unwrap();
@@ -195,13 +197,13 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     assert_eq!(out["list"]["messages_count"], 4);
     // Newest first; the replay is not a message.
     assert_eq!(
-        ids(&out["list"]),
+        ids_of(&out["list"]),
         [sms.as_str(), sale.as_str(), welcome.as_str(), smtp.as_str()],
         "{}",
         show(&out["list"])
     );
     assert_eq!(out["page"]["start"], 1);
-    assert_eq!(ids(&out["page"]), [sale.as_str()]);
+    assert_eq!(ids_of(&out["page"]), [sale.as_str()]);
     let entry = &out["list"]["messages"][3];
     assert_eq!(entry["Attachments"], 1);
     assert_eq!(entry["Read"], false);
@@ -309,7 +311,7 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
         let r = &out["searches"][q];
         assert_eq!(r["total"], 4, "{q}: {}", show(r));
         assert_eq!(r["messages_count"], r["messages"].as_array().unwrap().len());
-        ids(r)
+        ids_of(r)
     };
     assert_eq!(search("to:kim"), [smtp.as_str()]);
     assert_eq!(search("subject:sale"), [sale.as_str()]);
@@ -320,13 +322,47 @@ fn the_mailpit_api_client_reads_searches_and_deletes_the_fakes_messages() {
     assert!(search("nothing-like-this").is_empty());
     assert_eq!(out["waited"]["ID"], json!(smtp), "{}", show(&out["waited"]));
 
+    marks(&out["marks"], [&sms, &sale, &welcome, &smtp]);
+
     assert_eq!(out["deleted"], "ok", "{}", show(&out["deleted"]));
     assert_eq!(
-        ids(&out["afterDelete"]),
+        ids_of(&out["afterDelete"]),
         [sms.as_str(), sale.as_str(), smtp.as_str()]
     );
     assert_eq!(out["deletedAll"], "ok");
     assert_eq!(out["afterDeleteAll"]["total"], 0);
     assert_eq!(out["infoAfter"]["Messages"], 0);
     assert!(fake.lines().is_empty());
+}
+
+/// Read flags and tags set by the client: `ids` are the messages newest first (sms, sale,
+/// welcome, smtp); sale was marked read, smtp and sms tagged `Receipts` and `b2b` (its `!`
+/// dropped, as Mailpit does).
+fn marks(m: &Value, ids: [&String; 4]) {
+    let show = || serde_json::to_string_pretty(m).unwrap();
+    let [sms, sale, welcome, smtp] = ids;
+    for step in ["allUnread", "read", "tagged", "renamed", "deletedTag"] {
+        assert_eq!(m[step], "ok", "{step}: {}", show());
+    }
+    assert_eq!(m["tags"], json!(["b2b", "Receipts"]), "{}", show());
+    let search = |q: &str| ids_of(&m["searches"][q]);
+    assert_eq!(search("is:read"), [sale.as_str()]);
+    assert_eq!(
+        search("is:unread"),
+        [sms.as_str(), welcome.as_str(), smtp.as_str()]
+    );
+    assert_eq!(search("tag:receipts"), [sms.as_str(), smtp.as_str()]);
+    assert_eq!(search("is:unread -tag:b2b"), [welcome.as_str()]);
+    let list = &m["list"];
+    assert_eq!(
+        (list["unread"].clone(), list["tags"].clone()),
+        (json!(3), json!(["b2b", "Receipts"]))
+    );
+    let first = &list["messages"][0];
+    assert_eq!(
+        (first["Read"].clone(), first["Tags"].clone()),
+        (json!(false), json!(["b2b", "Receipts"]))
+    );
+    assert_eq!(list["messages"][1]["Read"], true);
+    assert_eq!(m["tagsAfter"], json!(["Renamed"]), "{}", show());
 }

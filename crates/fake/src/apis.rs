@@ -844,20 +844,18 @@ pub(super) async fn postmark_search(shared: &Shared, req: HttpRequest<Incoming>)
             "count must be 1 to 500, and count + offset at most 10000",
         );
     }
-    let path = shared.journal.log_path().to_path_buf();
-    let lines = match tokio::task::spawn_blocking(move || {
-        sendonce_core::provider::deliverylog::read_lines(&path)
-    })
-    .await
-    {
-        Ok(Ok(l)) => l,
-        Ok(Err(e)) => return postmark_error(StatusCode::INTERNAL_SERVER_ERROR, 0, &e.message),
-        Err(e) => return postmark_error(StatusCode::INTERNAL_SERVER_ERROR, 0, &e.to_string()),
+    // Every line, replays too, newest first, through the index (in a tenant's view, its own).
+    let every = super::inbox::Filter {
+        replays: true,
+        ..Default::default()
+    };
+    let lines: Vec<DeliveryLine> = match super::inbox::filtered(shared, every, true).await {
+        Ok(found) => found.into_iter().map(|f| f.line).collect(),
+        Err(e) => return postmark_error(StatusCode::INTERNAL_SERVER_ERROR, 0, &e),
     };
     let metadata = metadata_of(&query);
     let found: Vec<&DeliveryLine> = lines
         .iter()
-        .rev() // newest first
         .filter(|l| search_matches(l, &get, &metadata))
         .collect();
     let messages: Vec<Value> = found

@@ -77,16 +77,10 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
         Ok(f) => f,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    match inbox::lines(shared).await {
-        Ok(lines) => reply(
+    match inbox::filtered(shared, filter, false).await {
+        Ok(found) => reply(
             StatusCode::OK,
-            Value::Array(
-                lines
-                    .iter()
-                    .filter(|l| filter.matches(l))
-                    .map(entry)
-                    .collect(),
-            ),
+            Value::Array(found.iter().map(|f| entry(&f.line)).collect()),
         ),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
@@ -129,8 +123,8 @@ fn wait_params(query: Option<&str>) -> Result<(usize, Duration), String> {
     Ok((count, timeout))
 }
 
-/// Re-read the log at every change until `count` deliveries match; 408 with what matched when
-/// the time is up.
+/// Look again at every change until `count` deliveries match; 408 with what matched when the
+/// time is up. The lines are read from the log only to answer.
 async fn wait(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let (filter, (count, timeout)) =
         match Filter::parse(query).and_then(|f| Ok((f, wait_params(query)?))) {
@@ -143,50 +137,63 @@ async fn wait(shared: &Shared, query: Option<&str>) -> Response<Body> {
         // Mark the current state seen before reading: a group written during the read wakes
         // the next wait.
         changes.borrow_and_update();
-        let lines = match inbox::lines(shared).await {
-            Ok(l) => l,
+        let f = filter.clone();
+        let matched = inbox::query(shared, move |ix| ix.read().select(&f).count()).await;
+        match matched {
+            Ok(n) if n >= count => return matching(shared, &filter, None).await,
+            Ok(_) => {}
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
-        };
-        let found: Vec<Value> = lines
-            .iter()
-            .filter(|l| filter.matches(l))
-            .map(entry)
-            .collect();
-        if found.len() >= count {
-            return reply(StatusCode::OK, Value::Array(found));
         }
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => continue,
             // The writer stopped (shutting down) or the time is up.
             Ok(Err(_)) | Err(_) => {
-                return reply(
-                    StatusCode::REQUEST_TIMEOUT,
-                    json!({
-                        "error": format!(
-                            "{} of {count} messages arrived within {}",
-                            found.len(),
-                            humantime::format_duration(timeout)
-                        ),
-                        "wanted": count,
-                        "found": found.len(),
-                        "messages": found,
-                    }),
-                )
+                let late = (count, timeout);
+                return matching(shared, &filter, Some(late)).await;
             }
         }
     }
 }
 
-/// `GET /messages/{id}` (parsed) or `GET /messages/{id}/raw` (exact bytes).
-async fn one(shared: &Shared, id: &str, raw: bool) -> Response<Body> {
-    let lines = match inbox::lines(shared).await {
-        Ok(l) => l,
+/// The deliveries matching now, oldest first: the array, or (`late`: the count wanted and the
+/// time waited) the 408 with them.
+async fn matching(
+    shared: &Shared,
+    filter: &Filter,
+    late: Option<(usize, Duration)>,
+) -> Response<Body> {
+    let found: Vec<Value> = match inbox::filtered(shared, filter.clone(), false).await {
+        Ok(f) => f.iter().map(|f| entry(&f.line)).collect(),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
-    let Some(line) = inbox::find(&lines, id) else {
+    let Some((count, timeout)) = late else {
+        return reply(StatusCode::OK, Value::Array(found));
+    };
+    reply(
+        StatusCode::REQUEST_TIMEOUT,
+        json!({
+            "error": format!(
+                "{} of {count} messages arrived within {}",
+                found.len(),
+                humantime::format_duration(timeout)
+            ),
+            "wanted": count,
+            "found": found.len(),
+            "messages": found,
+        }),
+    )
+}
+
+/// `GET /messages/{id}` (parsed) or `GET /messages/{id}/raw` (exact bytes).
+async fn one(shared: &Shared, id: &str, raw: bool) -> Response<Body> {
+    let found = match inbox::find(shared, id).await {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    let Some(line) = found.map(|f| f.line) else {
         return error(StatusCode::NOT_FOUND, format!("no message with id {id:?}"));
     };
-    let m = Message::of(line);
+    let m = Message::of(&line);
     if raw {
         let (bytes, kind) = if m.channel == "sms" {
             (line.body.clone().into_bytes(), "text/plain; charset=utf-8")

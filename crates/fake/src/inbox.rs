@@ -1,8 +1,11 @@
 //! The fake provider's inbox model: the delivery log read as messages people and tests look at.
 //! One `Message` per delivery line (SMTP ones parsed from their exact bytes with mail-parser,
 //! HTTP ones from their fields), the filters every listing shares (`Filter`), the links found in
-//! a message, and the `Request` an SMTP transaction becomes. No I/O here but `lines`.
+//! a message, and the `Request` an SMTP transaction becomes. Listings go through the index
+//! (`index.rs`); `query`, `filtered` and `find` run it off the runtime's threads.
 
+pub(crate) use super::index::Found;
+use super::index::Index;
 use super::journal::{IdStyle, Request};
 use super::server::Shared;
 use base64::Engine;
@@ -63,6 +66,9 @@ impl Filter {
         Ok(f)
     }
 
+    /// Whether a line passes: the meaning the index (`State::select`) answers without reading
+    /// the log, kept as the full scan the tests compare it with.
+    #[cfg(test)]
     pub(crate) fn matches(&self, l: &DeliveryLine) -> bool {
         let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
         let contains =
@@ -138,28 +144,34 @@ pub(crate) fn percent_decode(s: &str) -> String {
         .into_owned()
 }
 
-/// Every complete line of the delivery log, oldest first (read off the runtime's threads).
-pub(crate) async fn lines(shared: &Shared) -> Result<Vec<DeliveryLine>, String> {
-    let path = shared.journal.log_path().to_path_buf();
-    let mut all = tokio::task::spawn_blocking(move || {
-        sendonce_core::provider::deliverylog::read_lines(&path)
+/// Run `f` on the index off the runtime's threads: a scan of a big inbox, and reading the lines
+/// it picked from the log, block.
+pub(crate) async fn query<R: Send + 'static>(
+    shared: &Shared,
+    f: impl FnOnce(&Index) -> R + Send + 'static,
+) -> Result<R, String> {
+    let (index, view) = (shared.journal.index(), super::tenants::view());
+    // The blocking thread answers in this request's tenant view, if it has one.
+    tokio::task::spawn_blocking(move || super::tenants::in_view(view, || f(&index)))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The ids of every delivery this request sees (in a tenant's view, that tenant's).
+async fn visible_ids(shared: &Shared) -> Result<Vec<String>, String> {
+    query(shared, |ix| {
+        let st = ix.read();
+        st.newest().map(|i| st.entry(i).id().to_string()).collect()
     })
     .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.message)?;
-    all.retain(|l| super::tenants::visible(l.tenant.as_deref()));
-    Ok(all)
 }
 
 /// Delete the deliveries `ids` this request sees (in a tenant's view, another tenant's ids
 /// are left alone). Returns how many went.
 pub(crate) async fn delete(shared: &Shared, mut ids: Vec<String>) -> Result<usize, String> {
     if super::tenants::view().is_some() {
-        let seen: std::collections::HashSet<String> = lines(shared)
-            .await?
-            .into_iter()
-            .map(|l| l.message_id)
-            .collect();
+        let seen: std::collections::HashSet<String> =
+            visible_ids(shared).await?.into_iter().collect();
         ids.retain(|id| seen.contains(id));
     }
     shared.journal.delete(ids).await
@@ -171,22 +183,65 @@ pub(crate) async fn clear(shared: &Shared) -> Result<usize, String> {
     if super::tenants::view().is_none() {
         return shared.journal.clear().await;
     }
-    let ids = lines(shared)
-        .await?
-        .into_iter()
-        .map(|l| l.message_id)
-        .collect();
+    let ids = visible_ids(shared).await?;
     shared.journal.delete(ids).await
 }
 
-/// The deliveries a filter keeps, newest first.
-pub(crate) fn select<'a>(lines: &'a [DeliveryLine], filter: &Filter) -> Vec<&'a DeliveryLine> {
-    lines.iter().rev().filter(|l| filter.matches(l)).collect()
+/// Every delivery a filter keeps, read from the log: oldest first, or newest first.
+pub(crate) async fn filtered(
+    shared: &Shared,
+    filter: Filter,
+    newest_first: bool,
+) -> Result<Vec<Found>, String> {
+    query(shared, move |ix| {
+        let picks = {
+            let st = ix.read();
+            let mut at: Vec<u32> = st.select(&filter).collect();
+            if !newest_first {
+                at.reverse();
+            }
+            st.picks_at(&at)
+        };
+        picks.load()
+    })
+    .await
 }
 
-/// The delivery with this id (the first delivery, never its replays).
-pub(crate) fn find<'a>(lines: &'a [DeliveryLine], id: &str) -> Option<&'a DeliveryLine> {
-    lines.iter().find(|l| !l.replay && l.message_id == id)
+/// The delivery with this id (the first delivery, never its replays), read from the log.
+pub(crate) async fn find(shared: &Shared, id: &str) -> Result<Option<Found>, String> {
+    let id = id.to_string();
+    query(shared, move |ix| {
+        let picks = {
+            let st = ix.read();
+            st.picks_at(st.find(&id).as_slice())
+        };
+        picks.load().pop()
+    })
+    .await
+}
+
+/// The headers a delivery shows, without parsing its body: an SMTP message's own, those made
+/// for an HTTP email, none for an SMS (as `Message::of` has them).
+pub(crate) fn headers_of(l: &DeliveryLine) -> Vec<Header> {
+    let raw = l
+        .raw_base64
+        .as_deref()
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+    match raw {
+        Some(raw) => mail_parser::MessageParser::default()
+            .parse_headers(&raw)
+            .map(|p| {
+                p.headers_raw()
+                    .map(|(n, v)| Header {
+                        name: n.to_string(),
+                        value: unfold(v),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        None if l.channel == "sms" => Vec::new(),
+        None => synthesized_headers(l),
+    }
 }
 
 /// One header as it appears in the message (unfolded).

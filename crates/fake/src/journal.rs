@@ -1,7 +1,9 @@
 //! The fake provider's durable state: one writer thread owns the delivery log and the key
 //! table (`<log>.keys`), decides delivery / replay / conflict per request, appends a whole
-//! group, fsyncs both files once, and only then answers every request of the group.
+//! group, fsyncs both files once, updates the inbox index (`index`), and only then answers
+//! every request of the group: a client that got its answer finds its message in any listing.
 
+use super::index::{Entry, Index};
 use sendonce_core::provider::deliverylog::DeliveryLine;
 use sendonce_domain::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -9,7 +11,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
@@ -106,6 +108,34 @@ impl Request {
     fn hash(&self) -> String {
         Self::payload_hash(&self.to, self.subject.as_deref(), &self.body)
     }
+
+    /// The delivery line this request becomes.
+    fn line(&self, at: i64, message_id: String, replay: bool) -> DeliveryLine {
+        DeliveryLine {
+            job_id: self.job_id.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            channel: self.channel.clone(),
+            from: self.from.clone(),
+            to: self.to.clone(),
+            subject: self.subject.clone(),
+            body: self.body.clone(),
+            html: self.html.clone(),
+            reply_to: None,
+            at,
+            replay,
+            message_id,
+            metadata: self.metadata.clone(),
+            api: self.api.map(str::to_string),
+            headers: self.headers.clone(),
+            raw_base64: self.raw.as_deref().map(|b| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(b)
+            }),
+            envelope: self.envelope.clone(),
+            attachments: self.attachments.clone(),
+            tenant: self.tenant.clone(),
+        }
+    }
 }
 
 /// What the journal decided, after the fsync.
@@ -146,8 +176,9 @@ pub(crate) struct Journal {
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
     log: PathBuf,
     /// Bumped after every durable group and every clear: readers waiting for messages
-    /// (`GET /messages/wait`) re-read the log when it changes.
+    /// (`GET /messages/wait`) look again when it changes.
     changed: tokio::sync::watch::Receiver<u64>,
+    index: Arc<Index>,
 }
 
 struct Writer {
@@ -158,6 +189,7 @@ struct Writer {
     idempotent: bool,
     /// key -> (first message id, payload hash).
     keys: HashMap<String, (String, String)>,
+    index: Arc<Index>,
 }
 
 /// `<log>.keys`.
@@ -204,16 +236,25 @@ impl Journal {
                     keys.entry(k.key).or_insert((k.id, k.hash));
                 }
             }
-            // A crash between the two files' fsyncs leaves a logged delivery without its key
-            // line (never answered, but a retry must still be a replay): learn it from the log.
-            for l in sendonce_core::provider::deliverylog::read_lines(log_path)? {
-                if !l.replay && !l.idempotency_key.is_empty() {
-                    let hash = Request::payload_hash(&l.to, l.subject.as_deref(), &l.body);
-                    keys.entry(l.idempotency_key)
-                        .or_insert((l.message_id, hash));
-                }
-            }
         }
+        // One pass over the log builds the inbox index and, as a crash between the two files'
+        // fsyncs leaves a logged delivery without its key line (never answered, but a retry
+        // must still be a replay), relearns such keys.
+        let started = std::time::Instant::now();
+        let index = Arc::new(Index::build(log_path, |l| {
+            if idempotent && !l.replay && !l.idempotency_key.is_empty() {
+                keys.entry(l.idempotency_key.clone()).or_insert_with(|| {
+                    let hash = Request::payload_hash(&l.to, l.subject.as_deref(), &l.body);
+                    (l.message_id.clone(), hash)
+                });
+            }
+        })?);
+        let (entries, bytes) = index.read().size();
+        tracing::info!(
+            "fake provider: inbox index of {entries} lines ({} KiB) built in {} ms",
+            bytes / 1024,
+            started.elapsed().as_millis()
+        );
         let (changed_tx, changed) = tokio::sync::watch::channel(0);
         let mut w = Writer {
             changed: changed_tx,
@@ -222,6 +263,7 @@ impl Journal {
             keys_file,
             idempotent,
             keys,
+            index: index.clone(),
         };
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -233,7 +275,13 @@ impl Journal {
             thread: std::sync::Mutex::new(Some(thread)),
             log: log_path.to_path_buf(),
             changed,
+            index,
         })
+    }
+
+    /// The inbox index, current as of the last answered request.
+    pub(crate) fn index(&self) -> Arc<Index> {
+        self.index.clone()
     }
 
     pub(crate) fn log_path(&self) -> &Path {
@@ -350,25 +398,25 @@ impl Writer {
     }
 
     /// Rewrite the log without the lines of these message ids (a new file renamed over the
-    /// old one, then reopened for appending): a crash leaves the old log or the new one.
+    /// old one, then reopened for appending): a crash leaves the old log or the new one. The
+    /// index says where each line is; lines it does not know (torn, foreign) are kept as they
+    /// are. Requests wait for the index while the log is replaced.
     fn remove(&mut self, ids: &[String]) -> Result<usize> {
         let ctx = |what: &str| format!("{what} {}", self.log_path.display());
         let text = std::fs::read(&self.log_path).map_err(|e| Error::io(&ctx("cannot read"), e))?;
-        let mut kept = Vec::with_capacity(text.len());
-        let mut removed = 0;
-        for line in text.split_inclusive(|b| *b == b'\n') {
-            // A line that does not parse (torn, foreign) is kept as it is.
-            match serde_json::from_slice::<DeliveryLine>(line) {
-                Ok(l) if ids.contains(&l.message_id) => removed += usize::from(!l.replay),
-                _ => kept.extend_from_slice(line),
-            }
+        let mut index = self.index.write();
+        if index.end() != text.len() as u64 {
+            // Not the log the index describes (a failed write left it in doubt): read it again.
+            index.rebuild()?;
         }
-        if removed == 0 {
+        let Some(removal) = index.without(&text, ids) else {
             return Ok(0);
-        }
+        };
         // The new file's handle is open before the rename: once the rename is done, the writer
         // can never be left appending to the unlinked old log.
-        self.log = sendonce_domain::files::replace(&self.log_path, &kept)?;
+        self.log = sendonce_domain::files::replace(&self.log_path, &removal.kept)?;
+        let removed = removal.removed;
+        index.removed(removal)?;
         Ok(removed)
     }
 
@@ -396,15 +444,40 @@ impl Writer {
     /// Empty the delivery log and make that durable (`DELETE /messages`); how many messages
     /// it held (replays not counted).
     fn truncate(&mut self) -> Result<usize> {
-        let held = sendonce_core::provider::deliverylog::read_lines(&self.log_path)?
-            .iter()
-            .filter(|l| !l.replay)
-            .count();
+        let mut index = self.index.write();
+        let held = index.live();
         self.log
             .set_len(0)
             .and_then(|_| self.log.sync_all())
             .map_err(|e| Error::io("emptying the delivery log", e))?;
+        index.clear();
         Ok(held)
+    }
+
+    /// Append and fsync the group's lines, then index them (before anyone is answered). A
+    /// failed write leaves the log in doubt: the index is read again from it.
+    fn append(&mut self, bytes: &[u8], lines: &[(DeliveryLine, usize, usize)]) -> Result<()> {
+        let base = self.index.read().end();
+        let entries: Vec<Entry> = lines
+            .iter()
+            .map(|(l, start, len)| Entry::of(l, base + *start as u64, *len as u32))
+            .collect();
+        let written = self
+            .log
+            .write_all(bytes)
+            .and_then(|_| self.log.sync_data())
+            .map_err(|e| Error::io("writing the delivery log", e));
+        let mut index = self.index.write();
+        if let Err(e) = written {
+            if let Err(again) = index.rebuild() {
+                tracing::error!("fake provider: {}", again.message);
+            }
+            return Err(e);
+        }
+        for e in entries {
+            index.push(e);
+        }
+        Ok(())
     }
 
     fn commit(&mut self, group: &[(Request, Reply)]) -> Result<Vec<Verdict>> {
@@ -412,6 +485,8 @@ impl Writer {
         let mut log_bytes = Vec::new();
         let mut key_bytes = Vec::new();
         let mut out = Vec::with_capacity(group.len());
+        // Each line with where it starts in `log_bytes` and its length.
+        let mut lines = Vec::with_capacity(group.len());
         for (r, _) in group {
             let hash = r.hash();
             let known = if r.keyed() {
@@ -444,41 +519,17 @@ impl Writer {
                     (id, false)
                 }
             };
-            let line = DeliveryLine {
-                job_id: r.job_id.clone(),
-                idempotency_key: r.idempotency_key.clone(),
-                channel: r.channel.clone(),
-                from: r.from.clone(),
-                to: r.to.clone(),
-                subject: r.subject.clone(),
-                body: r.body.clone(),
-                html: r.html.clone(),
-                reply_to: None,
-                at: now,
-                replay,
-                message_id: message_id.clone(),
-                metadata: r.metadata.clone(),
-                api: r.api.map(str::to_string),
-                headers: r.headers.clone(),
-                raw_base64: r.raw.as_deref().map(|b| {
-                    use base64::Engine;
-                    base64::engine::general_purpose::STANDARD.encode(b)
-                }),
-                envelope: r.envelope.clone(),
-                attachments: r.attachments.clone(),
-                tenant: r.tenant.clone(),
-            };
+            let line = r.line(now, message_id.clone(), replay);
+            let start = log_bytes.len();
             serde_json::to_writer(&mut log_bytes, &line)
                 .map_err(|e| Error::io("encoding a delivery line", e.into()))?;
             log_bytes.push(b'\n');
+            lines.push((line, start, log_bytes.len() - start));
             out.push(Verdict::Delivered { message_id, replay });
         }
         // Log first: a delivery whose key line is lost is relearned from the log on start.
         if !log_bytes.is_empty() {
-            self.log
-                .write_all(&log_bytes)
-                .and_then(|_| self.log.sync_data())
-                .map_err(|e| Error::io("writing the delivery log", e))?;
+            self.append(&log_bytes, &lines)?;
         }
         if !key_bytes.is_empty() {
             self.keys_file

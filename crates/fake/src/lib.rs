@@ -9,6 +9,8 @@
 //! - `tenants`: per-tenant inboxes (what a message is filed in, the `/t/{tenant}/` views).
 //! - `chaos`: `--chaos` rules (rate limits, slow answers, failure bursts, hangs after accept).
 //! - `callbacks`: signed delivery callbacks to the sender (`--callbacks URL`).
+//! - `index`: the inbox index the writer keeps in memory (per recipient, job and id, newest
+//!   first; each line's place in the log), so no request re-reads the log.
 //! - `inbox`: the delivery log read as messages (filters, parsed email, links).
 //! - `assertions`: the tests' API over the inbox (`/messages`, `/messages/wait`, ...).
 //! - `web`: the web inbox for people at `/` (list, search, message view, clear).
@@ -23,6 +25,7 @@ mod chaos;
 mod clouds;
 mod guard;
 mod inbox;
+mod index;
 mod journal;
 mod mailpit;
 mod server;

@@ -3,14 +3,20 @@
 //! `/view/{ID}.html|.txt`), answered from the delivery log in Mailpit's JSON shapes so a Mailpit
 //! client (the `mailpit-api` npm package, Cypress plugins) works against the fake unchanged.
 //! Replays are never listed (Mailpit has no such thing); SMS deliveries are messages whose From
-//! and To are the phone numbers and whose Text is the body. Nothing is marked read.
+//! and To are the phone numbers and whose Text is the body. Listings and searches go through the
+//! inbox index; read flags and tags (`marks`) live there too. `search`: the search syntax.
 
-use super::inbox::{self, Message};
+mod marks;
+mod search;
+
+use super::inbox::{self, Header, Message};
+use super::index::Found;
 use super::server::{reply, Body, Shared};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request as HttpRequest, Response, StatusCode};
 use mail_parser::MimeHeaders;
+use search::Search;
 use sendonce_core::provider::deliverylog::DeliveryLine;
 use serde_json::{json, Value};
 use sha2::Digest;
@@ -33,23 +39,39 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest<Incoming>) -> Respo
     let method = req.method().clone();
     match (&method, path.as_str()) {
         (&Method::GET, "/api/v1/messages") => list(shared, query, None).await,
-        (&Method::DELETE, "/api/v1/messages") => {
+        (&Method::DELETE | &Method::PUT, "/api/v1/messages" | "/api/v1/tags") => {
+            let body = match super::guard::read_body(req.into_body(), &shared.config.limits).await {
+                Ok(body) => body,
+                Err(e) => return e.apply(text(StatusCode::BAD_REQUEST, e.message.clone())),
+            };
+            match (&method, path.as_str()) {
+                (&Method::DELETE, "/api/v1/messages") => delete(shared, &body).await,
+                (&Method::PUT, "/api/v1/messages") => marks::set_read(shared, &body).await,
+                (&Method::PUT, _) => marks::set_tags(shared, &body).await,
+                _ => not_allowed(&method, &path),
+            }
+        }
+        (&Method::PUT | &Method::DELETE, p) if p.starts_with("/api/v1/tags/") => {
+            let tag = inbox::percent_decode(&p["/api/v1/tags/".len()..]);
+            if method == Method::DELETE {
+                return marks::retag(shared, tag, None).await;
+            }
             match super::guard::read_body(req.into_body(), &shared.config.limits).await {
-                Ok(body) => delete(shared, &body).await,
+                Ok(body) => marks::retag(shared, tag, Some(&body)).await,
                 Err(e) => e.apply(text(StatusCode::BAD_REQUEST, e.message.clone())),
             }
         }
         (&Method::GET, "/api/v1/search") => match search_query(query) {
-            Ok(q) => list(shared, query, Some(&q)).await,
+            Ok(q) => list(shared, query, Some(q)).await,
             Err(e) => text(StatusCode::BAD_REQUEST, e),
         },
         (&Method::DELETE, "/api/v1/search") => match search_query(query) {
-            Ok(q) => delete_search(shared, &q).await,
+            Ok(q) => delete_search(shared, q).await,
             Err(e) => text(StatusCode::BAD_REQUEST, e),
         },
         (&Method::GET, "/api/v1/info") => info(shared).await,
         (&Method::GET, "/api/v1/webui") => reply(StatusCode::OK, webui()),
-        (&Method::GET, "/api/v1/tags") => reply(StatusCode::OK, json!([])),
+        (&Method::GET, "/api/v1/tags") => marks::tags(shared).await,
         (&Method::GET, p) => match one_path(p) {
             Some((id, what)) => one(shared, &id, what, query).await,
             None => not_found(),
@@ -58,12 +80,16 @@ pub(super) async fn handle(shared: &Shared, req: HttpRequest<Incoming>) -> Respo
             _,
             "/api/v1/messages" | "/api/v1/search" | "/api/v1/info" | "/api/v1/webui"
             | "/api/v1/tags",
-        ) => text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            format!("{method} is not supported on {path} by sendonce fake-provider"),
-        ),
+        ) => not_allowed(&method, &path),
         _ => not_found(),
     }
+}
+
+fn not_allowed(method: &Method, path: &str) -> Response<Body> {
+    text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not supported on {path} by sendonce fake-provider"),
+    )
 }
 
 /// What a message path asks for.
@@ -124,15 +150,6 @@ fn server_error(e: String) -> Response<Body> {
     text(StatusCode::INTERNAL_SERVER_ERROR, e)
 }
 
-/// Every delivery that is not a replay, newest first.
-async fn messages(shared: &Shared) -> Result<Vec<DeliveryLine>, String> {
-    let lines = inbox::lines(shared).await?;
-    Ok(inbox::select(&lines, &inbox::Filter::default())
-        .into_iter()
-        .cloned()
-        .collect())
-}
-
 /// `start` and `limit` (Mailpit's pagination); a bad value is an error naming it.
 fn page(query: Option<&str>) -> Result<(usize, usize), String> {
     let mut start = 0;
@@ -160,38 +177,63 @@ fn search_query(query: Option<&str>) -> Result<Search, String> {
     Ok(Search::parse(&q))
 }
 
-/// `GET /api/v1/messages` and `GET /api/v1/search`.
-async fn list(shared: &Shared, query: Option<&str>, search: Option<&Search>) -> Response<Body> {
+/// The counts of a listing: the mailbox's, the matches', and every tag in use.
+struct Counts {
+    total: usize,
+    unread: usize,
+    matched: usize,
+    matched_unread: usize,
+    tags: Vec<String>,
+}
+
+/// `GET /api/v1/messages` and `GET /api/v1/search`: newest first, a page of the matches read
+/// from the log.
+async fn list(shared: &Shared, query: Option<&str>, search: Option<Search>) -> Response<Body> {
     let (start, limit) = match page(query) {
         Ok(p) => p,
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
-    let all = match messages(shared).await {
+    let listed = inbox::query(shared, move |ix| {
+        let (counts, picks) = {
+            let st = ix.read();
+            let (mut matched, mut matched_unread, mut shown) = (0, 0, Vec::new());
+            for i in st.newest() {
+                let e = st.entry(i);
+                if search.as_ref().is_none_or(|s| s.matches(&st, e)) {
+                    if matched >= start && shown.len() < limit {
+                        shown.push(i);
+                    }
+                    matched += 1;
+                    matched_unread += usize::from(!e.read);
+                }
+            }
+            let counts = Counts {
+                total: st.live(),
+                unread: st.unread(),
+                matched,
+                matched_unread,
+                tags: st.tag_names(),
+            };
+            (counts, st.picks_at(&shown))
+        };
+        (counts, picks.load())
+    })
+    .await;
+    let (c, found) = match listed {
         Ok(l) => l,
         Err(e) => return server_error(e),
     };
-    let total = all.len();
-    let views: Vec<View> = all.iter().map(View::of).collect();
-    let matching: Vec<&View> = views
-        .iter()
-        .filter(|v| search.is_none_or(|s| s.matches(v)))
-        .collect();
-    let shown: Vec<Value> = matching
-        .iter()
-        .skip(start)
-        .take(limit)
-        .map(|v| v.summary())
-        .collect();
+    let shown: Vec<Value> = found.iter().map(|f| View::found(f).summary()).collect();
     reply(
         StatusCode::OK,
         json!({
-            "total": total,
-            "unread": total,
+            "total": c.total,
+            "unread": c.unread,
             "count": shown.len(),
-            "messages_count": matching.len(),
-            "messages_unread": matching.len(),
+            "messages_count": c.matched,
+            "messages_unread": c.matched_unread,
             "start": start,
-            "tags": [],
+            "tags": c.tags,
             "messages": shown,
         }),
     )
@@ -203,15 +245,9 @@ async fn delete(shared: &Shared, body: &[u8]) -> Response<Body> {
         Vec::new()
     } else {
         match serde_json::from_slice::<Value>(body) {
-            Ok(v) => match v.get("IDs") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(a)) => {
-                    match a.iter().map(|i| i.as_str().map(str::to_string)).collect() {
-                        Some(ids) => ids,
-                        None => return text(StatusCode::BAD_REQUEST, "IDs must be strings"),
-                    }
-                }
-                Some(_) => return text(StatusCode::BAD_REQUEST, "IDs must be an array of strings"),
+            Ok(v) => match marks::ids_of(&v) {
+                Ok(ids) => ids,
+                Err(e) => return text(StatusCode::BAD_REQUEST, e),
             },
             Err(e) => return text(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")),
         }
@@ -228,14 +264,17 @@ async fn delete(shared: &Shared, body: &[u8]) -> Response<Body> {
 }
 
 /// `DELETE /api/v1/search?query=`: every message the search matches.
-async fn delete_search(shared: &Shared, search: &Search) -> Response<Body> {
-    let ids: Vec<String> = match messages(shared).await {
-        Ok(all) => all
-            .iter()
-            .map(View::of)
-            .filter(|v| search.matches(v))
-            .map(|v| v.m.id)
-            .collect(),
+async fn delete_search(shared: &Shared, search: Search) -> Response<Body> {
+    let found = inbox::query(shared, move |ix| {
+        let st = ix.read();
+        st.newest()
+            .filter(|&i| search.matches(&st, st.entry(i)))
+            .map(|i| st.entry(i).id().to_string())
+            .collect::<Vec<_>>()
+    })
+    .await;
+    let ids = match found {
+        Ok(ids) => ids,
         Err(e) => return server_error(e),
     };
     if ids.is_empty() {
@@ -249,16 +288,19 @@ async fn delete_search(shared: &Shared, search: &Search) -> Response<Body> {
 
 /// `GET /api/v1/info`.
 async fn info(shared: &Shared) -> Response<Body> {
-    let all = match inbox::lines(shared).await {
-        Ok(l) => l,
+    let counted = inbox::query(shared, |ix| {
+        let st = ix.read();
+        let smtp: Vec<u64> = st
+            .newest()
+            .filter_map(|i| st.entry(i).smtp_size.map(u64::from))
+            .collect();
+        (st.live(), st.unread(), st.tag_counts(), smtp, st.size())
+    })
+    .await;
+    let (messages, unread, tags, smtp, (_, index_bytes)) = match counted {
+        Ok(c) => c,
         Err(e) => return server_error(e),
     };
-    let delivered: Vec<&DeliveryLine> = all.iter().filter(|l| !l.replay).collect();
-    let smtp: Vec<Message> = delivered
-        .iter()
-        .filter(|l| l.raw_base64.is_some())
-        .map(|l| Message::of(l))
-        .collect();
     let log = shared.journal.log_path();
     let version = env!("CARGO_PKG_VERSION");
     reply(
@@ -268,20 +310,33 @@ async fn info(shared: &Shared) -> Response<Body> {
             "LatestVersion": version,
             "Database": log.display().to_string(),
             "DatabaseSize": std::fs::metadata(log).map(|m| m.len()).unwrap_or(0),
-            "Messages": delivered.len(),
-            "Unread": delivered.len(),
-            "Tags": {},
+            "Messages": messages,
+            "Unread": unread,
+            "Tags": tags,
+            // The fake's own: what its inbox index holds in memory.
+            "IndexBytes": index_bytes,
             "RuntimeStats": {
                 "Uptime": 0,
-                "Memory": 0,
+                "Memory": rss_bytes(),
                 "MessagesDeleted": 0,
                 "SMTPAccepted": smtp.len(),
-                "SMTPAcceptedSize": smtp.iter().map(|m| m.size).sum::<usize>(),
+                "SMTPAcceptedSize": smtp.iter().sum::<u64>(),
                 "SMTPRejected": 0,
                 "SMTPIgnored": 0,
             },
         }),
     )
+}
+
+/// This process's resident memory in bytes (Linux's `/proc/self/status`; 0 elsewhere).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// `GET /api/v1/webui`: the web UI configuration Mailpit clients read.
@@ -306,25 +361,40 @@ fn webui() -> Value {
 }
 
 /// One message: summary, source, headers, HTML or text. `latest` is the newest message (the
-/// newest a `query=` search matches, when given).
+/// newest a `query=` search matches, when given). Reading the summary marks it read, as
+/// Mailpit does.
 async fn one(shared: &Shared, id: &str, part: Part, query: Option<&str>) -> Response<Body> {
-    let all = match messages(shared).await {
-        Ok(l) => l,
+    let search = (id == "latest")
+        .then(|| inbox::query_value(query, "query"))
+        .flatten()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| Search::parse(&v));
+    let id = id.to_string();
+    let found = inbox::query(shared, move |ix| {
+        let picks = {
+            let st = ix.read();
+            let at = if id == "latest" {
+                st.newest()
+                    .find(|&i| search.as_ref().is_none_or(|s| s.matches(&st, st.entry(i))))
+            } else {
+                st.find(&id)
+            };
+            st.picks_at(at.as_slice())
+        };
+        let found = picks.load().pop();
+        if let Some(f) = found.as_ref().filter(|_| part == Part::Summary) {
+            ix.write()
+                .set_read(Some(std::slice::from_ref(&f.line.message_id)), true);
+        }
+        found
+    })
+    .await;
+    let found = match found {
+        Ok(Some(f)) => f,
+        Ok(None) => return not_found(),
         Err(e) => return server_error(e),
     };
-    let line = if id == "latest" {
-        let search = inbox::query_value(query, "query")
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| Search::parse(&v));
-        all.iter()
-            .find(|l| search.as_ref().is_none_or(|s| s.matches(&View::of(l))))
-    } else {
-        all.iter().find(|l| l.message_id == id)
-    };
-    let Some(line) = line else {
-        return not_found();
-    };
-    let v = View::of(line);
+    let v = View::found(&found);
     match part {
         Part::Summary => reply(StatusCode::OK, v.full()),
         Part::Raw => typed(StatusCode::OK, "text/plain; charset=utf-8", v.source()),
@@ -382,61 +452,121 @@ fn addresses(value: &str) -> Vec<Addr> {
         .collect()
 }
 
-/// A delivery read once, with what Mailpit's shapes need beyond `Message`.
-struct View {
-    m: Message,
+/// The addresses Mailpit shows of a delivery.
+struct Addrs {
     from: Option<Addr>,
     to: Vec<Addr>,
     cc: Vec<Addr>,
     bcc: Vec<Addr>,
     reply_to: Vec<Addr>,
+}
+
+/// A delivery's addresses from its headers (the message's own, or those made for an HTTP
+/// email; an SMS has its numbers).
+fn addrs_of(l: &DeliveryLine, headers: &[Header]) -> Addrs {
+    if l.channel == "sms" {
+        return Addrs {
+            from: l.from.as_deref().map(Addr::plain),
+            to: vec![Addr::plain(&l.to)],
+            cc: Vec::new(),
+            bcc: Vec::new(),
+            reply_to: Vec::new(),
+        };
+    }
+    let all = |name: &str| -> Vec<Addr> {
+        headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
+            .flat_map(|h| addresses(&h.value))
+            .collect()
+    };
+    let from = all("From")
+        .into_iter()
+        .next()
+        .or_else(|| l.from.as_deref().map(Addr::plain));
+    let mut to = all("To");
+    if to.is_empty() && l.envelope.is_none() {
+        to.push(Addr::plain(&l.to));
+    }
+    let cc = all("Cc");
+    // Envelope recipients the headers do not name: Mailpit's Bcc.
+    let bcc = match &l.envelope {
+        Some(e) => {
+            e.to.iter()
+                .filter(|r| {
+                    !to.iter()
+                        .chain(&cc)
+                        .any(|a| a.address.eq_ignore_ascii_case(r))
+                })
+                .map(|r| Addr::plain(r))
+                .collect()
+        }
+        None => all("Bcc"),
+    };
+    Addrs {
+        from,
+        to,
+        cc,
+        bcc,
+        reply_to: all("Reply-To"),
+    }
+}
+
+/// Addresses as the search reads them: `name <address>`, joined, lower-cased.
+fn searchable<'a>(a: impl Iterator<Item = &'a Addr>) -> String {
+    a.map(|a| format!("{} <{}>", a.name, a.address))
+        .collect::<Vec<_>>()
+        .join(", ")
+        .to_lowercase()
+}
+
+/// What the index keeps for the search of a delivery: its To, its From, its Cc and Bcc, as
+/// [`searchable`] has them (the headers read without the body).
+pub(super) fn search_fields(l: &DeliveryLine) -> [String; 3] {
+    let a = addrs_of(l, &inbox::headers_of(l));
+    [
+        searchable(a.to.iter()),
+        searchable(a.from.iter()),
+        searchable(a.cc.iter().chain(&a.bcc)),
+    ]
+}
+
+/// A delivery read once, with what Mailpit's shapes need beyond `Message`.
+struct View {
+    m: Message,
+    a: Addrs,
     return_path: String,
     message_id: String,
     /// The message's own date when it has one, else when it arrived.
     date: String,
+    read: bool,
+    tags: Vec<String>,
 }
 
 impl View {
+    /// A delivery read from the log, with its marks.
+    fn found(f: &Found) -> View {
+        let mut v = View::of(&f.line);
+        v.read = f.read;
+        v.tags = f.tags.clone();
+        v
+    }
+
     fn of(l: &DeliveryLine) -> View {
         let m = Message::of(l);
+        let a = addrs_of(l, &m.headers);
         let header = |name: &str| m.header(name).next().map(str::to_string);
-        let all = |name: &str| -> Vec<Addr> { m.header(name).flat_map(addresses).collect() };
         if m.channel == "sms" {
             return View {
-                from: l.from.as_deref().map(Addr::plain),
-                to: vec![Addr::plain(&l.to)],
-                cc: Vec::new(),
-                bcc: Vec::new(),
-                reply_to: Vec::new(),
+                a,
                 return_path: String::new(),
                 message_id: m.id.clone(),
                 date: m.date.clone(),
                 m,
+                read: false,
+                tags: Vec::new(),
             };
         }
-        let from = all("From")
-            .into_iter()
-            .next()
-            .or_else(|| l.from.as_deref().map(Addr::plain));
-        let mut to = all("To");
-        if to.is_empty() && l.envelope.is_none() {
-            to.push(Addr::plain(&l.to));
-        }
-        let cc = all("Cc");
-        // Envelope recipients the headers do not name: Mailpit's Bcc.
-        let bcc = match &l.envelope {
-            Some(e) => {
-                e.to.iter()
-                    .filter(|r| {
-                        !to.iter()
-                            .chain(&cc)
-                            .any(|a| a.address.eq_ignore_ascii_case(r))
-                    })
-                    .map(|r| Addr::plain(r))
-                    .collect()
-            }
-            None => all("Bcc"),
-        };
         let return_path = match &l.envelope {
             Some(e) => e.from.clone(),
             None => header("Return-Path")
@@ -462,15 +592,13 @@ impl View {
             })
             .unwrap_or_else(|| m.date.clone());
         View {
-            from,
-            to,
-            cc,
-            bcc,
-            reply_to: all("Reply-To"),
+            a,
             return_path,
             message_id,
             date,
             m,
+            read: false,
+            tags: Vec::new(),
         }
     }
 
@@ -488,16 +616,16 @@ impl View {
         json!({
             "ID": self.m.id,
             "MessageID": self.message_id,
-            "Read": false,
-            "From": self.from.as_ref().map(Addr::json),
-            "To": list_json(&self.to),
-            "Cc": list_json(&self.cc),
-            "Bcc": list_json(&self.bcc),
-            "ReplyTo": list_json(&self.reply_to),
+            "Read": self.read,
+            "From": self.a.from.as_ref().map(Addr::json),
+            "To": list_json(&self.a.to),
+            "Cc": list_json(&self.a.cc),
+            "Bcc": list_json(&self.a.bcc),
+            "ReplyTo": list_json(&self.a.reply_to),
             "Subject": self.m.subject.clone().unwrap_or_default(),
             "Created": self.m.date,
             "Username": "",
-            "Tags": [],
+            "Tags": self.tags,
             "Size": self.m.size,
             "Attachments": self.m.attachments,
             "Snippet": snippet,
@@ -512,11 +640,11 @@ impl View {
         json!({
             "ID": self.m.id,
             "MessageID": self.message_id,
-            "From": self.from.as_ref().map(Addr::json),
-            "To": list_json(&self.to),
-            "Cc": list_json(&self.cc),
-            "Bcc": list_json(&self.bcc),
-            "ReplyTo": list_json(&self.reply_to),
+            "From": self.a.from.as_ref().map(Addr::json),
+            "To": list_json(&self.a.to),
+            "Cc": list_json(&self.a.cc),
+            "Bcc": list_json(&self.a.bcc),
+            "ReplyTo": list_json(&self.a.reply_to),
             "ReturnPath": self.return_path,
             "Subject": self.m.subject.clone().unwrap_or_default(),
             "ListUnsubscribe": {
@@ -526,7 +654,7 @@ impl View {
                 "HeaderPost": self.m.header("List-Unsubscribe-Post").next().unwrap_or(""),
             },
             "Date": self.date,
-            "Tags": [],
+            "Tags": self.tags,
             "Username": "",
             "Text": self.m.text,
             "HTML": self.m.html.clone().unwrap_or_default(),
@@ -598,12 +726,12 @@ impl View {
     fn headers(&self) -> Value {
         let mut map: std::collections::BTreeMap<String, Vec<String>> = Default::default();
         if self.m.channel == "sms" {
-            if let Some(f) = &self.from {
+            if let Some(f) = &self.a.from {
                 map.insert("From".into(), vec![f.address.clone()]);
             }
             map.insert(
                 "To".into(),
-                self.to.iter().map(|a| a.address.clone()).collect(),
+                self.a.to.iter().map(|a| a.address.clone()).collect(),
             );
         }
         for h in &self.m.headers {
@@ -643,100 +771,6 @@ fn canonical(name: &str) -> String {
         .collect()
 }
 
-/// The subset of Mailpit's search syntax understood: free words and `"quoted phrases"`
-/// (anywhere: subject, addresses, text, id), `to:`, `from:`, `subject:`, each negated by a
-/// leading `-` or `!`; every term must hold. Case-insensitive "contains" throughout.
-#[derive(Debug, Default, PartialEq)]
-struct Search {
-    terms: Vec<Term>,
-}
-
-#[derive(Debug, PartialEq)]
-struct Term {
-    field: Field,
-    value: String,
-    negated: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Field {
-    Any,
-    To,
-    From,
-    Subject,
-}
-
-impl Search {
-    fn parse(q: &str) -> Search {
-        let mut words = Vec::new();
-        let mut cur = String::new();
-        let mut quoted = false;
-        for c in q.chars() {
-            match c {
-                '"' => quoted = !quoted,
-                c if c.is_whitespace() && !quoted => {
-                    if !cur.is_empty() {
-                        words.push(std::mem::take(&mut cur));
-                    }
-                }
-                c => cur.push(c),
-            }
-        }
-        if !cur.is_empty() {
-            words.push(cur);
-        }
-        let terms = words
-            .into_iter()
-            .filter_map(|w| {
-                let (negated, w) = match w.strip_prefix(['-', '!']) {
-                    Some(rest) if !rest.is_empty() => (true, rest.to_string()),
-                    _ => (false, w),
-                };
-                let (field, value) = match w.split_once(':') {
-                    Some((k, v)) if k.eq_ignore_ascii_case("to") => (Field::To, v),
-                    Some((k, v)) if k.eq_ignore_ascii_case("from") => (Field::From, v),
-                    Some((k, v)) if k.eq_ignore_ascii_case("subject") => (Field::Subject, v),
-                    _ => (Field::Any, w.as_str()),
-                };
-                (!value.is_empty()).then(|| Term {
-                    field,
-                    value: value.to_lowercase(),
-                    negated,
-                })
-            })
-            .collect();
-        Search { terms }
-    }
-
-    fn matches(&self, v: &View) -> bool {
-        let addrs = |a: &mut dyn Iterator<Item = &Addr>| {
-            a.map(|a| format!("{} <{}>", a.name, a.address))
-                .collect::<Vec<_>>()
-                .join(", ")
-                .to_lowercase()
-        };
-        let to = addrs(&mut v.to.iter());
-        let from = addrs(&mut v.from.iter());
-        let subject = v.m.subject.clone().unwrap_or_default().to_lowercase();
-        self.terms.iter().all(|t| {
-            let hit = match t.field {
-                Field::To => to.contains(&t.value),
-                Field::From => from.contains(&t.value),
-                Field::Subject => subject.contains(&t.value),
-                Field::Any => {
-                    to.contains(&t.value)
-                        || from.contains(&t.value)
-                        || subject.contains(&t.value)
-                        || addrs(&mut v.cc.iter().chain(&v.bcc)).contains(&t.value)
-                        || v.m.text.to_lowercase().contains(&t.value)
-                        || v.m.id.to_lowercase() == t.value
-                }
-            };
-            hit != t.negated
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -767,12 +801,95 @@ mod tests {
         assert!(page(Some("limit=x")).unwrap_err().contains("limit"));
     }
 
+    /// A search as it was answered before the index: on the message parsed from its line.
+    fn scan_matches(s: &Search, v: &View) -> bool {
+        use search::Field;
+        let to = searchable(v.a.to.iter());
+        let from = searchable(v.a.from.iter());
+        let subject = v.m.subject.clone().unwrap_or_default().to_lowercase();
+        s.terms.iter().all(|t| {
+            let hit = match t.field {
+                Field::To => to.contains(&t.value),
+                Field::From => from.contains(&t.value),
+                Field::Subject => subject.contains(&t.value),
+                Field::Read | Field::Tagged | Field::Tag => false,
+                Field::Unread => true,
+                Field::Any => {
+                    to.contains(&t.value)
+                        || from.contains(&t.value)
+                        || subject.contains(&t.value)
+                        || searchable(v.a.cc.iter().chain(&v.a.bcc)).contains(&t.value)
+                        || v.m.text.to_lowercase().contains(&t.value)
+                        || v.m.id.to_lowercase() == t.value
+                }
+            };
+            hit != t.negated
+        })
+    }
+
     #[test]
-    fn search_syntax() {
-        let s = Search::parse("to:kim \"big sale\" -subject:spam !from:x");
-        assert_eq!(s.terms.len(), 4);
-        assert_eq!(s.terms[1].value, "big sale");
-        assert!(s.terms[2].negated && s.terms[2].field == Field::Subject);
-        assert!(s.terms[3].negated && s.terms[3].field == Field::From);
+    fn the_index_answers_searches_as_a_scan_of_the_parsed_messages() {
+        use crate::index::testing::{self, Rand};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let lines = testing::lines(11, 400);
+        let mut bytes = Vec::new();
+        for l in &lines {
+            bytes.extend(serde_json::to_vec(l).unwrap());
+            bytes.push(b'\n');
+        }
+        std::fs::write(&path, bytes).unwrap();
+        let index = crate::index::Index::build(&path, |_| {}).unwrap();
+        let st = index.read();
+        let views: Vec<View> = lines
+            .iter()
+            .rev()
+            .filter(|l| !l.replay)
+            .map(View::of)
+            .collect();
+        let words = [
+            "to:kim",
+            "from:shop",
+            "subject:invoice",
+            "zz-needle",
+            "\"shop, k.\"",
+            "-to:lee",
+            "bounce",
+            "fake-3",
+            "FAKE-30",
+            "öl",
+            "is:unread",
+            "-is:read",
+            "to:+1415",
+            "cc-nobody",
+            "lorem",
+            "from:news",
+            "!subject:welcome",
+            "kim@example.org",
+            "tag:x",
+            "example",
+        ];
+        let mut r = Rand::new(5);
+        let mut hits = 0;
+        for _ in 0..300 {
+            let q: Vec<&str> = (0..1 + r.below(3)).map(|_| r.pick(&words)).collect();
+            let s = Search::parse(&q.join(" "));
+            let want: Vec<&str> = views
+                .iter()
+                .filter(|v| scan_matches(&s, v))
+                .map(|v| v.m.id.as_str())
+                .collect();
+            let got: Vec<&str> = st
+                .newest()
+                .filter(|&i| s.matches(&st, st.entry(i)))
+                .map(|i| st.entry(i).id())
+                .collect();
+            assert_eq!(got, want, "{q:?}");
+            hits += got.len();
+        }
+        assert!(
+            hits > 1000,
+            "the searches found too little to prove anything: {hits}"
+        );
     }
 }

@@ -43,6 +43,14 @@ pub(crate) fn original_path(parts: &hyper::http::request::Parts) -> &str {
         .map_or(parts.uri.path(), |o| o.0.as_str())
 }
 
+/// Run `f` (on a blocking thread) in the view `view`, when there is one.
+pub(crate) fn in_view<R>(view: Option<String>, f: impl FnOnce() -> R) -> R {
+    match view {
+        Some(t) => VIEW.sync_scope(t, f),
+        None => f(),
+    }
+}
+
 /// Run `f` in `tenant`'s view.
 pub(crate) async fn scoped<F: std::future::Future>(tenant: String, f: F) -> F::Output {
     VIEW.scope(tenant, f).await

@@ -155,24 +155,47 @@ fn short_time(ms: i64) -> String {
     t.get(..19).unwrap_or(&t).replace('T', " ")
 }
 
+/// Page `wanted` (or the last) of the messages a filter keeps, newest first: how many messages
+/// the inbox holds, how many match, the page shown and its messages read from the log.
+async fn page_of(
+    shared: &Shared,
+    filter: Filter,
+    wanted: usize,
+) -> Result<(usize, usize, usize, Vec<inbox::Found>), String> {
+    inbox::query(shared, move |ix| {
+        let (all, found, page, picks) = {
+            let st = ix.read();
+            let found: Vec<u32> = st.select(&filter).collect();
+            let pages = found.len().div_ceil(PAGE).max(1);
+            let page = wanted.min(pages);
+            let shown: Vec<u32> = found
+                .iter()
+                .skip((page - 1) * PAGE)
+                .take(PAGE)
+                .copied()
+                .collect();
+            (st.live(), found.len(), page, st.picks_at(&shown))
+        };
+        (all, found, page, picks.load())
+    })
+    .await
+}
+
 async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
     let q = match ListQuery::parse(query) {
         Ok(q) => q,
         Err(e) => return notice(StatusCode::BAD_REQUEST, "Bad search", &e),
     };
-    let lines = match inbox::lines(shared).await {
-        Ok(l) => l,
+    let paged = page_of(shared, q.filter(), q.page).await;
+    let (all, found, page, lines) = match paged {
+        Ok(p) => p,
         Err(e) => return failed(&e),
     };
-    let all = lines.iter().filter(|l| !l.replay).count();
-    let found = inbox::select(&lines, &q.filter());
-    let pages = found.len().div_ceil(PAGE).max(1);
-    let page = q.page.min(pages);
-    let rows: Vec<minijinja::Value> = found
+    let pages = found.div_ceil(PAGE).max(1);
+    let rows: Vec<minijinja::Value> = lines
         .iter()
-        .skip((page - 1) * PAGE)
-        .take(PAGE)
-        .map(|l| {
+        .map(|f| {
+            let l = &f.line;
             let to = match &l.envelope {
                 Some(e) => e.to.join(", "),
                 None => l.to.clone(),
@@ -206,7 +229,7 @@ async fn list(shared: &Shared, query: Option<&str>) -> Response<Body> {
             title => "Inbox",
             rows => rows,
             total => all,
-            found => found.len(),
+            found => found,
             searching => !(q.q.is_empty() && q.to.is_empty() && q.channel.is_empty()),
             q => q.q,
             to => q.to,
@@ -255,8 +278,8 @@ async fn clear(shared: &Shared, req: HttpRequest<Incoming>) -> Response<Body> {
 
 /// The message with `id`, or the 404 page.
 async fn message(shared: &Shared, id: &str) -> Result<Message, Response<Body>> {
-    let lines = inbox::lines(shared).await.map_err(|e| failed(&e))?;
-    inbox::find(&lines, id).map(Message::of).ok_or_else(|| {
+    let found = inbox::find(shared, id).await.map_err(|e| failed(&e))?;
+    found.map(|f| Message::of(&f.line)).ok_or_else(|| {
         notice(
             StatusCode::NOT_FOUND,
             "No such message",

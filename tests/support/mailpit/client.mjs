@@ -1,7 +1,8 @@
 // The mailpit-api npm client (written by others, pinned in package.json) run against a server
 // that claims Mailpit's API: tests/fake/fake_mailpit.rs points it at `sendonce fake-provider`.
 // Usage: node client.mjs BASE_URL < plan.json
-// plan: {"searches": ["to:kim", ...], "wait": "subject:x", "delete": ["ID", ...]}
+// plan: {"searches": ["to:kim", ...], "wait": "subject:x", "delete": ["ID", ...],
+//        "marks": {"read": ["ID", ...], "tag": ["ID", ...], "tags": ["A", "B"], "searches": [...]}}
 // Prints one JSON object: every answer the client returned, or {"error": message} where it threw.
 import { MailpitClient } from "mailpit-api";
 
@@ -48,6 +49,22 @@ if (plan.wait) {
   out.waited = await attempt(() =>
     mailpit.waitForMessage({ query: plan.wait }, { timeout: 3000, interval: 100 }),
   );
+}
+if (plan.marks) {
+  // Read flags and tags: everything unread first (reading the summaries above marked them read).
+  const m = plan.marks;
+  const marks = (out.marks = { searches: {} });
+  marks.allUnread = await attempt(() => mailpit.setReadStatus({ Read: false }));
+  marks.read = await attempt(() => mailpit.setReadStatus({ IDs: m.read, Read: true }));
+  marks.tagged = await attempt(() => mailpit.setTags({ IDs: m.tag, Tags: m.tags }));
+  marks.tags = await attempt(() => mailpit.getTags());
+  for (const query of m.searches ?? []) {
+    marks.searches[query] = await attempt(() => mailpit.searchMessages({ query }));
+  }
+  marks.list = await attempt(() => mailpit.listMessages());
+  marks.renamed = await attempt(() => mailpit.renameTag(m.tags[0], "Renamed"));
+  marks.deletedTag = await attempt(() => mailpit.deleteTag(m.tags[1]));
+  marks.tagsAfter = await attempt(() => mailpit.getTags());
 }
 if (plan.delete) {
   out.deleted = await attempt(() => mailpit.deleteMessages({ IDs: plan.delete }));
