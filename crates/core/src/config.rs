@@ -586,8 +586,9 @@ concurrency = 4
     fn webhook_entries_are_checked() {
         let ok = "[[webhook]]\naccount = \"acme\"\nsource = \"resend\"\nsecret_env = \"X\"";
         assert_eq!(Config::parse(ok).unwrap().webhook.len(), 1);
-        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"sparkpost\"\nsecret_env = \"X\"")
-            .unwrap_err();
+        let e =
+            Config::parse("[[webhook]]\naccount = 1\nsource = \"sparkpost\"\nsecret_env = \"X\"")
+                .unwrap_err();
         assert!(
             e.message.contains("webhook 1: unknown source"),
             "{}",
@@ -611,14 +612,19 @@ concurrency = 4
         assert_eq!(Config::parse(ses).unwrap().webhook.len(), 1);
         let e = Config::parse(&format!("{ses}\nsecret_env = \"X\"")).unwrap_err();
         assert!(e.message.contains("no secret"), "{}", e.message);
-        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"ses\"\ncertificate_file = \"c\"")
-            .unwrap_err();
+        let e =
+            Config::parse("[[webhook]]\naccount = 1\nsource = \"ses\"\ncertificate_file = \"c\"")
+                .unwrap_err();
         assert!(e.message.contains("topic_arn"), "{}", e.message);
         let e = Config::parse(
             "[[webhook]]\naccount = 1\nsource = \"brevo\"\nsecret_env = \"X\"\ntopic_arn = \"a\"",
         )
         .unwrap_err();
-        assert!(e.message.contains("for source \"ses\" only"), "{}", e.message);
+        assert!(
+            e.message.contains("for source \"ses\" only"),
+            "{}",
+            e.message
+        );
         let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"dsn\"\nsecret_env = \"X\"")
             .unwrap_err();
         assert!(e.message.contains("unknown source"), "{}", e.message);

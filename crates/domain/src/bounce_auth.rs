@@ -122,12 +122,12 @@ impl SendgridKey {
             .decode(b64)
             .map_err(|_| "the SendGrid verification key is not base64".to_string())?;
         match der.strip_prefix(&P256_SPKI_PREFIX[..]) {
-            Some(point) if point.len() == 65 && point[0] == 0x04 => {
-                Ok(SendgridKey(point.to_vec()))
-            }
-            _ => Err("the SendGrid verification key is not a P-256 public key (base64 DER \
+            Some(point) if point.len() == 65 && point[0] == 0x04 => Ok(SendgridKey(point.to_vec())),
+            _ => Err(
+                "the SendGrid verification key is not a P-256 public key (base64 DER \
                       SubjectPublicKeyInfo, as SendGrid shows it)"
-                .into()),
+                    .into(),
+            ),
         }
     }
 }
@@ -259,7 +259,11 @@ impl SnsMessage {
     pub fn parse(body: &[u8]) -> Result<SnsMessage, Refusal> {
         let v: serde_json::Value = serde_json::from_slice(body)
             .map_err(|e| format!("the SNS message is not JSON: {e}"))?;
-        let text = |k: &str| v.get(k).and_then(serde_json::Value::as_str).map(str::to_string);
+        let text = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
         let need = |k: &str| text(k).ok_or_else(|| format!("the SNS message has no {k}"));
         Ok(SnsMessage {
             kind: need("Type")?,
@@ -281,10 +285,8 @@ impl SnsMessage {
     /// TopicArn, Type; a (Un)SubscriptionConfirmation signs Message, MessageId, SubscribeURL,
     /// Timestamp, Token, TopicArn, Type.
     pub fn string_to_sign(&self) -> Result<String, Refusal> {
-        let mut pairs: Vec<(&str, &str)> = vec![
-            ("Message", &self.message),
-            ("MessageId", &self.message_id),
-        ];
+        let mut pairs: Vec<(&str, &str)> =
+            vec![("Message", &self.message), ("MessageId", &self.message_id)];
         match self.kind.as_str() {
             "Notification" => {
                 if let Some(s) = &self.subject {
@@ -293,7 +295,10 @@ impl SnsMessage {
                 pairs.push(("Timestamp", &self.timestamp));
             }
             "SubscriptionConfirmation" | "UnsubscribeConfirmation" => {
-                let url = self.subscribe_url.as_deref().ok_or("SubscribeURL is missing")?;
+                let url = self
+                    .subscribe_url
+                    .as_deref()
+                    .ok_or("SubscribeURL is missing")?;
                 let token = self.token.as_deref().ok_or("Token is missing")?;
                 pairs.push(("SubscribeURL", url));
                 pairs.push(("Timestamp", &self.timestamp));
@@ -419,9 +424,10 @@ mod tests {
     /// tests/fixtures/bounces/README.md says more.
     #[test]
     fn snss_published_example_verifies_and_changes_do_not() {
-        let cert =
-            SnsCert::parse(include_bytes!("../../../tests/fixtures/bounces/sns-published.cert.pem"))
-                .unwrap();
+        let cert = SnsCert::parse(include_bytes!(
+            "../../../tests/fixtures/bounces/sns-published.cert.pem"
+        ))
+        .unwrap();
         let body = include_bytes!("../../../tests/fixtures/bounces/sns-published-v1.json");
         let m = SnsMessage::parse(body).unwrap();
         assert_eq!(sns_verify(&cert, &m), Ok(()));
@@ -437,9 +443,10 @@ mod tests {
         assert!(changed(&|c| c.signature_version = "3".into()).is_err());
         assert!(changed(&|c| c.kind = "SubscriptionConfirmation".into()).is_err());
         assert!(changed(&|c| c.signing_cert_url = "https://evil.org/x.pem".into()).is_err());
-        let other =
-            SnsCert::parse(include_bytes!("../../../tests/fixtures/bounces/sns-test.cert.pem"))
-                .unwrap();
+        let other = SnsCert::parse(include_bytes!(
+            "../../../tests/fixtures/bounces/sns-test.cert.pem"
+        ))
+        .unwrap();
         assert!(sns_verify(&other, &m).is_err());
         assert!(SnsCert::parse(b"Nopes").is_err());
     }

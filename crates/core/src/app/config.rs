@@ -171,7 +171,8 @@ fn webhook_states(
                 used_by,
                 state: told(env(var)),
             });
-        } else if let Some(path) = &w.secret_file {
+        } else if let Some(path) = w.secret_file.as_ref().or(w.certificate_file.as_ref()) {
+            // A secret file, or SES's signing certificate (public, but a file all the same).
             let state = if path.exists() {
                 "file exists"
             } else {

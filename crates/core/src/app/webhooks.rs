@@ -101,10 +101,15 @@ fn load_key(source: Source, w: &crate::config::Webhook) -> Result<Key> {
     let name = source.as_str();
     if source == Source::Ses {
         let (Some(path), Some(topic)) = (&w.certificate_file, &w.topic_arn) else {
-            return Err(Error::invalid("ses: certificate_file and topic_arn are needed"));
+            return Err(Error::invalid(
+                "ses: certificate_file and topic_arn are needed",
+            ));
         };
         let pem = std::fs::read(path).map_err(|e| {
-            Error::io(&format!("cannot read certificate_file {}", path.display()), e)
+            Error::io(
+                &format!("cannot read certificate_file {}", path.display()),
+                e,
+            )
         })?;
         let cert = SnsCert::parse(&pem).map_err(|e| Error::invalid(format!("ses: {e}")))?;
         return Ok(Key::Sns {
@@ -118,7 +123,8 @@ fn load_key(source: Source, w: &crate::config::Webhook) -> Result<Key> {
             wh::decode_secret(&raw).map_err(|e| Error::invalid(format!("({name}): {e}")))?
         }
         Source::Sendgrid => {
-            let key = SendgridKey::parse(&raw).map_err(|e| Error::invalid(format!("({name}): {e}")))?;
+            let key =
+                SendgridKey::parse(&raw).map_err(|e| Error::invalid(format!("({name}): {e}")))?;
             return Ok(Key::Sendgrid(key));
         }
         Source::Postmark if !raw.contains(':') => {
@@ -310,8 +316,7 @@ fn verify_and_parse(hooks: &Hooks, hook: &Hook, req: &Inbound<'_>) -> Result<Par
     match (req.source, &hook.key) {
         (Source::Mailgun, Key::Secret(key)) => {
             let (ts, token, sig) = bounces::mailgun_signature(req.body)?;
-            ba::mailgun_verify(&key.0, &ts, &token, &sig, now_secs)
-                .map_err(Error::unauthorized)?;
+            ba::mailgun_verify(&key.0, &ts, &token, &sig, now_secs).map_err(Error::unauthorized)?;
             bounces::mailgun(req.body, &token).map(Parsed::One)
         }
         (Source::Sendgrid, Key::Sendgrid(key)) => {

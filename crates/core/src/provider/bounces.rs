@@ -172,9 +172,13 @@ fn sendgrid_event(e: &Value) -> Result<Event> {
         _ => false,
     };
     let effect = match (event, suppresses, &address) {
-        ("delivered", _, _) => delivered(&job, text(e, "sg_message_id"), "sendgrid: sg_message_id")?,
+        ("delivered", _, _) => {
+            delivered(&job, text(e, "sg_message_id"), "sendgrid: sg_message_id")?
+        }
         (_, true, Some(a)) => {
-            let why = text(e, "reason").map(|r| format!(" ({r})")).unwrap_or_default();
+            let why = text(e, "reason")
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
             suppress(a, format!("sendgrid: {kind}{}", truncate(&why, 200)))
         }
         (_, true, None) => return Err(Error::invalid(format!("{W}: {event} needs an email"))),
@@ -203,7 +207,9 @@ pub fn brevo(body: &[u8]) -> Result<Event> {
     const W: &str = "brevo webhook";
     let v = json(body, W)?;
     if !v.is_object() {
-        return Err(Error::invalid(format!("{W}: the body is not a JSON object")));
+        return Err(Error::invalid(format!(
+            "{W}: the body is not a JSON object"
+        )));
     }
     let event = need(&v, "event", W)?;
     let address = email(need(&v, "email", W)?, W)?;
@@ -239,14 +245,18 @@ fn ses_job(mail: &Value) -> Option<String> {
         .get("headers")
         .and_then(Value::as_array)
         .and_then(|hs| {
-            hs.iter().find(|h| {
-                text(h, "name").is_some_and(|n| n.eq_ignore_ascii_case(JOB_HEADER))
-            })
+            hs.iter()
+                .find(|h| text(h, "name").is_some_and(|n| n.eq_ignore_ascii_case(JOB_HEADER)))
         })
         .and_then(|h| text(h, "value"))
         .map(str::to_string);
     header.or_else(|| {
-        let tag = mail.get("tags")?.get(JOB_VARIABLE)?.as_array()?.first()?.as_str()?;
+        let tag = mail
+            .get("tags")?
+            .get(JOB_VARIABLE)?
+            .as_array()?
+            .first()?
+            .as_str()?;
         job_from_tag(tag)
     })
 }
@@ -257,7 +267,9 @@ fn ses_recipients(list: Option<&Value>, what: &str) -> Result<Vec<String>> {
         return Ok(Vec::new());
     };
     if items.len() > MAX_EVENTS {
-        return Err(Error::invalid(format!("{what}: more than {MAX_EVENTS} recipients")));
+        return Err(Error::invalid(format!(
+            "{what}: more than {MAX_EVENTS} recipients"
+        )));
     }
     items
         .iter()
