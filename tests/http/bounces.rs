@@ -725,3 +725,113 @@ fn a_thousand_forged_bounce_notifications_are_refused_and_change_nothing() {
         assert_eq!(before, dump(&env), "a forged request changed the database");
     });
 }
+
+/// `openssl dgst -DIGEST -sign KEY` of `data`, base64: a signer we did not write.
+fn openssl_sign(digest: &str, key: &str, data: &[u8]) -> String {
+    use std::io::Write;
+    let key = format!(
+        "{}/tests/fixtures/bounces/{key}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut child = std::process::Command::new("openssl")
+        .args(["dgst", &format!("-{digest}"), "-sign", &key])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl (tier 1)");
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "openssl failed");
+    STANDARD.encode(out.stdout)
+}
+
+/// Python's hmac module: Mailgun's signature of (timestamp, token) with `key`.
+fn python_hmac(key: &str, ts: i64, token: &str) -> String {
+    let code = "import hmac, hashlib, sys; print(hmac.new(sys.argv[1].encode(), \
+                (sys.argv[2] + sys.argv[3]).encode(), hashlib.sha256).hexdigest())";
+    let out = std::process::Command::new("python3")
+        .args(["-c", code, key, &ts.to_string(), token])
+        .output()
+        .expect("python3 (tier 1)");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Requests signed by openssl (SendGrid's ECDSA, SNS versions 1 and 2) and Python's hmac
+/// (Mailgun) are accepted and applied.
+#[cfg(feature = "tier1")]
+#[test]
+fn independent_signers_are_accepted() {
+    let env = Env::new();
+    let server = setup(&env, true);
+    let (rt, c, ts) = (rt(), client(), now());
+    let data = json!({"id": "py", "event": "failed", "severity": "permanent",
+                      "recipient": "py-mg@example.com"});
+    let mg_body = json!({"signature": {"timestamp": ts.to_string(), "token": "tok-py",
+        "signature": python_hmac(MAILGUN_KEY, ts, "tok-py")}, "event-data": data});
+    let mut reqs = vec![Req {
+        path: "/hooks/mailgun/acme".into(),
+        headers: vec![],
+        body: mg_body.to_string().into_bytes(),
+    }];
+    let sg_body =
+        json!([{"sg_event_id": "ossl-1", "event": "bounce", "email": "ossl-sg@example.com"}])
+            .to_string();
+    let sg_sig = openssl_sign(
+        "sha256",
+        "sendgrid-test.ec.pem",
+        format!("{ts}{sg_body}").as_bytes(),
+    );
+    reqs.push(Req {
+        path: "/hooks/sendgrid/acme".into(),
+        headers: vec![
+            ("x-twilio-email-event-webhook-signature".into(), sg_sig),
+            (
+                "x-twilio-email-event-webhook-timestamp".into(),
+                ts.to_string(),
+            ),
+        ],
+        body: sg_body.into_bytes(),
+    });
+    for (version, digest) in [("1", "sha1"), ("2", "sha256")] {
+        let message = json!({"notificationType": "Complaint", "complaint": {"complainedRecipients":
+            [{"emailAddress": format!("ossl-ses{version}@example.com")}]}, "mail": {}})
+        .to_string();
+        let mut m = serde_json::Map::new();
+        for (k, v) in [
+            ("Type", "Notification"),
+            ("MessageId", &format!("ossl-{version}")),
+            ("TopicArn", TOPIC),
+            ("Message", &message),
+            ("Timestamp", "2026-01-01T00:00:00.000Z"),
+            ("SignatureVersion", version),
+            ("SigningCertURL", CERT_URL),
+        ] {
+            m.insert(k.into(), json!(v));
+        }
+        let s = openssl_sign(digest, "sns-test.key.pem", sns_string(&m).as_bytes());
+        m.insert("Signature".into(), json!(s));
+        reqs.push(Req {
+            path: "/hooks/ses/acme".into(),
+            headers: vec![],
+            body: Value::Object(m).to_string().into_bytes(),
+        });
+    }
+    rt.block_on(async {
+        for r in &reqs {
+            let (st, b) = send(&c, &server, r).await;
+            assert_eq!(st, 200, "{}: {b}", r.path);
+            assert!(b.contains("suppressed"), "{}: {b}", r.path);
+        }
+    });
+    let got: Vec<String> = suppressed(&env).into_iter().map(|s| s.1).collect();
+    assert_eq!(
+        got,
+        [
+            "ossl-sg@example.com",
+            "ossl-ses1@example.com",
+            "ossl-ses2@example.com",
+            "py-mg@example.com"
+        ]
+    );
+}
