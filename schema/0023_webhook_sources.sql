@@ -1,6 +1,7 @@
 -- 0023_webhook_sources: `webhook_events` takes the events of the bounce sources of issue 45:
--- Mailgun, SendGrid, Brevo and Amazon SES through SNS (`POST /hooks/{source}/{account}`), and
--- delivery status notifications piped in from the MTA (`sendonce bounce`, source 'dsn'). Only
+-- Mailgun, SendGrid, Brevo and Amazon SES through SNS (`POST /hooks/{source}/{account}`);
+-- 'dsn' is taken now for the delivery status notifications the MTA will pipe in (the DSN part of
+-- issue 45, not built yet), so that it needs no second rebuild of this table. Only
 -- the check on `source` changes. SQLite cannot change a CHECK with ALTER TABLE, so the table is
 -- rebuilt by its documented procedure: the new table made, every row copied with its id, the
 -- old one dropped, the new one renamed (legacy_alter_table on, as 0016 does, so a view an

@@ -39,25 +39,10 @@ pub enum Source {
     Brevo,
     /// Amazon SES notifications through SNS (the configured signing certificate).
     Ses,
-    /// Delivery status notifications piped in from the MTA (`sendonce bounce`), no HTTP route.
-    Dsn,
 }
 
 impl Source {
-    pub const ALL: [Source; 9] = [
-        Source::Twilio,
-        Source::Postmark,
-        Source::Resend,
-        Source::Standard,
-        Source::Mailgun,
-        Source::Sendgrid,
-        Source::Brevo,
-        Source::Ses,
-        Source::Dsn,
-    ];
-
-    /// The sources a `[[webhook]]` entry may name (every one but `dsn`, which is no webhook).
-    pub const HOOKS: [Source; 8] = [
+    pub const ALL: [Source; 8] = [
         Source::Twilio,
         Source::Postmark,
         Source::Resend,
@@ -78,18 +63,16 @@ impl Source {
             Source::Sendgrid => "sendgrid",
             Source::Brevo => "brevo",
             Source::Ses => "ses",
-            Source::Dsn => "dsn",
         }
     }
 
-    /// A `[[webhook]]` source by name (`dsn` is none).
     pub fn parse(s: &str) -> Option<Source> {
-        Source::HOOKS.into_iter().find(|x| x.as_str() == s)
+        Source::ALL.into_iter().find(|x| x.as_str() == s)
     }
 
-    /// The names of [`Source::HOOKS`], for messages: `twilio, postmark, ...`.
+    /// The names of every source, for messages: `twilio, postmark, ...`.
     pub fn hook_names() -> String {
-        Source::HOOKS.map(Source::as_str).join(", ")
+        Source::ALL.map(Source::as_str).join(", ")
     }
 }
 
