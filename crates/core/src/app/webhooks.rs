@@ -120,16 +120,16 @@ fn load_key(source: Source, w: &crate::config::Webhook) -> Result<Key> {
     let raw = read_secret(w.secret_env.as_deref(), w.secret_file.as_deref())?;
     let bytes = match source {
         Source::Resend | Source::Standard => {
-            wh::decode_secret(&raw).map_err(|e| Error::invalid(format!("({name}): {e}")))?
+            wh::decode_secret(&raw).map_err(|e| Error::invalid(format!("{name}: {e}")))?
         }
         Source::Sendgrid => {
             let key =
-                SendgridKey::parse(&raw).map_err(|e| Error::invalid(format!("({name}): {e}")))?;
+                SendgridKey::parse(&raw).map_err(|e| Error::invalid(format!("{name}: {e}")))?;
             return Ok(Key::Sendgrid(key));
         }
         Source::Postmark if !raw.contains(':') => {
             return Err(Error::invalid(
-                "(postmark): the secret is the Basic auth `user:password` of the webhook URL",
+                "postmark: the secret is the Basic auth `user:password` of the webhook URL",
             ))
         }
         _ => raw.into_bytes(),
