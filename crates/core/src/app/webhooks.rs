@@ -340,9 +340,7 @@ fn verify_and_parse(hooks: &Hooks, hook: &Hook, req: &Inbound<'_>) -> Result<Par
             bounces::brevo(req.body).map(Parsed::One)
         }
         (Source::Ses, Key::Sns { cert, topic_arn }) => verify_sns(cert, topic_arn, req),
-        (Source::Mailgun | Source::Sendgrid | Source::Brevo | Source::Ses, _) => {
-            Err(not_found())
-        }
+        (Source::Mailgun | Source::Sendgrid | Source::Brevo | Source::Ses, _) => Err(not_found()),
         _ => verify_first(hooks, secret(hook)?, req).map(Parsed::One),
     }
 }
