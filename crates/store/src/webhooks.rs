@@ -98,10 +98,8 @@ pub trait Webhooks: Send + Sync {
         now: i64,
     ) -> Result<Applied>;
 
-    /// Several events of one request (a SendGrid batch, an SES bounce naming several
-    /// recipients), each with the hash of its own text, recorded and applied as
-    /// [`Webhooks::apply_webhook`] does, all in one transaction: either every one is applied (or
-    /// found a replay) or, on any error, none is.
+    /// Several events of one request (a SendGrid batch, an SES bounce's recipients), each with
+    /// the hash of its own text, applied as one transaction: all of them, or none on any error.
     fn apply_webhooks(
         &self,
         account_id: i64,
@@ -109,10 +107,6 @@ pub trait Webhooks: Send + Sync {
         events: &[(Event, String)],
         now: i64,
     ) -> Result<Vec<Applied>>;
-
-    /// The job id and address of send `send_id` of `account_id` (its primary key), if it has
-    /// one: what a verified VERP return path names (`sendonce bounce`).
-    fn send_job(&self, account_id: i64, send_id: i64) -> Result<Option<(String, String)>>;
 
     /// The delivery reports of `account_id` for these jobs (at most 100 job ids), in event id
     /// order; one search of the `webhook_events_job` index per job.
@@ -160,9 +154,6 @@ const SETTLE_IN_DOUBT: &str = "UPDATE sends SET
      updated_at = ?3, doubt_since = NULL, lease_token = NULL,
      last_error = 'settled by a ' || CAST(?4 AS TEXT) || ' webhook (' || CAST(?5 AS TEXT) || ')'
      WHERE id = ?1 AND status = 'in_doubt'";
-
-/// A send's job and address by its id, in its account.
-const SEND_JOB: &str = "SELECT job_id, address FROM sends WHERE id = ?1 AND account_id = ?2";
 
 /// The delivery reports of one job (the `webhook_events_job` index).
 const DELIVERY_EVENTS: &str = "SELECT id, job_id, source, kind, delivery, action, received_at
@@ -358,14 +349,12 @@ impl<S: Db> Webhooks for S {
         body_sha256: &str,
         now: i64,
     ) -> Result<Applied> {
-        let hook = Hook {
-            account_id,
-            source,
-            event,
-            body_sha256,
-            now,
-        };
-        self.write(|tx| apply_tx(tx, &hook))
+        let one = [(event.clone(), body_sha256.to_string())];
+        let applied = self.apply_webhooks(account_id, source, &one, now)?;
+        applied
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::internal("no event applied"))
     }
 
     fn apply_webhooks(
@@ -389,14 +378,6 @@ impl<S: Db> Webhooks for S {
                     apply_tx(tx, &hook)
                 })
                 .collect()
-        })
-    }
-
-    fn send_job(&self, account_id: i64, send_id: i64) -> Result<Option<(String, String)>> {
-        self.read(|tx| {
-            tx.query_opt(SEND_JOB, &args![send_id, account_id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
         })
     }
 
