@@ -811,9 +811,9 @@ fn independent_signers_are_accepted() {
     assert_eq!(
         got,
         [
-            "ossl-sg@example.com",
             "ossl-ses1@example.com",
             "ossl-ses2@example.com",
+            "ossl-sg@example.com",
             "py-mg@example.com"
         ]
     );
