@@ -272,10 +272,10 @@ mod tests {
         let cfg = Config::parse(EXAMPLE).unwrap();
         assert_eq!(cfg.serve.listen.as_deref(), Some("127.0.0.1:8025"));
         // Uncomment every `# key = value` and `# [table]` line: still a valid file, with a
-        // route, a webhook, a db and a provider.
+        // route, two webhooks (the second one SES's), a db and a provider.
         let re = regex_lite_uncomment(EXAMPLE);
         let all = Config::parse(&re).unwrap_or_else(|e| panic!("{}\n{re}", e.message));
-        assert_eq!((all.route.len(), all.webhook.len()), (1, 1));
+        assert_eq!((all.route.len(), all.webhook.len()), (1, 2));
         assert!(all.db.is_some() && all.provider.is_some() && all.public_url.is_some());
         assert_eq!(all.serve.worker, Some(true));
     }
