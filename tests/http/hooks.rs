@@ -167,7 +167,7 @@ fn postmark_hook(path: &str, auth: &str, body: &Value) -> Hook {
     }
 }
 
-fn suppressions(env: &Env) -> Vec<(String, String, String)> {
+pub(crate) fn suppressions(env: &Env) -> Vec<(String, String, String)> {
     let c = env.sqlite();
     let mut st = c
         .prepare("SELECT channel, address, source FROM suppressions ORDER BY 1, 2")
@@ -179,7 +179,7 @@ fn suppressions(env: &Env) -> Vec<(String, String, String)> {
 }
 
 /// Every row of the tables a webhook may change, as text.
-fn dump(env: &Env) -> String {
+pub(crate) fn dump(env: &Env) -> String {
     let c = env.sqlite();
     let mut out = String::new();
     for t in ["suppressions", "webhook_events", "sends"] {
@@ -635,7 +635,7 @@ fn a_replayed_event_is_applied_once_and_a_changed_body_is_refused() {
 }
 
 /// An email campaign of `n` sent through the outbox; returns the job ids in send order.
-fn sent_campaign(env: &Env, n: usize) -> Vec<(i64, String)> {
+pub(crate) fn sent_campaign(env: &Env, n: usize) -> Vec<(i64, String)> {
     let (_acct, cid) = env.setup_campaign(n);
     env.ok(&["campaign", "approve", &cid]);
     let spec = format!("outbox:{}", env.path("out.jsonl").display());
@@ -650,7 +650,7 @@ fn sent_campaign(env: &Env, n: usize) -> Vec<(i64, String)> {
         .unwrap()
 }
 
-fn status(env: &Env, id: i64) -> String {
+pub(crate) fn status(env: &Env, id: i64) -> String {
     env.sqlite()
         .query_row("SELECT status FROM sends WHERE id = ?1", [id], |r| r.get(0))
         .unwrap()

@@ -2,6 +2,7 @@
 //! opt-in and unsubscribe pages, the transactional stream, stored templates and attachments.
 
 pub(crate) mod api;
+pub(crate) mod bounces;
 pub(crate) mod dashboard;
 pub(crate) mod dashboard_audience;
 pub(crate) mod dashboard_campaigns;

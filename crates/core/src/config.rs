@@ -60,16 +60,60 @@ pub struct Config {
 }
 
 /// `[[webhook]]`: one provider webhook of one account. The secret (Twilio auth token, Postmark
-/// `user:password`, Resend or Standard Webhooks `whsec_...` signing secret) is read from an
-/// environment variable or a file, never written here.
+/// `user:password`, Resend or Standard Webhooks `whsec_...` signing secret, Mailgun webhook
+/// signing key, SendGrid verification key, Brevo `user:password` or bearer token) is read from
+/// an environment variable or a file, never written here. Amazon SES (through SNS) has no
+/// secret: its signing certificate (`certificate_file`, PEM) and topic (`topic_arn`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Webhook {
     pub account: AccountRef,
-    /// `twilio`, `postmark`, `resend` or `standard`.
+    /// `twilio`, `postmark`, `resend`, `standard`, `mailgun`, `sendgrid`, `brevo` or `ses`.
     pub source: String,
     pub secret_env: Option<String>,
     pub secret_file: Option<PathBuf>,
+    /// `ses`: the SNS signing certificate (PEM), as downloaded from the `SigningCertURL`.
+    pub certificate_file: Option<PathBuf>,
+    /// `ses`: the ARN of the SNS topic the account's SES notifications are published to.
+    pub topic_arn: Option<String>,
+}
+
+/// The fields of `[[webhook]]` entry `n` that go with its source.
+fn check_webhook(n: usize, w: &Webhook) -> Result<()> {
+    use sendonce_domain::webhook::Source;
+    let Some(source) = Source::parse(&w.source) else {
+        return Err(Error::invalid(format!(
+            "webhook {n}: unknown source {:?} ({})",
+            w.source,
+            Source::hook_names()
+        )));
+    };
+    if source == Source::Ses {
+        if w.secret_env.is_some() || w.secret_file.is_some() {
+            return Err(Error::invalid(format!(
+                "webhook {n} (ses): SNS signs with a certificate, there is no secret: give \
+                 certificate_file and topic_arn"
+            )));
+        }
+        if w.certificate_file.is_none() || w.topic_arn.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::invalid(format!(
+                "webhook {n} (ses): give certificate_file (the SNS signing certificate, PEM) \
+                 and topic_arn (the topic SES publishes to)"
+            )));
+        }
+        return Ok(());
+    }
+    if w.certificate_file.is_some() || w.topic_arn.is_some() {
+        return Err(Error::invalid(format!(
+            "webhook {n}: certificate_file and topic_arn are for source \"ses\" only"
+        )));
+    }
+    if w.secret_env.is_some() == w.secret_file.is_some() {
+        return Err(Error::invalid(format!(
+            "webhook {n}: give exactly one of secret_env and secret_file"
+        )));
+    }
+    Ok(())
 }
 
 /// `[serve]`: settings of `sendonce serve`. A flag or its environment variable wins over the
@@ -190,17 +234,7 @@ impl Config {
         }
         for (i, w) in cfg.webhook.iter().enumerate() {
             let n = i + 1;
-            if sendonce_domain::webhook::Source::parse(&w.source).is_none() {
-                return Err(Error::invalid(format!(
-                    "webhook {n}: unknown source {:?} (twilio, postmark, resend, standard)",
-                    w.source
-                )));
-            }
-            if w.secret_env.is_some() == w.secret_file.is_some() {
-                return Err(Error::invalid(format!(
-                    "webhook {n}: give exactly one of secret_env and secret_file"
-                )));
-            }
+            check_webhook(n, w)?;
         }
         Ok(cfg)
     }
@@ -552,8 +586,9 @@ concurrency = 4
     fn webhook_entries_are_checked() {
         let ok = "[[webhook]]\naccount = \"acme\"\nsource = \"resend\"\nsecret_env = \"X\"";
         assert_eq!(Config::parse(ok).unwrap().webhook.len(), 1);
-        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"mailgun\"\nsecret_env = \"X\"")
-            .unwrap_err();
+        let e =
+            Config::parse("[[webhook]]\naccount = 1\nsource = \"sparkpost\"\nsecret_env = \"X\"")
+                .unwrap_err();
         assert!(
             e.message.contains("webhook 1: unknown source"),
             "{}",
@@ -568,5 +603,30 @@ concurrency = 4
         let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"twilio\"\nsecret = \"s\"")
             .unwrap_err();
         assert!(e.message.contains("secret"), "{}", e.message);
+        for name in ["mailgun", "sendgrid", "brevo"] {
+            let ok = format!("[[webhook]]\naccount = 1\nsource = \"{name}\"\nsecret_env = \"X\"");
+            assert_eq!(Config::parse(&ok).unwrap().webhook.len(), 1, "{name}");
+        }
+        let ses = "[[webhook]]\naccount = 1\nsource = \"ses\"\ncertificate_file = \"c.pem\"\n\
+                   topic_arn = \"arn:aws:sns:us-east-1:123456789012:bounces\"";
+        assert_eq!(Config::parse(ses).unwrap().webhook.len(), 1);
+        let e = Config::parse(&format!("{ses}\nsecret_env = \"X\"")).unwrap_err();
+        assert!(e.message.contains("no secret"), "{}", e.message);
+        let e =
+            Config::parse("[[webhook]]\naccount = 1\nsource = \"ses\"\ncertificate_file = \"c\"")
+                .unwrap_err();
+        assert!(e.message.contains("topic_arn"), "{}", e.message);
+        let e = Config::parse(
+            "[[webhook]]\naccount = 1\nsource = \"brevo\"\nsecret_env = \"X\"\ntopic_arn = \"a\"",
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains("for source \"ses\" only"),
+            "{}",
+            e.message
+        );
+        let e = Config::parse("[[webhook]]\naccount = 1\nsource = \"dsn\"\nsecret_env = \"X\"")
+            .unwrap_err();
+        assert!(e.message.contains("unknown source"), "{}", e.message);
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod address;
 pub mod attachment;
+pub mod bounce_auth;
 pub mod busy;
 pub mod clock;
 pub mod content;

@@ -31,14 +31,26 @@ pub enum Source {
     Resend,
     /// Standard Webhooks, for the generic `webhook:` provider (our own small JSON schema).
     Standard,
+    /// Mailgun webhooks (HMAC of timestamp and token in the body).
+    Mailgun,
+    /// SendGrid's Event Webhook (ECDSA P-256, the configured public key).
+    Sendgrid,
+    /// Brevo's transactional webhooks (Basic auth or a bearer token on the URL).
+    Brevo,
+    /// Amazon SES notifications through SNS (the configured signing certificate).
+    Ses,
 }
 
 impl Source {
-    pub const ALL: [Source; 4] = [
+    pub const ALL: [Source; 8] = [
         Source::Twilio,
         Source::Postmark,
         Source::Resend,
         Source::Standard,
+        Source::Mailgun,
+        Source::Sendgrid,
+        Source::Brevo,
+        Source::Ses,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,11 +59,20 @@ impl Source {
             Source::Postmark => "postmark",
             Source::Resend => "resend",
             Source::Standard => "standard",
+            Source::Mailgun => "mailgun",
+            Source::Sendgrid => "sendgrid",
+            Source::Brevo => "brevo",
+            Source::Ses => "ses",
         }
     }
 
     pub fn parse(s: &str) -> Option<Source> {
         Source::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// The names of every source, for messages: `twilio, postmark, ...`.
+    pub fn hook_names() -> String {
+        Source::ALL.map(Source::as_str).join(", ")
     }
 }
 

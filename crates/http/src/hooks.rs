@@ -1,7 +1,8 @@
-//! Provider webhooks: `POST /hooks/{twilio|postmark|resend|standard}/{account}`. No bearer
-//! token: each request is verified the way its provider signs (`app::webhooks`), with the
-//! secret of the account's `[[webhook]]` entry; an unknown account and an unconfigured source
-//! are the same 404. Twilio is answered with empty TwiML, the others with a small JSON receipt.
+//! Provider webhooks: `POST /hooks/{twilio|postmark|resend|standard|mailgun|sendgrid|brevo|
+//! ses}/{account}`. No API token: each request is verified the way its provider signs
+//! (`app::webhooks`), with the secret, key or certificate of the account's `[[webhook]]` entry;
+//! an unknown account and an unconfigured source are the same 404. Twilio is answered with
+//! empty TwiML, the others with a small JSON receipt (SendGrid and SES: one per event).
 
 use super::auth::request_id;
 use super::{blocking, ApiError, AppState};
@@ -18,6 +19,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/postmark/{account}"),
     ("POST", "/hooks/resend/{account}"),
     ("POST", "/hooks/standard/{account}"),
+    ("POST", "/hooks/mailgun/{account}"),
+    ("POST", "/hooks/sendgrid/{account}"),
+    ("POST", "/hooks/brevo/{account}"),
+    ("POST", "/hooks/ses/{account}"),
 ];
 
 pub fn routes() -> axum::Router<AppState> {
@@ -27,6 +32,10 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/hooks/postmark/{account}", post(postmark))
         .route("/hooks/resend/{account}", post(resend))
         .route("/hooks/standard/{account}", post(standard))
+        .route("/hooks/mailgun/{account}", post(mailgun))
+        .route("/hooks/sendgrid/{account}", post(sendgrid))
+        .route("/hooks/brevo/{account}", post(brevo))
+        .route("/hooks/ses/{account}", post(ses))
 }
 
 /// The headers any provider signs with (copied, lower-case; nothing else is looked at).
@@ -39,6 +48,8 @@ const SIGNING_HEADERS: &[&str] = &[
     "webhook-id",
     "webhook-timestamp",
     "webhook-signature",
+    "x-twilio-email-event-webhook-signature",
+    "x-twilio-email-event-webhook-timestamp",
 ];
 
 async fn handle(st: AppState, source: Source, account: String, req: Request) -> Response {
@@ -110,4 +121,20 @@ async fn resend(State(st): State<AppState>, Path(a): Path<String>, req: Request)
 
 async fn standard(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
     handle(st, Source::Standard, a, req).await
+}
+
+async fn mailgun(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
+    handle(st, Source::Mailgun, a, req).await
+}
+
+async fn sendgrid(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
+    handle(st, Source::Sendgrid, a, req).await
+}
+
+async fn brevo(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
+    handle(st, Source::Brevo, a, req).await
+}
+
+async fn ses(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
+    handle(st, Source::Ses, a, req).await
 }

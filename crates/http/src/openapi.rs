@@ -162,15 +162,16 @@ fn hook_paths() -> Value {
     let account = json!([{"name": "account", "in": "path", "required": true,
         "description": "The account's name or id, as in its [[webhook]] entry.",
         "schema": {"type": "string"}}]);
-    let one = |summary: &str, media: &str, ok: Value| {
+    let one = |summary: &str, body: Value, ok: Value| {
         json!({"post": {
             "summary": summary, "security": [], "parameters": account.clone(),
-            "requestBody": {"required": true, "content": {media: {"schema": {"type": "object"}}}},
+            "requestBody": {"required": true, "content": body},
             "responses": {
                 "200": {"description": "Recorded (or a replay of a recorded event)",
                         "content": ok},
                 "400": error_ref("Invalid"),
                 "401": error_ref("Unauthorized"),
+                "403": error_ref("Forbidden"),
                 "404": error_ref("NotFound"),
                 "409": {"description": "The same event id came before with another body",
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
@@ -178,26 +179,57 @@ fn hook_paths() -> Value {
             },
         }})
     };
-    let receipt = json!({"application/json": {"schema": {"type": "object", "properties": {
+    let receipt_schema = json!({"type": "object", "properties": {
         "source": {"type": "string"}, "event_id": {"type": "string"},
         "action": {"type": "string", "enum": ["suppressed", "unsuppressed", "settled_sent",
             "settled_failed", "recorded", "ignored"]},
-        "replay": {"type": "boolean"}}}}});
+        "replay": {"type": "boolean"}}});
+    let receipt = json!({"application/json": {"schema": receipt_schema.clone()}});
+    let many = json!({"type": "object", "properties": {
+        "source": {"type": "string"},
+        "events": {"type": "array", "items": receipt_schema}}});
+    let subscription = json!({"type": "object", "properties": {
+        "source": {"type": "string"}, "kind": {"type": "string"},
+        "topic_arn": {"type": "string"}, "subscribe_url": {"type": "string"},
+        "note": {"type": "string"}}});
+    let receipts = json!({"application/json": {"schema": many.clone()}});
+    let sns_reply = json!({"application/json": {"schema": {"oneOf": [many, subscription]}}});
+    let object = json!({"application/json": {"schema": {"type": "object"}}});
+    let array = json!({"application/json": {"schema": {"type": "array",
+        "items": {"type": "object"}}}});
+    let sns = json!({"text/plain": {"schema": {"type": "string"}},
+                     "application/json": {"schema": {"type": "object"}}});
+    let form = json!({"application/x-www-form-urlencoded": {"schema": {"type": "object"}}});
     let twiml = json!({"text/xml": {"schema": {"type": "string"}}});
     json!({
         "/hooks/twilio/{account}": one(
             "Twilio inbound messages (STOP/START) and status callbacks; X-Twilio-Signature.",
-            "application/x-www-form-urlencoded", twiml),
+            form, twiml),
         "/hooks/postmark/{account}": one(
             "Postmark bounce, spam complaint, subscription change and delivery webhooks; \
-             Basic auth.", "application/json", receipt.clone()),
+             Basic auth.", object.clone(), receipt.clone()),
         "/hooks/resend/{account}": one(
             "Resend email events; Svix signature (svix-id, svix-timestamp, svix-signature).",
-            "application/json", receipt.clone()),
+            object.clone(), receipt.clone()),
         "/hooks/standard/{account}": one(
             "Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) with \
              {type: message.bounced|complained|delivered|failed, data: {job_id, to, channel}}.",
-            "application/json", receipt),
+            object.clone(), receipt.clone()),
+        "/hooks/mailgun/{account}": one(
+            "Mailgun webhooks (delivered, failed, complained, unsubscribed); the body's \
+             signature: HMAC-SHA256 of timestamp and token with the webhook signing key.",
+            object.clone(), receipt.clone()),
+        "/hooks/sendgrid/{account}": one(
+            "SendGrid Event Webhook batches; ECDSA P-256 signature \
+             (X-Twilio-Email-Event-Webhook-Signature, -Timestamp) with the verification key.",
+            array, receipts),
+        "/hooks/brevo/{account}": one(
+            "Brevo transactional webhooks; Basic auth or a bearer token on the webhook URL.",
+            object, receipt),
+        "/hooks/ses/{account}": one(
+            "Amazon SES notifications through SNS (SubscriptionConfirmation, Notification); \
+             SNS signature versions 1 and 2 with the configured certificate and topic.",
+            sns, sns_reply),
     })
 }
 

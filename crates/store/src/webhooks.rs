@@ -98,6 +98,16 @@ pub trait Webhooks: Send + Sync {
         now: i64,
     ) -> Result<Applied>;
 
+    /// Several events of one request (a SendGrid batch, an SES bounce's recipients), each with
+    /// the hash of its own text, applied as one transaction: all of them, or none on any error.
+    fn apply_webhooks(
+        &self,
+        account_id: i64,
+        source: Source,
+        events: &[(Event, String)],
+        now: i64,
+    ) -> Result<Vec<Applied>>;
+
     /// The delivery reports of `account_id` for these jobs (at most 100 job ids), in event id
     /// order; one search of the `webhook_events_job` index per job.
     fn delivery_events(&self, account_id: i64, job_ids: &[String]) -> Result<Vec<DeliveryEvent>>;
@@ -339,14 +349,36 @@ impl<S: Db> Webhooks for S {
         body_sha256: &str,
         now: i64,
     ) -> Result<Applied> {
-        let hook = Hook {
-            account_id,
-            source,
-            event,
-            body_sha256,
-            now,
-        };
-        self.write(|tx| apply_tx(tx, &hook))
+        let one = [(event.clone(), body_sha256.to_string())];
+        let applied = self.apply_webhooks(account_id, source, &one, now)?;
+        applied
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::internal("no event applied"))
+    }
+
+    fn apply_webhooks(
+        &self,
+        account_id: i64,
+        source: Source,
+        events: &[(Event, String)],
+        now: i64,
+    ) -> Result<Vec<Applied>> {
+        self.write(|tx| {
+            events
+                .iter()
+                .map(|(event, body_sha256)| {
+                    let hook = Hook {
+                        account_id,
+                        source,
+                        event,
+                        body_sha256,
+                        now,
+                    };
+                    apply_tx(tx, &hook)
+                })
+                .collect()
+        })
     }
 
     fn delivery_events(&self, account_id: i64, job_ids: &[String]) -> Result<Vec<DeliveryEvent>> {

@@ -171,7 +171,8 @@ fn webhook_states(
                 used_by,
                 state: told(env(var)),
             });
-        } else if let Some(path) = &w.secret_file {
+        } else if let Some(path) = w.secret_file.as_ref().or(w.certificate_file.as_ref()) {
+            // A secret file, or SES's signing certificate (public, but a file all the same).
             let state = if path.exists() {
                 "file exists"
             } else {
@@ -271,10 +272,10 @@ mod tests {
         let cfg = Config::parse(EXAMPLE).unwrap();
         assert_eq!(cfg.serve.listen.as_deref(), Some("127.0.0.1:8025"));
         // Uncomment every `# key = value` and `# [table]` line: still a valid file, with a
-        // route, a webhook, a db and a provider.
+        // route, two webhooks (the second one SES's), a db and a provider.
         let re = regex_lite_uncomment(EXAMPLE);
         let all = Config::parse(&re).unwrap_or_else(|e| panic!("{}\n{re}", e.message));
-        assert_eq!((all.route.len(), all.webhook.len()), (1, 1));
+        assert_eq!((all.route.len(), all.webhook.len()), (1, 2));
         assert!(all.db.is_some() && all.provider.is_some() && all.public_url.is_some());
         assert_eq!(all.serve.worker, Some(true));
     }

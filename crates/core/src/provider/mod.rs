@@ -1,6 +1,7 @@
 //! Providers: what the worker calls to deliver one message, what each declares it can do
 //! (idempotency window, lookup by job id), and how its answers are classified.
 
+pub mod bounces;
 pub mod deliverylog;
 pub(crate) mod email;
 mod httpapi;

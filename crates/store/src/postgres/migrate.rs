@@ -52,6 +52,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0009_stream_all",
         include_str!("../../../../schema/postgres/0009_stream_all.sql"),
     ),
+    (
+        10,
+        "0010_webhook_sources",
+        include_str!("../../../../schema/postgres/0010_webhook_sources.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

@@ -117,6 +117,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0022_stream_all",
         include_str!("../../../../schema/0022_stream_all.sql"),
     ),
+    (
+        "0023_webhook_sources",
+        include_str!("../../../../schema/0023_webhook_sources.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
