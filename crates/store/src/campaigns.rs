@@ -156,8 +156,8 @@ pub trait Campaigns: Send + Sync {
     fn pause_campaign(&self, id: i64) -> Result<Campaign>;
     /// `paused -> sending` (or back to `approved` if it had not started).
     fn resume_campaign(&self, id: i64) -> Result<Campaign>;
-    /// Any non-terminal state -> `cancelled`: queued and undispatched rows are cancelled;
-    /// rows whose call may be in flight keep their lease, rows in doubt stay in doubt.
+    /// Any non-terminal state -> `cancelled`: queued and undispatched rows are cancelled (in doubt
+    /// if retrying a call that may have gone); in-flight ones keep their lease; doubts stay.
     fn cancel_campaign(&self, id: i64) -> Result<Campaign>;
     /// Sends per state, every state present.
     fn status_counts(&self, id: i64) -> Result<StatusCounts>;
@@ -511,9 +511,6 @@ impl<S: Db> Campaigns for S {
         )
     }
 
-    /// Any non-terminal state -> `cancelled`. Queued and undispatched rows are cancelled (in
-    /// doubt if retrying a call that may have gone: `doubt_since`); rows whose call may be in
-    /// flight keep their lease (their outcome is still recorded); in-doubt ones stay so.
     fn cancel_campaign(&self, id: i64) -> Result<Campaign> {
         let now = sendonce_domain::clock::now_ms();
         transition(
