@@ -4,26 +4,12 @@
 //! package, `/messages/wait` returning as soon as a message arrives (and 408 when none does),
 //! bad parameters refused with their name, `DELETE /messages`.
 
+use super::send;
 use crate::common::{client, raw_http_server, rt, Env, Fake};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-async fn send(c: &reqwest::Client, fake: &Fake, key: &str, body: Value) -> String {
-    let r = c
-        .post(fake.url("/send"))
-        .header("Idempotency-Key", key)
-        .json(&body)
-        .send()
-        .await
-        .expect("POST /send");
-    assert_eq!(r.status(), 200);
-    r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .expect("an id")
-        .to_string()
-}
 
 /// GET a path: status and JSON body.
 async fn get(c: &reqwest::Client, fake: &Fake, path: &str) -> (u16, Value) {

@@ -4,24 +4,10 @@
 //! Mailpit's read flags and tags over plain HTTP (`PUT /api/v1/messages`, `/api/v1/tags`,
 //! `is:read`, `tag:`).
 
+use super::send;
 use crate::common::{client, Env, Fake};
 use serde_json::{json, Value};
 use std::io::Write;
-
-async fn send(c: &reqwest::Client, fake: &Fake, key: &str, body: Value) -> String {
-    let r = c
-        .post(fake.url("/send"))
-        .header("Idempotency-Key", key)
-        .json(&body)
-        .send()
-        .await
-        .expect("POST /send");
-    assert_eq!(r.status(), 200);
-    r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .expect("an id")
-        .to_string()
-}
 
 async fn get(c: &reqwest::Client, fake: &Fake, path: &str) -> Value {
     let r = c.get(fake.url(path)).send().await.expect("GET");

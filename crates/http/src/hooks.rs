@@ -25,17 +25,18 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/hooks/ses/{account}"),
 ];
 
+/// One route per source, each answered by [`handle`] with its source.
 pub fn routes() -> axum::Router<AppState> {
     use axum::routing::post;
-    axum::Router::new()
-        .route("/hooks/twilio/{account}", post(twilio))
-        .route("/hooks/postmark/{account}", post(postmark))
-        .route("/hooks/resend/{account}", post(resend))
-        .route("/hooks/standard/{account}", post(standard))
-        .route("/hooks/mailgun/{account}", post(mailgun))
-        .route("/hooks/sendgrid/{account}", post(sendgrid))
-        .route("/hooks/brevo/{account}", post(brevo))
-        .route("/hooks/ses/{account}", post(ses))
+    Source::ALL
+        .into_iter()
+        .fold(axum::Router::new(), |router, source| {
+            let path = format!("/hooks/{}/{{account}}", source.as_str());
+            let answer = move |State(st): State<AppState>, Path(a): Path<String>, req: Request| {
+                handle(st, source, a, req)
+            };
+            router.route(&path, post(answer))
+        })
 }
 
 /// The headers any provider signs with (copied, lower-case; nothing else is looked at).
@@ -107,34 +108,18 @@ async fn handle(st: AppState, source: Source, account: String, req: Request) -> 
     }
 }
 
-async fn twilio(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Twilio, a, req).await
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-async fn postmark(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Postmark, a, req).await
-}
-
-async fn resend(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Resend, a, req).await
-}
-
-async fn standard(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Standard, a, req).await
-}
-
-async fn mailgun(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Mailgun, a, req).await
-}
-
-async fn sendgrid(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Sendgrid, a, req).await
-}
-
-async fn brevo(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Brevo, a, req).await
-}
-
-async fn ses(State(st): State<AppState>, Path(a): Path<String>, req: Request) -> Response {
-    handle(st, Source::Ses, a, req).await
+    #[test]
+    fn the_listed_routes_are_the_served_ones() {
+        let served: Vec<String> = Source::ALL
+            .iter()
+            .map(|s| format!("/hooks/{}/{{account}}", s.as_str()))
+            .collect();
+        let listed: Vec<&str> = ROUTES.iter().map(|(_, p)| *p).collect();
+        assert_eq!(served, listed);
+        assert!(ROUTES.iter().all(|(m, _)| *m == "POST"));
+    }
 }
