@@ -8,6 +8,7 @@
 //! Mailpit's read flags and tags live here too, in memory only.
 
 use super::inbox::Filter;
+use super::tenants::view;
 use sendonce_core::provider::deliverylog::DeliveryLine;
 use sendonce_domain::error::{Error, Result};
 use std::borrow::Cow;
@@ -136,10 +137,10 @@ impl Entry {
     pub(crate) fn subject_lc(&self) -> &str {
         self.s(S::SubjectLc)
     }
-    /// Whether this request sees it: always, but in a tenant's view only that tenant's.
-    pub(crate) fn visible(&self) -> bool {
-        let t = self.s(S::Tenant);
-        super::tenants::visible((!t.is_empty()).then_some(t))
+    /// Whether a request in `view` (`tenants::view`, read once per scan) sees it: always, but
+    /// in a tenant's view only that tenant's.
+    pub(crate) fn visible(&self, view: Option<&str>) -> bool {
+        view.is_none_or(|v| self.s(S::Tenant) == v)
     }
 
     /// Every recipient: the line's `to` and the envelope's.
@@ -180,6 +181,8 @@ struct Compiled<'f> {
     f: &'f Filter,
     subject: Option<Needle>,
     text: Option<Needle>,
+    /// The request's tenant view (`tenants::view`), read once per scan.
+    view: Option<String>,
 }
 
 /// The index and the log it describes.
@@ -331,14 +334,15 @@ impl State {
         self.by_id
             .get(id)
             .copied()
-            .filter(|&i| self.entries[i as usize].visible())
+            .filter(|&i| self.entries[i as usize].visible(view().as_deref()))
     }
 
     /// Every delivery that is not a replay and that this request sees, newest first.
     pub(crate) fn newest(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.entries.len() as u32).rev().filter(|&i| {
+        let view = view();
+        (0..self.entries.len() as u32).rev().filter(move |&i| {
             let e = &self.entries[i as usize];
-            !e.replay && e.visible()
+            !e.replay && e.visible(view.as_deref())
         })
     }
 
@@ -349,6 +353,7 @@ impl State {
             f,
             subject: f.subject.as_deref().map(Needle::new),
             text: f.text.as_deref().map(Needle::new),
+            view: view(),
         };
         let list =
             |m: &'a HashMap<Box<str>, Vec<u32>>, k: &str| -> Box<dyn Iterator<Item = u32> + 'a> {
@@ -369,7 +374,7 @@ impl State {
     fn matches(&self, c: &Compiled, e: &Entry) -> bool {
         let f = c.f;
         let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
-        e.visible()
+        e.visible(c.view.as_deref())
             && (f.replays || !e.replay)
             && f.to
                 .as_deref()
@@ -468,7 +473,12 @@ impl State {
     /// Every tag in use, with how many deliveries carry it, by name.
     pub(crate) fn tag_counts(&self) -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
-        for e in self.entries.iter().filter(|e| !e.replay && e.visible()) {
+        let view = view();
+        for e in self
+            .entries
+            .iter()
+            .filter(|e| !e.replay && e.visible(view.as_deref()))
+        {
             for t in e.tags.iter() {
                 *out.entry(t.to_string()).or_insert(0) += 1;
             }
@@ -487,7 +497,7 @@ impl State {
     pub(crate) fn unread(&self) -> usize {
         self.entries
             .iter()
-            .filter(|e| !e.replay && !e.read && e.visible())
+            .filter(|e| !e.replay && !e.read && e.visible(view().as_deref()))
             .count()
     }
 

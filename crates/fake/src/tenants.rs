@@ -56,12 +56,6 @@ pub(crate) async fn scoped<F: std::future::Future>(tenant: String, f: F) -> F::O
     VIEW.scope(tenant, f).await
 }
 
-/// Whether a message filed in `tenant` is in this request's view.
-pub(crate) fn visible(tenant: Option<&str>) -> bool {
-    VIEW.try_with(|v| tenant == Some(v.as_str()))
-        .unwrap_or(true)
-}
-
 /// What a request's credential says about who sent it, for [`tenant`].
 pub(crate) enum Who<'a> {
     /// A name that is no secret (a Twilio account SID, an AWS access key id, an SMTP user).
