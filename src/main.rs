@@ -113,13 +113,17 @@ fn main() {
         Ok(code) => code,
         Err(e) if e.kind == ErrorKind::ClosedOutput => exit::for_error(&e),
         Err(e) => {
+            let code = match parsed.command {
+                cli::args::Command::Bounce(_) => exit::for_mta_error(&e),
+                _ => exit::for_error(&e),
+            };
             if parsed.json {
-                let doc = serde_json::json!({"error": e.message, "exit_code": exit::for_error(&e)});
+                let doc = serde_json::json!({"error": e.message, "exit_code": code});
                 let _ = print_out(&doc.to_string());
             }
             use std::io::Write;
             let _ = writeln!(std::io::stderr(), "error: {}", e.message);
-            exit::for_error(&e)
+            code
         }
     };
     std::process::exit(code);

@@ -125,6 +125,19 @@ pub enum Command {
     /// Serve the HTTP API (transactional messages with Idempotency-Key, health), optionally
     /// with the send loop in the same process (--worker).
     Serve(ServeArgs),
+    /// Take one delivery status notification (an RFC 3464 bounce) from the MTA on standard input
+    /// (or --file) and apply it: a hard bounce suppresses the recipient, and a send of that job
+    /// left in doubt is settled as sent.
+    ///
+    /// The DSN is believed only when it came to the VERP return path of the message it reports
+    /// on: send with the SMTP provider's `return_path=bounces@DOMAIN` (and
+    /// SENDONCE_UNSUBSCRIBE_SECRET set, here too), and have the MTA of DOMAIN pipe mail for
+    /// bounces+*@DOMAIN into this command (Postfix: an alias `bounces: "|sendonce bounce
+    /// --account NAME"` with recipient_delimiter = +). The same DSN twice changes nothing.
+    /// Exit: 0 applied (or a replay), 2 refused (not a DSN, no or wrong VERP tag, headers not
+    /// returned; nothing written), 75 a temporary failure (database busy or unavailable: the MTA
+    /// keeps the DSN and tries again).
+    Bounce(BounceArgs),
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
     Doubts(DoubtsCmd),
@@ -216,6 +229,22 @@ pub enum Command {
     /// Keep the password out of the command line (`ps` shows it): put the URL in SENDONCE_DB
     /// (the default target) or in a variable named by --to-env, or the password in ~/.pgpass.
     MigrateStore(MigrateStoreArgs),
+}
+
+/// `sendonce bounce`.
+#[derive(Args, Debug)]
+pub struct BounceArgs {
+    /// The account that sent the mail (name or id).
+    #[arg(long)]
+    pub account: String,
+    /// The address the DSN was delivered to (bounces+TAG@DOMAIN). Default: ORIGINAL_RECIPIENT
+    /// (set by Postfix for an alias's command), else the DSN's Delivered-To, X-Original-To and
+    /// To headers.
+    #[arg(long, env = "ORIGINAL_RECIPIENT", value_name = "ADDR")]
+    pub to: Option<String>,
+    /// Read the DSN from FILE instead of standard input.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
 }
 
 /// `sendonce migrate-store`.

@@ -3,6 +3,7 @@
 //! output as one JSON document (`--json`). Exit codes come from `exit`.
 
 mod admins;
+mod bounce;
 pub mod args;
 mod campaigns;
 pub mod config;
@@ -116,6 +117,7 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Campaign(cmd) => campaigns::command(cli, cmd, rt),
         Command::Run(a) => run::run(cli, a, rt),
         Command::Serve(a) => serve::serve(cli, a, rt),
+        Command::Bounce(a) => bounce::bounce(cli, a),
         Command::Doubts(cmd) => doubts(cli, cmd),
         Command::Adopt => guard::adopt(cli),
         Command::Backup { path } => guard::backup(cli, path),

@@ -16,6 +16,20 @@ pub const PERMANENT_FAILURE: i32 = 4;
 /// damaged (the systemd unit does not restart on it).
 pub const GUARDED: i32 = 5;
 
+/// `sendonce bounce` only: a failure the MTA should retry later (sysexits' EX_TEMPFAIL: the
+/// MTA keeps the DSN queued instead of returning it).
+pub const TEMPFAIL: i32 = 75;
+
+/// The exit code of `sendonce bounce`, run by an MTA: an operational failure (database busy,
+/// unavailable, disk) is `TEMPFAIL` so the DSN is delivered again; a refusal is `USAGE` as for
+/// any command (the MTA returns the DSN to its postmaster); damage stays `FAILURE`.
+pub fn for_mta_error(err: &Error) -> i32 {
+    match err.kind {
+        ErrorKind::Busy | ErrorKind::Unavailable | ErrorKind::Database | ErrorKind::Io => TEMPFAIL,
+        _ => for_error(err),
+    }
+}
+
 /// The exit code for an error that stopped a command.
 pub fn for_error(err: &Error) -> i32 {
     match err.kind {

@@ -76,6 +76,8 @@ pub struct Target {
 pub struct Secret {
     seal: LessSafeKeyClone,
     nonce: Vec<u8>,
+    /// The key of VERP return-path tags (`crate::verp`), derived from the same secret.
+    verp: [u8; 32],
 }
 
 /// `LessSafeKey` is not `Clone`; keep the derived bytes to rebuild it.
@@ -117,6 +119,7 @@ impl Secret {
         Ok(Secret {
             seal: LessSafeKeyClone(derive(&bytes, b"sendonce-link-v2 seal key")),
             nonce: derive(&bytes, b"sendonce-link-v2 nonce key").to_vec(),
+            verp: derive(&bytes, b"sendonce-verp-v1 tag key"),
         })
     }
 
@@ -231,6 +234,22 @@ impl Keys {
             self.old.push((key, start + 86_400_000));
         }
         Ok(self)
+    }
+
+    /// The current key's VERP key, for the tag of a new return path.
+    pub(crate) fn verp_current(&self) -> &[u8; 32] {
+        &self.current.verp
+    }
+
+    /// The VERP keys that check a tag at `now_ms`: the current one, then each old key still in
+    /// its period (as for links).
+    pub(crate) fn verp_valid(&self, now_ms: i64) -> impl Iterator<Item = &[u8; 32]> {
+        std::iter::once(&self.current.verp).chain(
+            self.old
+                .iter()
+                .filter(move |(_, until)| now_ms < *until)
+                .map(|(k, _)| &k.verp),
+        )
     }
 
     /// Seal `target` for `purpose` with the current key. Deterministic.

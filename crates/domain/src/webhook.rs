@@ -39,9 +39,13 @@ pub enum Source {
     Brevo,
     /// Amazon SES notifications through SNS (the configured signing certificate).
     Ses,
+    /// Delivery status notifications (RFC 3464) piped in by the MTA (`sendonce bounce`),
+    /// believed by their VERP tag (`verp`). Not an HTTP webhook: not in [`Source::ALL`].
+    Dsn,
 }
 
 impl Source {
+    /// The sources `serve` takes on `/hooks/{source}/{account}`.
     pub const ALL: [Source; 8] = [
         Source::Twilio,
         Source::Postmark,
@@ -63,6 +67,7 @@ impl Source {
             Source::Sendgrid => "sendgrid",
             Source::Brevo => "brevo",
             Source::Ses => "ses",
+            Source::Dsn => "dsn",
         }
     }
 

@@ -9,6 +9,7 @@ pub mod check;
 pub mod config;
 pub mod doctor;
 pub mod doubts;
+pub mod dsn;
 pub mod guard;
 pub mod import;
 pub mod limits;

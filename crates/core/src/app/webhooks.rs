@@ -371,7 +371,7 @@ pub fn receive(store: &Store, hooks: &Hooks, req: &Inbound<'_>) -> Result<Reply>
     let events = match verify_and_parse(hooks, hook, req)? {
         Parsed::One(event) => {
             let hash = wh::body_sha256(req.body);
-            let mut r = apply(store, account_id, req, vec![(event, hash)])?;
+            let mut r = apply(store, account_id, req.source, req.now_ms, vec![(event, hash)])?;
             return r.pop().map(Reply::One).ok_or_else(not_found);
         }
         Parsed::Many(events) => events,
@@ -379,7 +379,7 @@ pub fn receive(store: &Store, hooks: &Hooks, req: &Inbound<'_>) -> Result<Reply>
     };
     Ok(Reply::Many {
         source,
-        events: apply(store, account_id, req, events)?,
+        events: apply(store, account_id, req.source, req.now_ms, events)?,
     })
 }
 
@@ -398,15 +398,17 @@ fn subscription(account_id: i64, source: &'static str, m: SnsMessage) -> Reply {
     }
 }
 
-/// Record and apply `events` (each with its hash) in one transaction; their receipts.
-fn apply(
+/// Record and apply `events` (each with its hash) of `source` in one transaction; their
+/// receipts. (Also `app::dsn`'s, for piped DSNs.)
+pub(crate) fn apply(
     store: &Store,
     account_id: i64,
-    req: &Inbound<'_>,
+    source: Source,
+    now_ms: i64,
     events: Vec<(wh::Event, String)>,
 ) -> Result<Vec<Receipt>> {
-    let applied = store.apply_webhooks(account_id, req.source, &events, req.now_ms)?;
-    let source = req.source.as_str();
+    let applied = store.apply_webhooks(account_id, source, &events, now_ms)?;
+    let source = source.as_str();
     Ok(events
         .into_iter()
         .zip(applied)

@@ -4,8 +4,14 @@
 //!
 //! Spec: `smtp://[user@]host[:port]?tls=starttls|tls|none[&timeout=30s&pool=4&hello_name=H
 //! &message_id_domain=D&unsubscribe_mailto=ADDR&password_file=PATH
-//! &ca_file=PEM]`. A password in the spec is refused (command lines show up in `ps`): it comes
-//! from `SENDONCE_SMTP_PASSWORD` or `password_file`, and it is never printed.
+//! &ca_file=PEM&return_path=bounces@DOMAIN]`. A password in the spec is refused (command lines
+//! show up in `ps`): it comes from `SENDONCE_SMTP_PASSWORD` or `password_file`, and it is never
+//! printed.
+//!
+//! With `return_path`, each message's envelope sender is a VERP address
+//! `bounces+TAG@DOMAIN` whose tag names its job and recipient (`domain::verp`, keyed by
+//! `SENDONCE_UNSUBSCRIBE_SECRET`), so the DSN an MTA sends back to it can be piped into
+//! `sendonce bounce` and believed.
 //!
 //! Classification (SMTP has no idempotency key, so `key_window` is `None`):
 //! - connect, TLS, greeting, EHLO, STARTTLS, AUTH: any failure → `NotSent` (no transaction).
@@ -36,7 +42,10 @@ use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
 use lettre::transport::smtp::extension::ClientId;
 use reqwest::Url;
 use sendonce_domain::error::{Error, ErrorKind, Result};
+use sendonce_domain::address::{normalize_for, Channel};
 use sendonce_domain::headers::{check_domain, parse_address};
+use sendonce_domain::links::{self, Keys};
+use sendonce_domain::verp;
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -120,6 +129,17 @@ pub struct Smtp {
     pool_size: usize,
     slots: Semaphore,
     idle: Mutex<Vec<(AsyncSmtpConnection, Instant)>>,
+    /// `return_path`: the base address and the keys of its VERP tags.
+    verp: Option<(String, Keys)>,
+}
+
+/// The link keys from `env` (`SENDONCE_UNSUBSCRIBE_SECRET` and its old secrets), for VERP tags.
+fn verp_keys(env: &dyn Fn(&str) -> Option<String>) -> Result<Keys> {
+    let current = links::Secret::from_env_value(env(links::SECRET_ENV).map(String::into_bytes))
+        .map_err(|e| Error::invalid(format!("smtp option return_path: {e}")))?;
+    Keys::new(current)
+        .with_old_list(env(links::OLD_SECRETS_ENV).as_deref())
+        .map_err(Error::invalid)
 }
 
 impl Smtp {
@@ -169,6 +189,10 @@ impl Smtp {
             None => default_hello(),
         };
         let timeout = opts.timeout;
+        let verp = match opts.return_path {
+            Some(base) => Some((base, verp_keys(env)?)),
+            None => None,
+        };
         Ok(Smtp {
             caps: Capabilities {
                 name: format!("smtp://{}:{port}", url.host_str().unwrap_or(&host)),
@@ -192,7 +216,21 @@ impl Smtp {
             pool_size: opts.pool,
             slots: Semaphore::new(opts.pool),
             idle: Mutex::new(Vec::new()),
+            verp,
         })
+    }
+
+    /// The envelope sender of `msg`: its VERP return path when `return_path` is set.
+    fn envelope_from(&self, msg: &Message, built: &mut super::email::BuiltEmail) -> Result<()> {
+        let Some((base, keys)) = &self.verp else {
+            return Ok(());
+        };
+        let rcpt = normalize_for(Channel::Email, &msg.to).unwrap_or_else(|_| msg.to.clone());
+        let path = verp::return_path(keys, base, &msg.job_id, &rcpt);
+        built.from = path
+            .parse()
+            .map_err(|e| Error::invalid(format!("the VERP return path is not an address: {e}")))?;
+        Ok(())
     }
 
     /// One call; whatever text the result carries is scrubbed once more as a last guard.
@@ -219,7 +257,11 @@ impl Smtp {
 
     async fn transaction(&self, msg: &Message) -> CallResult {
         let deadline = Instant::now() + self.budget;
-        let built = match build_email(msg, &self.email, SystemTime::now()) {
+        let built = build_email(msg, &self.email, SystemTime::now()).and_then(|mut b| {
+            self.envelope_from(msg, &mut b).map_err(|e| e.message)?;
+            Ok(b)
+        });
+        let built = match built {
             Ok(b) => b,
             Err(error) => {
                 return CallResult::Permanent {
@@ -613,6 +655,7 @@ struct Options {
     unsubscribe_mailto: Option<lettre::Address>,
     password_file: Option<String>,
     ca_file: Option<String>,
+    return_path: Option<String>,
 }
 
 /// Checks one option's value and stores it.
@@ -636,6 +679,11 @@ const OPTIONS: &[(&str, SetOption)] = &[
         o.ca_file = Some(v.to_string());
         Ok(())
     }),
+    ("return_path", |o, v| {
+        verp::check_return_path(v).map_err(|e| Error::invalid(format!("smtp option {e}")))?;
+        o.return_path = Some(v.to_ascii_lowercase());
+        Ok(())
+    }),
 ];
 
 impl Options {
@@ -650,6 +698,7 @@ impl Options {
             unsubscribe_mailto: None,
             password_file: None,
             ca_file: None,
+            return_path: None,
         };
         for (k, v) in url.query_pairs() {
             let Some((_, set)) = OPTIONS.iter().find(|(name, _)| *name == k) else {
@@ -871,7 +920,8 @@ mod tests {
         assert_eq!(
             e.message,
             "unknown smtp option \"retries\" (known: tls, timeout, pool, hello_name, \
-             message_id_domain, unsubscribe_url, unsubscribe_mailto, password_file, ca_file)"
+             message_id_domain, unsubscribe_url, unsubscribe_mailto, password_file, ca_file, \
+             return_path)"
         );
         let e = Smtp::from_spec("smtp://h?timeout=soon").err().unwrap();
         assert!(
@@ -879,6 +929,40 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn a_return_path_needs_the_link_secret_and_tags_each_message() {
+        let spec = "smtp://127.0.0.1:2525?tls=none&return_path=Bounces@Bounce.Example.com";
+        let e = Smtp::from_spec_with_env(spec, &|_| None).err().unwrap();
+        assert!(e.message.contains(links::SECRET_ENV), "{}", e.message);
+        let e = Smtp::from_spec_with_env(&spec.replace("Bounces@", "b+x@"), &|_| None)
+            .err()
+            .unwrap();
+        assert!(e.message.starts_with("smtp option the return path"), "{}", e.message);
+        let env = |k: &str| (k == links::SECRET_ENV).then(|| "s".repeat(32));
+        let s = Smtp::from_spec_with_env(spec, &env).unwrap();
+        let msg = Message {
+            job_id: "campaign:1:sub:2@0011223344556677".into(),
+            idempotency_key: "k".into(),
+            channel: Channel::Email,
+            from: Some("news@example.com".into()),
+            reply_to: None,
+            to: "Ann@Example.org".into(),
+            subject: Some("s".into()),
+            body: "b".into(),
+            html: None,
+            status_callback: None,
+            unsubscribe: None,
+            attachments: vec![],
+        };
+        let mut built = build_email(&msg, &s.email, SystemTime::now()).unwrap();
+        s.envelope_from(&msg, &mut built).unwrap();
+        let from = built.from.to_string();
+        let tag = verp::tag_in(&from).unwrap();
+        assert!(from.starts_with("bounces+") && from.ends_with("@bounce.example.com"));
+        let keys = verp_keys(&env).unwrap();
+        assert!(verp::matches(&keys, &tag, &msg.job_id, "ann@example.org", 0));
     }
 
     #[test]

@@ -1,0 +1,136 @@
+//! `sendonce bounce`: one delivery status notification (RFC 3464) piped in by the MTA that
+//! receives mail for the SMTP provider's `return_path`. The DSN is parsed (`domain::dsn`), then
+//! believed only when the VERP tag of the address it came to matches the job its returned
+//! headers name and a recipient it reports on (`domain::verp`, keyed by the link secret); then
+//! its events are recorded and applied in one transaction like a provider webhook's (source
+//! `dsn`): a hard bounce (`failed`, `5.x.x`) suppresses the recipient, and any DSN settles a
+//! send of that job left in doubt as sent (our relay accepted the message, or it could not
+//! have reported on it). The same DSN piped again changes nothing.
+
+use super::webhooks::{self, Receipt};
+use sendonce_domain::address::Channel;
+use sendonce_domain::dsn::{self, Dsn, Recipient};
+use sendonce_domain::error::{Error, Result};
+use sendonce_domain::links::Keys;
+use sendonce_domain::verp;
+use sendonce_domain::webhook::{body_sha256, Effect, Event, Source};
+use sendonce_store::prelude::*;
+use sendonce_store::Store;
+use serde::Serialize;
+
+/// Longest DSN `Message-ID` kept in an event id.
+const MAX_ID: usize = 200;
+
+/// One DSN as the MTA hands it over.
+#[derive(Debug)]
+pub struct Piped<'a> {
+    /// The account that sent the message (name or id).
+    pub account: &'a str,
+    /// The whole message.
+    pub raw: &'a [u8],
+    /// The address it was delivered to, when the MTA tells (`--to`, Postfix's
+    /// `$ORIGINAL_RECIPIENT`); otherwise it is read from the DSN's headers.
+    pub to: Option<&'a str>,
+    pub now_ms: i64,
+}
+
+/// What a DSN did: its job, and one receipt per event.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub job_id: String,
+    pub events: Vec<Receipt>,
+}
+
+/// Parse, verify, record and apply one DSN. Refused (nothing written): not a DSN (invalid),
+/// no VERP tag or a tag that matches no recipient it names (unauthorized), no returned
+/// `X-Sendonce-Job` (invalid).
+pub fn receive(store: &Store, keys: &Keys, p: &Piped<'_>) -> Result<Outcome> {
+    let account_id = store.resolve_account(p.account)?;
+    let d = dsn::parse(p.raw).map_err(|e| Error::invalid(format!("sendonce bounce: {e}")))?;
+    let tag = p
+        .to
+        .map(str::to_string)
+        .into_iter()
+        .chain(d.delivered_to.iter().cloned())
+        .find_map(|a| verp::tag_in(&a))
+        .ok_or_else(|| {
+            Error::unauthorized(
+                "the DSN did not come to a VERP return path (local+TAG@domain): set \
+                 return_path on the SMTP provider, and pass the address it came to with --to \
+                 if the MTA drops it from the headers",
+            )
+        })?;
+    let job = d.job_id.clone().ok_or_else(|| {
+        Error::invalid(
+            "the DSN does not return the original message's headers (X-Sendonce-Job): \
+             configure the MTA to return headers in bounces",
+        )
+    })?;
+    let verified: Vec<&Recipient> = d
+        .recipients
+        .iter()
+        .filter(|r| {
+            r.addresses()
+                .any(|a| verp::matches(keys, &tag, &job, a, p.now_ms))
+        })
+        .collect();
+    if verified.is_empty() {
+        return Err(Error::unauthorized(
+            "the VERP tag does not match the job and a recipient the DSN names (forged, \
+             changed, or signed with a secret no longer in SENDONCE_UNSUBSCRIBE_SECRET / \
+             SENDONCE_UNSUBSCRIBE_OLD_SECRETS)",
+        ));
+    }
+    let events = events(&d, &job, &verified);
+    let events = webhooks::apply(store, account_id, Source::Dsn, p.now_ms, events)?;
+    Ok(Outcome {
+        job_id: job,
+        events,
+    })
+}
+
+/// The events of a verified DSN, each with the hash of its delivery-status part: one per
+/// verified recipient (a hard bounce suppresses it), then the report that settles the job.
+fn events(d: &Dsn, job: &str, verified: &[&Recipient]) -> Vec<(Event, String)> {
+    let hash = body_sha256(&d.status_part);
+    let base = match &d.message_id {
+        Some(id) => id.chars().take(MAX_ID).collect(),
+        None => hash.clone(),
+    };
+    let mut out: Vec<(Event, String)> = verified
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let address = r.addresses().next().unwrap_or_default().to_string();
+            let effect = match r.permanent() {
+                true => Effect::Suppress {
+                    channel: Channel::Email,
+                    address: address.clone(),
+                    reason: format!("dsn: {} {}", r.action.as_str(), r.status),
+                },
+                false => Effect::Nothing,
+            };
+            let event = Event {
+                event_id: format!("{base}:{i}"),
+                kind: format!("{}:{}", r.action.as_str(), r.status),
+                job_id: Some(job.to_string()),
+                address: Some(address),
+                effect,
+            };
+            (event, hash.clone())
+        })
+        .collect();
+    let accepted = Event {
+        event_id: format!("{base}:accepted"),
+        kind: "accepted".into(),
+        job_id: Some(job.to_string()),
+        address: None,
+        effect: Effect::Delivery {
+            job_id: job.to_string(),
+            sent: true,
+            provider_id: None,
+        },
+    };
+    out.push((accepted, hash));
+    out
+}
