@@ -6,6 +6,7 @@ pub(crate) mod audience;
 pub(crate) mod canary;
 pub(crate) mod content;
 pub(crate) mod defects;
+pub(crate) mod dsn;
 pub(crate) mod header_injection;
 pub(crate) mod limits;
 pub(crate) mod lists;

@@ -1,0 +1,266 @@
+//! DSN bounces (issue 45): a campaign sent through the SMTP provider with `return_path` into the
+//! fake's SMTP listener (each envelope sender a VERP address), then delivery status
+//! notifications shaped as Postfix writes them piped into `sendonce bounce`: a hard bounce
+//! suppresses its recipient and settles the row left in doubt, a delay suppresses nothing, a
+//! replay changes nothing, and hundreds of forged or altered DSNs are refused (exit 2) with the
+//! tables unchanged. In tier 1, the parser reads the real DSNs of flufl.bounce's corpus (a
+//! bounce detector we did not write, GNU Mailman's) as flufl.bounce itself reads them.
+// Some tests here need tools outside Rust (tier 1); without them their helpers go unused.
+#![cfg_attr(not(feature = "tier1"), allow(unused_imports, dead_code))]
+
+use crate::common::{Env, Fake, Run, TEST_UNSUBSCRIBE_SECRET};
+use crate::http::hooks::{dump, status, suppressions};
+use serde_json::Value;
+use std::io::Write;
+use std::process::Stdio;
+
+const RETURN_PATH: &str = "bounces@bounce.example.com";
+
+/// One message as the fake's SMTP listener got it: (job id, recipient, envelope sender).
+struct Sent {
+    job: String,
+    to: String,
+    envelope_from: String,
+}
+
+/// A campaign of `n` sent through the SMTP provider with `return_path` into the fake.
+fn sent_with_verp(env: &Env, n: usize) -> Vec<Sent> {
+    let (_acct, cid) = env.setup_campaign(n);
+    env.ok(&["campaign", "approve", &cid]);
+    let fake = Fake::start(&env.path("fake.jsonl"), &["--smtp", "127.0.0.1:0"]);
+    let spec = format!(
+        "smtp://{}?tls=none&timeout=10s&return_path={RETURN_PATH}",
+        fake.smtp.expect("smtp")
+    );
+    env.ok(&["run", "--once", "--provider", &spec, "--tick", "50ms"]);
+    let mut sent: Vec<Sent> = fake
+        .lines()
+        .into_iter()
+        .map(|l| Sent {
+            job: l.job_id,
+            to: l.to,
+            envelope_from: l.envelope.expect("an SMTP line has its envelope").from,
+        })
+        .collect();
+    sent.sort_by(|a, b| a.to.cmp(&b.to));
+    assert_eq!(sent.len(), n);
+    sent
+}
+
+/// A DSN as Postfix writes one, delivered to `delivered_to`, reporting `action`/`status` for
+/// `rcpt`, returning the headers of the message of `job` (None: no headers returned).
+fn dsn(delivered_to: &str, rcpt: &str, action: &str, status: &str, job: Option<&str>) -> String {
+    let returned = match job {
+        Some(j) => format!(
+            "--B1\r\nContent-Type: text/rfc822-headers\r\n\r\nFrom: news@example.org\r\n\
+             To: {rcpt}\r\nSubject: Hi\r\nX-Sendonce-Job: {j}\r\n\r\n"
+        ),
+        None => String::new(),
+    };
+    format!(
+        "Return-Path: <>\r\nDelivered-To: {delivered_to}\r\n\
+         From: MAILER-DAEMON@mx.example.com (Mail Delivery System)\r\n\
+         Subject: Undelivered Mail Returned to Sender\r\nTo: {delivered_to}\r\n\
+         Message-Id: <{}.{action}@mx.example.com>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/report; report-type=delivery-status; boundary=\"B1\"\r\n\r\n\
+         --B1\r\nContent-Type: text/plain\r\n\r\nThis is the mail system at mx.example.com.\r\n\
+         \r\n--B1\r\nContent-Type: message/delivery-status\r\n\r\n\
+         Reporting-MTA: dns; mx.example.com\r\nX-Postfix-Queue-ID: 4ABC\r\n\r\n\
+         Final-Recipient: rfc822; {rcpt}\r\nOriginal-Recipient: rfc822;{rcpt}\r\n\
+         Action: {action}\r\nStatus: {status}\r\nRemote-MTA: dns; mx.example.org\r\n\
+         Diagnostic-Code: smtp; 550 5.1.1 <{rcpt}>: Recipient address rejected\r\n\r\n\
+         {returned}--B1--\r\n",
+        rcpt.replace('@', "=")
+    )
+}
+
+/// `sendonce bounce --account acme` with `input` on standard input and `vars` set.
+fn bounce(env: &Env, input: &str, vars: &[(&str, &str)]) -> Run {
+    let mut child = env
+        .cmd()
+        .args(["--json", "bounce", "--account", "acme"])
+        .env_remove("ORIGINAL_RECIPIENT")
+        .envs(vars.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sendonce bounce");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("write the DSN");
+    drop(stdin);
+    Run::from(child.wait_with_output().expect("wait"))
+}
+
+fn park_in_doubt(env: &Env, job: &str) -> i64 {
+    let c = env.sqlite();
+    let id: i64 = c
+        .query_row("SELECT id FROM sends WHERE job_id = ?1", [job], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let n = c
+        .execute(
+            "UPDATE sends SET status = 'in_doubt', doubt_since = sent_at, sent_at = NULL,
+             provider_message_id = NULL WHERE id = ?1",
+            [id],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    id
+}
+
+fn actions(r: &Run) -> Vec<(String, bool)> {
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    v["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| {
+            let a = e["action"].as_str().expect("action").to_string();
+            (a, e["replay"].as_bool().expect("replay"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_hard_bounce_suppresses_and_settles_and_a_replay_changes_nothing() {
+    let env = Env::new();
+    let sent = sent_with_verp(&env, 3);
+    for s in &sent {
+        let tag = sendonce::domain::verp::tag_in(&s.envelope_from);
+        assert!(
+            s.envelope_from.ends_with("@bounce.example.com") && tag.is_some(),
+            "VERP envelope sender: {}",
+            s.envelope_from
+        );
+    }
+    assert_eq!(
+        sent.iter()
+            .map(|s| &s.envelope_from)
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        3,
+        "one return path per message"
+    );
+    let s0 = &sent[0];
+    let id = park_in_doubt(&env, &s0.job);
+    let hard = dsn(&s0.envelope_from, &s0.to, "failed", "5.1.1", Some(&s0.job));
+    let r = bounce(&env, &hard, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let a = actions(&r);
+    assert_eq!(
+        a,
+        vec![
+            ("suppressed".to_string(), false),
+            ("settled_sent".to_string(), false)
+        ]
+    );
+    assert_eq!(status(&env, id), "sent");
+    let sup = suppressions(&env);
+    assert_eq!(
+        sup,
+        vec![("email".to_string(), s0.to.clone(), "dsn".to_string())]
+    );
+    let before = dump(&env);
+    let r = bounce(&env, &hard, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(actions(&r).iter().all(|(_, replay)| *replay), "{r:?}");
+    assert_eq!(dump(&env), before, "a replay changes nothing");
+
+    // A delay (4.4.1) from the MTA's queue: recorded, nothing suppressed. The address may come
+    // from --to / ORIGINAL_RECIPIENT when the MTA drops Delivered-To.
+    let s1 = &sent[1];
+    let delayed = dsn("other@bounce.example.com", &s1.to, "delayed", "4.4.1", Some(&s1.job));
+    let r = bounce(&env, &delayed, &[("ORIGINAL_RECIPIENT", &s1.envelope_from)]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(actions(&r)[0].0, "ignored");
+    assert_eq!(suppressions(&env).len(), 1);
+}
+
+/// Every way to forge or alter a DSN, each refused with exit 2 and the tables unchanged.
+#[test]
+fn forged_and_altered_dsns_are_refused_and_change_nothing() {
+    let env = Env::new();
+    let sent = sent_with_verp(&env, 3);
+    let (s0, s1) = (&sent[0], &sent[1]);
+    let before = dump(&env);
+    let mut cases: Vec<(String, String, Vec<(&str, String)>)> = Vec::new();
+    let case = |why: &str, text: String| (why.to_string(), text, Vec::new());
+    cases.push(case(
+        "another recipient's tag",
+        dsn(&s1.envelope_from, &s0.to, "failed", "5.1.1", Some(&s0.job)),
+    ));
+    cases.push(case(
+        "another job's tag",
+        dsn(&s0.envelope_from, &s0.to, "failed", "5.1.1", Some(&s1.job)),
+    ));
+    cases.push(case(
+        "a victim's address with a tag of one's own",
+        dsn(&s1.envelope_from, "victim@example.com", "failed", "5.1.1", Some(&s1.job)),
+    ));
+    cases.push(case(
+        "no headers returned",
+        dsn(&s0.envelope_from, &s0.to, "failed", "5.1.1", None),
+    ));
+    cases.push(case(
+        "no VERP address",
+        dsn(RETURN_PATH, &s0.to, "failed", "5.1.1", Some(&s0.job)),
+    ));
+    cases.push(case(
+        "not a report",
+        dsn(&s0.envelope_from, &s0.to, "failed", "5.1.1", Some(&s0.job))
+            .replace("multipart/report", "multipart/mixed"),
+    ));
+    let good = dsn(&s0.envelope_from, &s0.to, "failed", "5.1.1", Some(&s0.job));
+    cases.push((
+        "signed with another secret".into(),
+        good.clone(),
+        vec![(
+            "SENDONCE_UNSUBSCRIBE_SECRET",
+            format!("{TEST_UNSUBSCRIBE_SECRET}-rotated"),
+        )],
+    ));
+    // Every single-character change of the tag, and random tags.
+    let tag = sendonce::domain::verp::tag_in(&s0.envelope_from).expect("tag");
+    for i in 0..tag.len() {
+        for c in ['a', 'q', '7'] {
+            let mut t: Vec<char> = tag.chars().collect();
+            if t[i] == c {
+                continue;
+            }
+            t[i] = c;
+            let t: String = t.into_iter().collect();
+            let to = format!("bounces+{t}@bounce.example.com");
+            cases.push(case(
+                "a changed tag",
+                dsn(&to, &s0.to, "failed", "5.1.1", Some(&s0.job)),
+            ));
+        }
+    }
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    while cases.len() < 250 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let t: String = (0..16)
+            .map(|k| b"abcdefghijklmnopqrstuvwxyz234567"[((rng >> (k * 4)) % 32) as usize] as char)
+            .collect();
+        let to = format!("bounces+{t}@bounce.example.com");
+        cases.push(case(
+            "a random tag",
+            dsn(&to, &s0.to, "failed", "5.1.1", Some(&s0.job)),
+        ));
+    }
+    for (why, text, vars) in &cases {
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = bounce(&env, text, &vars);
+        assert_eq!(r.code, 2, "{why}: {r:?}");
+        assert!(r.stdout.contains("\"error\""), "{why}: {r:?}");
+    }
+    assert_eq!(dump(&env), before, "no forged DSN wrote anything");
+    assert!(suppressions(&env).is_empty());
+    // The genuine one still works after all that.
+    assert_eq!(bounce(&env, &good, &[]).code, 0);
+    eprintln!("{} forged DSNs refused", cases.len());
+}
