@@ -103,6 +103,30 @@ fi
   exit 1
 }
 
+# -- flufl.bounce's corpus of real bounces (tests/core/dsn.rs compares sendonce's DSN parser with
+# flufl.bounce's on it): the sdist from PyPI (the wheel has no test data), checked against its
+# SHA-256 and unpacked once under the target directory.
+corpus_version=6.0.0
+corpus_sha256=a1df16b9d1877ae4536f7d76c00d8421fcefbe694f80f5285d05c45a2547b1bc
+corpus="$target/flufl_bounce-$corpus_version"
+if [ ! -d "$corpus/tests/data" ]; then
+  echo "fetching flufl.bounce $corpus_version's sdist from PyPI (its bounce corpus)"
+  rm -rf "$target/flufl-sdist" "$corpus"
+  if ! "$venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+      --no-binary :all: "flufl.bounce==$corpus_version" -d "$target/flufl-sdist"; then
+    echo "tests/run.sh: pip could not download flufl.bounce's sdist (no network to PyPI?)." >&2
+    exit 1
+  fi
+  tarball="$target/flufl-sdist/flufl_bounce-$corpus_version.tar.gz"
+  if [ "$(sha256sum "$tarball" | cut -d' ' -f1)" != "$corpus_sha256" ]; then
+    echo "tests/run.sh: $tarball does not have the expected SHA-256." >&2
+    exit 1
+  fi
+  tar xzf "$tarball" -C "$target"
+fi
+export SENDONCE_DSN_CORPUS
+SENDONCE_DSN_CORPUS=$(cd "$corpus/tests/data" && pwd)
+
 # -- node and the mailpit-api npm client (tests/fake/fake_mailpit.rs runs it, tests/support/mailpit):
 # `npm ci` from the committed lock, only when the lock or node changed since the last run.
 mailpit_dir=tests/support/mailpit

@@ -25,11 +25,7 @@ pub(super) fn bounce(cli: &Cli, a: &BounceArgs) -> Result<Output> {
     let mut text = format!("dsn for job {}", out.job_id);
     for e in &out.events {
         let replay = if e.replay { " (replay)" } else { "" };
-        text.push_str(&format!(
-            "\n{}\t{}{replay}",
-            e.event_id,
-            e.action.as_str()
-        ));
+        text.push_str(&format!("\n{}\t{}{replay}", e.event_id, e.action.as_str()));
     }
     Ok(Output::ok(to_json(&out), text))
 }

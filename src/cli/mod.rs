@@ -3,8 +3,8 @@
 //! output as one JSON document (`--json`). Exit codes come from `exit`.
 
 mod admins;
-mod bounce;
 pub mod args;
+mod bounce;
 mod campaigns;
 pub mod config;
 

@@ -28,9 +28,12 @@ pub enum Action {
 }
 
 impl Action {
+    /// An `Action:` value: its first word (MTAs add a comment after it), with the spellings
+    /// of older MTAs (`failure`, `error`) read as `failed`.
     fn parse(s: &str) -> Option<Action> {
-        Some(match s.trim().to_ascii_lowercase().as_str() {
-            "failed" => Action::Failed,
+        let word = s.split_whitespace().next()?.to_ascii_lowercase();
+        Some(match word.as_str() {
+            "failed" | "failure" | "error" => Action::Failed,
             "delayed" => Action::Delayed,
             "delivered" => Action::Delivered,
             "relayed" => Action::Relayed,
@@ -106,22 +109,12 @@ pub fn parse(raw: &[u8]) -> Result<Dsn, String> {
     let msg = MessageParser::new()
         .parse(raw)
         .ok_or("not an email message (no headers)")?;
-    let is_report = msg.content_type().is_some_and(|ct| {
-        ct.ctype().eq_ignore_ascii_case("multipart")
-            && ct
-                .subtype()
-                .is_some_and(|s| s.eq_ignore_ascii_case("report"))
-            && ct
-                .attribute("report-type")
-                .is_some_and(|t| t.eq_ignore_ascii_case("delivery-status"))
-    });
-    if !is_report {
-        return Err("not a delivery status notification (RFC 3464 needs Content-Type: \
-                    multipart/report; report-type=delivery-status)"
-            .into());
-    }
-    let status_part = part_of(&msg, "message", "delivery-status")
-        .ok_or("the DSN has no message/delivery-status part")?;
+    // RFC 3464 puts the part in a `multipart/report; report-type=delivery-status`; real MTAs
+    // also omit the report type, wrap the report in a `multipart/mixed` or forward it whole:
+    // any `message/delivery-status` part is read (whether it is believed is VERP's question).
+    let status_part = status_part(&msg, 0).ok_or(
+        "not a delivery status notification (RFC 3464): it has no message/delivery-status part",
+    )?;
     let recipients = recipients(&status_part)?;
     Ok(Dsn {
         message_id: msg.message_id().map(str::to_string),
@@ -132,12 +125,26 @@ pub fn parse(raw: &[u8]) -> Result<Dsn, String> {
     })
 }
 
+/// The first `message/delivery-status` part of `msg`, else of a message it carries (a
+/// forwarded DSN), at most a few levels down.
+fn status_part(msg: &Message<'_>, depth: usize) -> Option<Vec<u8>> {
+    part_of(msg, "message", "delivery-status").or_else(|| {
+        (depth < 3).then_some(())?;
+        msg.parts.iter().find_map(|p| match &p.body {
+            PartType::Message(m) => status_part(m, depth + 1),
+            _ => None,
+        })
+    })
+}
+
 /// The bytes of the first part of type `ctype/subtype`.
 fn part_of(msg: &Message<'_>, ctype: &str, subtype: &str) -> Option<Vec<u8>> {
     msg.parts.iter().find_map(|p| {
         let ct = p.content_type()?;
         let hit = ct.ctype().eq_ignore_ascii_case(ctype)
-            && ct.subtype().is_some_and(|s| s.eq_ignore_ascii_case(subtype));
+            && ct
+                .subtype()
+                .is_some_and(|s| s.eq_ignore_ascii_case(subtype));
         hit.then(|| p.contents().to_vec())
     })
 }
@@ -175,9 +182,7 @@ fn returned_job(msg: &Message<'_>) -> Option<String> {
 
 fn job_header(m: &Message<'_>) -> Option<String> {
     let raw = m.header_raw(JOB_HEADER)?.trim();
-    let ok = !raw.is_empty()
-        && raw.len() <= MAX_FIELD
-        && raw.bytes().all(|b| b.is_ascii_graphic());
+    let ok = !raw.is_empty() && raw.len() <= MAX_FIELD && raw.bytes().all(|b| b.is_ascii_graphic());
     ok.then(|| raw.to_string())
 }
 
@@ -210,13 +215,15 @@ fn groups(body: &str) -> Vec<Vec<(String, String)>> {
     out
 }
 
-/// An `rfc822;address` field's address, normalised; `None` for another address type or an
-/// address that is not one.
+/// An `rfc822;address` field's address, normalised (or, from MTAs that leave out the type, a
+/// bare `<address>`); `None` for another address type or an address that is not one.
 fn rfc822(value: &str) -> Option<String> {
-    let (kind, addr) = value.split_once(';')?;
-    if !kind.trim().eq_ignore_ascii_case("rfc822") {
-        return None;
-    }
+    let addr = match value.split_once(';') {
+        Some((kind, addr)) if kind.trim().eq_ignore_ascii_case("rfc822") => addr,
+        Some(_) => return None,
+        None if value.trim().starts_with('<') => value,
+        None => return None,
+    };
     let addr = addr.trim();
     let addr = addr.split_whitespace().next().unwrap_or(addr);
     let addr = addr.trim_start_matches('<').trim_end_matches('>');
@@ -226,13 +233,9 @@ fn rfc822(value: &str) -> Option<String> {
 fn recipients(part: &[u8]) -> Result<Vec<Recipient>, String> {
     let text = String::from_utf8_lossy(part);
     let mut out = Vec::new();
-    // The first group is the per-message one; the rest are per recipient.
-    for g in groups(&text).into_iter().skip(1) {
-        let field = |name: &str| {
-            g.iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        };
+    // The per-message group has no `Action`: only per-recipient groups are kept.
+    for g in groups(&text) {
+        let field = |name: &str| g.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
         let Some(action) = field("action").and_then(Action::parse) else {
             continue;
         };
@@ -320,7 +323,10 @@ mod tests {
         let d = parse(postfix("rfc822;ann@example.org", "delayed", "4.4.1").as_bytes()).unwrap();
         assert!(!d.recipients[0].permanent());
         let d = parse(postfix("rfc822;ann@example.org", "failed", "4.4.7").as_bytes()).unwrap();
-        assert!(!d.recipients[0].permanent(), "a 4.x.x failure is not a hard bounce");
+        assert!(
+            !d.recipients[0].permanent(),
+            "a 4.x.x failure is not a hard bounce"
+        );
         // An x-local final recipient: the original (rfc822) still names it.
         let d = parse(postfix("x-local; ann", "failed", "5.1.1").as_bytes()).unwrap();
         assert_eq!(d.recipients[0].final_recipient, None);
@@ -330,10 +336,14 @@ mod tests {
     #[test]
     fn what_is_not_a_dsn_is_refused() {
         let plain = "From: a@b.c\r\nTo: d@e.f\r\nSubject: hi\r\n\r\nhello\r\n";
-        assert!(parse(plain.as_bytes()).unwrap_err().contains("multipart/report"));
-        let other = postfix("rfc822;a@b.c", "failed", "5.1.1")
-            .replace("report-type=delivery-status", "report-type=disposition-notification");
-        assert!(parse(other.as_bytes()).is_err());
+        assert!(parse(plain.as_bytes()).unwrap_err().contains("RFC 3464"));
+        let other = postfix("rfc822;a@b.c", "failed", "5.1.1").replace(
+            "message/delivery-status",
+            "message/disposition-notification",
+        );
+        assert!(parse(other.as_bytes())
+            .unwrap_err()
+            .contains("no message/delivery-status part"));
         let no_action = postfix("rfc822;a@b.c", "bogus", "5.1.1")
             .replace("Original-Recipient: rfc822;Ann@Example.org\r\n", "");
         assert!(parse(no_action.as_bytes())

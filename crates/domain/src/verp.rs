@@ -38,7 +38,11 @@ fn mac(key: &[u8; 32], job_id: &str, recipient: &str) -> Hmac<Sha256> {
 /// The tag of (job, recipient) under the current key.
 pub fn tag(keys: &Keys, job_id: &str, recipient: &str) -> String {
     BASE32_NOPAD
-        .encode(&mac(keys.verp_current(), job_id, recipient).finalize().into_bytes()[..TAG_BYTES])
+        .encode(
+            &mac(keys.verp_current(), job_id, recipient)
+                .finalize()
+                .into_bytes()[..TAG_BYTES],
+        )
         .to_ascii_lowercase()
 }
 
@@ -51,8 +55,11 @@ pub fn matches(keys: &Keys, tag: &str, job_id: &str, recipient: &str, now_ms: i6
     if raw.len() != TAG_BYTES {
         return false;
     }
-    keys.verp_valid(now_ms)
-        .any(|key| mac(key, job_id, recipient).verify_truncated_left(&raw).is_ok())
+    keys.verp_valid(now_ms).any(|key| {
+        mac(key, job_id, recipient)
+            .verify_truncated_left(&raw)
+            .is_ok()
+    })
 }
 
 /// A configured return path `local@domain`, checked: it must be an address whose local part
@@ -132,11 +139,29 @@ mod tests {
         // An MTA that upper-cases the local part keeps it valid.
         assert!(matches(&k, &t.to_uppercase(), job, "ann@example.com", 0));
         assert!(!matches(&k, &t, job, "bob@example.com", 0));
-        assert!(!matches(&k, &t, "campaign:7:sub:43@0123456789abcdef", "ann@example.com", 0));
-        assert!(!matches(&keys("another-secret-0123456789"), &t, job, "ann@example.com", 0));
+        assert!(!matches(
+            &k,
+            &t,
+            "campaign:7:sub:43@0123456789abcdef",
+            "ann@example.com",
+            0
+        ));
+        assert!(!matches(
+            &keys("another-secret-0123456789"),
+            &t,
+            job,
+            "ann@example.com",
+            0
+        ));
         let mut flipped = t.clone().into_bytes();
         flipped[3] = if flipped[3] == b'a' { b'b' } else { b'a' };
-        assert!(!matches(&k, std::str::from_utf8(&flipped).unwrap(), job, "ann@example.com", 0));
+        assert!(!matches(
+            &k,
+            std::str::from_utf8(&flipped).unwrap(),
+            job,
+            "ann@example.com",
+            0
+        ));
         assert!(!matches(&k, "short", job, "ann@example.com", 0));
     }
 

@@ -47,19 +47,18 @@ pub struct Outcome {
 pub fn receive(store: &Store, keys: &Keys, p: &Piped<'_>) -> Result<Outcome> {
     let account_id = store.resolve_account(p.account)?;
     let d = dsn::parse(p.raw).map_err(|e| Error::invalid(format!("sendonce bounce: {e}")))?;
-    let tag = p
-        .to
-        .map(str::to_string)
-        .into_iter()
-        .chain(d.delivered_to.iter().cloned())
-        .find_map(|a| verp::tag_in(&a))
-        .ok_or_else(|| {
-            Error::unauthorized(
-                "the DSN did not come to a VERP return path (local+TAG@domain): set \
+    let tag =
+        p.to.map(str::to_string)
+            .into_iter()
+            .chain(d.delivered_to.iter().cloned())
+            .find_map(|a| verp::tag_in(&a))
+            .ok_or_else(|| {
+                Error::unauthorized(
+                    "the DSN did not come to a VERP return path (local+TAG@domain): set \
                  return_path on the SMTP provider, and pass the address it came to with --to \
                  if the MTA drops it from the headers",
-            )
-        })?;
+                )
+            })?;
     let job = d.job_id.clone().ok_or_else(|| {
         Error::invalid(
             "the DSN does not return the original message's headers (X-Sendonce-Job): \

@@ -371,7 +371,13 @@ pub fn receive(store: &Store, hooks: &Hooks, req: &Inbound<'_>) -> Result<Reply>
     let events = match verify_and_parse(hooks, hook, req)? {
         Parsed::One(event) => {
             let hash = wh::body_sha256(req.body);
-            let mut r = apply(store, account_id, req.source, req.now_ms, vec![(event, hash)])?;
+            let mut r = apply(
+                store,
+                account_id,
+                req.source,
+                req.now_ms,
+                vec![(event, hash)],
+            )?;
             return r.pop().map(Reply::One).ok_or_else(not_found);
         }
         Parsed::Many(events) => events,

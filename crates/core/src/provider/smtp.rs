@@ -41,8 +41,8 @@ use lettre::transport::smtp::client::{AsyncSmtpConnection, Certificate, TlsParam
 use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
 use lettre::transport::smtp::extension::ClientId;
 use reqwest::Url;
-use sendonce_domain::error::{Error, ErrorKind, Result};
 use sendonce_domain::address::{normalize_for, Channel};
+use sendonce_domain::error::{Error, ErrorKind, Result};
 use sendonce_domain::headers::{check_domain, parse_address};
 use sendonce_domain::links::{self, Keys};
 use sendonce_domain::verp;
@@ -939,7 +939,11 @@ mod tests {
         let e = Smtp::from_spec_with_env(&spec.replace("Bounces@", "b+x@"), &|_| None)
             .err()
             .unwrap();
-        assert!(e.message.starts_with("smtp option the return path"), "{}", e.message);
+        assert!(
+            e.message.starts_with("smtp option the return path"),
+            "{}",
+            e.message
+        );
         let env = |k: &str| (k == links::SECRET_ENV).then(|| "s".repeat(32));
         let s = Smtp::from_spec_with_env(spec, &env).unwrap();
         let msg = Message {
@@ -962,7 +966,13 @@ mod tests {
         let tag = verp::tag_in(&from).unwrap();
         assert!(from.starts_with("bounces+") && from.ends_with("@bounce.example.com"));
         let keys = verp_keys(&env).unwrap();
-        assert!(verp::matches(&keys, &tag, &msg.job_id, "ann@example.org", 0));
+        assert!(verp::matches(
+            &keys,
+            &tag,
+            &msg.job_id,
+            "ann@example.org",
+            0
+        ));
     }
 
     #[test]
