@@ -76,8 +76,14 @@ fn dsn(delivered_to: &str, rcpt: &str, action: &str, status: &str, job: Option<&
 
 /// `sendonce bounce --account acme` with `input` on standard input and `vars` set.
 fn bounce(env: &Env, input: &str, vars: &[(&str, &str)]) -> Run {
+    bounce_with(env, &[], input, vars)
+}
+
+/// [`bounce`] with global flags before the command.
+fn bounce_with(env: &Env, global: &[&str], input: &str, vars: &[(&str, &str)]) -> Run {
     let mut child = env
         .cmd()
+        .args(global)
         .args(["--json", "bounce", "--account", "acme"])
         .env_remove("ORIGINAL_RECIPIENT")
         .envs(vars.iter().copied())
@@ -182,6 +188,23 @@ fn a_hard_bounce_suppresses_and_settles_and_a_replay_changes_nothing() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(actions(&r)[0].0, "ignored");
     assert_eq!(suppressions(&env).len(), 1);
+
+    // A database another process holds locked past the busy timeout: exit 75, so the MTA keeps
+    // the DSN and delivers it again; nothing written.
+    let s2 = &sent[2];
+    let hard2 = dsn(&s2.envelope_from, &s2.to, "failed", "5.1.1", Some(&s2.job));
+    let lock = env.sqlite();
+    lock.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let r = bounce_with(&env, &["--busy-timeout", "200ms"], &hard2, &[]);
+    lock.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(r.code, 75, "{r:?}");
+    assert_eq!(suppressions(&env).len(), 1);
+    assert_eq!(
+        bounce(&env, &hard2, &[]).code,
+        0,
+        "delivered again, applied"
+    );
+    assert_eq!(suppressions(&env).len(), 2);
 }
 
 /// Every way to forge or alter a DSN, each refused with exit 2 and the tables unchanged.
