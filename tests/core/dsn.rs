@@ -207,6 +207,9 @@ fn a_hard_bounce_suppresses_and_settles_and_a_replay_changes_nothing() {
     assert_eq!(suppressions(&env).len(), 2);
 }
 
+/// One forged DSN: why it must be refused, its text, the environment `bounce` runs with.
+type Case = (String, String, Vec<(&'static str, String)>);
+
 /// Every way to forge or alter a DSN, each refused with exit 2 and the tables unchanged.
 #[test]
 fn forged_and_altered_dsns_are_refused_and_change_nothing() {
@@ -214,7 +217,7 @@ fn forged_and_altered_dsns_are_refused_and_change_nothing() {
     let sent = sent_with_verp(&env, 3);
     let (s0, s1) = (&sent[0], &sent[1]);
     let before = dump(&env);
-    let mut cases: Vec<(String, String, Vec<(&str, String)>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     let case = |why: &str, text: String| (why.to_string(), text, Vec::new());
     cases.push(case(
         "another recipient's tag",
