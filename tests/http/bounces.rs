@@ -8,7 +8,7 @@
 #![cfg_attr(not(feature = "tier1"), allow(unused_imports, dead_code))]
 
 use super::hooks::{dump, sent_campaign, serve, status};
-use crate::common::{client, rt, Env, Server};
+use crate::common::{client, rt, Env, Fake, Server};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use ring::rand::SystemRandom;
@@ -413,6 +413,140 @@ fn deliveries_settle_rows_in_doubt() {
             Some("ses-3".into())
         ]
     );
+}
+
+/// The fake provider's delivery callbacks for its four cloud shapes (`--callbacks`): a message
+/// sent through its SES, SendGrid, Mailgun and Brevo APIs (raw HTTP, each carrying the job as
+/// that provider lets a sender) is reported back to `serve`, signed with the keys `serve` is
+/// configured with (the SNS and SendGrid test keys, Mailgun's signing key, Brevo's
+/// credential), and settles the row left in doubt with the fake's message id.
+#[test]
+fn the_fakes_cloud_callbacks_settle_rows_in_doubt_through_serve() {
+    let env = Env::new();
+    let jobs = sent_campaign(&env, 4);
+    let server = setup(&env, false);
+    for (id, _) in &jobs {
+        env.sqlite()
+            .execute(
+                "UPDATE sends SET status = 'in_doubt', doubt_since = sent_at, sent_at = NULL,
+                 provider_message_id = NULL WHERE id = ?1",
+                [id],
+            )
+            .unwrap();
+    }
+    let fixture = |f: &str| format!("{}/tests/fixtures/bounces/{f}", env!("CARGO_MANIFEST_DIR"));
+    let (sg_key, sns_key) = (
+        fixture("sendgrid-test.key.pk8"),
+        fixture("sns-test.key.pk8"),
+    );
+    let fake = Fake::start_with_env(
+        &env.path("fake.jsonl"),
+        &["--callbacks", &server.base, "--callback-account", "acme"],
+        &[
+            ("SENDONCE_FAKE_MAILGUN_KEY", MAILGUN_KEY),
+            ("SENDONCE_FAKE_BREVO_AUTH", BREVO_AUTH),
+            ("SENDONCE_FAKE_SENDGRID_KEY_FILE", &sg_key),
+            ("SENDONCE_FAKE_SNS_KEY_FILE", &sns_key),
+            ("SENDONCE_FAKE_SNS_TOPIC", TOPIC),
+        ],
+    );
+    let to = |i: usize| format!("user{i}@example.com");
+    let raw = format!(
+        "From: shop@example.org\r\nTo: {}\r\nSubject: Hi\r\nX-Sendonce-Job: {}\r\n\r\nhello\r\n",
+        to(0),
+        jobs[0].1
+    );
+    let ses = json!({"FromEmailAddress": "shop@example.org", "Destination": {"ToAddresses": [to(0)]},
+                     "Content": {"Raw": {"Data": STANDARD.encode(raw)}}});
+    let sendgrid = json!({"from": {"email": "shop@example.org"}, "subject": "Hi",
+        "personalizations": [{"to": [{"email": to(1)}], "custom_args": {"sendonce_job": jobs[1].1}}],
+        "content": [{"type": "text/plain", "value": "hello"}]});
+    let brevo = json!({"sender": {"email": "shop@example.org"}, "to": [{"email": to(2)}],
+        "subject": "Hi", "textContent": "hello",
+        "headers": {"X-Mailin-custom": format!("sendonce_job:{}", jobs[2].1)}});
+    let sigv4 = "AWS4-HMAC-SHA256 Credential=AKIDOFFLINETEST/20261207/us-east-1/ses/aws4_request, \
+                 SignedHeaders=content-type;host;x-amz-date, Signature=00";
+    rt().block_on(async {
+        let c = client();
+        let answers = [
+            c.post(fake.url("/v2/email/outbound-emails"))
+                .header("authorization", sigv4)
+                .json(&ses),
+            c.post(fake.url("/v3/mail/send"))
+                .bearer_auth("SG.test")
+                .json(&sendgrid),
+            c.post(fake.url("/v3/smtp/email"))
+                .header("api-key", "xkeysib-test")
+                .json(&brevo),
+            c.post(fake.url("/v3/mg.example.org/messages"))
+                .basic_auth("api", Some("key-test"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(
+                    form_urlencoded::Serializer::new(String::new())
+                        .extend_pairs([
+                            ("from", "shop@example.org"),
+                            ("to", to(3).as_str()),
+                            ("subject", "Hi"),
+                            ("text", "hello"),
+                            ("v:sendonce_job", jobs[3].1.as_str()),
+                        ])
+                        .finish(),
+                ),
+        ];
+        for a in answers {
+            let res = a.send().await.expect("an answer");
+            assert!(res.status().is_success(), "{:?}", res.text().await);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while jobs.iter().any(|(id, _)| status(&env, *id) != "sent") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "callbacks did not settle every row: {}",
+            dump(&env)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let lines = fake.lines();
+    let sources: Vec<(String, String, Option<String>)> = {
+        let db = env.sqlite();
+        let mut st = db
+            .prepare(
+                "SELECT w.source, w.action, s.provider_message_id FROM webhook_events w
+                 JOIN sends s ON s.job_id = w.job_id ORDER BY s.id",
+            )
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let names: Vec<(&str, &str)> = sources
+        .iter()
+        .map(|(s, a, _)| (s.as_str(), a.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("ses", "settled_sent"),
+            ("sendgrid", "settled_sent"),
+            ("brevo", "settled_sent"),
+            ("mailgun", "settled_sent")
+        ]
+    );
+    for (i, (_, _, id)) in sources.iter().enumerate() {
+        let line = lines
+            .iter()
+            .find(|l| l.job_id == jobs[i].1)
+            .expect("logged");
+        let id = id.as_deref().expect("a provider id");
+        // Mailgun's webhooks name the Message-ID without its brackets, Brevo's with them.
+        assert_eq!(
+            id.trim_matches(['<', '>']),
+            line.message_id.trim_matches(['<', '>']),
+            "row {i} keeps the fake's id"
+        );
+    }
 }
 
 /// A real SNS notification, as published with the certificate that signed it, passes the

@@ -13,6 +13,8 @@
 //! - Twilio: `MessageStatus=delivered` to the message's own `StatusCallback` URL, signed
 //!   (`X-Twilio-Signature`) with the auth token the sender authenticated with.
 //!
+//! - Amazon SES, SendGrid, Mailgun and Brevo: as `cloud_callbacks` says.
+//!
 //! Each callback is retried a few times (providers retry too) and never holds up the answer.
 
 use sendonce_domain::error::{Error, Result};
@@ -36,6 +38,7 @@ pub struct Callbacks {
     pub account: String,
     secret: Option<Vec<u8>>,
     postmark_auth: Option<String>,
+    clouds: super::cloud_callbacks::CloudKeys,
     client: reqwest::Client,
 }
 
@@ -70,6 +73,7 @@ impl Callbacks {
             account: account.to_string(),
             secret,
             postmark_auth: std::env::var(POSTMARK_AUTH_ENV).ok(),
+            clouds: super::cloud_callbacks::CloudKeys::from_env(&|k| std::env::var(k).ok())?,
             client,
         })
     }
@@ -120,10 +124,10 @@ pub(super) fn after_journal(
 }
 
 /// One request to make.
-struct Call {
-    url: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(super) struct Call {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
 }
 
 fn now_secs() -> i64 {
@@ -216,7 +220,7 @@ fn call_for(cb: &Callbacks, a: &Accepted, message_id: &str) -> Option<Call> {
                 body: body.into_bytes(),
             })
         }
-        Some(_) => None,
+        Some(_) => super::cloud_callbacks::call(&cb.clouds, &hooks, &cb.account, a, message_id),
     }
 }
 

@@ -22,6 +22,7 @@ mod args;
 mod assertions;
 pub mod callbacks;
 mod chaos;
+mod cloud_callbacks;
 mod clouds;
 mod guard;
 mod inbox;

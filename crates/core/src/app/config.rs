@@ -58,6 +58,15 @@ pub const FAKE_WEBHOOK_SECRET_ENV: &str = "SENDONCE_FAKE_WEBHOOK_SECRET";
 /// The environment variable with the fake provider's Postmark callback `user:password`.
 pub const FAKE_POSTMARK_AUTH_ENV: &str = "SENDONCE_FAKE_POSTMARK_AUTH";
 
+/// The fake provider's Mailgun callback signing key.
+pub const FAKE_MAILGUN_KEY_ENV: &str = "SENDONCE_FAKE_MAILGUN_KEY";
+/// The fake provider's Brevo callback credential (`user:password` or a bearer token).
+pub const FAKE_BREVO_AUTH_ENV: &str = "SENDONCE_FAKE_BREVO_AUTH";
+/// The file with the fake provider's SendGrid callback signing key (P-256, PKCS#8 DER).
+pub const FAKE_SENDGRID_KEY_FILE_ENV: &str = "SENDONCE_FAKE_SENDGRID_KEY_FILE";
+/// The file with the fake provider's SNS signing key (RSA, PKCS#8 DER) for SES callbacks.
+pub const FAKE_SNS_KEY_FILE_ENV: &str = "SENDONCE_FAKE_SNS_KEY_FILE";
+
 /// The environment variables of secrets the program reads, and what reads each.
 pub const SECRET_VARS: &[(&str, &str)] = &[
     ("SENDONCE_SMTP_PASSWORD", "smtp provider"),
@@ -74,6 +83,16 @@ pub const SECRET_VARS: &[(&str, &str)] = &[
     ),
     (FAKE_WEBHOOK_SECRET_ENV, "fake-provider callbacks"),
     (FAKE_POSTMARK_AUTH_ENV, "fake-provider callbacks"),
+    (FAKE_MAILGUN_KEY_ENV, "fake-provider callbacks"),
+    (FAKE_BREVO_AUTH_ENV, "fake-provider callbacks"),
+    (
+        FAKE_SENDGRID_KEY_FILE_ENV,
+        "fake-provider callbacks (a key file)",
+    ),
+    (
+        FAKE_SNS_KEY_FILE_ENV,
+        "fake-provider callbacks (a key file)",
+    ),
 ];
 
 /// The effective settings. `explicit` is `config show --config`; `db` is the database path the

@@ -131,7 +131,9 @@ fn parse(body: &[u8]) -> Result<Request, Refusal> {
         }
     }
     Ok(Request {
-        job_id: job_of(&headers).unwrap_or_default(),
+        job_id: job_of(&headers)
+            .or_else(|| mailin_job(&headers))
+            .unwrap_or_default(),
         idempotency_key: key,
         channel: "email".into(),
         from: Some(from),
@@ -168,4 +170,17 @@ fn headers(v: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
         Some(_) => return Err("headers must be an object".into()),
     }
     Ok(out)
+}
+
+/// The job in Brevo's custom header (`X-Mailin-custom: sendonce_job:JOB`, which Brevo sends
+/// back in its webhooks), when the sender used it instead of `X-Sendonce-Job`.
+fn mailin_job(headers: &BTreeMap<String, String>) -> Option<String> {
+    let custom = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("x-mailin-custom"))?
+        .1;
+    let job = custom
+        .trim()
+        .strip_prefix(sendonce_core::provider::bounces::BREVO_JOB_PREFIX)?;
+    (!job.is_empty()).then(|| job.to_string())
 }
