@@ -38,6 +38,8 @@ fn secrets() -> Vec<(&'static str, String)> {
         // The fake provider's callback secrets and a [[webhook]]'s secret_env (serve reads
         // them; planted so that nothing else prints them either).
         ("SENDONCE_FAKE_POSTMARK_AUTH", format!("user:{CANARY}")),
+        ("SENDONCE_FAKE_MAILGUN_KEY", CANARY.to_string()),
+        ("SENDONCE_FAKE_BREVO_AUTH", format!("user:{CANARY}")),
         ("ACME_WEBHOOK_SECRET", CANARY.to_string()),
     ]
 }
