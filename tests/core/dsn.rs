@@ -300,6 +300,15 @@ fn forged_and_altered_dsns_are_refused_and_change_nothing() {
     assert!(suppressions(&env).is_empty());
     // The genuine one still works after all that.
     assert_eq!(bounce(&env, &good, &[]).code, 0);
+    // A victim named as Original-Recipient beside one's own (verified) Final-Recipient: only
+    // the address the tag was checked against is suppressed.
+    let victim = dsn(&s1.envelope_from, &s1.to, "failed", "5.1.1", Some(&s1.job)).replace(
+        &format!("Original-Recipient: rfc822;{}", s1.to),
+        "Original-Recipient: rfc822;victim@example.com",
+    );
+    assert_eq!(bounce(&env, &victim, &[]).code, 0);
+    let sup: Vec<String> = suppressions(&env).into_iter().map(|(_, a, _)| a).collect();
+    assert_eq!(sup, [s0.to.clone(), s1.to.clone()]);
     eprintln!("{} forged DSNs refused", cases.len());
 }
 

@@ -65,12 +65,16 @@ pub fn receive(store: &Store, keys: &Keys, p: &Piped<'_>) -> Result<Outcome> {
              configure the MTA to return headers in bounces",
         )
     })?;
-    let verified: Vec<&Recipient> = d
+    // Each recipient with the address its tag was checked against: only that address is ever
+    // suppressed (an Original-Recipient beside a verified Final-Recipient is not believed).
+    let verified: Vec<(&Recipient, &str)> = d
         .recipients
         .iter()
-        .filter(|r| {
-            r.addresses()
-                .any(|a| verp::matches(keys, &tag, &job, a, p.now_ms))
+        .filter_map(|r| {
+            let a = r
+                .addresses()
+                .find(|a| verp::matches(keys, &tag, &job, a, p.now_ms))?;
+            Some((r, a))
         })
         .collect();
     if verified.is_empty() {
@@ -89,8 +93,9 @@ pub fn receive(store: &Store, keys: &Keys, p: &Piped<'_>) -> Result<Outcome> {
 }
 
 /// The events of a verified DSN, each with the hash of its delivery-status part: one per
-/// verified recipient (a hard bounce suppresses it), then the report that settles the job.
-fn events(d: &Dsn, job: &str, verified: &[&Recipient]) -> Vec<(Event, String)> {
+/// verified recipient (a hard bounce suppresses the address its tag matched), then the report
+/// that settles the job.
+fn events(d: &Dsn, job: &str, verified: &[(&Recipient, &str)]) -> Vec<(Event, String)> {
     let hash = body_sha256(&d.status_part);
     let base = match &d.message_id {
         Some(id) => id.chars().take(MAX_ID).collect(),
@@ -99,8 +104,8 @@ fn events(d: &Dsn, job: &str, verified: &[&Recipient]) -> Vec<(Event, String)> {
     let mut out: Vec<(Event, String)> = verified
         .iter()
         .enumerate()
-        .map(|(i, r)| {
-            let address = r.addresses().next().unwrap_or_default().to_string();
+        .map(|(i, (r, address))| {
+            let address = address.to_string();
             let effect = match r.permanent() {
                 true => Effect::Suppress {
                     channel: Channel::Email,
