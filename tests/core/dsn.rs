@@ -205,6 +205,66 @@ fn a_hard_bounce_suppresses_and_settles_and_a_replay_changes_nothing() {
         "delivered again, applied"
     );
     assert_eq!(suppressions(&env).len(), 2);
+
+    // What only the operator can fix also exits 75 (the MTA keeps the DSN): no secret, an
+    // unknown account.
+    let file = env.write("dsn.eml", &hard2);
+    let mut no_secret = env.cmd();
+    no_secret.env_remove("SENDONCE_UNSUBSCRIBE_SECRET");
+    let r = Run::from(
+        no_secret
+            .args(["bounce", "--account", "acme", "--file"])
+            .arg(&file)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 75, "{r:?}");
+    assert!(r.stderr.contains("SENDONCE_UNSUBSCRIBE_SECRET"), "{r:?}");
+    let r = Run::from(
+        env.cmd()
+            .args(["bounce", "--account", "nobody", "--file"])
+            .arg(&file)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 75, "{r:?}");
+}
+
+/// A policy refusal (5.7.26 DMARC) suppresses nobody; a DSN forged for one's own message with
+/// the Message-ID a genuine DSN will have takes nothing from it.
+#[test]
+fn policy_failures_suppress_nobody_and_a_taken_message_id_blocks_no_one() {
+    let env = Env::new();
+    let sent = sent_with_verp(&env, 2);
+    let (s0, s1) = (&sent[0], &sent[1]);
+    let dmarc = dsn(&s0.envelope_from, &s0.to, "failed", "5.7.26", Some(&s0.job));
+    let r = bounce(&env, &dmarc, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(actions(&r)[0].0, "ignored");
+    assert!(suppressions(&env).is_empty());
+    // s1's holder forges a DSN for their own message, with the Message-ID of s0's next one.
+    let genuine = dsn(&s0.envelope_from, &s0.to, "failed", "5.1.1", Some(&s0.job));
+    let set_id = |t: &str| {
+        let start = t.find("Message-Id: ").expect("a Message-Id");
+        let end = start + t[start..].find("\r\n").expect("its end");
+        format!(
+            "{}Message-Id: <next@mx.example.com>{}",
+            &t[..start],
+            &t[end..]
+        )
+    };
+    let forged = set_id(&dsn(
+        &s1.envelope_from,
+        &s1.to,
+        "delayed",
+        "4.4.1",
+        Some(&s1.job),
+    ));
+    assert_eq!(bounce(&env, &forged, &[]).code, 0);
+    let r = bounce(&env, &set_id(&genuine), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(actions(&r)[0], ("suppressed".to_string(), false));
+    assert_eq!(suppressions(&env).len(), 1);
 }
 
 /// One forged DSN: why it must be refused, its text, the environment `bounce` runs with.

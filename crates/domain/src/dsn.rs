@@ -68,9 +68,26 @@ pub struct Recipient {
 }
 
 impl Recipient {
-    /// A hard bounce: the MTA gave up (`failed`) with a permanent status (`5.x.x`).
+    /// A hard bounce: the MTA gave up (`failed`) because the address is bad: an address-class
+    /// status ([`address_failure`]), or the unspecific `5.0.0` with an address-class code in
+    /// the diagnostic (`smtp; 550 5.1.1 ...`). A policy, spam, size or routing refusal (5.7.x,
+    /// 5.3.4, 5.4.x...) and a 4.x.x failure say nothing about the address: recorded only.
     pub fn permanent(&self) -> bool {
-        self.action == Action::Failed && self.status.starts_with('5')
+        if self.action != Action::Failed {
+            return false;
+        }
+        match enhanced_status(&self.status) {
+            Some(e) if address_failure(e) => true,
+            Some((5, 0, 0)) => self.diagnostic.as_deref().is_some_and(|d| {
+                let reply = d.split_once(';').map_or(d, |(_, r)| r);
+                reply
+                    .split_whitespace()
+                    .take(2)
+                    .filter_map(enhanced_status)
+                    .any(address_failure)
+            }),
+            _ => false,
+        }
     }
 
     /// The addresses the group names: the original, then the final one.
@@ -80,6 +97,32 @@ impl Recipient {
             .chain(self.final_recipient.iter())
             .map(String::as_str)
     }
+}
+
+/// The RFC 3463 enhanced status code at the start of a text (`5.1.1 ...`).
+pub fn enhanced_status(text: &str) -> Option<(u16, u16, u16)> {
+    let first = text.split_whitespace().next()?;
+    let mut it = first.split('.');
+    let (a, b, c) = (it.next()?, it.next()?, it.next()?);
+    if it.next().is_some() {
+        return None;
+    }
+    let n = |s: &str| {
+        (!s.is_empty() && s.len() <= 3 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u16>().ok())
+            .flatten()
+    };
+    Some((n(a)?, n(b)?, n(c)?))
+}
+
+/// An enhanced status that says the address itself is bad (RFC 3463): bad mailbox (5.1.1),
+/// bad system (5.1.2), bad syntax (5.1.3), moved (5.1.6), null MX (5.1.10), disabled (5.2.1).
+/// What a sender suppresses on; every other permanent status is about the message or a policy.
+pub fn address_failure(e: (u16, u16, u16)) -> bool {
+    matches!(
+        e,
+        (5, 1, 1) | (5, 1, 2) | (5, 1, 3) | (5, 1, 6) | (5, 1, 10) | (5, 2, 1)
+    )
 }
 
 /// A parsed DSN.
@@ -112,28 +155,32 @@ pub fn parse(raw: &[u8]) -> Result<Dsn, String> {
     // RFC 3464 puts the part in a `multipart/report; report-type=delivery-status`; real MTAs
     // also omit the report type, wrap the report in a `multipart/mixed` or forward it whole:
     // any `message/delivery-status` part is read (whether it is believed is VERP's question).
-    let status_part = status_part(&msg, 0).ok_or(
+    let report = report(&msg, 0).ok_or(
         "not a delivery status notification (RFC 3464): it has no message/delivery-status part",
     )?;
+    let status_part = part_of(report, "message", "delivery-status").unwrap_or_default();
     let recipients = recipients(&status_part)?;
     Ok(Dsn {
         message_id: msg.message_id().map(str::to_string),
         delivered_to: delivered_to(&msg),
-        job_id: returned_job(&msg),
+        job_id: returned_job(report),
         recipients,
         status_part,
     })
 }
 
-/// The first `message/delivery-status` part of `msg`, else of a message it carries (a
-/// forwarded DSN), at most a few levels down.
-fn status_part(msg: &Message<'_>, depth: usize) -> Option<Vec<u8>> {
-    part_of(msg, "message", "delivery-status").or_else(|| {
-        (depth < 3).then_some(())?;
-        msg.parts.iter().find_map(|p| match &p.body {
-            PartType::Message(m) => status_part(m, depth + 1),
-            _ => None,
-        })
+/// The message that holds the report: `msg` when it has a `message/delivery-status` part, else
+/// a message it carries (a forwarded DSN), at most a few levels down.
+fn report<'a>(msg: &'a Message<'a>, depth: usize) -> Option<&'a Message<'a>> {
+    if part_of(msg, "message", "delivery-status").is_some() {
+        return Some(msg);
+    }
+    if depth >= 3 {
+        return None;
+    }
+    msg.parts.iter().find_map(|p| match &p.body {
+        PartType::Message(m) => report(m, depth + 1),
+        _ => None,
     })
 }
 
@@ -331,6 +378,24 @@ mod tests {
         let d = parse(postfix("x-local; ann", "failed", "5.1.1").as_bytes()).unwrap();
         assert_eq!(d.recipients[0].final_recipient, None);
         assert_eq!(d.recipients[0].addresses().count(), 1);
+    }
+
+    #[test]
+    fn a_forwarded_dsn_is_read_with_its_returned_headers() {
+        let inner = postfix("rfc822;ann@example.org", "failed", "5.1.1");
+        let outer = format!(
+            "From: postmaster@example.com\r\nTo: bounces+abcdefghabcdefgh@bounce.example.com\r\n\
+             Subject: Fwd: bounce\r\nMIME-Version: 1.0\r\n\
+             Content-Type: multipart/mixed; boundary=\"F1\"\r\n\r\n--F1\r\n\
+             Content-Type: text/plain\r\n\r\nforwarded\r\n--F1\r\n\
+             Content-Type: message/rfc822\r\n\r\n{inner}\r\n--F1--\r\n"
+        );
+        let d = parse(outer.as_bytes()).unwrap();
+        assert_eq!(
+            d.job_id.as_deref(),
+            Some("campaign:1:sub:2@0011223344556677")
+        );
+        assert!(d.recipients[0].permanent());
     }
 
     #[test]

@@ -21,11 +21,17 @@ pub const GUARDED: i32 = 5;
 pub const TEMPFAIL: i32 = 75;
 
 /// The exit code of `sendonce bounce`, run by an MTA: an operational failure (database busy,
-/// unavailable, disk) is `TEMPFAIL` so the DSN is delivered again; a refusal is `USAGE` as for
-/// any command (the MTA returns the DSN to its postmaster); damage stays `FAILURE`.
+/// unavailable, disk, guarded; the command reports what the operator must configure as
+/// unavailable) is `TEMPFAIL` so the DSN is delivered again once fixed; a refusal of the DSN
+/// itself is `USAGE` as for any command (the MTA returns it to its postmaster); damage and
+/// conflicts stay `FAILURE`.
 pub fn for_mta_error(err: &Error) -> i32 {
     match err.kind {
-        ErrorKind::Busy | ErrorKind::Unavailable | ErrorKind::Database | ErrorKind::Io => TEMPFAIL,
+        ErrorKind::Busy
+        | ErrorKind::Unavailable
+        | ErrorKind::Database
+        | ErrorKind::Io
+        | ErrorKind::Guarded => TEMPFAIL,
         _ => for_error(err),
     }
 }
@@ -78,5 +84,28 @@ pub fn for_verdict(pass: bool) -> i32 {
         SUCCESS
     } else {
         FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_mta_retries_what_the_operator_can_fix_and_returns_what_is_refused() {
+        let code = |k| for_mta_error(&Error::new(k, "x"));
+        for k in [
+            ErrorKind::Busy,
+            ErrorKind::Unavailable,
+            ErrorKind::Database,
+            ErrorKind::Io,
+            ErrorKind::Guarded,
+        ] {
+            assert_eq!(code(k), TEMPFAIL, "{k:?}");
+        }
+        assert_eq!(code(ErrorKind::Unauthorized), USAGE);
+        assert_eq!(code(ErrorKind::Invalid), USAGE);
+        assert_eq!(code(ErrorKind::Conflict), FAILURE);
+        assert_eq!(code(ErrorKind::Damaged), FAILURE);
     }
 }

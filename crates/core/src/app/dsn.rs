@@ -92,14 +92,21 @@ pub fn receive(store: &Store, keys: &Keys, p: &Piped<'_>) -> Result<Outcome> {
     })
 }
 
-/// The events of a verified DSN, each with the hash of its delivery-status part: one per
-/// verified recipient (a hard bounce suppresses the address its tag matched), then the report
-/// that settles the job.
+/// The events of a verified DSN: one per verified recipient (a hard bounce suppresses the
+/// address its tag matched), then the report that settles the job. An event's id is a digest of
+/// the DSN's `Message-ID` (or of its status part), the job and the address: a DSN forged for
+/// one's own message cannot take the id of another recipient's (a later genuine DSN would
+/// then be refused as a conflict, or ignored as a replay). Its hash covers the status part and
+/// the job.
 fn events(d: &Dsn, job: &str, verified: &[(&Recipient, &str)]) -> Vec<(Event, String)> {
-    let hash = body_sha256(&d.status_part);
+    let hash = body_sha256(&[d.status_part.as_slice(), b"\0", job.as_bytes()].concat());
     let base = match &d.message_id {
         Some(id) => id.chars().take(MAX_ID).collect(),
-        None => hash.clone(),
+        None => body_sha256(&d.status_part),
+    };
+    let id = |what: &str, i: usize| {
+        let digest = body_sha256(format!("{base}\0{job}\0{what}\0{i}").as_bytes());
+        format!("dsn-{}", &digest[..40])
     };
     let mut out: Vec<(Event, String)> = verified
         .iter()
@@ -115,7 +122,7 @@ fn events(d: &Dsn, job: &str, verified: &[(&Recipient, &str)]) -> Vec<(Event, St
                 false => Effect::Nothing,
             };
             let event = Event {
-                event_id: format!("{base}:{i}"),
+                event_id: id(&address, i),
                 kind: format!("{}:{}", r.action.as_str(), r.status),
                 job_id: Some(job.to_string()),
                 address: Some(address),
@@ -125,7 +132,7 @@ fn events(d: &Dsn, job: &str, verified: &[(&Recipient, &str)]) -> Vec<(Event, St
         })
         .collect();
     let accepted = Event {
-        event_id: format!("{base}:accepted"),
+        event_id: id("accepted", 0),
         kind: "accepted".into(),
         job_id: Some(job.to_string()),
         address: None,

@@ -42,6 +42,7 @@ use lettre::transport::smtp::commands::{Data, Mail, Rcpt, Rset};
 use lettre::transport::smtp::extension::ClientId;
 use reqwest::Url;
 use sendonce_domain::address::{normalize_for, Channel};
+use sendonce_domain::dsn::{address_failure, enhanced_status};
 use sendonce_domain::error::{Error, ErrorKind, Result};
 use sendonce_domain::headers::{check_domain, parse_address};
 use sendonce_domain::links::{self, Keys};
@@ -225,7 +226,7 @@ impl Smtp {
         let Some((base, keys)) = &self.verp else {
             return Ok(());
         };
-        let rcpt = normalize_for(Channel::Email, &msg.to).unwrap_or_else(|_| msg.to.clone());
+        let rcpt = normalize_for(Channel::Email, &msg.to).map_err(|e| e.context("recipient"))?;
         let path = verp::return_path(keys, base, &msg.job_id, &rcpt);
         built.from = path
             .parse()
@@ -559,33 +560,11 @@ pub fn classify_transport(phase: Phase, error: &str) -> CallResult {
 /// After the final dot only an explicit bad-mailbox enhanced code counts.
 fn is_hard_bounce(phase: Phase, code: u16, text: &str) -> bool {
     let enhanced = enhanced_status(text);
-    let address_class = |e: (u16, u16, u16)| {
-        matches!(
-            e,
-            (5, 1, 1) | (5, 1, 2) | (5, 1, 3) | (5, 1, 6) | (5, 1, 10) | (5, 2, 1)
-        )
-    };
     match phase {
-        Phase::Rcpt => matches!(code, 550 | 551 | 553) && enhanced.is_none_or(address_class),
-        Phase::Content => code >= 550 && enhanced.is_some_and(address_class),
+        Phase::Rcpt => matches!(code, 550 | 551 | 553) && enhanced.is_none_or(address_failure),
+        Phase::Content => code >= 550 && enhanced.is_some_and(address_failure),
         _ => false,
     }
-}
-
-/// The RFC 3463 enhanced status code at the start of a reply text (`5.1.1 ...`).
-fn enhanced_status(text: &str) -> Option<(u16, u16, u16)> {
-    let first = text.split_whitespace().next()?;
-    let mut it = first.split('.');
-    let (a, b, c) = (it.next()?, it.next()?, it.next()?);
-    if it.next().is_some() {
-        return None;
-    }
-    let n = |s: &str| {
-        (!s.is_empty() && s.len() <= 3 && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse::<u16>().ok())
-            .flatten()
-    };
-    Some((n(a)?, n(b)?, n(c)?))
 }
 
 /// Single line, printable, bounded.
