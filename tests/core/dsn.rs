@@ -230,8 +230,9 @@ fn a_hard_bounce_suppresses_and_settles_and_a_replay_changes_nothing() {
     assert_eq!(r.code, 75, "{r:?}");
 }
 
-/// A policy refusal (5.7.26 DMARC) suppresses nobody; a DSN forged for one's own message with
-/// the Message-ID a genuine DSN will have takes nothing from it.
+/// A policy refusal (5.7.26 DMARC) suppresses nobody; a DSN piped with another account's name
+/// is refused; a DSN forged for one's own message with the Message-ID a genuine DSN will have
+/// takes nothing from it.
 #[test]
 fn policy_failures_suppress_nobody_and_a_taken_message_id_blocks_no_one() {
     let env = Env::new();
@@ -253,6 +254,19 @@ fn policy_failures_suppress_nobody_and_a_taken_message_id_blocks_no_one() {
             &t[end..]
         )
     };
+    // Piped with another account's name: refused, nothing written.
+    env.ok(&["account", "add", "other"]);
+    let before = dump(&env);
+    let r = Run::from(
+        env.cmd()
+            .args(["bounce", "--account", "other", "--file"])
+            .arg(env.write("g.eml", set_id(&genuine)))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("not of --account other"), "{r:?}");
+    assert_eq!(dump(&env), before);
     let forged = set_id(&dsn(
         &s1.envelope_from,
         &s1.to,

@@ -12,6 +12,7 @@ use sendonce_domain::address::Channel;
 use sendonce_domain::dsn::{self, Dsn, Recipient};
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::links::Keys;
+use sendonce_domain::model::{CAMPAIGN_JOB_AT, CAMPAIGN_JOB_PREFIX, CAMPAIGN_JOB_SUB};
 use sendonce_domain::verp;
 use sendonce_domain::webhook::{body_sha256, Effect, Event, Source};
 use sendonce_store::prelude::*;
@@ -84,12 +85,34 @@ pub fn receive(store: &Store, keys: &Keys, p: &Piped<'_>) -> Result<Outcome> {
              SENDONCE_UNSUBSCRIBE_OLD_SECRETS)",
         ));
     }
+    if let Some(owner) = job_account(store, &job) {
+        if owner != account_id {
+            return Err(Error::forbidden(format!(
+                "the DSN reports on a message of account {owner}, not of --account {}: pipe each \
+                 account's return path with its own --account",
+                p.account
+            )));
+        }
+    }
     let events = events(&d, &job, &verified);
     let events = webhooks::apply(store, account_id, Source::Dsn, p.now_ms, events)?;
     Ok(Outcome {
         job_id: job,
         events,
     })
+}
+
+/// The account a job id names, where it can tell: an API message's is in the id, a campaign
+/// row's is its campaign's. `None` for other jobs (a confirmation, a notification) and for a
+/// campaign that is gone.
+fn job_account(store: &Store, job: &str) -> Option<i64> {
+    let head = job.split(CAMPAIGN_JOB_AT).next().unwrap_or(job);
+    if let Some(rest) = head.strip_prefix("api:") {
+        return rest.split(':').next()?.parse().ok();
+    }
+    let rest = head.strip_prefix(CAMPAIGN_JOB_PREFIX)?;
+    let campaign: i64 = rest.split(CAMPAIGN_JOB_SUB).next()?.parse().ok()?;
+    store.campaign(campaign).ok().map(|c| c.account_id)
 }
 
 /// The events of a verified DSN: one per verified recipient (a hard bounce suppresses the
