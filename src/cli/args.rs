@@ -135,8 +135,9 @@ pub enum Command {
     /// bounces+*@DOMAIN into this command (Postfix: an alias `bounces: "|sendonce bounce
     /// --account NAME"` with recipient_delimiter = +). The same DSN twice changes nothing.
     /// Exit: 0 applied (or a replay), 2 refused (not a DSN, no or wrong VERP tag, headers not
-    /// returned; nothing written), 75 a temporary failure (database busy or unavailable: the MTA
-    /// keeps the DSN and tries again).
+    /// returned, another account's job; nothing written), 75 what the MTA should retry later
+    /// (database busy, unavailable or guarded, the secret not set, an unknown account: it keeps
+    /// the DSN and tries again).
     Bounce(BounceArgs),
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
