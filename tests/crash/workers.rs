@@ -612,8 +612,11 @@ fn audit_kill_doubts(
             .collect()
     };
     // A row in doubt must have been dispatched by a worker that was killed: found with it at its
-    // kill, or (a kill that lands inside the claim's own commit: seen once in CI, the dispatch
-    // 3 ms before the SIGKILL) carrying its name as `lease_owner` when read afterwards.
+    // kill, or carrying its name as `lease_owner` when read afterwards. The second case is a
+    // kill inside the claim's own commit: its WAL frames were written, the wal-index not yet,
+    // so the read right after the kill did not see it, and the log's recovery once every
+    // process had died made it committed (docs/guarantees.md, "A commit cut by SIGKILL";
+    // tests/support/wal_orphan.py; seen once in CI, the dispatch 3 ms before the SIGKILL).
     let owner = |j: &String| -> Option<String> {
         c.query_row(
             "SELECT lease_owner FROM sends WHERE job_id = ?1",
