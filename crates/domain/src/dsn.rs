@@ -155,10 +155,9 @@ pub fn parse(raw: &[u8]) -> Result<Dsn, String> {
     // RFC 3464 puts the part in a `multipart/report; report-type=delivery-status`; real MTAs
     // also omit the report type, wrap the report in a `multipart/mixed` or forward it whole:
     // any `message/delivery-status` part is read (whether it is believed is VERP's question).
-    let report = report(&msg, 0).ok_or(
+    let (report, status_part) = report(&msg, 0).ok_or(
         "not a delivery status notification (RFC 3464): it has no message/delivery-status part",
     )?;
-    let status_part = part_of(report, "message", "delivery-status").unwrap_or_default();
     let recipients = recipients(&status_part)?;
     Ok(Dsn {
         message_id: msg.message_id().map(str::to_string),
@@ -169,11 +168,11 @@ pub fn parse(raw: &[u8]) -> Result<Dsn, String> {
     })
 }
 
-/// The message that holds the report: `msg` when it has a `message/delivery-status` part, else
-/// a message it carries (a forwarded DSN), at most a few levels down.
-fn report<'a>(msg: &'a Message<'a>, depth: usize) -> Option<&'a Message<'a>> {
-    if part_of(msg, "message", "delivery-status").is_some() {
-        return Some(msg);
+/// The message that holds the report, with its `message/delivery-status` part: `msg` when it
+/// has one, else a message it carries (a forwarded DSN), at most a few levels down.
+fn report<'a>(msg: &'a Message<'a>, depth: usize) -> Option<(&'a Message<'a>, Vec<u8>)> {
+    if let Some(part) = part_of(msg, "message", "delivery-status") {
+        return Some((msg, part));
     }
     if depth >= 3 {
         return None;

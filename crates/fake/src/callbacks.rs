@@ -130,7 +130,7 @@ pub(super) struct Call {
     pub body: Vec<u8>,
 }
 
-fn now_secs() -> i64 {
+pub(super) fn now_secs() -> i64 {
     sendonce_domain::clock::now_ms() / 1000
 }
 

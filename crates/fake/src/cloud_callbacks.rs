@@ -16,7 +16,7 @@
 //!
 //! A source whose key is not set sends no callback.
 
-use super::callbacks::{Accepted, Call};
+use super::callbacks::{now_secs, Accepted, Call};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use ring::rand::SystemRandom;
@@ -103,10 +103,6 @@ fn json_call(url: String, headers: Vec<(String, String)>, body: Vec<u8>) -> Call
         headers: all,
         body,
     }
-}
-
-fn now_secs() -> i64 {
-    sendonce_domain::clock::now_ms() / 1000
 }
 
 /// The callback of a message accepted through `api` (one of the four), if its key is set.

@@ -33,8 +33,8 @@ use serde_json::Value;
 pub const JOB_VARIABLE: &str = "sendonce_job";
 /// The prefix of our job in Brevo's `X-Mailin-custom` header.
 pub const BREVO_JOB_PREFIX: &str = "sendonce_job:";
-/// The header that carries our job id in every email sendonce sends.
-pub const JOB_HEADER: &str = "X-Sendonce-Job";
+/// The header that carries our job id in every email sendonce sends (one name, `domain::dsn`'s).
+pub use sendonce_domain::dsn::JOB_HEADER;
 /// Most events one request may carry (a SendGrid batch, an SES bounce's recipients).
 pub const MAX_EVENTS: usize = 1000;
 
