@@ -20,6 +20,9 @@ pub(super) fn run(cli: &Cli, a: &RunArgs, rt: &tokio::runtime::Runtime) -> Resul
         },
     )?;
     let routes = app::run::routes(a.config.as_deref(), a.provider.as_deref(), &store)?;
+    let file = sendonce_core::config::Config::load(a.config.as_deref())?;
+    let events = app::events::settings(file.as_ref())?;
+    cfg.hooks = app::run::hook_delivery(&store, app::run::keys_if_set()?, &events);
     let finished = app::run::run(&store, routes, cfg, rt)?;
     Ok(told(&finished, a.report_peak_rss))
 }

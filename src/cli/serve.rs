@@ -22,6 +22,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
     let timeout = pick(&a.request_timeout, &file.request_timeout, "60s");
     let body_timeout = pick(&a.body_timeout, &file.body_timeout, "10s");
     let max_connections = max_connections(a, &file)?;
+    let events = app::events::settings(loaded.as_ref())?;
     let settings = sendonce_http::Settings {
         listen: pick(&a.listen, &file.listen, "127.0.0.1:8025"),
         drain,
@@ -31,7 +32,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         max_connections,
         worker: None,
         hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
-        keys: link_keys()?,
+        keys: app::run::keys_if_set()?,
         links: app::run::links(a.config.as_deref(), a.public_url.as_deref())?,
         ops: sendonce_http::Ops {
             db: cli.db.clone(),
@@ -42,6 +43,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
             doctor: Default::default(),
             doctor_running: Default::default(),
         },
+        events,
     };
     let with_worker = a.worker || file.worker == Some(true);
     if !with_worker && a.provider.is_some() {
@@ -57,6 +59,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
             let mut cfg = worker_settings(a, &drain_text).check()?;
             cfg.drain_deadline = drain;
             cfg.links = settings.links.clone();
+            cfg.hooks = app::run::hook_delivery(&store, settings.keys.clone(), &settings.events);
             let routes = app::run::routes(a.config.as_deref(), a.provider.as_deref(), &store)?;
             app::guard::before_sending(&store)?;
             sendonce_http::Settings {
@@ -95,17 +98,6 @@ fn max_connections(a: &ServeArgs, file: &sendonce_core::config::Serve) -> Result
     let n = limits::count_in("--max-connections", n, limits::MAX_CONNECTIONS)?;
     sendonce_http::check_fd_limit(n)?;
     Ok(n)
-}
-
-/// The keys that open link tokens, when `SENDONCE_UNSUBSCRIBE_SECRET` is set (a set but
-/// malformed secret, or old-key list, is an error: the pages would refuse every link).
-fn link_keys() -> Result<Option<sendonce_domain::links::Keys>> {
-    if std::env::var_os(sendonce_domain::links::SECRET_ENV).is_none() {
-        return Ok(None);
-    }
-    sendonce_domain::links::Keys::from_env()
-        .map(Some)
-        .map_err(Error::invalid)
 }
 
 /// The worker of `serve --worker`, with `run`'s defaults where `serve` has no flag.

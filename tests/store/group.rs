@@ -23,6 +23,7 @@ fn message(account_id: i64, key: &str) -> NewMessage<'_> {
         html: None,
         template: None,
         attachments: &[],
+        metadata: None,
         now: 1,
         answer: None,
     }

@@ -186,6 +186,7 @@ fn an_api_message_with_a_template_and_a_file(env: &Env) {
         html: None,
         template: Some(&t),
         attachments: &[file],
+        metadata: None,
         now: 1,
         answer: None,
     })

@@ -1146,6 +1146,7 @@ fn key_epochs_moved_in_scope_campaign_and_api_message_job_ids() {
             html: None,
             template: None,
             attachments: &[],
+            metadata: None,
             now: now_ms(),
             answer: None,
         })

@@ -1666,6 +1666,7 @@ fn an_api_message_is_created_once_per_key_on_every_backend() {
             html: None,
             template: None,
             attachments: &[],
+            metadata: None,
             now: 1000,
             answer: None,
         };
@@ -1768,6 +1769,7 @@ fn templates_and_attachments_read_back_the_same_on_every_backend() {
             html: None,
             template: Some(&tpl),
             attachments: &files,
+            metadata: None,
             now: 1000,
             answer: None,
         };

@@ -57,6 +57,20 @@ pub struct Config {
     /// Provider webhooks `sendonce serve` accepts (`/hooks/{source}/{account}`).
     #[serde(default)]
     pub webhook: Vec<Webhook>,
+    /// Events out: the feed's retention and where webhook deliveries may go.
+    #[serde(default)]
+    pub events: EventsFile,
+}
+
+/// `[events]`: how long events are kept, and the inside networks webhook deliveries may reach
+/// (by default none: loopback, private, link-local and metadata addresses are refused).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsFile {
+    /// `30d` by default; at least `4d` (longer than a delivery's retries), at most `30d`.
+    pub retention: Option<String>,
+    /// Networks or addresses, comma-separated: `127.0.0.1, 10.0.0.0/8`.
+    pub allow: Option<String>,
 }
 
 /// `[[webhook]]`: one provider webhook of one account. The secret (Twilio auth token, Postmark
@@ -205,6 +219,8 @@ impl Config {
             "serve.request_timeout" => s.request_timeout.clone(),
             "serve.body_timeout" => s.body_timeout.clone(),
             "serve.max_connections" => s.max_connections.map(|n| n.to_string()),
+            "events.retention" => self.events.retention.clone(),
+            "events.allow" => self.events.allow.clone(),
             _ => None,
         }
     }
@@ -335,6 +351,18 @@ pub const SETTINGS: &[Setting] = &[
         env: "SENDONCE_MAX_CONNECTIONS",
         flag: "--max-connections",
         default: Some("512"),
+    },
+    Setting {
+        key: "events.retention",
+        env: "SENDONCE_EVENTS_RETENTION",
+        flag: "",
+        default: Some("30d"),
+    },
+    Setting {
+        key: "events.allow",
+        env: "SENDONCE_EVENTS_ALLOW",
+        flag: "",
+        default: None,
     },
 ];
 

@@ -25,6 +25,7 @@ pub mod login;
 pub mod logs;
 pub mod model;
 pub mod optin;
+pub mod outhooks;
 pub mod redact;
 pub mod retry;
 pub mod segment;

@@ -78,6 +78,8 @@ pub struct Secret {
     nonce: Vec<u8>,
     /// The key of VERP return-path tags (`crate::verp`), derived from the same secret.
     verp: [u8; 32],
+    /// The key webhook endpoint secrets are derived from (`crate::outhooks`).
+    hooks: [u8; 32],
 }
 
 /// `LessSafeKey` is not `Clone`; keep the derived bytes to rebuild it.
@@ -120,6 +122,7 @@ impl Secret {
             seal: LessSafeKeyClone(derive(&bytes, b"sendonce-link-v2 seal key")),
             nonce: derive(&bytes, b"sendonce-link-v2 nonce key").to_vec(),
             verp: derive(&bytes, b"sendonce-verp-v1 tag key"),
+            hooks: derive(&bytes, b"sendonce-hooks-v1 endpoint secret key"),
         })
     }
 
@@ -249,6 +252,18 @@ impl Keys {
                 .iter()
                 .filter(move |(_, until)| now_ms < *until)
                 .map(|(k, _)| &k.verp),
+        )
+    }
+
+    /// The keys webhook endpoint secrets are derived from at `now_ms` (`outhooks`): the
+    /// current one first, then each old key still in its period, so that a receiver holding
+    /// a secret derived from the old key keeps verifying until the old key's date.
+    pub(crate) fn hook_keys(&self, now_ms: i64) -> impl Iterator<Item = &[u8; 32]> {
+        std::iter::once(&self.current.hooks).chain(
+            self.old
+                .iter()
+                .filter(move |(_, until)| now_ms < *until)
+                .map(|(k, _)| &k.hooks),
         )
     }
 

@@ -60,6 +60,8 @@ pub struct Settings {
     pub links: Option<sendonce_domain::links::Links>,
     /// What the dashboard's settings page and doctor look at.
     pub ops: Ops,
+    /// Events out: retention and the networks webhook deliveries may reach.
+    pub events: sendonce_core::app::events::Settings,
 }
 
 /// The server's own configuration as the dashboard's settings page shows it: the database and
@@ -104,6 +106,8 @@ pub struct AppState {
     pub group: sendonce_store::group::Group,
     /// Rings the in-process worker when a message was queued (None: no worker here).
     pub wake: Option<Arc<tokio::sync::Notify>>,
+    /// Events out: where webhook endpoints may point.
+    pub events: Arc<sendonce_core::app::events::Settings>,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -269,6 +273,7 @@ pub fn serve(
             keys: s.keys.take().map(Arc::new),
             links: s.links.take().map(Arc::new),
             ops: Arc::new(std::mem::take(&mut s.ops)),
+            events: Arc::new(std::mem::take(&mut s.events)),
         };
         let app = router(st, &s);
         bound(addr);

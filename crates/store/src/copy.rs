@@ -62,6 +62,10 @@ pub const TABLES: &[&str] = &[
     "webhook_events",
     "admins",
     "admin_sessions",
+    "events",
+    "hook_endpoints",
+    "hook_deliveries",
+    "hook_attempts",
 ];
 
 /// What the source holds, counted before the copy and compared with the target's own count

@@ -237,6 +237,7 @@ struct OwnedMessage {
     template: Option<crate::TemplateRow>,
     /// Shared, not copied: the bytes are behind an `Arc`.
     attachments: Vec<sendonce_domain::attachment::Attachment>,
+    metadata: Option<String>,
     now: i64,
     answer: Option<Answer>,
 }
@@ -266,6 +267,7 @@ impl OwnedMessage {
                 created_at: t.created_at,
             }),
             attachments: m.attachments.to_vec(),
+            metadata: m.metadata.map(str::to_string),
             now: m.now,
             answer: m.answer.clone(),
         }
@@ -285,6 +287,7 @@ impl OwnedMessage {
             html: self.html.as_deref(),
             template: self.template.as_ref(),
             attachments: &self.attachments,
+            metadata: self.metadata.as_deref(),
             now: self.now,
             answer: self.answer.clone(),
         }

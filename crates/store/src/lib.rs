@@ -12,6 +12,8 @@ pub mod copy;
 mod directory;
 pub mod doctor;
 pub mod driver;
+mod endpoints;
+mod events;
 pub mod group;
 mod ledger;
 mod lists;
@@ -45,6 +47,11 @@ pub use campaigns::{
     ReportSearch, StatusCounts,
 };
 pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
+pub use endpoints::{
+    Attempt, DeliveryRow, DeliveryTurn, DueDelivery, EndpointChange, EndpointRow, Endpoints,
+    NewEndpoint, NextStep,
+};
+pub use events::{type_matches, Cursor, EventRow, Events, FeedQuery, SendFacts};
 pub use ledger::{
     ActiveCampaign, ClaimRequest, Claimed, ClaimedRow, Ledger, MessageContent, Outcome, Record,
     RecordStats,
@@ -86,6 +93,8 @@ pub mod prelude {
     pub use super::Audit as _;
     pub use super::Campaigns as _;
     pub use super::Directory as _;
+    pub use super::Endpoints as _;
+    pub use super::Events as _;
     pub use super::Installation as _;
     pub use super::Ledger as _;
     pub use super::Lists as _;

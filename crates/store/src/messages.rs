@@ -40,6 +40,8 @@ pub struct NewMessage<'a> {
     pub template: Option<&'a crate::TemplateRow>,
     /// Stored once with the content, in this order.
     pub attachments: &'a [Attachment],
+    /// The client's JSON object, kept for the message's events.
+    pub metadata: Option<&'a str>,
     pub now: i64,
     /// The answer to keep with a new message, if the caller knows it now.
     pub answer: Option<Answer>,
@@ -261,10 +263,17 @@ fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<i64> {
 fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
     require_account(tx, m.account_id)?;
     let Some(id) = tx.scalar_opt::<i64>(
-        "INSERT INTO api_messages (account_id, idempotency_key, request_hash, created_at)
-         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account_id, idempotency_key) DO NOTHING
+        "INSERT INTO api_messages (account_id, idempotency_key, request_hash, created_at,
+                                   metadata)
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (account_id, idempotency_key) DO NOTHING
          RETURNING id",
-        &args![m.account_id, m.idempotency_key, m.request_hash, m.now],
+        &args![
+            m.account_id,
+            m.idempotency_key,
+            m.request_hash,
+            m.now,
+            m.metadata
+        ],
     )?
     else {
         return Ok(None);

@@ -480,6 +480,10 @@ pub struct Dialect {
     /// `?2` to `?3`, of account `?1` at time `?4`, each with a `city` attribute: counted by a
     /// recursive CTE on SQLite, by `generate_series` on PostgreSQL.
     pub seed_subscribers: &'static str,
+    /// The newest `txid` an events reader may see (exclusive): on PostgreSQL the oldest
+    /// transaction still running, whose events could otherwise appear behind a cursor; on
+    /// SQLite (one writer, ids in commit order) no bound.
+    pub events_horizon: &'static str,
 }
 
 /// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock lives elsewhere

@@ -337,7 +337,53 @@ fn apply_tx(tx: &mut dyn Tx, w: &Hook<'_>) -> Result<Applied> {
             e.effect.report_id()
         ],
     )?;
+    report_event(tx, w, action)?;
     Ok(Applied::New(action))
+}
+
+/// The event out a report makes (`events`): a delivery report for one of our sends
+/// (`send.delivered`, `send.bounced`), or an address the provider bounced or that complained
+/// (`address.bounced`, `address.complained`; the suppression it adds makes its own event).
+fn report_event(tx: &mut dyn Tx, w: &Hook<'_>, action: WebhookAction) -> Result<()> {
+    let e = w.event;
+    let (kind, subject, send_id) = match &e.effect {
+        Effect::Delivery { job_id, sent, .. } if action != WebhookAction::Ignored => {
+            let send = send_for_job(tx, w.account_id, job_id)?.map(|(id, _, _)| id);
+            let kind = if *sent {
+                "send.delivered"
+            } else {
+                "send.bounced"
+            };
+            (kind, job_id.clone(), send)
+        }
+        Effect::Suppress {
+            channel, address, ..
+        } => {
+            let k = e.kind.to_ascii_lowercase();
+            let kind = match k.contains("complain") || k.contains("spam") {
+                true => "address.complained",
+                false => "address.bounced",
+            };
+            (kind, format!("address:{channel}:{address}"), None)
+        }
+        _ => return Ok(()),
+    };
+    let data = serde_json::json!({
+        "source": w.source.as_str(),
+        "report": e.kind,
+        "job_id": e.job_id,
+        "address": e.address,
+        "provider_message_id": e.effect.report_id(),
+    });
+    let emit = crate::events::Emit {
+        account_id: w.account_id,
+        kind,
+        subject: &subject,
+        at: w.now,
+        send_id,
+        data: &data,
+    };
+    crate::events::emit(tx, &emit)
 }
 
 impl<S: Db> Webhooks for S {

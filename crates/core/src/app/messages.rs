@@ -56,6 +56,31 @@ pub struct MessageRequest {
     /// Files sent with the message (email only), base64 in the JSON.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<AttachmentRequest>,
+    /// The client's own JSON object (at most 4 KiB), returned as it was in the message's
+    /// events (`GET /v1/events`, webhooks). Never sent to the recipient.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Longest `metadata`, in bytes of JSON.
+pub const MAX_METADATA_BYTES: usize = 4096;
+
+/// `metadata` as stored: a JSON object of at most [`MAX_METADATA_BYTES`].
+fn metadata_of(req: &MessageRequest) -> Result<Option<String>> {
+    let Some(m) = &req.metadata else {
+        return Ok(None);
+    };
+    if !m.is_object() {
+        return Err(Error::invalid("metadata: must be a JSON object"));
+    }
+    let text = m.to_string();
+    if text.len() > MAX_METADATA_BYTES {
+        return Err(Error::invalid(format!(
+            "metadata: {} bytes of JSON, more than {MAX_METADATA_BYTES}",
+            text.len()
+        )));
+    }
+    Ok(Some(text))
 }
 
 /// An attachment as a client sends it (`Debug` shows its name and size, never its content).
@@ -187,6 +212,7 @@ struct Prepared {
     html: Option<String>,
     template: Option<TemplateRow>,
     attachments: Vec<Attachment>,
+    metadata: Option<String>,
 }
 
 impl Prepared {
@@ -211,6 +237,7 @@ impl Prepared {
             html: self.html.as_deref(),
             template: self.template.as_ref(),
             attachments: &self.attachments,
+            metadata: self.metadata.as_deref(),
             now,
         }
     }
@@ -240,6 +267,7 @@ fn prepare(key: &str, req: &MessageRequest, template: Option<TemplateRow>) -> Re
     };
     let bodies = text.len() + html.as_ref().map_or(0, String::len);
     let attachments = attachments_of(channel, &req.attachments, bodies)?;
+    let metadata = metadata_of(req)?;
     Ok(Prepared {
         key: key.to_string(),
         hash: request_hash(req)?,
@@ -250,6 +278,7 @@ fn prepare(key: &str, req: &MessageRequest, template: Option<TemplateRow>) -> Re
         html,
         template,
         attachments,
+        metadata,
     })
 }
 

@@ -10,6 +10,7 @@ pub mod config;
 pub mod doctor;
 pub mod doubts;
 pub mod dsn;
+pub mod events;
 pub mod guard;
 pub mod import;
 pub mod limits;

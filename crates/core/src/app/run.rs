@@ -52,6 +52,31 @@ pub fn links(
         .map_err(|e| Error::invalid(format!("--public-url: {e}")))
 }
 
+/// The webhook deliveries a worker makes beside its sends, when endpoint secrets can be
+/// derived (`SENDONCE_UNSUBSCRIBE_SECRET` set); None otherwise (no endpoint can exist then:
+/// creating one needs the secret).
+pub fn hook_delivery(
+    store: &Arc<Store>,
+    keys: Option<sendonce_domain::links::Keys>,
+    events: &super::events::Settings,
+) -> Option<worker::hooks::Delivery> {
+    let keys = keys?;
+    let mut d = worker::hooks::Delivery::new(store.clone(), keys, events.allow.clone());
+    d.retention = events.retention;
+    Some(d)
+}
+
+/// The ring of `SENDONCE_UNSUBSCRIBE_SECRET` (and its old keys) when the secret is set; an
+/// error when it is set but unusable.
+pub fn keys_if_set() -> Result<Option<sendonce_domain::links::Keys>> {
+    if std::env::var_os(sendonce_domain::links::SECRET_ENV).is_none() {
+        return Ok(None);
+    }
+    sendonce_domain::links::Keys::from_env()
+        .map(Some)
+        .map_err(Error::invalid)
+}
+
 /// How a worker should run, as a caller gives it (flags today): durations as text
 /// (`30s`, `100ms`), counts as numbers. [`Settings::check`] holds every bound.
 #[derive(Debug, Clone)]

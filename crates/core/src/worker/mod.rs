@@ -18,6 +18,7 @@
 mod calls;
 mod claim;
 mod engine;
+pub mod hooks;
 mod maintain;
 pub mod ratelimit;
 pub mod routes;
@@ -67,6 +68,8 @@ pub struct Config {
     /// Rung by `serve` when the API has queued a message, so an idle worker claims it now
     /// instead of at its next tick.
     pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// Events out to webhook endpoints, delivered beside the sends (None: not here).
+    pub hooks: Option<hooks::Delivery>,
 }
 
 impl Default for Config {
@@ -85,6 +88,7 @@ impl Default for Config {
             list_chunk: 50_000,
             links: None,
             wake: None,
+            hooks: None,
         }
     }
 }
@@ -194,5 +198,25 @@ pub async fn run_routed(
     cfg: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary> {
-    engine::Worker::new(ledger, routes, cfg).run(shutdown).await
+    let mut cfg = cfg;
+    let Some(delivery) = cfg.hooks.take() else {
+        return engine::Worker::new(ledger, routes, cfg).run(shutdown).await;
+    };
+    // The webhook deliveries run beside the send loop and stop when it ends.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let hooks = tokio::spawn(async move {
+        let res = hooks::run(delivery, stopped).await;
+        if let Err(e) = &res {
+            tracing::error!(target: TARGET, error = %e.message, "webhook deliveries stopped");
+        }
+        res
+    });
+    let summary = engine::Worker::new(ledger, routes, cfg).run(shutdown).await;
+    let _ = stop.send(true);
+    let delivered = hooks
+        .await
+        .map_err(|e| Error::internal(format!("the webhook task failed: {e}")))?;
+    let summary = summary?;
+    delivered?;
+    Ok(summary)
 }

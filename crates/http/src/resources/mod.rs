@@ -1,9 +1,10 @@
 //! The resource routes of the API: subscribers, lists, suppressions, campaigns, doubts and
-//! stored templates of the token's own account. Reads need scope `read`, writes `admin`; an id
+//! stored templates of the token's own account, and its events out (feed and webhooks). Reads need scope `read`, writes `admin`; an id
 //! of another account is answered 404 exactly as an id that does not exist (the ownership
 //! checks are in `app/`).
 
 mod campaigns;
+mod events;
 mod lists;
 mod subscribers;
 mod templates;
@@ -45,6 +46,15 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/templates"),
     ("POST", "/v1/templates"),
     ("GET", "/v1/templates/{name}"),
+    ("GET", "/v1/events"),
+    ("GET", "/v1/webhooks"),
+    ("POST", "/v1/webhooks"),
+    ("GET", "/v1/webhooks/{id}"),
+    ("PATCH", "/v1/webhooks/{id}"),
+    ("DELETE", "/v1/webhooks/{id}"),
+    ("POST", "/v1/webhooks/{id}/rotate"),
+    ("POST", "/v1/webhooks/{id}/replay"),
+    ("GET", "/v1/webhooks/{id}/deliveries"),
 ];
 
 pub fn routes() -> axum::Router<AppState> {
@@ -53,6 +63,7 @@ pub fn routes() -> axum::Router<AppState> {
         .merge(lists::routes())
         .merge(campaigns::routes())
         .merge(templates::routes())
+        .merge(events::routes())
 }
 
 /// A read: scope `read` (or `admin`).

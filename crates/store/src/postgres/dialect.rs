@@ -71,6 +71,7 @@ pub static POSTGRES: Dialect = Dialect {
                                              'Maputo'])[i % 5 + 1])::text,
             ?4
        FROM generate_series(CAST(?2 AS BIGINT), CAST(?3 AS BIGINT)) AS i",
+    events_horizon: "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
 };
 
 /// The template variables captured for a recipient: the attributes with the built-in `name`,

@@ -57,6 +57,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0010_webhook_sources",
         include_str!("../../../../schema/postgres/0010_webhook_sources.sql"),
     ),
+    (
+        11,
+        "0011_events",
+        include_str!("../../../../schema/postgres/0011_events.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

@@ -51,6 +51,7 @@ pub static SQLITE: Dialect = Dialect {
                                 WHEN 2 THEN 'Recife' WHEN 3 THEN 'Luanda' ELSE 'Maputo' END),
             ?4
      FROM seq",
+    events_horizon: "9223372036854775807",
 };
 
 /// The template variables a send captures from its subscriber (`s`): the attributes, with the

@@ -121,6 +121,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0023_webhook_sources",
         include_str!("../../../../schema/0023_webhook_sources.sql"),
     ),
+    (
+        "0024_events",
+        include_str!("../../../../schema/0024_events.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.
