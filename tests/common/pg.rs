@@ -246,6 +246,20 @@ impl PgCluster {
         run(psql, "psql")
     }
 
+    /// A psql session on database `db` reading SQL from its stdin (piped), printing unaligned
+    /// rows on its stdout (piped): a transaction a test holds open while the store works.
+    pub fn psql_session(&self, db: &str) -> std::process::Child {
+        Command::new(self.bin.join("psql"))
+            .arg("-h")
+            .arg(self.dir.path())
+            .args(["-p", &self.port.to_string(), "-U", USER, "-d", db])
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn psql")
+    }
+
     /// A new empty database; returns its URL.
     pub fn fresh_url(&self) -> String {
         let n = self.next_db.fetch_add(1, Ordering::Relaxed);

@@ -2,6 +2,7 @@
 //! the SQL edge, upgrades, moving to PostgreSQL, one form per address, the clone guard, durable
 //! rate limits, group commit.
 
+pub(crate) mod events;
 pub(crate) mod group;
 pub(crate) mod guard;
 pub(crate) mod ledger;

@@ -9,7 +9,7 @@ use sendonce_domain::error::Result;
 
 /// Where a reader stands in an account's feed: after the event `(txid, id)` (`txid` is 0 on
 /// SQLite; on PostgreSQL the writing transaction's id, see `schema/postgres/0011_events.sql`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cursor {
     pub txid: i64,
     pub id: i64,

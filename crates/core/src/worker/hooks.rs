@@ -38,7 +38,7 @@ pub struct Delivery {
     pub retention: Duration,
     /// Calls in flight at most.
     pub concurrency: usize,
-    /// One call's limit (a lease is four times as long).
+    /// One call's limit (a lease is twice as long: an outcome is recorded as soon as its call ends).
     pub timeout: Duration,
     /// How often to look for new events when idle.
     pub tick: Duration,
@@ -112,7 +112,7 @@ pub async fn run(d: Delivery, mut stop: tokio::sync::watch::Receiver<bool>) -> R
 
 async fn turn(d: &Delivery, attempts: Vec<Attempt>, free: usize) -> Result<Vec<DueDelivery>> {
     let store = d.store.clone();
-    let lease_ms = i64::try_from(d.timeout.as_millis() * 4).unwrap_or(60_000);
+    let lease_ms = i64::try_from(d.timeout.as_millis() * 2).unwrap_or(60_000);
     let breaker = outhooks::BREAKER.as_millis() as i64;
     let res = tokio::task::spawn_blocking(move || {
         store.delivery_turn(&DeliveryTurn {
