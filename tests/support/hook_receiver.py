@@ -6,7 +6,7 @@ the receiver fails a share of the calls (HTTP 503) and, for another share, recor
 then closes the connection without answering (the sender cannot know it arrived).
 
 Usage: hook_receiver.py LOG --secret whsec_... [--secret ...] [--fail 0.3] [--drop 0.1]
-       [--seed N]
+       [--seed N] [--port P]
 Prints `listening on PORT` once bound. A request whose signature does not verify is logged
 with "verified": false and answered 400.
 """
@@ -29,6 +29,7 @@ def main():
     ap.add_argument("--fail", type=float, default=0.0)
     ap.add_argument("--drop", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--port", type=int, default=0)
     args = ap.parse_args()
     hooks = [Webhook(s) for s in args.secret]
     rng = random.Random(args.seed)
@@ -36,13 +37,15 @@ def main():
     log = open(args.log, "a", buffering=1)
 
     def verified(body, headers):
+        """The indexes of the secrets whose signature the request carries (None: none)."""
+        ok = []
         for i, h in enumerate(hooks):
             try:
                 h.verify(body, headers)
-                return i
+                ok.append(i)
             except WebhookVerificationError:
                 continue
-        return None
+        return ok or None
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -65,7 +68,7 @@ def main():
             entry = {
                 "id": headers.get("webhook-id"),
                 "verified": True,
-                "secret": which,
+                "secrets": which,
                 "signatures": len(headers.get("webhook-signature", "").split()),
                 "path": self.path,
                 "body": json.loads(body),
@@ -89,7 +92,7 @@ def main():
     class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         daemon_threads = True
 
-    srv = Server(("127.0.0.1", 0), Handler)
+    srv = Server(("127.0.0.1", args.port), Handler)
     print(f"listening on {srv.server_address[1]}", flush=True)
     try:
         srv.serve_forever()
