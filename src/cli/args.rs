@@ -142,6 +142,20 @@ pub enum Command {
     /// Sends whose outcome is unknown, and the operator's decision on them.
     #[command(subcommand)]
     Doubts(DoubtsCmd),
+    /// Events out: what happened to an account's sends, subscribers, campaigns and
+    /// suppressions, recorded in the same commit as the change. Read them here (or `GET
+    /// /v1/events`), or have them delivered to your application's webhook endpoints (`sendonce
+    /// endpoint`).
+    #[command(subcommand)]
+    Events(EventsCmd),
+    /// Webhook endpoints of an account: events delivered by the worker (`run`, `serve
+    /// --worker`) as Standard Webhooks POSTs signed with the endpoint's secret, at least once,
+    /// retried for three days. The secret is shown once, at `add` and `rotate`, and needs
+    /// SENDONCE_UNSUBSCRIBE_SECRET (it is derived from it). URLs that resolve to loopback,
+    /// private, link-local or metadata addresses are refused unless SENDONCE_EVENTS_ALLOW (or
+    /// `[events] allow` in the config file) names them.
+    #[command(subcommand)]
+    Endpoint(EndpointCmd),
     /// Make this place the owner of the database file, after moving it to another path or
     /// host, or after it went back in time (a lost -wal, a snapshot put back).
     ///
@@ -571,6 +585,98 @@ pub enum AdminCmd {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum EventsCmd {
+    /// The account's events after a cursor, oldest first: one line each (id, type, time,
+    /// subject; `--json` for the whole events), then `next CURSOR` to read on from.
+    List {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// The `next` cursor of the previous read; default: from the oldest event kept.
+        #[arg(long)]
+        after: Option<String>,
+        /// Comma-separated event types or families (`send.failed,campaign.*`).
+        #[arg(long)]
+        types: Option<String>,
+        /// Events at most (1 to 500).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EndpointCmd {
+    /// Add an endpoint; prints its signing secret once (`whsec_…`).
+    Add {
+        #[arg(long)]
+        account: String,
+        /// Where to POST events (http:// or https://).
+        #[arg(long)]
+        url: String,
+        /// Comma-separated event types or families; default: every event.
+        #[arg(long)]
+        types: Option<String>,
+        /// Deliver each subject's events one at a time, in order (a send's, a subscriber's).
+        #[arg(long)]
+        ordered: bool,
+    },
+    /// The account's endpoints: id, status, url, types, deliveries pending, delivered, dropped.
+    List {
+        #[arg(long)]
+        account: String,
+    },
+    /// One endpoint and its latest deliveries (the attempt log's summary).
+    Show {
+        #[arg(long)]
+        account: String,
+        id: i64,
+    },
+    /// Change an endpoint: url, types, order, or turn it off and on (`--enable` also restarts
+    /// an endpoint the circuit breaker turned off after five days of failures).
+    Update {
+        #[arg(long)]
+        account: String,
+        id: i64,
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long)]
+        types: Option<String>,
+        #[arg(long)]
+        ordered: Option<bool>,
+        #[arg(long, conflicts_with = "disable")]
+        enable: bool,
+        #[arg(long)]
+        disable: bool,
+    },
+    /// A new signing secret, printed once; the old one keeps signing beside it for --overlap.
+    Rotate {
+        #[arg(long)]
+        account: String,
+        id: i64,
+        #[arg(long, default_value = "24h")]
+        overlap: String,
+    },
+    /// Deliver again one event (--event evt_N) or the events with ids from --from to --to.
+    Replay {
+        #[arg(long)]
+        account: String,
+        id: i64,
+        #[arg(long, conflicts_with_all = ["from", "to"])]
+        event: Option<String>,
+        #[arg(long, requires = "to")]
+        from: Option<String>,
+        #[arg(long, requires = "from")]
+        to: Option<String>,
+    },
+    /// Remove an endpoint with its deliveries and their log.
+    Remove {
+        #[arg(long)]
+        account: String,
+        id: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum TokenCmd {
     /// Make an API token; prints it once (only its SHA-256 is stored).
     Create {

@@ -9,6 +9,7 @@ mod campaigns;
 pub mod config;
 
 mod doctor;
+mod events;
 mod generate;
 mod guard;
 mod lists;
@@ -113,6 +114,8 @@ pub fn dispatch(cli: &Cli, rt: &tokio::runtime::Runtime) -> Result<Output> {
         Command::Suppress(cmd) => suppress(cli, cmd),
         Command::Template(cmd) => templates::command(cli, cmd),
         Command::Token(cmd) => tokens::command(cli, cmd),
+        Command::Events(cmd) => events::feed(cli, cmd),
+        Command::Endpoint(cmd) => events::endpoint(cli, cmd),
         Command::Admin(cmd) => admins::command(cli, cmd),
         Command::Campaign(cmd) => campaigns::command(cli, cmd, rt),
         Command::Run(a) => run::run(cli, a, rt),

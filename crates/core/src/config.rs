@@ -71,6 +71,9 @@ pub struct EventsFile {
     pub retention: Option<String>,
     /// Networks or addresses, comma-separated: `127.0.0.1, 10.0.0.0/8`.
     pub allow: Option<String>,
+    /// The first retry's delay of a failed webhook delivery (`5s`; doubles after each failure,
+    /// at most 6 h apart, for three days).
+    pub retry_base: Option<String>,
 }
 
 /// `[[webhook]]`: one provider webhook of one account. The secret (Twilio auth token, Postmark
@@ -221,6 +224,7 @@ impl Config {
             "serve.max_connections" => s.max_connections.map(|n| n.to_string()),
             "events.retention" => self.events.retention.clone(),
             "events.allow" => self.events.allow.clone(),
+            "events.retry_base" => self.events.retry_base.clone(),
             _ => None,
         }
     }
@@ -363,6 +367,12 @@ pub const SETTINGS: &[Setting] = &[
         env: "SENDONCE_EVENTS_ALLOW",
         flag: "",
         default: None,
+    },
+    Setting {
+        key: "events.retry_base",
+        env: "SENDONCE_EVENTS_RETRY_BASE",
+        flag: "",
+        default: Some("5s"),
     },
 ];
 

@@ -44,8 +44,9 @@ pub const TYPES: &[&str] = &[
 pub const RETRY_WINDOW: Duration = Duration::from_secs(3 * 24 * 3600);
 /// An endpoint that has failed every call for this long is turned off (`broken`).
 pub const BREAKER: Duration = Duration::from_secs(5 * 24 * 3600);
-/// The first retry's delay; it doubles per attempt up to [`MAX_DELAY`].
-const FIRST_DELAY: Duration = Duration::from_secs(5);
+/// The first retry's delay by default (`events.retry_base`); it doubles per attempt up to
+/// [`MAX_DELAY`].
+pub const FIRST_DELAY: Duration = Duration::from_secs(5);
 const MAX_DELAY: Duration = Duration::from_secs(6 * 3600);
 
 /// Check a list of event types or families; the error names the first unknown one.
@@ -135,16 +136,21 @@ pub fn signature(
     out.join(" ")
 }
 
-/// When to try a delivery again after its `attempts`-th failed call, or None when its retry
-/// window (from `created_at`) is over. `jitter` in [0, 1) spreads the retries of many
-/// deliveries (±25%).
-pub fn next_attempt(attempts: i64, created_at: i64, now: i64, jitter: f64) -> Option<i64> {
+/// When to try a delivery again after its `attempts`-th failed call (`first` after the first,
+/// doubling), or None when its retry window (from `created_at`) is over. `jitter` in [0, 1)
+/// spreads the retries of many deliveries (±25%).
+pub fn next_attempt(
+    attempts: i64,
+    first: Duration,
+    (created_at, now): (i64, i64),
+    jitter: f64,
+) -> Option<i64> {
     let window = RETRY_WINDOW.as_millis() as i64;
     if now - created_at >= window {
         return None;
     }
     let exp = u32::try_from(attempts.clamp(1, 32) - 1).unwrap_or(31);
-    let base = FIRST_DELAY
+    let base = first
         .saturating_mul(2u32.saturating_pow(exp))
         .min(MAX_DELAY)
         .as_millis() as f64;
@@ -270,13 +276,14 @@ mod tests {
     #[test]
     fn retries_back_off_and_stop_after_the_window() {
         let day = 86_400_000;
-        assert_eq!(next_attempt(1, 0, 0, 0.5), Some(5_000));
-        assert_eq!(next_attempt(2, 0, 0, 0.5), Some(10_000));
-        assert_eq!(next_attempt(30, 0, 0, 0.5), Some(6 * 3_600_000));
-        assert_eq!(next_attempt(30, 0, 3 * day - 1, 0.5), Some(3 * day));
-        assert_eq!(next_attempt(31, 0, 3 * day, 0.5), None);
-        let low = next_attempt(3, 0, 0, 0.0).unwrap();
-        let high = next_attempt(3, 0, 0, 0.999).unwrap();
+        let f = FIRST_DELAY;
+        assert_eq!(next_attempt(1, f, (0, 0), 0.5), Some(5_000));
+        assert_eq!(next_attempt(2, f, (0, 0), 0.5), Some(10_000));
+        assert_eq!(next_attempt(30, f, (0, 0), 0.5), Some(6 * 3_600_000));
+        assert_eq!(next_attempt(30, f, (0, 3 * day - 1), 0.5), Some(3 * day));
+        assert_eq!(next_attempt(31, f, (0, 3 * day), 0.5), None);
+        let low = next_attempt(3, f, (0, 0), 0.0).unwrap();
+        let high = next_attempt(3, f, (0, 0), 0.999).unwrap();
         assert!(low == 15_000 && high > 24_000, "{low} {high}");
     }
 

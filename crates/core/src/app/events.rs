@@ -37,6 +37,8 @@ pub const MAX_REPLAY: usize = 10_000;
 pub struct Settings {
     pub retention: Duration,
     pub allow: Allow,
+    /// The first retry's delay of a failed webhook delivery (doubling after each failure).
+    pub retry_base: Duration,
 }
 
 impl Default for Settings {
@@ -44,6 +46,7 @@ impl Default for Settings {
         Settings {
             retention: DEFAULT_RETENTION,
             allow: Allow::default(),
+            retry_base: outhooks::FIRST_DELAY,
         }
     }
 }
@@ -67,7 +70,20 @@ pub fn settings(file: Option<&crate::config::Config>) -> Result<Settings> {
         Some(t) => Allow::parse(&t).map_err(Error::invalid)?,
         None => Allow::default(),
     };
-    Ok(Settings { retention, allow })
+    let retry_base = match pick("SENDONCE_EVENTS_RETRY_BASE", "events.retry_base") {
+        Some(t) => clock::parse_duration_in(
+            "events.retry_base",
+            &t,
+            Duration::from_millis(100),
+            Duration::from_secs(3600),
+        )?,
+        None => outhooks::FIRST_DELAY,
+    };
+    Ok(Settings {
+        retention,
+        allow,
+        retry_base,
+    })
 }
 
 /// The id an event has on the wire (`webhook-id`, the feed's `id`): stable across retries.

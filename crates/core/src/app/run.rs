@@ -63,6 +63,7 @@ pub fn hook_delivery(
     let keys = keys?;
     let mut d = worker::hooks::Delivery::new(store.clone(), keys, events.allow.clone());
     d.retention = events.retention;
+    d.retry_base = events.retry_base;
     Some(d)
 }
 

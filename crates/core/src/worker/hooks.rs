@@ -42,6 +42,8 @@ pub struct Delivery {
     pub timeout: Duration,
     /// How often to look for new events when idle.
     pub tick: Duration,
+    /// The first retry's delay (it doubles per failed call).
+    pub retry_base: Duration,
 }
 
 impl std::fmt::Debug for Delivery {
@@ -64,6 +66,7 @@ impl Delivery {
             concurrency: 8,
             timeout: Duration::from_secs(10),
             tick: Duration::from_millis(500),
+            retry_base: outhooks::FIRST_DELAY,
         }
     }
 }
@@ -76,6 +79,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// timeout) and return.
 pub async fn run(d: Delivery, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<()> {
     let client = client(&d)?;
+    let d = Arc::new(d);
     let mut calls: JoinSet<Attempt> = JoinSet::new();
     let mut done: Vec<Attempt> = Vec::new();
     let mut last_prune: Option<Instant> = None;
@@ -91,9 +95,8 @@ pub async fn run(d: Delivery, mut stop: tokio::sync::watch::Receiver<bool>) -> R
         };
         let due = turn(&d, std::mem::take(&mut done), free).await?;
         for delivery in due {
-            let (c, keys, allow, timeout) =
-                (client.clone(), d.keys.clone(), d.allow.clone(), d.timeout);
-            calls.spawn(async move { call(&c, &keys, &allow, timeout, delivery).await });
+            let (c, how) = (client.clone(), d.clone());
+            calls.spawn(async move { call(&c, &how, delivery).await });
         }
         if stopping && calls.is_empty() {
             return Ok(());
@@ -186,13 +189,7 @@ impl reqwest::dns::Resolve for Guarded {
 }
 
 /// One delivery's call and what it leads to.
-async fn call(
-    client: &reqwest::Client,
-    keys: &Keys,
-    allow: &Allow,
-    timeout: Duration,
-    d: DueDelivery,
-) -> Attempt {
+async fn call(client: &reqwest::Client, how: &Delivery, d: DueDelivery) -> Attempt {
     let started = Instant::now();
     let at = clock::now_ms();
     let (status, error) = match &d.event {
@@ -200,9 +197,9 @@ async fn call(
             None,
             Some("the event was pruned before it could be delivered".into()),
         ),
-        Some(event) => match literal_refused(&d.url, allow) {
+        Some(event) => match literal_refused(&d.url, &how.allow) {
             Some(why) => (None, Some(why)),
-            None => post(client, keys, &d, event, timeout).await,
+            None => post(client, &how.keys, &d, event, how.timeout).await,
         },
     };
     let ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -213,7 +210,8 @@ async fn call(
     } else if d.event.is_none() {
         NextStep::Drop
     } else {
-        match outhooks::next_attempt(d.attempts, d.created_at, now, jitter(d.id, d.attempts)) {
+        let (window, jitter) = ((d.created_at, now), jitter(d.id, d.attempts));
+        match outhooks::next_attempt(d.attempts, how.retry_base, window, jitter) {
             Some(t) => NextStep::RetryAt(t),
             None => NextStep::Drop,
         }
