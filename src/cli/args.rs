@@ -608,6 +608,7 @@ pub enum EventsCmd {
 pub enum EndpointCmd {
     /// Add an endpoint; prints its signing secret once (`whsec_…`).
     Add {
+        /// Account id or name.
         #[arg(long)]
         account: String,
         /// Where to POST events (http:// or https://).
@@ -622,56 +623,76 @@ pub enum EndpointCmd {
     },
     /// The account's endpoints: id, status, url, types, deliveries pending, delivered, dropped.
     List {
+        /// Account id or name.
         #[arg(long)]
         account: String,
     },
     /// One endpoint and its latest deliveries (the attempt log's summary).
     Show {
+        /// Account id or name.
         #[arg(long)]
         account: String,
+        /// Endpoint id (from `endpoint list`).
         id: i64,
     },
     /// Change an endpoint: url, types, order, or turn it off and on (`--enable` also restarts
     /// an endpoint the circuit breaker turned off after five days of failures).
     Update {
+        /// Account id or name.
         #[arg(long)]
         account: String,
+        /// Endpoint id (from `endpoint list`).
         id: i64,
+        /// A new URL (checked as at `add`).
         #[arg(long)]
         url: Option<String>,
+        /// Comma-separated event types or families; empty: every event.
         #[arg(long)]
         types: Option<String>,
+        /// Deliver each subject's events one at a time, in order (true or false).
         #[arg(long)]
         ordered: Option<bool>,
+        /// Turn it on again (also after the circuit breaker turned it off).
         #[arg(long, conflicts_with = "disable")]
         enable: bool,
+        /// Turn it off: its events wait until it is enabled.
         #[arg(long)]
         disable: bool,
     },
     /// A new signing secret, printed once; the old one keeps signing beside it for --overlap.
     Rotate {
+        /// Account id or name.
         #[arg(long)]
         account: String,
+        /// Endpoint id (from `endpoint list`).
         id: i64,
+        /// How long the old secret keeps signing beside the new one.
         #[arg(long, default_value = "24h")]
         overlap: String,
     },
     /// Deliver again one event (--event evt_N) or the events with ids from --from to --to.
     Replay {
+        /// Account id or name.
         #[arg(long)]
         account: String,
+        /// Endpoint id (from `endpoint list`).
         id: i64,
+        /// One event id (`evt_812`).
         #[arg(long, conflicts_with_all = ["from", "to"])]
         event: Option<String>,
+        /// The first event id of a range.
         #[arg(long, requires = "to")]
         from: Option<String>,
+        /// The last event id of a range.
         #[arg(long, requires = "from")]
         to: Option<String>,
     },
     /// Remove an endpoint with its deliveries and their log.
     Remove {
+        /// Account id or name.
         #[arg(long)]
         account: String,
+        /// Endpoint id (from `endpoint list`).
         id: i64,
     },
 }

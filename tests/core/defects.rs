@@ -721,7 +721,13 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TABLE message_attachments; DROP TABLE templates;
+            "DROP TRIGGER sends_event; DROP TRIGGER campaigns_event;
+             DROP TRIGGER subscribers_event_insert; DROP TRIGGER subscribers_event_update;
+             DROP TRIGGER list_members_event_insert; DROP TRIGGER list_members_event_update;
+             DROP TRIGGER suppressions_event_insert; DROP TRIGGER suppressions_event_delete;
+             DROP TABLE hook_attempts; DROP TABLE hook_deliveries; DROP TABLE hook_endpoints;
+             DROP TABLE events; ALTER TABLE api_messages DROP COLUMN metadata;
+             DROP TABLE message_attachments; DROP TABLE templates;
              ALTER TABLE message_contents DROP COLUMN template_id;
              DROP TABLE address_collisions; DROP TABLE pending_steps;
              DROP TRIGGER list_members_count_insert; DROP TRIGGER list_members_count_update;

@@ -10,9 +10,11 @@
 //!   capabilities and the classification of their answers.
 //! - `config`: the TOML file routing accounts and channels to providers.
 //! - `metrics`: the process's counters, written in the Prometheus text format by `/metrics`.
+//! - `wire`: an event out as the feed and the webhooks send it (the worker may not call `app`).
 
 pub mod app;
 pub mod config;
 pub mod metrics;
 pub mod provider;
+pub mod wire;
 pub mod worker;

@@ -40,6 +40,8 @@ pub const TYPES: &[&str] = &[
     "suppression.removed",
 ];
 
+/// How long events are kept by default (`events.retention`).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 /// How long a delivery is retried before it is dropped (at least three days).
 pub const RETRY_WINDOW: Duration = Duration::from_secs(3 * 24 * 3600);
 /// An endpoint that has failed every call for this long is turned off (`broken`).

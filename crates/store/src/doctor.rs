@@ -58,6 +58,9 @@ pub struct Inspection {
     /// Rows of `address_collisions` per kind, in byte order, and `pending` when the address
     /// step of the upgrade has not run yet (None: a schema from before that step).
     pub addresses: Option<Part<Vec<(String, u64)>>>,
+    /// Webhook endpoints the circuit breaker turned off: (id, account id) (None: a schema from
+    /// before events out).
+    pub broken_endpoints: Option<Part<Vec<(i64, i64)>>>,
 }
 
 /// Lines of a check's output kept in an inspection.
@@ -146,6 +149,16 @@ pub(crate) fn counts_by(tx: &mut dyn Tx, table: &str, column: &str) -> Part<Vec<
     tx.query(&sql, &[], |r| {
         Ok((r.get(0)?, r.get::<i64>(1)?.max(0) as u64))
     })
+    .map_err(|e| e.message)
+}
+
+/// Webhook endpoints in `broken` (the circuit breaker's), in id order.
+pub(crate) fn broken_endpoints(tx: &mut dyn Tx) -> Part<Vec<(i64, i64)>> {
+    tx.query(
+        "SELECT id, account_id FROM hook_endpoints WHERE status = 'broken' ORDER BY id",
+        &[],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
     .map_err(|e| e.message)
 }
 

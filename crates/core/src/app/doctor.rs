@@ -138,6 +138,7 @@ pub fn run(req: &Request) -> Result<Report> {
         f.push(doubts(&ins));
         f.push(stuck(&ins, &shown));
         f.extend(addresses(&ins, &shown));
+        f.extend(endpoints(&ins));
     }
     f.push(file_modes(db));
     let wal = std::fs::metadata(side(db, "-wal")).map_or(0, |m| m.len());
@@ -443,6 +444,46 @@ fn addresses(ins: &Inspection, db: &str) -> Option<Finding> {
         ),
     };
     Some(finding(name, Level::Ok, detail, None))
+}
+
+/// Webhook endpoints the circuit breaker turned off (events out).
+fn endpoints(ins: &Inspection) -> Option<Finding> {
+    let name = "webhook_endpoints";
+    let broken = match ins.broken_endpoints.as_ref()? {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(finding(
+                name,
+                Level::Fail,
+                e.clone(),
+                Some(SEE_CHECK.into()),
+            ))
+        }
+    };
+    let Some((id, account)) = broken.first() else {
+        return Some(finding(
+            name,
+            Level::Ok,
+            "none turned off by failures".into(),
+            None,
+        ));
+    };
+    let list = broken
+        .iter()
+        .map(|(id, account)| format!("{id} (account {account})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(finding(
+        name,
+        Level::Warn,
+        format!(
+            "turned off after five days of failed deliveries: endpoint {list}; their events wait"
+        ),
+        Some(format!(
+            "fix the receiver, then `sendonce endpoint update --account {account} {id} --enable` \
+             (and `endpoint show` for the attempt log)"
+        )),
+    ))
 }
 
 fn stuck(ins: &Inspection, db: &str) -> Finding {
@@ -793,6 +834,7 @@ fn postgres(req: &Request, ins: &Inspection, shown: String) -> Report {
         f.push(stuck(ins, &shown));
         f.push(pg_guard(ins));
         f.extend(addresses(ins, &shown));
+        f.extend(endpoints(ins));
     }
     for name in [
         "integrity_check",

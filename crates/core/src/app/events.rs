@@ -4,16 +4,17 @@
 //! URLs are checked against the inside-network rules (`outhooks::Allow`) here, when they are
 //! saved, and again by the worker's resolver at every call.
 
+pub use crate::wire::{payload, wire_id};
 use sendonce_domain::clock;
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::links::Keys;
 use sendonce_domain::outhooks::{self, Allow};
 use sendonce_store::prelude::*;
 use sendonce_store::{
-    Cursor, DeliveryRow, EndpointChange, EndpointRow, EventRow, FeedQuery, NewEndpoint, Store,
+    Cursor, DeliveryRow, EndpointChange, EndpointRow, FeedQuery, NewEndpoint, Store,
 };
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use std::net::ToSocketAddrs;
 use std::time::Duration;
 
@@ -22,8 +23,8 @@ pub const MAX_PAGE: usize = 500;
 pub const DEFAULT_PAGE: usize = 100;
 /// Longest a feed read may wait for an event.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
-/// How long events are kept by default, and at least (longer than a delivery's retries).
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
+pub use outhooks::DEFAULT_RETENTION;
+/// How long events are kept at least (longer than a delivery's retries).
 pub const MIN_RETENTION: Duration = Duration::from_secs(4 * 24 * 3600);
 /// How long the secret before a rotation keeps signing by default.
 pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(24 * 3600);
@@ -83,47 +84,6 @@ pub fn settings(file: Option<&crate::config::Config>) -> Result<Settings> {
         retention,
         allow,
         retry_base,
-    })
-}
-
-/// The id an event has on the wire (`webhook-id`, the feed's `id`): stable across retries.
-pub fn wire_id(id: i64) -> String {
-    format!("evt_{id}")
-}
-
-/// The event as the feed and the webhooks send it: `{id, type, timestamp, subject, data}`
-/// (Standard Webhooks' payload shape with our id and subject).
-pub fn payload(e: &EventRow) -> Value {
-    let mut data: Map<String, Value> = match serde_json::from_str(&e.data) {
-        Ok(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    if let Some(s) = &e.send {
-        data.insert("job_id".into(), json!(s.job_id));
-        data.insert("address".into(), json!(s.address));
-        data.insert("channel".into(), json!(s.channel));
-        data.insert("origin".into(), json!(s.origin));
-        if s.origin == "campaign" {
-            data.insert("campaign_id".into(), json!(s.campaign_id));
-        }
-        if let Some(k) = &s.idempotency_key {
-            data.insert("idempotency_key".into(), json!(k));
-        }
-        if let Some(m) = &s.metadata {
-            let v = serde_json::from_str(m).unwrap_or(Value::Null);
-            data.insert("metadata".into(), v);
-        }
-    }
-    if let Some((email, phone)) = &e.subscriber {
-        data.insert("email".into(), json!(email));
-        data.insert("phone".into(), json!(phone));
-    }
-    json!({
-        "id": wire_id(e.id),
-        "type": e.kind,
-        "timestamp": clock::format_ms(e.at),
-        "subject": e.subject,
-        "data": data,
     })
 }
 

@@ -11,7 +11,7 @@
 //! the operator's network is refused unless `events.allow` names it, and redirects are not
 //! followed, so a DNS answer that changed since the endpoint was saved leads nowhere inside.
 
-use crate::app::events::{payload, wire_id};
+use crate::wire::{payload, wire_id};
 use sendonce_domain::clock;
 use sendonce_domain::error::{Error, ErrorKind, Result};
 use sendonce_domain::links::Keys;
@@ -62,7 +62,7 @@ impl Delivery {
             store,
             keys,
             allow,
-            retention: crate::app::events::DEFAULT_RETENTION,
+            retention: outhooks::DEFAULT_RETENTION,
             concurrency: 8,
             timeout: Duration::from_secs(10),
             tick: Duration::from_millis(500),

@@ -26,6 +26,7 @@ fn unopened() -> Inspection {
         server: Some(skipped()),
         ledger: Some(skipped()),
         addresses: None,
+        broken_endpoints: None,
     }
 }
 
@@ -54,6 +55,9 @@ pub fn inspect_database(url: &str, opts: &InspectOptions) -> Inspection {
         doctor::ask_ledger(tx, &mut out, opts);
         out.ledger = Some(doctor::counts_by(tx, "sends", "status"));
         out.addresses = Some(doctor::counts_by(tx, "address_collisions", "kind"));
+        if out.schema_version.as_ref().is_ok_and(|v| *v >= 11) {
+            out.broken_endpoints = Some(doctor::broken_endpoints(tx));
+        }
         Ok(())
     });
     if let Err(e) = asked {

@@ -107,6 +107,7 @@ pub fn inspect_file(path: &Path, opts: &InspectOptions) -> Inspection {
         server: None,
         ledger: None,
         addresses: None,
+        broken_endpoints: None,
     };
     let (c, snapshot) = match open_ro(path) {
         Ok(v) => v,
@@ -134,6 +135,9 @@ pub fn inspect_file(path: &Path, opts: &InspectOptions) -> Inspection {
     doctor::ask_ledger(&mut SqliteTx(&c), &mut out, opts);
     if out.schema_version.as_ref().is_ok_and(|v| *v >= 17) {
         out.addresses = Some(addresses(&c));
+    }
+    if out.schema_version.as_ref().is_ok_and(|v| *v >= 24) {
+        out.broken_endpoints = Some(doctor::broken_endpoints(&mut SqliteTx(&c)));
     }
     drop(c);
     if out.schema_version == Ok(SCHEMA_VERSION) {
