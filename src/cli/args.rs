@@ -670,7 +670,8 @@ pub enum EndpointCmd {
         #[arg(long, default_value = "24h")]
         overlap: String,
     },
-    /// Deliver again one event (--event evt_N) or the events with ids from --from to --to.
+    /// Deliver again one event (--event evt_N), the events with ids from --from to --to, or
+    /// those that happened from --since to --until (RFC 3339 times); at most 10,000.
     Replay {
         /// Account id or name.
         #[arg(long)]
@@ -678,14 +679,20 @@ pub enum EndpointCmd {
         /// Endpoint id (from `endpoint list`).
         id: i64,
         /// One event id (`evt_812`).
-        #[arg(long, conflicts_with_all = ["from", "to"])]
+        #[arg(long, conflicts_with_all = ["from", "to", "since", "until"])]
         event: Option<String>,
         /// The first event id of a range.
-        #[arg(long, requires = "to")]
+        #[arg(long, requires = "to", conflicts_with_all = ["since", "until"])]
         from: Option<String>,
         /// The last event id of a range.
         #[arg(long, requires = "from")]
         to: Option<String>,
+        /// The start of a time range (`2026-12-07T09:00:00Z`).
+        #[arg(long, requires = "until")]
+        since: Option<String>,
+        /// The end of a time range.
+        #[arg(long, requires = "since")]
+        until: Option<String>,
     },
     /// Remove an endpoint with its deliveries and their log.
     Remove {

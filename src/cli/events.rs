@@ -170,7 +170,16 @@ pub(super) fn endpoint(cli: &Cli, cmd: &EndpointCmd) -> Result<Output> {
             event,
             from,
             to,
+            since,
+            until,
         } => {
+            if let (Some(since), Some(until)) = (since, until) {
+                let store = open(cli)?;
+                let account_id = store.resolve_account(account)?;
+                let n = app::replay_times(&store, account_id, *id, since, until)?;
+                let doc = serde_json::json!({ "queued": n });
+                return Ok(Output::ok(doc, format!("{n} deliveries queued")));
+            }
             let number = |t: &str| {
                 t.strip_prefix("evt_")
                     .unwrap_or(t)
@@ -180,7 +189,11 @@ pub(super) fn endpoint(cli: &Cli, cmd: &EndpointCmd) -> Result<Output> {
             let (from, to) = match (event, from, to) {
                 (Some(e), _, _) => (number(e)?, number(e)?),
                 (None, Some(f), Some(t)) => (number(f)?, number(t)?),
-                _ => return Err(Error::invalid("replay needs --event, or --from and --to")),
+                _ => {
+                    return Err(Error::invalid(
+                        "replay needs --event, --from and --to, or --since and --until",
+                    ))
+                }
             };
             let store = open(cli)?;
             let account_id = store.resolve_account(account)?;

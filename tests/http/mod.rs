@@ -11,6 +11,7 @@ pub(crate) mod dashboard_messages;
 pub(crate) mod dashboard_ops;
 #[cfg(feature = "tier1")]
 pub(crate) mod dashboard_tour;
+pub(crate) mod dashboard_webhooks;
 pub(crate) mod events_out;
 pub(crate) mod hooks;
 pub(crate) mod ops_http;

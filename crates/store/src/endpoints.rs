@@ -59,6 +59,15 @@ pub struct EndpointChange<'a> {
     pub rotate: Option<(&'a str, i64)>,
 }
 
+/// Which events a replay delivers again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Event ids `from..=to`.
+    Ids(i64, i64),
+    /// Events that happened from `from` to `to` (ms since the epoch, inclusive).
+    Times(i64, i64),
+}
+
 /// One delivery attempt, as the worker saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
@@ -145,13 +154,13 @@ pub trait Endpoints: Send + Sync {
     ) -> Result<EndpointRow>;
     /// Remove an endpoint with its deliveries and their attempt log.
     fn delete_endpoint(&self, account_id: i64, id: i64) -> Result<()>;
-    /// Deliver again the endpoint's events with ids in `from..=to` that it listens to (at
-    /// most `limit`); returns how many deliveries were queued.
+    /// Deliver again the endpoint's events in `range` (ids, or times in ms) that it listens to
+    /// (at most `limit`); returns how many deliveries were queued.
     fn replay(
         &self,
         account_id: i64,
         id: i64,
-        range: (i64, i64),
+        range: Replay,
         limit: usize,
         now: i64,
     ) -> Result<u64>;
@@ -288,8 +297,9 @@ impl<S: Db> Endpoints for S {
                      ordered = coalesce(?5, ordered),
                      failing_since = CASE WHEN ?6 = 'enabled' THEN NULL ELSE failing_since END,
                      status = coalesce(?6, status),
-                     old_salt = CASE WHEN ?7 IS NULL THEN old_salt ELSE salt END,
-                     old_until = CASE WHEN ?7 IS NULL THEN old_until ELSE ?8 END,
+                     old_salt = CASE WHEN CAST(?7 AS TEXT) IS NULL THEN old_salt ELSE salt END,
+                     old_until = CASE WHEN CAST(?7 AS TEXT) IS NULL THEN old_until
+                                 ELSE CAST(?8 AS BIGINT) END,
                      salt = coalesce(?7, salt), updated_at = ?9
                  WHERE account_id = ?1 AND id = ?2",
                 &args![account_id, id, c.url, &types, c.ordered, c.status, salt, until, now],
@@ -319,16 +329,23 @@ impl<S: Db> Endpoints for S {
         &self,
         account_id: i64,
         id: i64,
-        (from, to): (i64, i64),
+        range: Replay,
         limit: usize,
         now: i64,
     ) -> Result<u64> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (column, from, to) = match range {
+            Replay::Ids(a, b) => ("id", a, b),
+            Replay::Times(a, b) => ("at", a, b),
+        };
         self.write(|tx| {
             let ep = load(tx, account_id, id)?;
             let found: Vec<(i64, String, String)> = tx.query(
-                "SELECT id, type, subject FROM events
-                 WHERE account_id = ?1 AND id BETWEEN ?2 AND ?3 ORDER BY txid, id LIMIT ?4",
+                &format!(
+                    "SELECT id, type, subject FROM events
+                     WHERE account_id = ?1 AND {column} BETWEEN ?2 AND ?3
+                     ORDER BY txid, id LIMIT ?4"
+                ),
                 &args![account_id, from, to, limit],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;

@@ -49,7 +49,7 @@ pub use campaigns::{
 pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
 pub use endpoints::{
     Attempt, DeliveryRow, DeliveryTurn, DueDelivery, EndpointChange, EndpointRow, Endpoints,
-    NewEndpoint, NextStep,
+    NewEndpoint, NextStep, Replay,
 };
 pub use events::{type_matches, Cursor, EventRow, Events, FeedQuery, SendFacts};
 pub use ledger::{

@@ -365,7 +365,26 @@ pub fn replay(store: &Store, account_id: i64, id: i64, from: i64, to: i64) -> Re
             "replay: the range {from}..{to} is empty (to before from)"
         )));
     }
-    store.replay(account_id, id, (from, to), MAX_REPLAY, clock::now_ms())
+    let range = sendonce_store::Replay::Ids(from, to);
+    store.replay(account_id, id, range, MAX_REPLAY, clock::now_ms())
+}
+
+/// Deliver again the events that happened between two times (RFC 3339), at most
+/// [`MAX_REPLAY`] of them.
+pub fn replay_times(
+    store: &Store,
+    account_id: i64,
+    id: i64,
+    since: &str,
+    until: &str,
+) -> Result<u64> {
+    let from = clock::parse_rfc3339_ms(since).map_err(|e| e.context("since"))?;
+    let to = clock::parse_rfc3339_ms(until).map_err(|e| e.context("until"))?;
+    if to < from {
+        return Err(Error::invalid(format!("replay: {until} is before {since}")));
+    }
+    let range = sendonce_store::Replay::Times(from, to);
+    store.replay(account_id, id, range, MAX_REPLAY, clock::now_ms())
 }
 
 /// A delivery as shown.

@@ -25,6 +25,7 @@ pub mod sandbox;
 mod settings;
 mod suppressions;
 mod tokens;
+mod webhooks;
 
 use super::pages::environment_with;
 use super::{blocking, AppState};
@@ -58,6 +59,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         lists::ROUTES,
         suppressions::ROUTES,
         messages::ROUTES,
+        webhooks::ROUTES,
     ]
     .concat()
 }
@@ -73,6 +75,7 @@ pub fn routes() -> axum::Router<AppState> {
         .merge(lists::routes())
         .merge(suppressions::routes())
         .merge(messages::routes())
+        .merge(webhooks::routes())
 }
 
 /// Every dashboard template, by name (auto-escaped), over the pages' templates.
@@ -148,6 +151,19 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "admin/suppressions_remove.html",
         include_str!("templates/suppressions_remove.html"),
+    ),
+    (
+        "admin/webhooks.html",
+        include_str!("templates/webhooks.html"),
+    ),
+    ("admin/webhook.html", include_str!("templates/webhook.html")),
+    (
+        "admin/webhook_secret.html",
+        include_str!("templates/webhook_secret.html"),
+    ),
+    (
+        "admin/webhook_delete.html",
+        include_str!("templates/webhook_delete.html"),
     ),
 ];
 

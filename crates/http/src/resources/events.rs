@@ -205,7 +205,7 @@ async fn rotate(
     .await?))
 }
 
-/// What to deliver again: one event, or a range of event ids.
+/// What to deliver again: one event, a range of event ids, or the events of a time range.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Replay {
@@ -213,6 +213,9 @@ pub struct Replay {
     event: Option<String>,
     from: Option<String>,
     to: Option<String>,
+    /// RFC 3339 times: the events that happened between them.
+    since: Option<String>,
+    until: Option<String>,
 }
 
 fn event_number(who: &Authed, text: &str) -> Result<i64, ApiError> {
@@ -235,6 +238,15 @@ async fn replay(
     writing(&who)?;
     let (account, id) = (who.caller.account_id, id_of(&who, "webhook", &id)?);
     let b = body(&who, b)?;
+    if let (Some(since), Some(until), None, None, None) =
+        (b.since, b.until, &b.event, &b.from, &b.to)
+    {
+        let queued = call(&st, &who, move |s| {
+            app::replay_times(s, account, id, &since, &until)
+        })
+        .await?;
+        return Ok(ok(serde_json::json!({ "queued": queued })));
+    }
     let (from, to) = match (&b.event, &b.from, &b.to) {
         (Some(e), None, None) => {
             let n = event_number(&who, e)?;
@@ -243,7 +255,8 @@ async fn replay(
         (None, Some(f), Some(t)) => (event_number(&who, f)?, event_number(&who, t)?),
         _ => {
             return Err(who.err(Error::invalid(
-                "replay takes either `event` or both `from` and `to` (event ids)",
+                "replay takes `event`, both `from` and `to` (event ids), or both `since` and \
+                 `until` (RFC 3339 times)",
             )))
         }
     };
