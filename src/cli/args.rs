@@ -347,7 +347,8 @@ pub struct BenchArgs {
     pub dir: Option<PathBuf>,
     /// Run one section alone. throughput: sections 1 and 2 (the two-marker loop on the
     /// ledger's table and on a minimal 9-column row, the pipeline with the null and the outbox
-    /// provider), three rounds on fresh files, medians and each round. list-build: list building for --scale subscribers, account-wide
+    /// provider, and with the null provider on a file that records no send events: what the
+    /// events cost), three rounds on fresh files, medians and each round. list-build: list building for --scale subscribers, account-wide
     /// and through three lists overlapping by a third, with the plans of its statements.
     /// http: a load test of `serve --worker` with the fake provider on loopback (--clients,
     /// --seconds): requests/s, p50/p99 latency, deliveries = accepted, duplicates 0.

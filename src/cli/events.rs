@@ -56,72 +56,15 @@ fn types_of(text: Option<&str>) -> Result<Vec<String>> {
 }
 
 pub(super) fn endpoint(cli: &Cli, cmd: &EndpointCmd) -> Result<Output> {
-    let settings = || {
-        let file = sendonce_core::config::Config::load(None)?;
-        app::settings(file.as_ref())
-    };
     match cmd {
         EndpointCmd::Add {
             account,
             url,
             types,
             ordered,
-        } => {
-            let store = open(cli)?;
-            let account_id = store.resolve_account(account)?;
-            let input = EndpointInput {
-                url: url.clone(),
-                types: types_of(types.as_deref())?,
-                ordered: *ordered,
-            };
-            let keys = keys_if_set()?;
-            let made = app::create_endpoint(
-                &store,
-                keys.as_ref(),
-                &settings()?.allow,
-                account_id,
-                &input,
-            )?;
-            secret_once(cli, &made.endpoint, "added");
-            Ok(Output::ok(to_json(&made), made.secret.clone()))
-        }
-        EndpointCmd::List { account } => {
-            let store = open_read_only(cli)?;
-            let all = app::endpoints(&store, store.resolve_account(account)?)?;
-            let mut text = String::from("ID\tSTATUS\tURL\tTYPES\tPENDING\tDELIVERED\tDROPPED");
-            for e in &all {
-                text.push_str(&format!("\n{}", row(e)));
-            }
-            Ok(Output::ok(to_json(&all), text))
-        }
-        EndpointCmd::Show { account, id } => {
-            let store = open_read_only(cli)?;
-            let account_id = store.resolve_account(account)?;
-            let e = app::endpoint(&store, account_id, *id)?;
-            let d = app::deliveries(&store, account_id, *id)?;
-            let mut text = format!(
-                "ID\tSTATUS\tURL\tTYPES\tPENDING\tDELIVERED\tDROPPED\n{}\n\n\
-                 DELIVERY\tEVENT\tSTATUS\tATTEMPTS\tLAST\tNEXT",
-                row(&e)
-            );
-            for x in &d {
-                let last = match (&x.last_status, &x.last_error) {
-                    (Some(s), _) => format!("HTTP {s}"),
-                    (None, Some(err)) => err.clone(),
-                    (None, None) => "-".into(),
-                };
-                text.push_str(&format!(
-                    "\n{}\t{}\t{}\t{}\t{last}\t{}",
-                    x.id,
-                    x.event,
-                    x.status,
-                    x.attempts,
-                    clock::format_ms(x.next_at)
-                ));
-            }
-            let doc = serde_json::json!({ "endpoint": e, "deliveries": d });
-            Ok(Output::ok(doc, text))
-        }
+        } => add(cli, account, url, types.as_deref(), *ordered),
+        EndpointCmd::List { account } => list(cli, account),
+        EndpointCmd::Show { account, id } => show(cli, account, *id),
         EndpointCmd::Update {
             account,
             id,
@@ -131,8 +74,6 @@ pub(super) fn endpoint(cli: &Cli, cmd: &EndpointCmd) -> Result<Output> {
             enable,
             disable,
         } => {
-            let store = open(cli)?;
-            let account_id = store.resolve_account(account)?;
             let u = EndpointUpdate {
                 url: url.clone(),
                 types: types.as_deref().map(|t| types_of(Some(t))).transpose()?,
@@ -143,6 +84,7 @@ pub(super) fn endpoint(cli: &Cli, cmd: &EndpointCmd) -> Result<Output> {
                     _ => None,
                 },
             };
+            let (store, account_id) = writing(cli, account)?;
             let e = app::update_endpoint(&store, &settings()?.allow, account_id, *id, &u)?;
             Ok(Output::ok(to_json(&e), row(&e)))
         }
@@ -150,20 +92,7 @@ pub(super) fn endpoint(cli: &Cli, cmd: &EndpointCmd) -> Result<Output> {
             account,
             id,
             overlap,
-        } => {
-            let overlap = clock::parse_duration_in(
-                "--overlap",
-                overlap,
-                std::time::Duration::ZERO,
-                clock::MAX_DURATION,
-            )?;
-            let store = open(cli)?;
-            let account_id = store.resolve_account(account)?;
-            let keys = keys_if_set()?;
-            let r = app::rotate_endpoint(&store, keys.as_ref(), account_id, *id, overlap)?;
-            secret_once(cli, &r.endpoint, "rotated");
-            Ok(Output::ok(to_json(&r), r.secret.clone()))
-        }
+        } => rotate(cli, account, *id, overlap),
         EndpointCmd::Replay {
             account,
             id,
@@ -173,42 +102,133 @@ pub(super) fn endpoint(cli: &Cli, cmd: &EndpointCmd) -> Result<Output> {
             since,
             until,
         } => {
-            if let (Some(since), Some(until)) = (since, until) {
-                let store = open(cli)?;
-                let account_id = store.resolve_account(account)?;
-                let n = app::replay_times(&store, account_id, *id, since, until)?;
-                let doc = serde_json::json!({ "queued": n });
-                return Ok(Output::ok(doc, format!("{n} deliveries queued")));
-            }
-            let number = |t: &str| {
-                t.strip_prefix("evt_")
-                    .unwrap_or(t)
-                    .parse::<i64>()
-                    .map_err(|_| Error::invalid(format!("{t:?} is not an event id (evt_…)")))
-            };
-            let (from, to) = match (event, from, to) {
-                (Some(e), _, _) => (number(e)?, number(e)?),
-                (None, Some(f), Some(t)) => (number(f)?, number(t)?),
-                _ => {
-                    return Err(Error::invalid(
-                        "replay needs --event, --from and --to, or --since and --until",
-                    ))
-                }
-            };
-            let store = open(cli)?;
-            let account_id = store.resolve_account(account)?;
-            let n = app::replay(&store, account_id, *id, from, to)?;
-            let doc = serde_json::json!({ "queued": n });
-            Ok(Output::ok(doc, format!("{n} deliveries queued")))
+            let range = (event.as_deref(), from.as_deref(), to.as_deref());
+            replay(
+                cli,
+                account,
+                *id,
+                range,
+                (since.as_deref(), until.as_deref()),
+            )
         }
         EndpointCmd::Remove { account, id } => {
-            let store = open(cli)?;
-            let account_id = store.resolve_account(account)?;
+            let (store, account_id) = writing(cli, account)?;
             app::delete_endpoint(&store, account_id, *id)?;
             let doc = serde_json::json!({ "removed": id });
             Ok(Output::ok(doc, format!("endpoint {id} removed")))
         }
     }
+}
+
+/// The `[events]` settings of the config file found (and the environment).
+fn settings() -> Result<app::Settings> {
+    let file = sendonce_core::config::Config::load(None)?;
+    app::settings(file.as_ref())
+}
+
+/// The store opened for writing and the account's id.
+fn writing(cli: &Cli, account: &str) -> Result<(std::sync::Arc<sendonce_store::Store>, i64)> {
+    let store = open(cli)?;
+    let account_id = store.resolve_account(account)?;
+    Ok((store, account_id))
+}
+
+fn add(cli: &Cli, account: &str, url: &str, types: Option<&str>, ordered: bool) -> Result<Output> {
+    let input = EndpointInput {
+        url: url.to_string(),
+        types: types_of(types)?,
+        ordered,
+    };
+    let keys = keys_if_set()?;
+    let allow = settings()?.allow;
+    let (store, account_id) = writing(cli, account)?;
+    let made = app::create_endpoint(&store, keys.as_ref(), &allow, account_id, &input)?;
+    secret_once(cli, &made.endpoint, "added");
+    Ok(Output::ok(to_json(&made), made.secret.clone()))
+}
+
+fn list(cli: &Cli, account: &str) -> Result<Output> {
+    let store = open_read_only(cli)?;
+    let all = app::endpoints(&store, store.resolve_account(account)?)?;
+    let mut text = String::from("ID\tSTATUS\tURL\tTYPES\tPENDING\tDELIVERED\tDROPPED");
+    for e in &all {
+        text.push_str(&format!("\n{}", row(e)));
+    }
+    Ok(Output::ok(to_json(&all), text))
+}
+
+fn show(cli: &Cli, account: &str, id: i64) -> Result<Output> {
+    let store = open_read_only(cli)?;
+    let account_id = store.resolve_account(account)?;
+    let e = app::endpoint(&store, account_id, id)?;
+    let d = app::deliveries(&store, account_id, id)?;
+    let mut text = format!(
+        "ID\tSTATUS\tURL\tTYPES\tPENDING\tDELIVERED\tDROPPED\n{}\n\n\
+         DELIVERY\tEVENT\tSTATUS\tATTEMPTS\tLAST\tNEXT",
+        row(&e)
+    );
+    for x in &d {
+        let last = match (&x.last_status, &x.last_error) {
+            (Some(s), _) => format!("HTTP {s}"),
+            (None, Some(err)) => err.clone(),
+            (None, None) => "-".into(),
+        };
+        text.push_str(&format!(
+            "\n{}\t{}\t{}\t{}\t{last}\t{}",
+            x.id,
+            x.event,
+            x.status,
+            x.attempts,
+            clock::format_ms(x.next_at)
+        ));
+    }
+    let doc = serde_json::json!({ "endpoint": e, "deliveries": d });
+    Ok(Output::ok(doc, text))
+}
+
+fn rotate(cli: &Cli, account: &str, id: i64, overlap: &str) -> Result<Output> {
+    let overlap = clock::parse_duration_in(
+        "--overlap",
+        overlap,
+        std::time::Duration::ZERO,
+        clock::MAX_DURATION,
+    )?;
+    let keys = keys_if_set()?;
+    let (store, account_id) = writing(cli, account)?;
+    let r = app::rotate_endpoint(&store, keys.as_ref(), account_id, id, overlap)?;
+    secret_once(cli, &r.endpoint, "rotated");
+    Ok(Output::ok(to_json(&r), r.secret.clone()))
+}
+
+/// `--event`, `--from`/`--to` (event ids) or `--since`/`--until` (times).
+fn replay(
+    cli: &Cli,
+    account: &str,
+    id: i64,
+    ids: (Option<&str>, Option<&str>, Option<&str>),
+    times: (Option<&str>, Option<&str>),
+) -> Result<Output> {
+    let number = |t: &str| {
+        t.strip_prefix("evt_")
+            .unwrap_or(t)
+            .parse::<i64>()
+            .map_err(|_| Error::invalid(format!("{t:?} is not an event id (evt_…)")))
+    };
+    let (store, account_id) = writing(cli, account)?;
+    let n = match (ids, times) {
+        (_, (Some(since), Some(until))) => app::replay_times(&store, account_id, id, since, until)?,
+        ((Some(e), _, _), _) => app::replay(&store, account_id, id, number(e)?, number(e)?)?,
+        ((None, Some(f), Some(t)), _) => {
+            app::replay(&store, account_id, id, number(f)?, number(t)?)?
+        }
+        _ => {
+            return Err(Error::invalid(
+                "replay needs --event, --from and --to, or --since and --until",
+            ))
+        }
+    };
+    let doc = serde_json::json!({ "queued": n });
+    Ok(Output::ok(doc, format!("{n} deliveries queued")))
 }
 
 /// Tell on stderr that the secret on stdout is shown this once.

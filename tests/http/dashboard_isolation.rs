@@ -18,6 +18,7 @@ const ACME_MARKS: &[&str] = &[
     "Zorblax Acmeson",
     "blocked.acme@acme-only.example",
     "acme-token-xyzzy",
+    "acme-hook-xyzzy",
 ];
 
 /// An id no row has.
@@ -30,6 +31,7 @@ struct Ids {
     subscriber: String,
     send_id: String,
     token: String,
+    webhook: String,
 }
 
 impl Ids {
@@ -40,6 +42,7 @@ impl Ids {
             subscriber: MISSING.into(),
             send_id: MISSING.into(),
             token: MISSING.into(),
+            webhook: MISSING.into(),
         }
     }
 
@@ -50,6 +53,7 @@ impl Ids {
             "subscriber" => &self.subscriber,
             "send_id" => &self.send_id,
             "token" => &self.token,
+            "webhook" => &self.webhook,
             _ => return None,
         })
     }
@@ -99,7 +103,7 @@ fn id_of(v: &Value) -> String {
 }
 
 /// Two accounts: acme (admin ana) with a list, a subscriber, a campaign sending with one send
-/// in doubt, a suppression and a token; other (admin bo) with nothing.
+/// in doubt, a suppression, a token and a webhook endpoint; other (admin bo) with nothing.
 fn setup() -> (Env, Ids) {
     let env = Env::new();
     env.ok(&["init"]);
@@ -181,8 +185,27 @@ fn setup() -> (Env, Ids) {
         subscriber,
         send_id: send_id.to_string(),
         token,
+        webhook: webhook(&env),
     };
     (env, ids)
+}
+
+/// acme's webhook endpoint (a loopback URL, let in by `SENDONCE_EVENTS_ALLOW`); its id.
+fn webhook(env: &Env) -> String {
+    let out = env
+        .cmd()
+        .env("SENDONCE_EVENTS_ALLOW", "127.0.0.1")
+        .args(["--json", "endpoint", "add", "--account", "acme"])
+        .args(["--url", "http://127.0.0.1:9/acme-hook-xyzzy"])
+        .output()
+        .expect("run sendonce endpoint add");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    id_of(&made)
 }
 
 /// Start campaign `cid`, build its list, lease its one row and record the call's outcome as
@@ -235,6 +258,7 @@ fn snapshot(env: &Env, ids: &Ids) -> Value {
         "subscribers": json(env, &["subscriber", "list", "--account", "acme"]),
         "suppressions": json(env, &["suppress", "list", "--account", "acme"]),
         "tokens": json(env, &["token", "list", "--account", "acme"]),
+        "webhooks": json(env, &["endpoint", "list", "--account", "acme"]),
         "doubts": json(env, &["doubts", "list", "--campaign", &ids.campaign]),
         "admins": json(env, &["admin", "list"]),
     })

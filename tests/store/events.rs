@@ -166,9 +166,9 @@ fn each_change_writes_its_event_the_same_on_both_stores() {
     }
 }
 
-/// Four writers commit 50 suppressions each while a reader pages through the feed with its
-/// cursor (seven at a time): the reader sees each event once, in the feed's order, and in the
-/// end every event there is.
+/// Four writers commit 50 suppressions each (and a fifth, as many for another account) while a
+/// reader pages through the feed with its cursor (seven at a time): the reader sees each of its
+/// account's events once, in the feed's order, none of the other's, and in the end every one.
 #[test]
 fn a_cursor_reader_sees_every_event_once_in_order_while_writers_commit() {
     for b in backends() {
@@ -205,6 +205,11 @@ fn a_cursor_reader_sees_every_event_once_in_order_while_writers_commit() {
                     limit: 7,
                 })
                 .unwrap();
+            assert!(
+                rows.iter().all(|e| e.account_id == acct),
+                "{}: another account's",
+                b.name
+            );
             seen.extend(rows.iter().map(|e| e.cursor()));
             after = next;
         }

@@ -629,7 +629,37 @@ fn pipeline_run(
     provider: Arc<dyn Provider>,
     limit: f64,
 ) -> Result<PipelineRun> {
-    let (_, store) = ws.fresh(&format!("pipeline-{name}.db"))?;
+    pipeline_on(ws, opts, rt, (name, provider), limit, false)
+}
+
+/// The pipeline with the null provider on a database whose send events are not recorded (the
+/// `sends_event` trigger of schema 24 dropped): what one event per send costs, beside
+/// [`pipeline_run`]'s null run in the same round.
+pub(crate) fn pipeline_without_events(
+    ws: &Workspace,
+    opts: &Options,
+    rt: &tokio::runtime::Runtime,
+    limit: f64,
+) -> Result<PipelineRun> {
+    let null: Arc<dyn Provider> = Arc::new(provider::Null::new());
+    pipeline_on(ws, opts, rt, ("null-no-events", null), limit, true)
+}
+
+fn pipeline_on(
+    ws: &Workspace,
+    opts: &Options,
+    rt: &tokio::runtime::Runtime,
+    (name, provider): (&str, Arc<dyn Provider>),
+    limit: f64,
+    without_events: bool,
+) -> Result<PipelineRun> {
+    let (path, store) = ws.fresh(&format!("pipeline-{name}.db"))?;
+    if without_events {
+        let c = rusqlite::Connection::open(&path)
+            .map_err(|e| Error::db(format!("{}: {e}", path.display())))?;
+        c.execute_batch("DROP TRIGGER sends_event")
+            .map_err(|e| Error::db(format!("dropping sends_event: {e}")))?;
+    }
     let _cid = setup_campaign(&store, opts.recipients)?;
     store.checkpoint_truncate()?;
     let ledger: Arc<dyn Ledger> = Arc::new(store.clone());

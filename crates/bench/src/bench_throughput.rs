@@ -20,6 +20,8 @@ pub struct Round {
     pub pipeline_outbox: f64,
     /// CPU microseconds per row of each: limit, minimal, pipeline (null).
     pub cpu_us_per_row: (f64, f64, f64),
+    /// The null pipeline on a database that records no send events: rows/s and CPU µs per row.
+    pub without_events: (f64, f64),
 }
 
 /// The medians of the rounds, and the ratios the targets name (each the median of the
@@ -33,6 +35,9 @@ pub struct Medians {
     pub limit_to_minimal: f64,
     pub pipeline_to_limit: f64,
     pub cpu_us_per_row: (f64, f64, f64),
+    /// CPU per row of the null pipeline with its send events over without them, minus one
+    /// (target <= 0.10).
+    pub events_cpu_cost: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -50,6 +55,7 @@ fn round(opts: &Options, rt: &tokio::runtime::Runtime, n: usize) -> Result<Round
     let ws = Workspace::new(dir.as_deref(), opts.sync)?;
     let limit = bench::limit(&ws, opts)?;
     let (null, outbox) = bench::pipelines(&ws, opts, rt, limit.per_second)?;
+    let bare = bench::pipeline_without_events(&ws, opts, rt, limit.per_second)?;
     let us = |cpu: f64, rows: u64| cpu * 1e6 / rows.max(1) as f64;
     Ok(Round {
         limit: limit.per_second,
@@ -61,6 +67,7 @@ fn round(opts: &Options, rt: &tokio::runtime::Runtime, n: usize) -> Result<Round
             us(limit.minimal_cpu_seconds, limit.minimal_rows),
             us(null.cpu_seconds, null.sent),
         ),
+        without_events: (bare.per_second, us(bare.cpu_seconds, bare.sent)),
     })
 }
 
@@ -85,6 +92,7 @@ pub fn run(opts: &Options, rt: &tokio::runtime::Runtime) -> Result<ThroughputRep
             m(&|r| r.cpu_us_per_row.1),
             m(&|r| r.cpu_us_per_row.2),
         ),
+        events_cpu_cost: m(&|r| r.cpu_us_per_row.2 / r.without_events.1 - 1.0),
     };
     Ok(ThroughputReport {
         machine: bench::machine(load_start),
@@ -119,7 +127,7 @@ impl ThroughputReport {
             "rows/s (cpu µs per row)", "median"
         ));
         let d = &self.medians;
-        let lines: [Line; 4] = [
+        let lines: [Line; 5] = [
             (
                 "1 limit: two markers, ledger's table",
                 d.limit,
@@ -144,6 +152,24 @@ impl ThroughputReport {
                 None,
                 &|r| r.pipeline_outbox,
             ),
+            (
+                "2 pipeline, null, no send events",
+                bench::median(
+                    &self
+                        .rounds
+                        .iter()
+                        .map(|r| r.without_events.0)
+                        .collect::<Vec<_>>(),
+                ),
+                Some(bench::median(
+                    &self
+                        .rounds
+                        .iter()
+                        .map(|r| r.without_events.1)
+                        .collect::<Vec<_>>(),
+                )),
+                &|r| r.without_events.0,
+            ),
         ];
         for (what, median, cpu, f) in lines {
             let what = match cpu {
@@ -159,8 +185,10 @@ impl ThroughputReport {
         }
         t.push_str(&format!(
             "\nlimit / minimal row: {:.2} (target >= 0.80)\npipeline / limit: {:.2} (target >= \
-             0.70)\n",
-            d.limit_to_minimal, d.pipeline_to_limit
+             0.70)\nsend events' CPU per row: {:+.1}% (target <= +10%)\n",
+            d.limit_to_minimal,
+            d.pipeline_to_limit,
+            d.events_cpu_cost * 100.0
         ));
         t.push_str(&format!("\nbench took {:.1} s", self.seconds));
         t

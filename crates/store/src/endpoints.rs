@@ -218,22 +218,16 @@ fn load(tx: &mut dyn Tx, account_id: i64, id: i64) -> Result<EndpointRow> {
     })
 }
 
-/// The newest event of the account a reader may see now: where a new endpoint starts.
+/// The newest event a reader of the account may see now (`Dialect::events_newest`): where a
+/// new endpoint starts.
 fn newest(tx: &mut dyn Tx, account_id: i64) -> Result<Cursor> {
-    let horizon = tx.dialect().events_horizon;
-    let c = tx.query_opt(
-        &format!(
-            "SELECT txid, id FROM events WHERE account_id = ?1 AND txid < {horizon}
-             ORDER BY txid DESC, id DESC LIMIT 1"
-        ),
-        &args![account_id],
-        |r| {
-            Ok(Cursor {
-                txid: r.get(0)?,
-                id: r.get(1)?,
-            })
-        },
-    )?;
+    let sql = tx.dialect().events_newest;
+    let c = tx.query_opt(sql, &args![account_id], |r| {
+        Ok(Cursor {
+            txid: r.get(0)?,
+            id: r.get(1)?,
+        })
+    })?;
     Ok(c.unwrap_or_default())
 }
 
@@ -487,17 +481,16 @@ fn fan_out(tx: &mut dyn Tx, t: &DeliveryTurn<'_>) -> Result<()> {
     for (id, account_id, types, cursor) in endpoints {
         let types: Vec<String> = types.split_whitespace().map(str::to_string).collect();
         let events = scan_after(tx, account_id, cursor, scan)?;
-        let Some((last, _, _)) = events.last() else {
+        let Some(last) = events.last().map(|e| e.cursor) else {
             continue;
         };
-        let last = *last;
-        for (c, kind, subject) in &events {
-            if type_matches(&types, kind) {
+        for e in &events {
+            if e.account_id == account_id && type_matches(&types, &e.kind) {
                 tx.exec(
                     "INSERT INTO hook_deliveries (endpoint_id, event_id, subject, visible_at,
                                                   created_at, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?4, ?4) ON CONFLICT DO NOTHING",
-                    &args![id, c.id, subject, t.now],
+                    &args![id, e.cursor.id, &e.subject, t.now],
                 )?;
             }
         }

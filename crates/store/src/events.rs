@@ -2,7 +2,7 @@
 //! it happen (triggers of `schema/0024_events.sql` for state changes; [`emit`] for delivery
 //! reports, which only the webhook code understands), read back in the feed's order after a
 //! cursor, and pruned in small batches. Written once for both stores; the one difference, which
-//! events a reader may see yet, is `Dialect::events_horizon`.
+//! events a reader may see yet and through which index, is `Dialect::events_scan`.
 
 use crate::sql::{args, Db, Row, Tx};
 use sendonce_domain::error::Result;
@@ -135,9 +135,9 @@ pub fn type_matches(types: &[String], kind: &str) -> bool {
         })
 }
 
-/// Events scanned per feed read at most, matching or not: a read that filters by type stops
-/// there and hands back a cursor past what it looked at.
-const SCAN: i64 = 1000;
+/// Events scanned per feed read at most, matching or not (on SQLite, other accounts' too): a
+/// read stops there and hands back a cursor past what it looked at.
+pub(crate) const SCAN: i64 = 5000;
 
 /// An event a trigger cannot write: a delivery report, in the transaction that records it.
 pub(crate) struct Emit<'a> {
@@ -159,33 +159,36 @@ pub(crate) fn emit(tx: &mut dyn Tx, e: &Emit<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The events after `after` (any account when `account_id` is None) that are safe to read:
-/// up to `SCAN` of them, in the feed's order, without their payload facts.
+/// One event as a scan sees it.
+pub(crate) struct Scanned {
+    pub cursor: Cursor,
+    pub account_id: i64,
+    pub kind: String,
+    pub subject: String,
+}
+
+/// Up to `limit` events after `after` that are safe to read, in the feed's order
+/// (`Dialect::events_scan`: on PostgreSQL the account's, through its index; on SQLite every
+/// account's, through the primary key, which the caller filters: the file keeps no index of
+/// events by account, whose upkeep would cost every send a fifth more CPU).
 pub(crate) fn scan_after(
     tx: &mut dyn Tx,
     account_id: i64,
     after: Cursor,
     limit: i64,
-) -> Result<Vec<(Cursor, String, String)>> {
-    let horizon = tx.dialect().events_horizon;
-    tx.query(
-        &format!(
-            "SELECT txid, id, type, subject FROM events
-             WHERE account_id = ?1 AND (txid, id) > (?2, ?3) AND txid < {horizon}
-             ORDER BY txid, id LIMIT ?4"
-        ),
-        &args![account_id, after.txid, after.id, limit],
-        |r| {
-            Ok((
-                Cursor {
-                    txid: r.get(0)?,
-                    id: r.get(1)?,
-                },
-                r.get(2)?,
-                r.get(3)?,
-            ))
-        },
-    )
+) -> Result<Vec<Scanned>> {
+    let sql = tx.dialect().events_scan;
+    tx.query(sql, &args![account_id, after.txid, after.id, limit], |r| {
+        Ok(Scanned {
+            cursor: Cursor {
+                txid: r.get(0)?,
+                id: r.get(1)?,
+            },
+            account_id: r.get(2)?,
+            kind: r.get(3)?,
+            subject: r.get(4)?,
+        })
+    })
 }
 
 pub(crate) fn rows_by_id(tx: &mut dyn Tx, ids: &[i64]) -> Result<Vec<EventRow>> {
@@ -208,10 +211,10 @@ impl<S: Db> Events for S {
             let scanned = scan_after(tx, q.account_id, q.after, SCAN)?;
             let mut next = q.after;
             let mut ids = Vec::new();
-            for (cursor, kind, _) in scanned {
-                next = cursor;
-                if type_matches(q.types, &kind) {
-                    ids.push(cursor);
+            for e in scanned {
+                next = e.cursor;
+                if e.account_id == q.account_id && type_matches(q.types, &e.kind) {
+                    ids.push(e.cursor);
                     if ids.len() == limit {
                         break;
                     }

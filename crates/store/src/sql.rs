@@ -480,10 +480,14 @@ pub struct Dialect {
     /// `?2` to `?3`, of account `?1` at time `?4`, each with a `city` attribute: counted by a
     /// recursive CTE on SQLite, by `generate_series` on PostgreSQL.
     pub seed_subscribers: &'static str,
-    /// The newest `txid` an events reader may see (exclusive): on PostgreSQL the oldest
-    /// transaction still running, whose events could otherwise appear behind a cursor; on
-    /// SQLite (one writer, ids in commit order) no bound.
-    pub events_horizon: &'static str,
+    /// The events after a cursor (`?1` account, `?2` txid, `?3` id, `?4` limit), in the feed's
+    /// order, that no running transaction can precede: txid, id, account_id, type, subject. On
+    /// PostgreSQL only events of transactions older than the oldest one still running
+    /// (`pg_snapshot_xmin`), whose events could otherwise appear behind a cursor; on SQLite
+    /// (one writer, ids in commit order) no bound.
+    pub events_scan: &'static str,
+    /// The newest event an account's reader may see (`?1` account): txid, id.
+    pub events_newest: &'static str,
 }
 
 /// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock lives elsewhere

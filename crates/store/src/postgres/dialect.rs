@@ -71,7 +71,13 @@ pub static POSTGRES: Dialect = Dialect {
                                              'Maputo'])[i % 5 + 1])::text,
             ?4
        FROM generate_series(CAST(?2 AS BIGINT), CAST(?3 AS BIGINT)) AS i",
-    events_horizon: "pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
+    events_scan: "SELECT txid, id, account_id, type, subject FROM events
+     WHERE account_id = ?1 AND (txid, id) > (?2, ?3)
+       AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+     ORDER BY txid, id LIMIT ?4",
+    events_newest: "SELECT txid, id FROM events
+     WHERE account_id = ?1 AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+     ORDER BY txid DESC, id DESC LIMIT 1",
 };
 
 /// The template variables captured for a recipient: the attributes with the built-in `name`,
