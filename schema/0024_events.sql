@@ -36,6 +36,15 @@ CREATE TRIGGER sends_event AFTER UPDATE OF status ON sends
                         'error', new.last_error));
 END;
 
+-- List building inserts the rows of addresses already suppressed as `suppressed`.
+CREATE TRIGGER sends_event_insert AFTER INSERT ON sends
+    WHEN new.status = 'suppressed' BEGIN
+    INSERT INTO events (account_id, type, subject, at, send_id, data)
+    VALUES (new.account_id, 'send.suppressed', new.job_id, new.updated_at, new.id,
+            json_object('previous', NULL, 'attempts', new.attempts,
+                        'provider_message_id', NULL, 'error', new.last_error));
+END;
+
 CREATE TRIGGER campaigns_event AFTER UPDATE OF status ON campaigns
     WHEN old.status IS NOT new.status AND new.kind = 'campaign'
      AND new.status IN ('sending', 'paused', 'sent', 'cancelled') BEGIN
@@ -58,7 +67,8 @@ CREATE TRIGGER subscribers_event_insert AFTER INSERT ON subscribers
 END;
 
 CREATE TRIGGER subscribers_event_update AFTER UPDATE OF status ON subscribers
-    WHEN old.status IS NOT new.status BEGIN
+    WHEN old.status IS NOT new.status
+     AND new.status IN ('confirmed', 'unsubscribed', 'bounced') BEGIN
     INSERT INTO events (account_id, type, subject, at, subscriber_id, data)
     VALUES (new.account_id,
             CASE new.status WHEN 'confirmed' THEN
@@ -131,8 +141,10 @@ CREATE TABLE hook_endpoints (
 );
 CREATE INDEX hook_endpoints_account ON hook_endpoints(account_id, id);
 
+-- AUTOINCREMENT: an id is never given again (a removed endpoint's leased delivery must not
+-- hand its id and lease token to another delivery while its call is in flight).
 CREATE TABLE hook_deliveries (
-    id           INTEGER PRIMARY KEY,
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
     endpoint_id  INTEGER NOT NULL REFERENCES hook_endpoints(id),
     event_id     INTEGER NOT NULL,
     subject      TEXT NOT NULL,

@@ -38,6 +38,18 @@ CREATE TRIGGER sends_event AFTER UPDATE OF status ON sends FOR EACH ROW
           AND NEW.status IN ('sent', 'failed', 'suppressed', 'in_doubt'))
     EXECUTE FUNCTION sends_event();
 
+-- List building inserts the rows of addresses already suppressed as `suppressed`.
+CREATE FUNCTION sends_event_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO events (account_id, type, subject, at, send_id, data)
+    VALUES (NEW.account_id, 'send.suppressed', NEW.job_id, NEW.updated_at, NEW.id,
+            json_build_object('previous', NULL, 'attempts', NEW.attempts,
+                              'provider_message_id', NULL, 'error', NEW.last_error)::text);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER sends_event_insert AFTER INSERT ON sends FOR EACH ROW
+    WHEN (NEW.status = 'suppressed') EXECUTE FUNCTION sends_event_insert();
+
 CREATE FUNCTION campaigns_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO events (account_id, type, subject, at, data)
@@ -75,7 +87,9 @@ END $$;
 CREATE TRIGGER subscribers_event_insert AFTER INSERT ON subscribers FOR EACH ROW
     WHEN (NEW.status = 'confirmed') EXECUTE FUNCTION subscribers_event();
 CREATE TRIGGER subscribers_event_update AFTER UPDATE OF status ON subscribers FOR EACH ROW
-    WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION subscribers_event();
+    WHEN (OLD.status IS DISTINCT FROM NEW.status
+          AND NEW.status IN ('confirmed', 'unsubscribed', 'bounced'))
+    EXECUTE FUNCTION subscribers_event();
 
 CREATE FUNCTION list_members_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE

@@ -78,7 +78,7 @@ fn all_events(s: &Store, account: i64) -> Vec<sendonce::store::EventRow> {
 }
 
 /// A campaign of three sending: one accepted, one failed for good, one suppressed before its
-/// claim; a suppression added and removed by hand. The events, in order, are the same on both
+/// list was built; a suppression added and removed by hand. The events, in order, are the same on both
 /// stores and name what the feed promises.
 #[test]
 fn each_change_writes_its_event_the_same_on_both_stores() {
@@ -87,9 +87,10 @@ fn each_change_writes_its_event_the_same_on_both_stores() {
         let env = common::Env::new();
         let (s, _own) = (b.fresh)(&env);
         let (acct, cid) = common::started_campaign(&*s, 3);
-        while !s.build_list_chunk(cid, 10).unwrap() {}
+        // Suppressed before the list is built: its row is inserted `suppressed`.
         s.suppress(acct, Channel::Email, "u2@x.com", "complaint", "test")
             .unwrap();
+        while !s.build_list_chunk(cid, 10).unwrap() {}
         let now = now_ms();
         let claimed = s
             .claim(&ClaimRequest {
@@ -153,7 +154,7 @@ fn each_change_writes_its_event_the_same_on_both_stores() {
             "subscriber.subscribed",
             "campaign.started",
             "suppression.added",
-            "send.suppressed u2@x.com address suppressed before claim",
+            "send.suppressed u2@x.com address suppressed before the list was built",
             "send.sent u0@x.com",
             "send.failed u1@x.com mailbox unknown",
             "campaign.finished",
@@ -314,6 +315,7 @@ fn attempt(
     let ok = next == sendonce::store::NextStep::Delivered;
     sendonce::store::Attempt {
         delivery_id: d.id,
+        endpoint_id: d.endpoint_id,
         token: d.token,
         at,
         status: Some(if ok { 200 } else { 503 }),

@@ -218,11 +218,15 @@ fn inside(ip: IpAddr) -> Option<&'static str> {
             }
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_v4(v6) {
                 return inside(IpAddr::V4(v4));
             }
             let first = v6.segments()[0];
-            if v6.is_loopback() {
+            if first == 0x2001 && v6.segments()[1] == 0 {
+                Some("a Teredo address (it tunnels to IPv4)")
+            } else if first & 0xffc0 == 0xfec0 {
+                Some("a site-local address")
+            } else if v6.is_loopback() {
                 Some("a loopback address")
             } else if v6.is_unspecified() {
                 Some("an unspecified address")
@@ -237,6 +241,31 @@ fn inside(ip: IpAddr) -> Option<&'static str> {
             }
         }
     }
+}
+
+/// The IPv4 address an IPv6 one carries and reaches: mapped (`::ffff:a.b.c.d`), compatible
+/// (`::a.b.c.d`), SIIT (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`, `64:ff9b:1::/48`), 6to4
+/// (`2002:AABB:CCDD::/16`).
+fn embedded_v4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let s = v6.segments();
+    let tail = || std::net::Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]));
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let zeros = |n: usize| s[..n].iter().all(|x| *x == 0);
+    let compatible = zeros(6) && !(s[6] == 0 && s[7] <= 1);
+    let siit = zeros(4) && s[4] == 0xffff && s[5] == 0;
+    let nat64 = s[0] == 0x64 && s[1] == 0xff9b && s[2..6].iter().all(|x| *x == 0);
+    let nat64_local = s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1;
+    if compatible || siit || nat64 || nat64_local {
+        return Some(tail());
+    }
+    if s[0] == 0x2002 {
+        return Some(std::net::Ipv4Addr::from(
+            (u32::from(s[1]) << 16) | u32::from(s[2]),
+        ));
+    }
+    None
 }
 
 #[cfg(test)]
@@ -263,11 +292,21 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "::ffff:0:10.0.0.1",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::a00:1",
+            "2002:a9fe:a9fe::1",
+            "2001:0:4136:e378::1",
+            "fec0::1",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(none.refuses(ip).is_some(), "{ip} should be refused");
         }
         assert_eq!(none.refuses("93.184.216.34".parse().unwrap()), None);
+        for public in ["2606:4700::1111", "64:ff9b::5db8:d822", "2002:5db8:d822::1"] {
+            assert_eq!(none.refuses(public.parse().unwrap()), None, "{public}");
+        }
         let allow = Allow::parse("127.0.0.1, 10.0.0.0/8").unwrap();
         assert_eq!(allow.refuses("127.0.0.1".parse().unwrap()), None);
         assert_eq!(allow.refuses("10.9.9.9".parse().unwrap()), None);

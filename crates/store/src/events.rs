@@ -234,15 +234,25 @@ impl<S: Db> Events for S {
     fn prune_events(&self, before: i64, batch: usize) -> Result<u64> {
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
         self.write(|tx| {
-            let finished = "SELECT id FROM hook_deliveries
-                 WHERE status IN ('delivered', 'dropped') AND updated_at < ?1 LIMIT ?2";
-            tx.exec(
-                &format!("DELETE FROM hook_attempts WHERE delivery_id IN ({finished})"),
+            let finished: Vec<i64> = tx.query(
+                "SELECT id FROM hook_deliveries
+                 WHERE status IN ('delivered', 'dropped') AND updated_at < ?1 ORDER BY id LIMIT ?2",
                 &args![before, batch],
+                |r| r.get(0),
+            )?;
+            let json = serde_json::to_string(&finished).unwrap_or_else(|_| "[]".into());
+            let d = tx.dialect();
+            let (attempts, deliveries) = (
+                (d.in_json_ids)("delivery_id", "?1"),
+                (d.in_json_ids)("id", "?1"),
+            );
+            tx.exec(
+                &format!("DELETE FROM hook_attempts WHERE {attempts}"),
+                &args![&json],
             )?;
             tx.exec(
-                &format!("DELETE FROM hook_deliveries WHERE id IN ({finished})"),
-                &args![before, batch],
+                &format!("DELETE FROM hook_deliveries WHERE {deliveries}"),
+                &args![&json],
             )?;
             tx.exec(
                 "DELETE FROM events WHERE id IN (

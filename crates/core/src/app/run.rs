@@ -52,15 +52,14 @@ pub fn links(
         .map_err(|e| Error::invalid(format!("--public-url: {e}")))
 }
 
-/// The webhook deliveries a worker makes beside its sends, when endpoint secrets can be
-/// derived (`SENDONCE_UNSUBSCRIBE_SECRET` set); None otherwise (no endpoint can exist then:
-/// creating one needs the secret).
+/// The webhook deliveries a worker makes beside its sends (and the pruning of old events).
+/// Without `keys` (`SENDONCE_UNSUBSCRIBE_SECRET` unset) it only prunes: endpoint secrets
+/// derive from them.
 pub fn hook_delivery(
     store: &Arc<Store>,
     keys: Option<sendonce_domain::links::Keys>,
     events: &super::events::Settings,
 ) -> Option<worker::hooks::Delivery> {
-    let keys = keys?;
     let mut d = worker::hooks::Delivery::new(store.clone(), keys, events.allow.clone());
     d.retention = events.retention;
     d.retry_base = events.retry_base;

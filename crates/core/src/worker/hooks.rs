@@ -32,7 +32,10 @@ impl<T: Endpoints + Events> HookStore for T {}
 #[derive(Clone)]
 pub struct Delivery {
     pub store: Arc<dyn HookStore>,
-    pub keys: Keys,
+    /// The link keys endpoint secrets derive from; None (no `SENDONCE_UNSUBSCRIBE_SECRET`):
+    /// nothing is delivered (no endpoint can be made without them), old events are still
+    /// pruned.
+    pub keys: Option<Keys>,
     pub allow: Allow,
     /// Events older than this are pruned.
     pub retention: Duration,
@@ -57,7 +60,7 @@ impl std::fmt::Debug for Delivery {
 }
 
 impl Delivery {
-    pub fn new(store: Arc<dyn HookStore>, keys: Keys, allow: Allow) -> Delivery {
+    pub fn new(store: Arc<dyn HookStore>, keys: Option<Keys>, allow: Allow) -> Delivery {
         Delivery {
             store,
             keys,
@@ -88,7 +91,7 @@ pub async fn run(d: Delivery, mut stop: tokio::sync::watch::Receiver<bool>) -> R
         while let Some(r) = calls.try_join_next() {
             done.extend(r.ok());
         }
-        let free = if stopping {
+        let free = if stopping || d.keys.is_none() {
             0
         } else {
             d.concurrency.saturating_sub(calls.len())
@@ -197,9 +200,10 @@ async fn call(client: &reqwest::Client, how: &Delivery, d: DueDelivery) -> Attem
             None,
             Some("the event was pruned before it could be delivered".into()),
         ),
-        Some(event) => match literal_refused(&d.url, &how.allow) {
-            Some(why) => (None, Some(why)),
-            None => post(client, &how.keys, &d, event, how.timeout).await,
+        Some(event) => match (literal_refused(&d.url, &how.allow), &how.keys) {
+            (Some(why), _) => (None, Some(why)),
+            (None, None) => (None, Some("SENDONCE_UNSUBSCRIBE_SECRET is not set".into())),
+            (None, Some(keys)) => post(client, keys, &d, event, how.timeout).await,
         },
     };
     let ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -223,6 +227,7 @@ async fn call(client: &reqwest::Client, how: &Delivery, d: DueDelivery) -> Attem
     }
     Attempt {
         delivery_id: d.id,
+        endpoint_id: d.endpoint_id,
         token: d.token,
         at,
         status,

@@ -67,13 +67,22 @@ pub struct NewForm {
 #[derive(Debug, Deserialize, Default)]
 pub struct Bare {}
 
-/// The replay form's fields: one event id, or a range of them.
+/// The replay form's fields: one event id, a range of them, or a range of times (RFC 3339).
 #[derive(Debug, Deserialize, Default)]
 #[serde(default)]
 pub struct ReplayForm {
     event: String,
     from: String,
     to: String,
+    since: String,
+    until: String,
+}
+
+/// What a replay form asks for.
+#[derive(Debug, PartialEq)]
+enum Asked {
+    Ids(i64, i64),
+    Times(String, String),
 }
 
 /// An endpoint id from the path; anything else is an endpoint that does not exist.
@@ -309,17 +318,26 @@ fn event_number(text: &str) -> Result<i64> {
         .ok_or_else(|| Error::invalid(format!("{t:?} is not an event id (evt_…)")))
 }
 
-/// The (from, to) event ids a replay form names: one event, or both ends of a range.
-fn replay_range(f: &ReplayForm) -> Result<(i64, i64)> {
+/// What a replay form names: one event, both ends of a range of ids, or of times.
+fn replay_range(f: &ReplayForm) -> Result<Asked> {
     let given = |t: &str| !t.trim().is_empty();
-    match (given(&f.event), given(&f.from), given(&f.to)) {
-        (true, false, false) => {
+    let ids = (given(&f.event), given(&f.from), given(&f.to));
+    let times = (given(&f.since), given(&f.until));
+    match (ids, times) {
+        ((true, false, false), (false, false)) => {
             let n = event_number(&f.event)?;
-            Ok((n, n))
+            Ok(Asked::Ids(n, n))
         }
-        (false, true, true) => Ok((event_number(&f.from)?, event_number(&f.to)?)),
+        ((false, true, true), (false, false)) => {
+            Ok(Asked::Ids(event_number(&f.from)?, event_number(&f.to)?))
+        }
+        ((false, false, false), (true, true)) => Ok(Asked::Times(
+            f.since.trim().to_string(),
+            f.until.trim().to_string(),
+        )),
         _ => Err(Error::invalid(
-            "replay takes either one event id, or both a from and a to event id",
+            "replay takes one event id, both a from and a to event id, or both a since and an \
+             until time",
         )),
     }
 }
@@ -333,8 +351,11 @@ async fn replay(
     let done = match endpoint_id(&id) {
         Ok(n) => {
             blocking(&st, move |s| {
-                let (from, to) = replay_range(&f)?;
-                events::replay(s, acct, n, from, to).map(|queued| (n, queued))
+                let queued = match replay_range(&f)? {
+                    Asked::Ids(from, to) => events::replay(s, acct, n, from, to)?,
+                    Asked::Times(since, until) => events::replay_times(s, acct, n, &since, &until)?,
+                };
+                Ok((n, queued))
             })
             .await
         }
@@ -403,20 +424,47 @@ mod tests {
             event: event.into(),
             from: from.into(),
             to: to.into(),
+            ..ReplayForm::default()
         }
     }
 
     #[test]
     fn a_replay_names_one_event_or_a_range() {
-        assert_eq!(replay_range(&form("evt_12", "", "")).ok(), Some((12, 12)));
-        assert_eq!(replay_range(&form(" 7 ", "", "")).ok(), Some((7, 7)));
-        assert_eq!(replay_range(&form("", "evt_3", "evt_9")).ok(), Some((3, 9)));
+        assert_eq!(
+            replay_range(&form("evt_12", "", "")).ok(),
+            Some(Asked::Ids(12, 12))
+        );
+        assert_eq!(
+            replay_range(&form(" 7 ", "", "")).ok(),
+            Some(Asked::Ids(7, 7))
+        );
+        assert_eq!(
+            replay_range(&form("", "evt_3", "evt_9")).ok(),
+            Some(Asked::Ids(3, 9))
+        );
+        let times = ReplayForm {
+            since: "2026-12-07T09:00:00Z".into(),
+            until: "2026-12-07T10:00:00Z".into(),
+            ..ReplayForm::default()
+        };
+        assert_eq!(
+            replay_range(&times).ok(),
+            Some(Asked::Times(
+                "2026-12-07T09:00:00Z".into(),
+                "2026-12-07T10:00:00Z".into()
+            ))
+        );
+        let mixed = ReplayForm {
+            since: "2026-12-07T09:00:00Z".into(),
+            ..form("evt_1", "", "")
+        };
         for bad in [
             form("", "", ""),
             form("evt_1", "evt_1", "evt_2"),
             form("", "evt_1", ""),
             form("evt_x", "", ""),
             form("evt_0", "", ""),
+            mixed,
         ] {
             let e = replay_range(&bad).err();
             assert_eq!(e.map(|e| e.kind), Some(ErrorKind::Invalid), "{bad:?}");

@@ -67,6 +67,7 @@ async fn feed(
     }
     let account = who.caller.account_id;
     let deadline = tokio::time::Instant::now() + wait;
+    let mut after = after;
     loop {
         let types = types.clone();
         let page = call(&st, &who, move |s| {
@@ -76,6 +77,9 @@ async fn feed(
         if !page.events.is_empty() || tokio::time::Instant::now() + POLL > deadline {
             return Ok(ok(page));
         }
+        // Nothing for this reader yet: read on from where the scan stopped (past other
+        // accounts' events and other types), not from the start again.
+        after = app::parse_cursor(&page.next).map_err(|e| who.err(e))?;
         tokio::time::sleep(POLL).await;
     }
 }
