@@ -183,14 +183,20 @@ impl ThroughputReport {
                 each.join(", ")
             ));
         }
-        t.push_str(&format!(
+        t.push_str(&self.ratios());
+        t
+    }
+
+    /// The ratios the targets name, and how long it took.
+    fn ratios(&self) -> String {
+        let d = &self.medians;
+        format!(
             "\nlimit / minimal row: {:.2} (target >= 0.80)\npipeline / limit: {:.2} (target >= \
-             0.70)\nsend events' CPU per row: {:+.1}% (target <= +10%)\n",
+             0.70)\nsend events' CPU per row: {:+.1}% (target <= +10%)\n\nbench took {:.1} s",
             d.limit_to_minimal,
             d.pipeline_to_limit,
-            d.events_cpu_cost * 100.0
-        ));
-        t.push_str(&format!("\nbench took {:.1} s", self.seconds));
-        t
+            d.events_cpu_cost * 100.0,
+            self.seconds
+        )
     }
 }
