@@ -208,12 +208,7 @@ fn replay(
     ids: (Option<&str>, Option<&str>, Option<&str>),
     times: (Option<&str>, Option<&str>),
 ) -> Result<Output> {
-    let number = |t: &str| {
-        t.strip_prefix("evt_")
-            .unwrap_or(t)
-            .parse::<i64>()
-            .map_err(|_| Error::invalid(format!("{t:?} is not an event id (evt_…)")))
-    };
+    let number = app::parse_event_id;
     let (store, account_id) = writing(cli, account)?;
     let n = match (ids, times) {
         (_, (Some(since), Some(until))) => app::replay_times(&store, account_id, id, since, until)?,

@@ -108,6 +108,17 @@ pub fn parse_cursor(text: &str) -> Result<Cursor> {
     Ok(Cursor { txid, id })
 }
 
+/// An event id as a person or a client gives it: `evt_12` (a delivery's `webhook-id`) or `12`.
+pub fn parse_event_id(text: &str) -> Result<i64> {
+    let t = text.trim();
+    t.strip_prefix("evt_")
+        .unwrap_or(t)
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| Error::invalid(format!("{t:?} is not an event id (evt_…)")))
+}
+
 /// Split and check a `types` list (comma-separated).
 pub fn parse_types(text: Option<&str>) -> Result<Vec<String>> {
     let types: Vec<String> = text

@@ -307,17 +307,6 @@ async fn rotate(
     }
 }
 
-/// An event id as typed: `evt_12` or `12`.
-fn event_number(text: &str) -> Result<i64> {
-    let t = text.trim();
-    t.strip_prefix("evt_")
-        .unwrap_or(t)
-        .parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| Error::invalid(format!("{t:?} is not an event id (evt_…)")))
-}
-
 /// What a replay form names: one event, both ends of a range of ids, or of times.
 fn replay_range(f: &ReplayForm) -> Result<Asked> {
     let given = |t: &str| !t.trim().is_empty();
@@ -325,12 +314,13 @@ fn replay_range(f: &ReplayForm) -> Result<Asked> {
     let times = (given(&f.since), given(&f.until));
     match (ids, times) {
         ((true, false, false), (false, false)) => {
-            let n = event_number(&f.event)?;
+            let n = events::parse_event_id(&f.event)?;
             Ok(Asked::Ids(n, n))
         }
-        ((false, true, true), (false, false)) => {
-            Ok(Asked::Ids(event_number(&f.from)?, event_number(&f.to)?))
-        }
+        ((false, true, true), (false, false)) => Ok(Asked::Ids(
+            events::parse_event_id(&f.from)?,
+            events::parse_event_id(&f.to)?,
+        )),
         ((false, false, false), (true, true)) => Ok(Asked::Times(
             f.since.trim().to_string(),
             f.until.trim().to_string(),

@@ -223,14 +223,7 @@ pub struct Replay {
 }
 
 fn event_number(who: &Authed, text: &str) -> Result<i64, ApiError> {
-    text.strip_prefix("evt_")
-        .unwrap_or(text)
-        .parse()
-        .map_err(|_| {
-            who.err(Error::invalid(format!(
-                "{text:?} is not an event id (evt_…)"
-            )))
-        })
+    app::parse_event_id(text).map_err(|e| who.err(e))
 }
 
 async fn replay(
