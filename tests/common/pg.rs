@@ -300,6 +300,23 @@ extern "C" fn stop_shared() {
     }
 }
 
+/// What `schema/postgres/0011_events.sql` made, undone: how a test takes a database back to
+/// schema 10 (put it before the older `UNDO_*`).
+pub const UNDO_0011: &str =
+    "DROP TRIGGER sends_event ON sends; DROP TRIGGER sends_event_insert ON sends;
+     DROP TRIGGER campaigns_event ON campaigns;
+     DROP TRIGGER subscribers_event_insert ON subscribers;
+     DROP TRIGGER subscribers_event_update ON subscribers;
+     DROP TRIGGER list_members_event_insert ON list_members;
+     DROP TRIGGER list_members_event_update ON list_members;
+     DROP TRIGGER suppressions_event ON suppressions;
+     DROP FUNCTION sends_event(); DROP FUNCTION sends_event_insert();
+     DROP FUNCTION campaigns_event(); DROP FUNCTION subscribers_event();
+     DROP FUNCTION list_members_event(); DROP FUNCTION suppressions_event();
+     DROP FUNCTION events_now();
+     DROP TABLE hook_attempts; DROP TABLE hook_deliveries; DROP TABLE hook_endpoints;
+     DROP TABLE events; ALTER TABLE api_messages DROP COLUMN metadata;";
+
 /// What `schema/postgres/0009_stream_all.sql` made, undone (on a database without stream
 /// rows): how a test takes a database back to schema 8.
 pub const UNDO_0009: &str = "DROP INDEX message_contents_notify;

@@ -359,7 +359,12 @@ fn the_postgres_upgrade_folds_hidden_message_campaigns_the_same_way() {
     env.setup_account();
     c.psql(
         &db,
-        &format!("{} {}", crate::common::pg::UNDO_0007, OLD_MESSAGE),
+        &format!(
+            "{} {} {}",
+            crate::common::pg::UNDO_0011,
+            crate::common::pg::UNDO_0007,
+            OLD_MESSAGE
+        ),
     );
     env.ok(&["init"]);
     let got = c.psql(

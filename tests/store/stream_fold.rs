@@ -211,7 +211,12 @@ fn the_postgres_upgrade_folds_confirmations_and_notifications_the_same_way() {
     env.setup_account();
     c.psql(
         &db,
-        &format!("{} {}", crate::common::pg::UNDO_0009, OLD_HIDDEN_PG),
+        &format!(
+            "{} {} {}",
+            crate::common::pg::UNDO_0011,
+            crate::common::pg::UNDO_0009,
+            OLD_HIDDEN_PG
+        ),
     );
     env.ok(&["init"]);
     let got = c.psql(&db, FOLDED);
