@@ -425,6 +425,10 @@ pub enum SubscriberCmd {
         /// list makes the membership pending and queues one confirmation email.
         #[arg(long = "list", value_name = "LIST")]
         lists: Vec<String>,
+        /// The lawful basis of this opt-in (`consent`, `contract`, where and how it was
+        /// given), kept in the consent record `subscriber export` shows.
+        #[arg(long, value_name = "TEXT")]
+        basis: Option<String>,
         #[command(flatten)]
         links: PublicUrlArgs,
     },
@@ -450,6 +454,10 @@ pub enum SubscriberCmd {
         /// makes the memberships pending and queues one confirmation email each.
         #[arg(long = "list", value_name = "LIST")]
         lists: Vec<String>,
+        /// The lawful basis of this opt-in (`consent`, `contract`, where and how it was
+        /// given), kept in the consent record `subscriber export` shows.
+        #[arg(long, value_name = "TEXT")]
+        basis: Option<String>,
         #[command(flatten)]
         links: PublicUrlArgs,
     },
@@ -501,6 +509,31 @@ pub enum SubscriberCmd {
         account: String,
         /// Subscriber id, email address or phone number.
         subscriber: String,
+    },
+    /// Print everything held about one subscriber as JSON: its row, memberships, consent
+    /// records, suppressions, sends (with the variables captured and a hash of the content),
+    /// API messages and events. Removed and erased subscribers included.
+    Export {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Subscriber id, email address or phone number.
+        subscriber: String,
+    },
+    /// Erase a subscriber's personal data everywhere the database holds it (name,
+    /// attributes, addresses, captured variables, API message content and metadata, consent
+    /// records, events). Each address is kept only as its SHA-256, suppressed, so it is never
+    /// sent to or added again (`suppress remove` lifts that). Irreversible; see
+    /// docs/privacy.md for what is kept and why.
+    Erase {
+        /// Account id or name.
+        #[arg(long)]
+        account: String,
+        /// Subscriber id, email address or phone number.
+        subscriber: String,
+        /// Confirm: erasure cannot be undone.
+        #[arg(long)]
+        yes: bool,
     },
 }
 

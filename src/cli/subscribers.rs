@@ -1,11 +1,12 @@
 //! `sendonce subscriber ...`: flags parsed into the inputs of `app::subscribers` (add, import,
-//! list, show, update, remove), its outputs printed as text or one JSON document.
+//! list, show, update, remove) and `app::privacy` (export, erase), its outputs printed as text
+//! or one JSON document.
 
 use super::args::{Cli, PublicUrlArgs, SubscriberCmd};
 use super::{open, open_read_only, to_json, Output};
-use sendonce_core::app::import;
 use sendonce_core::app::subscribers::{self, ImportRequest, Page, Update};
-use sendonce_domain::error::Result;
+use sendonce_core::app::{import, privacy};
+use sendonce_domain::error::{Error, Result};
 
 pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
     match cmd {
@@ -17,19 +18,21 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             attrs,
             status,
             lists,
+            basis,
             links,
         } => {
             let attrs = attrs
                 .iter()
                 .map(|a| import::parse_attr(a))
                 .collect::<Result<Vec<_>>>()?;
-            let s = import::subscriber(
+            let mut s = import::subscriber(
                 email.as_deref(),
                 phone.as_deref(),
                 name.as_deref(),
                 Some(status),
                 &attrs,
             )?;
+            s.consent = Some(privacy::declared("cli", basis.as_deref())?);
             let links = confirm_links(lists, links)?;
             let added = subscribers::add(&*open(cli)?, account, &s, lists, links.as_ref())?;
             Ok(Output::ok(to_json(&added), added.id.to_string()))
@@ -41,6 +44,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             delimiter,
             encoding,
             lists,
+            basis,
             links,
         } => {
             let format = import::CsvFormat {
@@ -55,6 +59,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 format,
                 lists,
                 links: confirm.as_ref(),
+                consent: Some(privacy::declared("import", basis.as_deref())?),
             };
             imported(subscribers::import_csv(&*open(cli)?, &req)?)
         }
@@ -139,10 +144,42 @@ fn change(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
             );
             Ok(Output::ok(to_json(&r), text))
         }
-        // Handled by `command`, which sends only the three above here.
-        SubscriberCmd::Add { .. } | SubscriberCmd::Import { .. } | SubscriberCmd::List { .. } => {
-            command(cli, cmd)
+        other => personal(cli, other),
+    }
+}
+
+/// `export` and `erase`: a subscriber's data on request.
+fn personal(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
+    match cmd {
+        SubscriberCmd::Export {
+            account,
+            subscriber,
+        } => {
+            let data = privacy::export(&*open_read_only(cli)?, account, subscriber)?;
+            let text = serde_json::to_string_pretty(&data).unwrap_or_default();
+            Ok(Output::ok(data, text))
         }
+        SubscriberCmd::Erase {
+            account,
+            subscriber,
+            yes,
+        } => {
+            if !yes {
+                return Err(Error::invalid(
+                    "erasure cannot be undone: add --yes to erase this subscriber's data \
+                     (`subscriber export` first keeps a copy); nothing was changed",
+                ));
+            }
+            let e = privacy::erase(&*open(cli)?, account, subscriber)?;
+            let text = format!(
+                "subscriber {} erased: {} sends, {} API messages, {} consent records, {} \
+                 events changed; its addresses stay suppressed by their SHA-256",
+                e.subscriber_id, e.sends, e.api_messages, e.consents, e.events
+            );
+            Ok(Output::ok(to_json(&e), text))
+        }
+        // Handled by `command` and `change`, which send only the two above here.
+        _ => command(cli, cmd),
     }
 }
 

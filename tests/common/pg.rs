@@ -300,6 +300,10 @@ extern "C" fn stop_shared() {
     }
 }
 
+/// What `schema/postgres/0012_privacy.sql` made, undone: how a test takes a database back to
+/// schema 11 (put it before the older `UNDO_*`).
+pub const UNDO_0012: &str = "DROP TABLE consents;";
+
 /// What `schema/postgres/0011_events.sql` made, undone: how a test takes a database back to
 /// schema 10 (put it before the older `UNDO_*`).
 pub const UNDO_0011: &str =

@@ -721,7 +721,8 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TRIGGER sends_event; DROP TRIGGER sends_event_insert; DROP TRIGGER campaigns_event;
+            "DROP TABLE consents;
+             DROP TRIGGER sends_event; DROP TRIGGER sends_event_insert; DROP TRIGGER campaigns_event;
              DROP TRIGGER subscribers_event_insert; DROP TRIGGER subscribers_event_update;
              DROP TRIGGER list_members_event_insert; DROP TRIGGER list_members_event_update;
              DROP TRIGGER suppressions_event_insert; DROP TRIGGER suppressions_event_delete;

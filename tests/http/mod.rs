@@ -16,6 +16,7 @@ pub(crate) mod events_out;
 pub(crate) mod hooks;
 pub(crate) mod ops_http;
 pub(crate) mod optin;
+pub(crate) mod privacy;
 pub(crate) mod serve;
 pub(crate) mod serve_flood;
 pub(crate) mod stream;

@@ -2516,6 +2516,7 @@ fn filter_fixture(s: &Store) -> (i64, Vec<(i64, String)>) {
             name: name.map(str::to_string),
             status: status.to_string(),
             attrs: attrs.to_string(),
+            consent: None,
         };
         let id = s.add_subscriber(acct, &sub, &[]).unwrap();
         out.push((id, email.or(phone).unwrap_or_default().to_lowercase()));

@@ -60,6 +60,17 @@ pub struct Config {
     /// Events out: the feed's retention and where webhook deliveries may go.
     #[serde(default)]
     pub events: EventsFile,
+    /// Consent records: how much of a client's address they keep.
+    #[serde(default)]
+    pub privacy: PrivacyFile,
+}
+
+/// `[privacy]`: how much of a client's IP address a consent record keeps.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivacyFile {
+    /// `store`, `truncate` (the default: IPv4 /24, IPv6 /48) or `omit`.
+    pub consent_ip: Option<String>,
 }
 
 /// `[events]`: how long events are kept, and the inside networks webhook deliveries may reach
@@ -225,6 +236,7 @@ impl Config {
             "events.retention" => self.events.retention.clone(),
             "events.allow" => self.events.allow.clone(),
             "events.retry_base" => self.events.retry_base.clone(),
+            "privacy.consent_ip" => self.privacy.consent_ip.clone(),
             _ => None,
         }
     }
@@ -373,6 +385,12 @@ pub const SETTINGS: &[Setting] = &[
         env: "SENDONCE_EVENTS_RETRY_BASE",
         flag: "",
         default: Some("5s"),
+    },
+    Setting {
+        key: "privacy.consent_ip",
+        env: "SENDONCE_PRIVACY_CONSENT_IP",
+        flag: "",
+        default: Some("truncate"),
     },
 ];
 

@@ -177,9 +177,40 @@ pub fn normalize_for(channel: Channel, input: &str) -> Result<String> {
     }
 }
 
+/// The prefix of an erased address's stored form.
+pub const ERASED_PREFIX: &str = "sha256:";
+
+/// What `subscriber erase` keeps of a normalised address: `sha256:` and the lower-case hex
+/// SHA-256 of it. It is kept as the suppression, the subscriber's and its sends' address, so
+/// that the same address, given again, is recognised (and never sent to) without being
+/// stored. Pseudonymous, not anonymous: whoever holds the address can compute the same form
+/// (docs/privacy.md).
+pub fn erased_form(normalised: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(normalised.as_bytes());
+    format!("{ERASED_PREFIX}{}", crate::bounce_auth::hex(&digest))
+}
+
+/// Whether a stored address is the form [`erased_form`] made.
+pub fn is_erased_form(stored: &str) -> bool {
+    stored.starts_with(ERASED_PREFIX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn erased_form_is_the_hex_sha256() {
+        // echo -n alice@example.com | sha256sum
+        assert_eq!(
+            erased_form("alice@example.com"),
+            "sha256:ff8d9819fc0e12bf0d24892e45987e249a28dce836a85cad60e28eaaa8c6d976"
+        );
+        assert!(is_erased_form(&erased_form("+14155550100")));
+        assert!(normalize_email(&erased_form("a@b.org")).is_err());
+        assert!(normalize_phone(&erased_form("+14155550100")).is_err());
+    }
 
     #[test]
     fn emails() {

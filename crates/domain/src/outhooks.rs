@@ -31,6 +31,7 @@ pub const TYPES: &[&str] = &[
     "subscriber.confirmed",
     "subscriber.unsubscribed",
     "subscriber.bounced",
+    "subscriber.erased",
     "campaign.started",
     "campaign.paused",
     "campaign.resumed",

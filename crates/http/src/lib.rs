@@ -62,6 +62,8 @@ pub struct Settings {
     pub ops: Ops,
     /// Events out: retention and the networks webhook deliveries may reach.
     pub events: sendonce_core::app::events::Settings,
+    /// How much of a client's address a consent record keeps (`[privacy] consent_ip`).
+    pub consent_ip: sendonce_core::app::privacy::IpPolicy,
 }
 
 /// The server's own configuration as the dashboard's settings page shows it: the database and
@@ -108,6 +110,8 @@ pub struct AppState {
     pub wake: Option<Arc<tokio::sync::Notify>>,
     /// Events out: where webhook endpoints may point.
     pub events: Arc<sendonce_core::app::events::Settings>,
+    /// How much of a client's address a consent record keeps.
+    pub consent_ip: sendonce_core::app::privacy::IpPolicy,
 }
 
 /// Run `f` on the store on a blocking thread (no statement is held across an `.await`).
@@ -274,6 +278,7 @@ pub fn serve(
             links: s.links.take().map(Arc::new),
             ops: Arc::new(std::mem::take(&mut s.ops)),
             events: Arc::new(std::mem::take(&mut s.events)),
+            consent_ip: s.consent_ip,
         };
         let app = router(st, &s);
         bound(addr);

@@ -5,7 +5,7 @@
 
 use crate::shared::require_account;
 use crate::sql::{args, Db, Tx};
-use crate::{lists, optin};
+use crate::{lists, optin, privacy};
 use sendonce_domain::error::{Error, ErrorKind, Result};
 use sendonce_domain::links::Links;
 use std::collections::BTreeSet;
@@ -19,6 +19,9 @@ pub struct NewSubscriber {
     pub status: String,
     /// JSON object text.
     pub attrs: String,
+    /// The opt-in to record with it (`privacy::record_consent`): one record per list it
+    /// joins, or one naming no list.
+    pub consent: Option<crate::Consent>,
 }
 
 /// A row an import skipped, with its line number and why.
@@ -130,16 +133,31 @@ fn add_to_lists(
     // Everything that would refuse a confirmation is checked before anything is written (a
     // skipped import row leaves nothing behind).
     optin::can_confirm(tx, account_id, s, lists, links)?;
+    let norm = s.email.as_ref().map(|e| e.1.as_str());
+    privacy::refuse_erased(tx, account_id, norm, s.phone.as_deref())?;
     if !lists.is_empty() {
         if let Some((id, false)) = existing_subscriber(tx, account_id, s)? {
             lists::join_lists(tx, id, lists, links)?;
+            consent(tx, account_id, id, s, lists)?;
             return Ok((id, false));
         }
     }
     let id = insert_subscriber(tx, account_id, s)?;
     lists::join_lists(tx, id, lists, links)?;
     optin::pending_until_confirmed(tx, id, lists)?;
+    consent(tx, account_id, id, s, lists)?;
     Ok((id, true))
+}
+
+/// The consent `s` carries, recorded for subscriber `id`.
+fn consent(tx: &mut dyn Tx, account: i64, id: i64, s: &NewSubscriber, lists: &[i64]) -> Result<()> {
+    match &s.consent {
+        Some(c) => {
+            let now = sendonce_domain::clock::now_ms();
+            privacy::record_consent(tx, account, id, lists, c, now)
+        }
+        None => Ok(()),
+    }
 }
 
 /// Insert one subscriber (or revive a removed one under its old id), naming the conflicting

@@ -23,6 +23,7 @@ mod normalise;
 mod notify;
 mod optin;
 mod pages;
+mod privacy;
 mod ratelimit;
 mod segment;
 mod shared;
@@ -65,6 +66,10 @@ pub use logins::{role, LoginRow, Logins, NewLogin, SessionRow, OPERATOR};
 pub use messages::{Answer, MessageRow, MessageSearch, Messages, NewMessage, Submitted};
 pub use notify::{notify_job_id, Notifications, NotifyRow};
 pub use optin::{Confirmation, MemberKey, MemberState, Optin};
+pub use privacy::{
+    ApiMessageRow, Consent, ConsentRow, Erased, EventRecord, MembershipRow, PersonData, PersonRow,
+    Privacy, Seen, SendRow,
+};
 pub use ratelimit::{refill, Grant, RateLimits};
 pub use sqlite::{APPLICATION_ID, SCHEMA_VERSION};
 pub use suppressions::{Suppression, SuppressionPage, Suppressions};
@@ -102,6 +107,7 @@ pub mod prelude {
     pub use super::Messages as _;
     pub use super::Notifications as _;
     pub use super::Optin as _;
+    pub use super::Privacy as _;
     pub use super::RateLimits as _;
     pub use super::Suppressions as _;
     pub use super::Templates as _;

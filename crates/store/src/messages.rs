@@ -165,10 +165,10 @@ fn existing_key(
 
 /// The subscriber the send row points at: the account's own for this address, or a hidden
 /// one (unsubscribed and removed: listed nowhere, in no campaign) made for the message.
-fn subscriber_for(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<i64> {
+fn subscriber_for(tx: &mut dyn Tx, m: &NewMessage<'_>, to: &str) -> Result<i64> {
     let (email, phone) = match m.channel {
-        Channel::Email => (Some(m.to), None),
-        Channel::Sms => (None, Some(m.to)),
+        Channel::Email => (Some(to), None),
+        Channel::Sms => (None, Some(to)),
     };
     let found: Option<i64> = tx.scalar_opt(
         "SELECT id FROM subscribers WHERE account_id = ?1
@@ -262,6 +262,16 @@ fn content_for(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<i64> {
 /// first (PostgreSQL; SQLite's write lock excludes it).
 fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
     require_account(tx, m.account_id)?;
+    // An erased address is recorded by its `sha256:` form (the row is suppressed at claim),
+    // and what the message would have told about the person is not stored either.
+    let to = crate::privacy::recorded_address(tx, m.account_id, m.channel.as_str(), m.to)?;
+    let withheld;
+    let m = if sendonce_domain::address::is_erased_form(&to) {
+        withheld = crate::privacy::withheld(m);
+        &withheld
+    } else {
+        m
+    };
     let Some(id) = tx.scalar_opt::<i64>(
         "INSERT INTO api_messages (account_id, idempotency_key, request_hash, created_at,
                                    metadata)
@@ -279,7 +289,7 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
         return Ok(None);
     };
     let scope = key_scope(tx, &[("messages_through", id)])?;
-    let sub = subscriber_for(tx, m)?;
+    let sub = subscriber_for(tx, m, &to)?;
     let stream = stream_for(tx, m.account_id, m.channel, m.now)?;
     let content = content_for(tx, m)?;
     let job = model::api_job_id(&scope, m.account_id, id);
@@ -287,7 +297,7 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
         "INSERT INTO sends (account_id, campaign_id, subscriber_id, job_id, address, vars,
                             status, visible_at, created_at, updated_at, message_id)
          VALUES (?1, ?2, ?3, ?4, ?5, '{}', 'queued', ?6, ?6, ?6, ?7) RETURNING id",
-        &args![m.account_id, stream, sub, &job, m.to, m.now, content],
+        &args![m.account_id, stream, sub, &job, &to, m.now, content],
     )?;
     // The row as `Messages::message` would read it now.
     let row = MessageRow {
@@ -295,7 +305,7 @@ fn create(tx: &mut dyn Tx, m: &NewMessage<'_>) -> Result<Option<Submitted>> {
         account_id: m.account_id,
         idempotency_key: m.idempotency_key.to_string(),
         channel: m.channel,
-        to: m.to.to_string(),
+        to,
         job_id: job,
         status: SendStatus::Queued,
         attempts: 0,

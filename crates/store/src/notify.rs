@@ -103,6 +103,9 @@ fn notification_row(
     addr: &str,
     now: i64,
 ) -> Result<()> {
+    // An erased address is recorded by its `sha256:` form: suppressed at claim, not stored.
+    let recorded = crate::privacy::recorded_address(tx, account, n.channel.as_str(), addr)?;
+    let addr = recorded.as_str();
     let (email, phone) = match n.channel {
         Channel::Email => (Some(addr), None),
         Channel::Sms => (None, Some(addr)),
@@ -184,12 +187,20 @@ impl<S: Db> Notifications for S {
         self.read(|tx| {
             let mut out = Vec::new();
             for addr in addresses {
+                let account = tx.scalar_opt::<i64>(
+                    "SELECT id FROM accounts WHERE name = ?1",
+                    &args![ACCOUNT],
+                )?;
+                let recorded = match account {
+                    Some(a) => crate::privacy::recorded_address(tx, a, channel.as_str(), addr)?,
+                    None => addr.clone(),
+                };
                 let row = tx.query_opt(
                     NOTIFICATION_ROW,
-                    &args![ACCOUNT, &nkey, addr, channel],
+                    &args![ACCOUNT, &nkey, &recorded, channel],
                     |r| {
                         Ok(NotifyRow {
-                            job_id: notify_job_id(key, addr),
+                            job_id: notify_job_id(key, &recorded),
                             address: addr.clone(),
                             channel,
                             status: get_at::<SendStatus>(r, 0, "sends.status")?.to_string(),

@@ -61,7 +61,17 @@ pub trait Optin: Send + Sync {
     /// Move the membership from pending to subscribed (a `pending` subscriber becomes
     /// `confirmed`), in one transaction; any other state is left as it is. Returns what the
     /// link found before the change (`None`: no such list in the account).
-    fn confirm(&self, key: &MemberKey<'_>, now: i64) -> Result<Option<Confirmation>>;
+    fn confirm(&self, key: &MemberKey<'_>, now: i64) -> Result<Option<Confirmation>> {
+        self.confirm_seen(key, now, &crate::Seen::default())
+    }
+    /// [`Optin::confirm`], writing who confirmed (the link's client) onto the consent
+    /// records of the membership it confirms.
+    fn confirm_seen(
+        &self,
+        key: &MemberKey<'_>,
+        now: i64,
+        seen: &crate::Seen,
+    ) -> Result<Option<Confirmation>>;
     /// Public list `list_id` (its `public` flag set), whatever the account; `None` otherwise.
     fn public_list(&self, list_id: i64) -> Result<Option<crate::ListRow>>;
 }
@@ -318,7 +328,12 @@ fn find(tx: &mut dyn Tx, key: &MemberKey<'_>, lock: bool) -> Result<Option<(Conf
 }
 
 /// Confirm the membership `key` names inside `tx` (see [`Optin::confirm`]).
-fn confirm_in(tx: &mut dyn Tx, key: &MemberKey<'_>, now: i64) -> Result<Option<Confirmation>> {
+fn confirm_in(
+    tx: &mut dyn Tx,
+    key: &MemberKey<'_>,
+    now: i64,
+    seen: &crate::Seen,
+) -> Result<Option<Confirmation>> {
     let Some((found, sid)) = find(tx, key, true)? else {
         return Ok(None);
     };
@@ -344,6 +359,7 @@ fn confirm_in(tx: &mut dyn Tx, key: &MemberKey<'_>, now: i64) -> Result<Option<C
          WHERE list_id = ?1 AND subscriber_id = ?2 AND confirmed_at IS NULL",
         &args![key.list_id, sid, now],
     )?;
+    crate::privacy::confirm_consent(tx, sid, key.list_id, seen, now)?;
     Ok(Some(found))
 }
 
@@ -352,8 +368,13 @@ impl<S: Db> Optin for S {
         self.read(|tx| Ok(find(tx, key, false)?.map(|(found, _)| found)))
     }
 
-    fn confirm(&self, key: &MemberKey<'_>, now: i64) -> Result<Option<Confirmation>> {
-        self.write(|tx| confirm_in(tx, key, now))
+    fn confirm_seen(
+        &self,
+        key: &MemberKey<'_>,
+        now: i64,
+        seen: &crate::Seen,
+    ) -> Result<Option<Confirmation>> {
+        self.write(|tx| confirm_in(tx, key, now, seen))
     }
 
     fn public_list(&self, list_id: i64) -> Result<Option<crate::ListRow>> {

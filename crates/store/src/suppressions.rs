@@ -5,7 +5,7 @@
 use crate::prefix_bounds;
 use crate::shared::{get_at, require_account};
 use crate::sql::{args, Db, Row};
-use sendonce_domain::address::Channel;
+use sendonce_domain::address::{erased_form, Channel};
 use sendonce_domain::crash;
 use sendonce_domain::error::{Error, Result};
 
@@ -40,12 +40,15 @@ pub trait Suppressions: Send + Sync {
         reason: &str,
         source: &str,
     ) -> Result<bool>;
+    /// Remove `address` from the list; an address `subscriber erase` erased is removed as
+    /// well (its `sha256:` form), which lets it be added again.
     fn unsuppress(&self, account_id: i64, channel: Channel, address: &str) -> Result<()>;
     fn suppressions(&self, account_id: i64) -> Result<Vec<Suppression>>;
     /// One page of the account's suppressions (see [`SuppressionPage`]), through the primary
     /// key.
     fn suppressions_page(&self, q: &SuppressionPage<'_>) -> Result<Vec<Suppression>>;
-    /// Whether `address` is on the account's suppression list for `channel`.
+    /// Whether `address` is on the account's suppression list for `channel` (itself, or its
+    /// `sha256:` form when it was erased).
     fn is_suppressed(&self, account_id: i64, channel: Channel, address: &str) -> Result<bool>;
 }
 
@@ -98,8 +101,9 @@ impl<S: Db> Suppressions for S {
         self.write(|tx| {
             require_account(tx, account_id)?;
             let n = tx.exec(
-                "DELETE FROM suppressions WHERE account_id = ?1 AND channel = ?2 AND address = ?3",
-                &args![account_id, channel, address],
+                "DELETE FROM suppressions
+                 WHERE account_id = ?1 AND channel = ?2 AND address IN (?3, ?4)",
+                &args![account_id, channel, address, &erased_form(address)],
             )?;
             if n == 0 {
                 return Err(Error::not_found(format!(
@@ -114,8 +118,8 @@ impl<S: Db> Suppressions for S {
         self.read(|tx| {
             tx.scalar(
                 "SELECT EXISTS (SELECT 1 FROM suppressions
-                 WHERE account_id = ?1 AND channel = ?2 AND address = ?3)",
-                &args![account_id, channel, address],
+                 WHERE account_id = ?1 AND channel = ?2 AND address IN (?3, ?4))",
+                &args![account_id, channel, address, &erased_form(address)],
             )
         })
     }

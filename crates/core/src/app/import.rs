@@ -111,6 +111,7 @@ pub fn subscriber(
         name: clean_name(name),
         status: check_status(status)?.to_string(),
         attrs: attrs_json(attrs, false)?,
+        consent: None,
     })
 }
 

@@ -20,6 +20,7 @@ pub mod migrate_store;
 pub mod notify;
 pub mod optin;
 pub mod preview;
+pub mod privacy;
 pub mod run;
 pub mod subscribers;
 pub mod suppressions;

@@ -8,7 +8,7 @@ use sendonce_domain::address::Channel;
 use sendonce_domain::error::{Error, Result};
 use sendonce_domain::links::{Keys, Links, Purpose, Target};
 use sendonce_store::prelude::*;
-use sendonce_store::{Confirmation, MemberKey, MemberState, OptIn, Store};
+use sendonce_store::{Confirmation, Consent, MemberKey, MemberState, OptIn, Seen, Store};
 
 /// What a confirm link names, opened.
 #[derive(Debug, Clone)]
@@ -86,10 +86,12 @@ pub fn show(store: &Store, link: &Link) -> Result<Found> {
     found(store.confirmation(&link.key())?)
 }
 
-/// Confirm: a pending membership becomes subscribed. Returns the state the link found (so
-/// `Pending` means "confirmed now"); any other state is left as it is.
-pub fn confirm(store: &Store, link: &Link) -> Result<Found> {
-    found(store.confirm(&link.key(), sendonce_domain::clock::now_ms())?)
+/// Confirm: a pending membership becomes subscribed, and who confirmed (`seen`: the link's
+/// client, as the consent policy keeps it) is written onto its consent records. Returns the
+/// state the link found (so `Pending` means "confirmed now"); any other state is left as it is.
+pub fn confirm(store: &Store, link: &Link, seen: &Seen) -> Result<Found> {
+    let now = sendonce_domain::clock::now_ms();
+    found(store.confirm_seen(&link.key(), now, seen)?)
 }
 
 /// A signup from a list's public form.
@@ -101,6 +103,8 @@ pub struct Signup<'a> {
     pub name: Option<&'a str>,
     /// The honeypot field: people leave it empty, form-filling robots do not.
     pub honeypot: &'a str,
+    /// The opt-in as the form saw it (source `form`, the client, the form's text).
+    pub consent: Consent,
 }
 
 /// What a signup came to. The page says the same "check your inbox" for `Accepted` whatever
@@ -158,7 +162,7 @@ pub fn signup(store: &Store, links: Option<&Links>, s: &Signup<'_>) -> Result<Si
     if let Some(n) = s.name {
         sendonce_domain::headers::check_data("your name", n).map_err(Error::invalid)?;
     }
-    let sub = import::subscriber(
+    let mut sub = import::subscriber(
         Some(email),
         None,
         s.name.map(str::trim).filter(|n| !n.is_empty()),
@@ -166,6 +170,7 @@ pub fn signup(store: &Store, links: Option<&Links>, s: &Signup<'_>) -> Result<Si
         &[],
     )
     .map_err(|_| Error::invalid("this does not look like an email address"))?;
+    sub.consent = Some(s.consent.clone());
     // A suppressed address (unsubscribed from everything, bounced, complained, removed by the
     // operator) is not brought back by an anonymous form: same answer, nothing written. The
     // address itself can still ask the operator.

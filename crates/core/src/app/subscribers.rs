@@ -75,6 +75,8 @@ pub struct ImportRequest<'a> {
     pub lists: &'a [String],
     /// Where confirmation links of double opt-in lists point (see [`add`]).
     pub links: Option<&'a Links>,
+    /// The consent recorded with every row (`privacy::declared`).
+    pub consent: Option<sendonce_store::Consent>,
 }
 
 /// One row left out of an import, with its line in the file.
@@ -99,7 +101,10 @@ pub struct Imported {
 pub fn import_csv(store: &Store, req: &ImportRequest<'_>) -> Result<Imported> {
     let account = store.resolve_account(req.account)?;
     let lists = super::lists::resolve(store, account, req.lists)?;
-    let rows = import::read_csv_with(req.file, req.skip_invalid, req.format)?;
+    let rows = with_consent(
+        import::read_csv_with(req.file, req.skip_invalid, req.format)?,
+        &req.consent,
+    );
     let report =
         store.import_subscribers_with(account, rows, req.skip_invalid, &lists, req.links)?;
     Ok(imported(report))
@@ -116,6 +121,7 @@ pub struct UploadRequest<'a> {
     pub format: CsvFormat,
     pub lists: &'a [String],
     pub links: Option<&'a Links>,
+    pub consent: Option<sendonce_store::Consent>,
 }
 
 /// [`import_csv`] for an uploaded file: the same parser (`import::read_csv_bytes`), the same
@@ -123,10 +129,26 @@ pub struct UploadRequest<'a> {
 pub fn import_upload(store: &Store, req: UploadRequest<'_>) -> Result<Imported> {
     let account = store.resolve_account(req.account)?;
     let lists = super::lists::resolve(store, account, req.lists)?;
-    let rows = import::read_csv_bytes(req.name, req.bytes, req.skip_invalid, req.format)?;
+    let rows = with_consent(
+        import::read_csv_bytes(req.name, req.bytes, req.skip_invalid, req.format)?,
+        &req.consent,
+    );
     let report =
         store.import_subscribers_with(account, rows, req.skip_invalid, &lists, req.links)?;
     Ok(imported(report))
+}
+
+/// Every parsed row with `consent` to record.
+fn with_consent(
+    mut rows: Vec<(u64, Result<NewSubscriber>)>,
+    consent: &Option<sendonce_store::Consent>,
+) -> Vec<(u64, Result<NewSubscriber>)> {
+    for (_, row) in &mut rows {
+        if let Ok(s) = row {
+            s.consent.clone_from(consent);
+        }
+    }
+    rows
 }
 
 fn imported(report: sendonce_store::ImportReport) -> Imported {

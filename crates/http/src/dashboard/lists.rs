@@ -12,6 +12,7 @@ use base64::Engine;
 use minijinja::context;
 use sendonce_core::app::import::{self, CsvFormat, Encoding};
 use sendonce_core::app::lists::{self, MembersQuery, NewListRequest};
+use sendonce_core::app::privacy;
 use sendonce_core::app::subscribers::{self, UploadRequest};
 use sendonce_domain::error::{Error, Result};
 use sendonce_store::ConfirmContent;
@@ -241,13 +242,14 @@ async fn add(
             .filter(|l| !l.trim().is_empty())
             .map(import::parse_attr)
             .collect::<Result<Vec<_>>>()?;
-        let new = import::subscriber(
+        let mut new = import::subscriber(
             Some(f.email.as_str()),
             Some(f.phone.as_str()),
             Some(f.name.as_str()),
             None,
             &attrs,
         )?;
+        new.consent = Some(privacy::declared("dashboard", None)?);
         subscribers::add(s, &acct, &new, &[list.to_string()], links.as_deref())?;
         Ok(list)
     })
@@ -462,6 +464,7 @@ async fn import_commit(
                 format,
                 lists: &lists,
                 links: links.as_deref(),
+                consent: Some(privacy::declared("dashboard", None)?),
             },
         )?;
         Ok((list.id, done))

@@ -125,13 +125,18 @@ async fn show(State(st): State<AppState>, Path(token): Path<String>) -> Response
     }
 }
 
-async fn confirm(State(st): State<AppState>, Path(token): Path<String>) -> Response {
+async fn confirm(
+    State(st): State<AppState>,
+    Path(token): Path<String>,
+    req: axum::extract::Request,
+) -> Response {
     let link = match opened(&st, &token) {
         Ok(l) => l,
         Err(why) => return why.page(),
     };
     let l = link.clone();
-    match blocking(&st, move |s| optin::confirm(s, &l)).await {
+    let seen = super::seen(&st, &req);
+    match blocking(&st, move |s| optin::confirm(s, &l, &seen)).await {
         Ok(f) => page(&link, &f, true),
         Err(e) => failed(&e),
     }

@@ -29,6 +29,32 @@ pub fn routes() -> axum::Router<AppState> {
         )
 }
 
+/// The client of a page's request as a consent record keeps it: its address (the TCP peer,
+/// as `[privacy] consent_ip` keeps it; a forwarded-for header is anyone's to write) and its
+/// user agent (at most `privacy::MAX_CONSENT_TEXT` bytes).
+pub(crate) fn seen(st: &AppState, req: &axum::extract::Request) -> sendonce_store::Seen {
+    use sendonce_core::app::privacy::{consent_text, MAX_CONSENT_TEXT};
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|a| {
+            let mut end = a.len().min(MAX_CONSENT_TEXT);
+            while !a.is_char_boundary(end) {
+                end -= 1;
+            }
+            &a[..end]
+        });
+    sendonce_store::Seen {
+        ip: peer.and_then(|ip| st.consent_ip.keep(ip)),
+        user_agent: consent_text("the user agent", agent).ok().flatten(),
+    }
+}
+
 /// The unsubscribe page's routes (`unsubscribe.rs`).
 const UNSUBSCRIBE_ROUTES: &[(&str, &str)] = &[("GET", "/u/{token}"), ("POST", "/u/{token}")];
 

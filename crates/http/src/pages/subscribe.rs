@@ -15,6 +15,7 @@ use axum::response::Response;
 use axum::Extension;
 use sendonce_core::app::optin::{self, Signed, Signup};
 use sendonce_domain::error::ErrorKind;
+use sendonce_store::Consent;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,11 +46,29 @@ async fn form(State(st): State<AppState>, Path(list): Path<String>) -> Response 
                 title => format!("Subscribe to {}", l.name),
                 description => l.description,
                 list_id => l.id,
-                double => l.optin == sendonce_store::OptIn::Double,
+                double => (l.optin == sendonce_store::OptIn::Double).then_some(DOUBLE_NOTICE),
             },
         ),
         Err(e) => not_found_or(&e),
     }
+}
+
+/// What the form of a double opt-in list says under its button (`subscribe.html`).
+const DOUBLE_NOTICE: &str = "We will send you an email with a link to confirm.";
+
+/// The text the signup form shows (its title and the list's description), as a consent
+/// record keeps it.
+fn form_text(l: &sendonce_store::ListRow) -> String {
+    let mut text = format!("Subscribe to {}", l.name);
+    if let Some(d) = l.description.as_deref().filter(|d| !d.trim().is_empty()) {
+        text.push('\n');
+        text.push_str(d);
+    }
+    if l.optin == sendonce_store::OptIn::Double {
+        text.push('\n');
+        text.push_str(DOUBLE_NOTICE);
+    }
+    text
 }
 
 fn not_found_or(e: &sendonce_domain::error::Error) -> Response {
@@ -111,6 +130,7 @@ async fn submit(
         }
         return res;
     }
+    let seen = super::seen(&st, &req);
     let body = match axum::body::to_bytes(req.into_body(), FORM_LIMIT).await {
         Ok(b) => b,
         Err(_) => {
@@ -124,11 +144,21 @@ async fn submit(
     let f = fields(&body);
     let links = st.links.clone();
     let done = blocking(&st, move |s| {
+        let text = optin::public_list(s, &f.list)
+            .map(|l| form_text(&l))
+            .unwrap_or_default();
         let signup = Signup {
             list: &f.list,
             email: &f.email,
             name: Some(f.name.as_str()),
             honeypot: &f.website,
+            consent: Consent {
+                source: "form",
+                ip: seen.ip,
+                user_agent: seen.user_agent,
+                text: Some(text),
+                basis: None,
+            },
         };
         optin::signup(s, links.as_deref(), &signup)
     })

@@ -1,6 +1,7 @@
-//! `/v1/subscribers`: list (cursor paging, status filter), create (optionally joining lists),
-//! show, change and remove one subscriber of the caller's account, by id, email or phone, as
-//! `sendonce subscriber ...` does through the same use cases.
+//! `/v1/subscribers`: list (cursor paging, status filter), create (optionally joining lists,
+//! with the consent the application declares), show, change, remove, export and erase one
+//! subscriber of the caller's account, by id, email or phone, as `sendonce subscriber ...`
+//! does through the same use cases.
 
 use super::{account, body, call, created, ok, query, reading, writing};
 use crate::auth::Authed;
@@ -8,9 +9,11 @@ use crate::{ApiError, AppState};
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Json, Path, Query, State};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
+use sendonce_core::app::privacy::{self, IpPolicy};
 use sendonce_core::app::subscribers::{self, Page, Update};
 use sendonce_core::app::{import, limits};
+use sendonce_store::Consent;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -21,6 +24,8 @@ pub fn routes() -> axum::Router<AppState> {
             "/v1/subscribers/{id}",
             get(show).patch(change).delete(remove),
         )
+        .route("/v1/subscribers/{id}/export", get(export))
+        .route("/v1/subscribers/{id}/erase", post(erase))
 }
 
 #[derive(Debug, Deserialize)]
@@ -78,6 +83,34 @@ pub struct NewSubscriber {
     /// Lists (ids or names) to join.
     #[serde(default)]
     lists: Vec<String>,
+    /// The opt-in, as the application saw it; recorded with the subscriber (source `api`).
+    consent: Option<ApiConsent>,
+}
+
+/// An opt-in an application declares: the lawful basis, the client's address and user agent,
+/// the text the person was shown. The address is kept as `[privacy] consent_ip` says.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConsent {
+    basis: Option<String>,
+    ip: Option<String>,
+    user_agent: Option<String>,
+    text: Option<String>,
+}
+
+impl ApiConsent {
+    fn consent(&self, policy: IpPolicy) -> sendonce_domain::error::Result<Consent> {
+        Ok(Consent {
+            source: "api",
+            basis: privacy::consent_text("consent.basis", self.basis.as_deref())?,
+            ip: match self.ip.as_deref() {
+                Some(ip) => policy.keep_text(ip)?,
+                None => None,
+            },
+            user_agent: privacy::consent_text("consent.user_agent", self.user_agent.as_deref())?,
+            text: privacy::consent_text("consent.text", self.text.as_deref())?,
+        })
+    }
 }
 
 async fn create(
@@ -89,15 +122,17 @@ async fn create(
     let n = body(&who, b)?;
     let acct = account(&who);
     let links = st.links.clone();
+    let policy = st.consent_ip;
     let shown = call(&st, &who, move |s| {
         let attrs: Vec<(String, String)> = n.attrs.into_iter().collect();
-        let new = import::subscriber(
+        let mut new = import::subscriber(
             n.email.as_deref(),
             n.phone.as_deref(),
             n.name.as_deref(),
             Some(n.status.as_deref().unwrap_or("confirmed")),
             &attrs,
         )?;
+        new.consent = Some(n.consent.unwrap_or_default().consent(policy)?);
         let added = subscribers::add(s, &acct, &new, &n.lists, links.as_deref())?;
         subscribers::show(s, &acct, &added.id.to_string())
     })
@@ -159,4 +194,29 @@ async fn remove(
     let acct = account(&who);
     let r = call(&st, &who, move |s| subscribers::remove(s, &acct, &key)).await?;
     Ok(ok(r))
+}
+
+/// Everything held about one subscriber (removed and erased ones included), as `subscriber
+/// export` gives it.
+async fn export(
+    State(st): State<AppState>,
+    who: Authed,
+    Path(key): Path<String>,
+) -> Result<Response, ApiError> {
+    reading(&who)?;
+    let acct = account(&who);
+    let data = call(&st, &who, move |s| privacy::export(s, &acct, &key)).await?;
+    Ok(ok(data))
+}
+
+/// Erase one subscriber (`subscriber erase`): what was changed, table by table.
+async fn erase(
+    State(st): State<AppState>,
+    who: Authed,
+    Path(key): Path<String>,
+) -> Result<Response, ApiError> {
+    writing(&who)?;
+    let acct = account(&who);
+    let erased = call(&st, &who, move |s| privacy::erase(s, &acct, &key)).await?;
+    Ok(ok(erased))
 }

@@ -62,6 +62,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0011_events",
         include_str!("../../../../schema/postgres/0011_events.sql"),
     ),
+    (
+        12,
+        "0012_privacy",
+        include_str!("../../../../schema/postgres/0012_privacy.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

@@ -125,6 +125,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0024_events",
         include_str!("../../../../schema/0024_events.sql"),
     ),
+    (
+        "0025_privacy",
+        include_str!("../../../../schema/0025_privacy.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.

@@ -1,0 +1,423 @@
+//! A subscriber's data on request and consent records, end to end on SQLite and (tier 1)
+//! PostgreSQL (`crates/store/src/privacy.rs`, docs/privacy.md): a person subscribed with a
+//! declared basis, sent a campaign and an API message with metadata, reported delivered by a
+//! provider webhook and suppressed is exported whole; after `subscriber erase` a scan of every
+//! column of every table finds neither an address nor a name nor an attribute value, the
+//! address stays suppressed (by its SHA-256), adding it again is refused with the reason, and
+//! a new API message to it is recorded suppressed and never reaches the provider.
+
+use crate::common::{client, rt, token, Env, Server};
+use base64::{engine::general_purpose::STANDARD, Engine as _};
+use serde_json::{json, Value};
+
+/// What must not be left anywhere after the erasure (lower case): the addresses, the name,
+/// an attribute value, the API message's metadata value.
+const NEEDLES: &[&str] = &[
+    "alice",
+    "liddell",
+    "cheshire-7731",
+    "+14155550123",
+    "4155550123",
+    "tea-party-42",
+];
+
+const POSTMARK_AUTH: &str = "hooker:pm-pa55word";
+const LINK_SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+/// The stores the test runs on: a SQLite file, and a fresh PostgreSQL database in tier 1.
+fn backends() -> Vec<(&'static str, Env)> {
+    #[allow(unused_mut)]
+    let mut all = vec![("sqlite", Env::new())];
+    #[cfg(feature = "tier1")]
+    {
+        let mut env = Env::new();
+        env.db = crate::common::pg::shared().fresh_url().into();
+        all.push(("postgresql", env));
+    }
+    all
+}
+
+/// Every row of every table of the store, one text per column value, lower-cased.
+fn every_value(env: &Env) -> Vec<(String, String)> {
+    let db = env.db.to_string_lossy().to_string();
+    if db.starts_with("postgres") {
+        return pg_values(&db);
+    }
+    let c = env.sqlite();
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut out = Vec::new();
+    for t in tables {
+        let mut st = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = st.column_count();
+        let mut rows = st.query([]).unwrap();
+        while let Some(r) = rows.next().unwrap() {
+            for i in 0..n {
+                let text = match r.get_ref(i).unwrap() {
+                    rusqlite::types::ValueRef::Null => continue,
+                    rusqlite::types::ValueRef::Integer(v) => v.to_string(),
+                    rusqlite::types::ValueRef::Real(v) => v.to_string(),
+                    rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => {
+                        String::from_utf8_lossy(b).to_string()
+                    }
+                };
+                out.push((t.clone(), text.to_lowercase()));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(feature = "tier1")]
+fn pg_values(url: &str) -> Vec<(String, String)> {
+    let pg = crate::common::pg::shared();
+    let db = crate::common::pg::db_name(url);
+    let tables = pg.psql(
+        &db,
+        "SELECT table_name FROM information_schema.tables
+         WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+    );
+    let mut out = Vec::new();
+    for t in tables.lines().filter(|l| !l.trim().is_empty()) {
+        let rows = pg.psql(&db, &format!("SELECT x::text FROM \"{t}\" x"));
+        for line in rows.lines() {
+            out.push((t.to_string(), line.to_lowercase()));
+        }
+    }
+    assert!(out.len() > 20, "the scan read too little: {out:?}");
+    out
+}
+
+#[cfg(not(feature = "tier1"))]
+fn pg_values(_url: &str) -> Vec<(String, String)> {
+    unreachable!("PostgreSQL runs in tier 1 only")
+}
+
+/// The (table, value) pairs holding any of the needles.
+fn leftovers(env: &Env) -> Vec<(String, String)> {
+    let all = every_value(env);
+    assert!(
+        all.iter().any(|(_, v)| v.contains("bob@example.com")),
+        "the scan does not see the other subscriber: it reads nothing"
+    );
+    all.into_iter()
+        .filter(|(_, v)| NEEDLES.iter().any(|n| v.contains(n)))
+        .collect()
+}
+
+/// A server with Postmark's webhook for acme (basic auth) and the public URL.
+fn serve(env: &Env) -> Server {
+    let secret = env.write("postmark.secret", POSTMARK_AUTH);
+    let cfg = env.write(
+        "sendonce.toml",
+        format!(
+            "public_url = \"http://127.0.0.1:9/\"\n[[webhook]]\naccount = \"acme\"\n\
+             source = \"postmark\"\nsecret_file = \"{}\"\n",
+            secret.display()
+        ),
+    );
+    Server::start_with_env(
+        env,
+        &["--listen", "127.0.0.1:0", "--config", cfg.to_str().unwrap()],
+        &[
+            ("SENDONCE_UNSUBSCRIBE_SECRET", LINK_SECRET),
+            ("SENDONCE_PUBLIC_URL", ""),
+        ],
+    )
+}
+
+/// Send what is due through the outbox provider (`out.jsonl`).
+fn run_once(env: &Env) {
+    let spec = format!("outbox:{}", env.path("out.jsonl").display());
+    env.ok(&["run", "--once", "--provider", &spec, "--tick", "50ms"]);
+}
+
+/// The account, its list, Alice (both channels, a name, an attribute, a declared basis) and Bob;
+/// a campaign to the list, sent.
+fn people(env: &Env) {
+    env.ok(&["init"]);
+    env.ok(&["account", "add", "acme"]);
+    env.ok(&["list", "create", "--account", "acme", "news"]);
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        "acme",
+        "--email",
+        "Alice@Example.com",
+        "--phone",
+        "+1 415 555 0123",
+        "--name",
+        "Alice Liddell",
+        "--attr",
+        "favourite=Cheshire-7731",
+        "--list",
+        "news",
+        "--basis",
+        "ticked the box at the fair",
+    ]);
+    env.ok(&[
+        "subscriber",
+        "add",
+        "--account",
+        "acme",
+        "--email",
+        "bob@example.com",
+        "--name",
+        "Bob",
+        "--attr",
+        "favourite=croquet",
+        "--list",
+        "news",
+    ]);
+    let body = env.write("body.txt", "Hello {{ name }}, about {{ favourite }}.\n");
+    let cid = env.ok(&[
+        "campaign",
+        "create",
+        "--account",
+        "acme",
+        "--name",
+        "spring",
+        "--channel",
+        "email",
+        "--from",
+        "news@example.org",
+        "--subject",
+        "Spring",
+        "--body-file",
+        body.to_str().unwrap(),
+        "--list",
+        "news",
+    ]);
+    env.ok(&["campaign", "approve", &cid]);
+    run_once(env);
+}
+
+async fn post(c: &reqwest::Client, s: &Server, tok: &str, key: &str, body: &Value) -> Value {
+    let res = c
+        .post(s.url("/v1/messages"))
+        .bearer_auth(tok)
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{:?}", res.text().await);
+    res.json().await.unwrap()
+}
+
+/// A Postmark webhook for acme.
+async fn postmark(s: &Server, body: &Value) {
+    let res = client()
+        .post(s.url("/hooks/postmark/acme"))
+        .header(
+            "authorization",
+            format!("Basic {}", STANDARD.encode(POSTMARK_AUTH)),
+        )
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200, "{:?}", res.text().await);
+}
+
+fn message_to_alice() -> Value {
+    json!({"to": "alice@example.com", "from": "shop@example.org", "subject": "Receipt",
+           "text": "Thank you.", "metadata": {"order": "tea-party-42"}})
+}
+
+fn export(env: &Env) -> Value {
+    let out = env.ok(&[
+        "subscriber",
+        "export",
+        "--account",
+        "acme",
+        "alice@example.com",
+    ]);
+    serde_json::from_str(&out).unwrap()
+}
+
+/// The export holds everything about Alice and nothing about Bob.
+fn check_export(name: &str, x: &Value) {
+    let s = &x["subscriber"];
+    assert_eq!(s["name"], "Alice Liddell", "{name}: {x}");
+    assert_eq!(s["phone"], "+14155550123", "{name}");
+    assert_eq!(s["attrs"]["favourite"], "Cheshire-7731", "{name}");
+    let consent = &x["consents"][0];
+    assert_eq!(consent["source"], "cli", "{name}: {x}");
+    assert_eq!(consent["basis"], "ticked the box at the fair", "{name}");
+    assert_eq!(consent["list"], "news", "{name}");
+    assert_eq!(x["memberships"][0]["status"], "subscribed", "{name}");
+    let sends = x["sends"].as_array().unwrap();
+    assert_eq!(
+        sends.len(),
+        2,
+        "{name}: a campaign row and a stream row: {x}"
+    );
+    assert!(sends.iter().all(|s| s["status"] == "sent"), "{name}: {x}");
+    assert_eq!(sends[0]["vars"]["favourite"], "Cheshire-7731", "{name}");
+    assert_eq!(
+        sends[0]["content_sha256"].as_str().map(str::len),
+        Some(64),
+        "{name}"
+    );
+    assert_eq!(
+        x["api_messages"][0]["metadata"]["order"], "tea-party-42",
+        "{name}"
+    );
+    assert_eq!(
+        x["suppressions"].as_array().map(Vec::len),
+        Some(1),
+        "{name}: {x}"
+    );
+    let types: Vec<&str> = x["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    for t in [
+        "subscriber.subscribed",
+        "send.sent",
+        "send.delivered",
+        "suppression.added",
+    ] {
+        assert!(types.contains(&t), "{name}: no {t} in {types:?}");
+    }
+    assert!(
+        !x.to_string().contains("bob@"),
+        "{name}: Bob in Alice's export"
+    );
+}
+
+/// Alice's data in the store before the erasure: export, a refused erasure without --yes.
+fn before_erasure(name: &str, env: &Env) {
+    let x = export(env);
+    check_export(name, &x);
+    let r = env.run(&[
+        "subscriber",
+        "erase",
+        "--account",
+        "acme",
+        "alice@example.com",
+    ]);
+    assert_ne!(r.code, 0, "{name}: erase without --yes");
+    assert!(r.stderr.contains("--yes"), "{name}: {}", r.stderr);
+    assert_eq!(export(env)["subscriber"]["name"], "Alice Liddell", "{name}");
+    assert!(
+        !leftovers(env).is_empty(),
+        "{name}: the needles are not found before"
+    );
+}
+
+/// After the erasure: nothing left, still suppressed, re-adding refused, a new message to
+/// the address recorded suppressed and never sent.
+fn after_erasure(name: &str, env: &Env, s: &Server, tok: &str) {
+    let left = leftovers(env);
+    assert!(left.is_empty(), "{name}: personal data left: {left:?}");
+    let list = env.ok(&["suppress", "list", "--account", "acme"]);
+    assert!(list.contains("sha256:"), "{name}: {list}");
+    let r = env.run(&[
+        "subscriber",
+        "add",
+        "--account",
+        "acme",
+        "--email",
+        "alice@example.com",
+    ]);
+    assert_ne!(r.code, 0, "{name}: re-adding an erased address");
+    assert!(
+        r.stderr.contains("erased on request"),
+        "{name}: {}",
+        r.stderr
+    );
+    let csv = env.write("again.csv", "email\ncarol@example.com\nALICE@example.com\n");
+    let out = env.ok(&[
+        "subscriber",
+        "import",
+        "--account",
+        "acme",
+        "--skip-invalid",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.contains("imported 1"), "{name}: {out}");
+    assert!(
+        out.contains("line 3: alice@example.com was erased"),
+        "{name}: {out}"
+    );
+    let sent_before = std::fs::read_to_string(env.path("out.jsonl")).unwrap();
+    rt().block_on(async {
+        let m = post(&client(), s, tok, "receipt-2", &message_to_alice()).await;
+        assert!(
+            m["to"].as_str().unwrap().starts_with("sha256:"),
+            "{name}: {m}"
+        );
+    });
+    run_once(env);
+    let sent_after = std::fs::read_to_string(env.path("out.jsonl")).unwrap();
+    assert_eq!(
+        sent_before.matches("alice@").count(),
+        sent_after.matches("alice@").count(),
+        "{name}: a message went to the erased address"
+    );
+    let left = leftovers(env);
+    assert!(left.is_empty(), "{name}: after a new message: {left:?}");
+}
+
+#[test]
+fn an_erased_subscriber_leaves_no_trace_and_is_never_sent_to_again() {
+    for (name, env) in backends() {
+        people(&env);
+        let server = serve(&env);
+        let tok = token(&env, "acme", "admin");
+        rt().block_on(async {
+            let c = client();
+            post(&c, &server, &tok, "receipt-1", &message_to_alice()).await;
+        });
+        run_once(&env);
+        let job = export(&env)["sends"][0]["job_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        rt().block_on(async {
+            let body = json!({"RecordType": "Delivery", "MessageID": "pm-1",
+                              "Recipient": "alice@example.com",
+                              "DeliveredAt": "2026-01-01T00:00:00Z",
+                              "Metadata": {"sendonce_job": job}});
+            postmark(&server, &body).await;
+        });
+        // A complaint: the address suppressed by the provider's report.
+        rt().block_on(async {
+            let body = json!({"RecordType": "SpamComplaint", "MessageID": "pm-2",
+                              "Email": "alice@example.com", "BouncedAt": "2026-01-01T00:00:00Z"});
+            postmark(&server, &body).await;
+        });
+        before_erasure(name, &env);
+        let out = env.ok(&[
+            "--json",
+            "subscriber",
+            "erase",
+            "--account",
+            "acme",
+            "alice@example.com",
+            "--yes",
+        ]);
+        let erased: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(erased["sends"], 2, "{name}: {erased}");
+        assert_eq!(erased["api_messages"], 1, "{name}: {erased}");
+        assert_eq!(erased["consents"], 1, "{name}: {erased}");
+        let again = env.run(&["subscriber", "erase", "--account", "acme", "1", "--yes"]);
+        assert_ne!(again.code, 0, "{name}: erased twice");
+        assert!(
+            again.stderr.contains("erased already"),
+            "{name}: {}",
+            again.stderr
+        );
+        after_erasure(name, &env, &server, &tok);
+    }
+}
