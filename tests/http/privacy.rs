@@ -421,3 +421,169 @@ fn an_erased_subscriber_leaves_no_trace_and_is_never_sent_to_again() {
         after_erasure(name, &env, &server, &tok);
     }
 }
+
+/// acme with a public double opt-in list `news` (its description shown on the form); a
+/// server with the public URL, `vars` in its environment. Returns the list id.
+fn form_setup(env: &Env) -> String {
+    env.ok(&["init"]);
+    env.ok(&["account", "add", "acme"]);
+    env.ok(&[
+        "list",
+        "create",
+        "--account",
+        "acme",
+        "news",
+        "--description",
+        "Monthly news about the garden.",
+        "--double-opt-in",
+        "--public",
+        "--confirm-from",
+        "news@example.org",
+    ])
+}
+
+fn form_server(env: &Env, vars: &[(&str, &str)]) -> Server {
+    let mut all = vec![("SENDONCE_UNSUBSCRIBE_SECRET", LINK_SECRET)];
+    all.extend_from_slice(vars);
+    Server::start_with_env(
+        env,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--public-url",
+            "https://news.example.org",
+        ],
+        &all,
+    )
+}
+
+/// POST a form with this user agent; the status.
+async fn form(c: &reqwest::Client, url: &str, body: &str, agent: &str) -> u16 {
+    let res = c
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("user-agent", agent)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    res.status().as_u16()
+}
+
+/// The confirm link's path in the confirmation sent to `to` (through the outbox).
+fn confirm_path(env: &Env, to: &str) -> String {
+    let spec = format!("outbox:{}", env.path("out.jsonl").display());
+    env.cmd()
+        .env("SENDONCE_UNSUBSCRIBE_SECRET", LINK_SECRET)
+        .env("SENDONCE_PUBLIC_URL", "https://news.example.org")
+        .args(["run", "--once", "--tick", "20ms", "--provider", &spec])
+        .output()
+        .unwrap();
+    let lines = sendonce::provider::deliverylog::read_lines(&env.path("out.jsonl")).unwrap();
+    let line = lines.iter().find(|l| l.to == to).expect("a confirmation");
+    let start = line.body.find("/c/").expect("a confirm link");
+    line.body[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace())
+        .collect()
+}
+
+/// A signup through the public form and its confirmation each leave their client on the
+/// consent record (the address truncated to its /24 by default, the user agent, the form's
+/// text); with `consent_ip = omit` no address is kept; an application's declared consent
+/// through the API is kept with its basis, and a declared address that is not one is refused.
+#[test]
+fn form_signups_confirmations_and_api_opt_ins_are_recorded_as_consent() {
+    let env = Env::new();
+    let news = form_setup(&env);
+    let srv = form_server(&env, &[]);
+    let c = client();
+    rt().block_on(async {
+        let body = format!("list={news}&email=dee%40example.org&name=Dee&website=");
+        let status = form(&c, &srv.url("/subscribe"), &body, "SignupBrowser/1.0").await;
+        assert_eq!(status, 200);
+    });
+    let path = confirm_path(&env, "dee@example.org");
+    rt().block_on(async {
+        assert_eq!(
+            form(&c, &srv.url(&path), "", "ConfirmBrowser/2.0").await,
+            200
+        );
+    });
+    let x: Value = serde_json::from_str(&env.ok(&[
+        "subscriber",
+        "export",
+        "--account",
+        "acme",
+        "dee@example.org",
+    ]))
+    .unwrap();
+    let consent = &x["consents"][0];
+    assert_eq!(consent["source"], "form", "{x}");
+    assert_eq!(consent["ip"], "127.0.0.0/24", "{x}");
+    assert_eq!(consent["user_agent"], "SignupBrowser/1.0", "{x}");
+    let shown = consent["text_shown"].as_str().unwrap();
+    assert!(
+        shown.contains("Subscribe to news")
+            && shown.contains("Monthly news about the garden.")
+            && shown.contains("a link to confirm"),
+        "{shown}"
+    );
+    assert!(consent["confirmed_at"].is_string(), "{x}");
+    assert_eq!(consent["confirm_ip"], "127.0.0.0/24", "{x}");
+    assert_eq!(consent["confirm_user_agent"], "ConfirmBrowser/2.0", "{x}");
+    drop(srv);
+
+    let srv = form_server(&env, &[("SENDONCE_PRIVACY_CONSENT_IP", "omit")]);
+    let tok = token(&env, "acme", "admin");
+    rt().block_on(async {
+        let body = format!("list={news}&email=eve%40example.org&website=");
+        assert_eq!(form(&c, &srv.url("/subscribe"), &body, "B/3").await, 200);
+        let ok = json!({"email": "fay@example.org", "consent": {"basis": "contract",
+                        "ip": "198.51.100.23", "user_agent": "App/4", "text": "Terms v2"}});
+        let res = c
+            .post(srv.url("/v1/subscribers"))
+            .bearer_auth(&tok)
+            .json(&ok)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 201, "{:?}", res.text().await);
+        let bad = json!({"email": "gus@example.org", "consent": {"ip": "not-an-ip"}});
+        let res = c
+            .post(srv.url("/v1/subscribers"))
+            .bearer_auth(&tok)
+            .json(&bad)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap();
+        assert!(status == 400 || status == 422, "{status} {text}");
+        assert!(text.contains("consent.ip"), "{text}");
+        let res = c
+            .get(srv.url("/v1/subscribers/fay@example.org/export"))
+            .bearer_auth(&tok)
+            .send()
+            .await
+            .unwrap();
+        let x: Value = res.json().await.unwrap();
+        let consent = &x["consents"][0];
+        assert_eq!(consent["source"], "api", "{x}");
+        assert_eq!(consent["basis"], "contract", "{x}");
+        assert_eq!(consent["ip"], Value::Null, "omit keeps no address: {x}");
+        assert_eq!(consent["text_shown"], "Terms v2", "{x}");
+    });
+    let x: Value = serde_json::from_str(&env.ok(&[
+        "subscriber",
+        "export",
+        "--account",
+        "acme",
+        "eve@example.org",
+    ]))
+    .unwrap();
+    assert_eq!(x["consents"][0]["ip"], Value::Null, "{x}");
+    assert_eq!(x["consents"][0]["user_agent"], "B/3", "{x}");
+    let r = env.run(&["subscriber", "show", "--account", "acme", "gus@example.org"]);
+    assert_ne!(r.code, 0, "a refused consent writes nothing");
+}
