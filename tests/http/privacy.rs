@@ -110,6 +110,34 @@ fn leftovers(env: &Env) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The SQLite file's bytes (its WAL's too), free pages and free space in pages included, hold
+/// no needle: the erasure zeroed what it deleted (`secure_delete`) and emptied the WAL. Read
+/// by `grep` in its own process: this one never opens the file with anything but SQLite.
+fn raw_bytes_hold_no_needle(env: &Env) {
+    let files: Vec<std::path::PathBuf> = ["", "-wal"]
+        .iter()
+        .map(|s| std::path::PathBuf::from(format!("{}{s}", env.db.display())))
+        .filter(|p| p.exists())
+        .collect();
+    let out = std::process::Command::new("grep")
+        .args([
+            "-a",
+            "-i",
+            "-o",
+            "-E",
+            &NEEDLES.join("|").replace('+', "\\+"),
+        ])
+        .args(&files)
+        .output()
+        .expect("run grep");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "left in the file's bytes: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 /// A server with Postmark's webhook for acme (basic auth) and the public URL.
 fn serve(env: &Env) -> Server {
     let secret = env.write("postmark.secret", POSTMARK_AUTH);
@@ -411,6 +439,9 @@ fn an_erased_subscriber_leaves_no_trace_and_is_never_sent_to_again() {
         assert_eq!(erased["sends"], 2, "{name}: {erased}");
         assert_eq!(erased["api_messages"], 1, "{name}: {erased}");
         assert_eq!(erased["consents"], 1, "{name}: {erased}");
+        if name == "sqlite" {
+            raw_bytes_hold_no_needle(&env);
+        }
         let again = env.run(&["subscriber", "erase", "--account", "acme", "1", "--yes"]);
         assert_ne!(again.code, 0, "{name}: erased twice");
         assert!(

@@ -778,6 +778,18 @@ impl<S: Db> Privacy for S {
 
     fn erase_subscriber(&self, account: i64, key: &str) -> Result<Erased> {
         let now = sendonce_domain::clock::now_ms();
-        self.write(|tx| erase(tx, account, key, now))
+        self.write(|tx| {
+            // SQLite: what the erasure deletes or rewrites is overwritten with zeros in the
+            // file's pages, not left in their free space.
+            let zeroing = tx.dialect().secure_delete;
+            if let Some((on, _)) = zeroing {
+                tx.scalar::<i64>(on, &[])?;
+            }
+            let erased = erase(tx, account, key, now);
+            if let Some((_, off)) = zeroing {
+                tx.scalar::<i64>(off, &[])?;
+            }
+            erased
+        })
     }
 }

@@ -488,6 +488,12 @@ pub struct Dialect {
     pub events_scan: &'static str,
     /// The newest event an account's reader may see (`?1` account): txid, id.
     pub events_newest: &'static str,
+
+    // --- erasure ---
+    /// The statements that make the transaction's deletes and updates overwrite the old
+    /// content with zeros, and that stop it again (SQLite's `secure_delete`, on around an
+    /// erasure); `None` on PostgreSQL, whose old row versions stay until VACUUM.
+    pub secure_delete: Option<(&'static str, &'static str)>,
 }
 
 /// Advisory lock keys (PostgreSQL's one-bigint key space; the migration lock lives elsewhere

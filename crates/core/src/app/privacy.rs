@@ -176,6 +176,13 @@ fn export_json(d: &PersonData) -> Value {
 pub fn erase(store: &Store, account: &str, key: &str) -> Result<Erased> {
     let account = store.resolve_account(account)?;
     let erased = store.erase_subscriber(account, key)?;
+    // The old page images in SQLite's WAL go too, when no reader holds it (else at the next
+    // checkpoint that can: docs/privacy.md).
+    if let Some(file) = store.file() {
+        if let Err(e) = file.checkpoint_truncate() {
+            tracing::warn!(error = %e, "the WAL could not be checkpointed after an erasure");
+        }
+    }
     tracing::info!(
         account,
         subscriber = erased.subscriber_id,

@@ -26,6 +26,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/subscribers/{id}"),
     ("PATCH", "/v1/subscribers/{id}"),
     ("DELETE", "/v1/subscribers/{id}"),
+    ("GET", "/v1/subscribers/{id}/export"),
+    ("POST", "/v1/subscribers/{id}/erase"),
     ("GET", "/v1/lists"),
     ("POST", "/v1/lists"),
     ("GET", "/v1/lists/{id}"),

@@ -78,6 +78,7 @@ pub static POSTGRES: Dialect = Dialect {
     events_newest: "SELECT txid, id FROM events
      WHERE account_id = ?1 AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
      ORDER BY txid DESC, id DESC LIMIT 1",
+    secure_delete: None,
 };
 
 /// The template variables captured for a recipient: the attributes with the built-in `name`,

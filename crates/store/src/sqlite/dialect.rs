@@ -57,6 +57,7 @@ pub static SQLITE: Dialect = Dialect {
     events_scan: "SELECT txid, id, account_id, type, subject FROM events
      WHERE id > ?3 ORDER BY id LIMIT ?4",
     events_newest: "SELECT txid, id FROM events WHERE ?1 IS NOT NULL ORDER BY id DESC LIMIT 1",
+    secure_delete: Some(("PRAGMA secure_delete = ON", "PRAGMA secure_delete = OFF")),
 };
 
 /// The template variables a send captures from its subscriber (`s`): the attributes, with the
