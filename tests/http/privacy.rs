@@ -378,6 +378,15 @@ fn after_erasure(name: &str, env: &Env, s: &Server, tok: &str) {
         out.contains("line 3: alice@example.com was erased"),
         "{name}: {out}"
     );
+    // The public form takes the address as any other, and writes nothing.
+    env.ok(&["list", "update", "--account", "acme", "news", "--public"]);
+    rt().block_on(async {
+        let body = "list=1&email=alice%40example.com&name=Alice+Liddell&website=";
+        assert_eq!(
+            form(&client(), &s.url("/subscribe"), body, "B/1").await,
+            200
+        );
+    });
     let sent_before = std::fs::read_to_string(env.path("out.jsonl")).unwrap();
     rt().block_on(async {
         let m = post(&client(), s, tok, "receipt-2", &message_to_alice()).await;
