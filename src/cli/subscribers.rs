@@ -32,7 +32,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 Some(status),
                 &attrs,
             )?;
-            s.consent = Some(privacy::declared("cli", basis.as_deref())?);
+            s.consent = privacy::declared("cli", basis.as_deref())?;
             let links = confirm_links(lists, links)?;
             let added = subscribers::add(&*open(cli)?, account, &s, lists, links.as_ref())?;
             Ok(Output::ok(to_json(&added), added.id.to_string()))
@@ -59,7 +59,7 @@ pub(super) fn command(cli: &Cli, cmd: &SubscriberCmd) -> Result<Output> {
                 format,
                 lists,
                 links: confirm.as_ref(),
-                consent: Some(privacy::declared("import", basis.as_deref())?),
+                consent: privacy::declared("import", basis.as_deref())?,
             };
             imported(subscribers::import_csv(&*open(cli)?, &req)?)
         }

@@ -59,6 +59,7 @@ pub const TABLES: &[&str] = &[
     "api_tokens",
     "api_messages",
     "list_confirmations",
+    "consents",
     "webhook_events",
     "admins",
     "admin_sessions",

@@ -104,13 +104,15 @@ pub fn consent_text(field: &str, text: Option<&str>) -> Result<Option<String>> {
     Ok(Some(t.to_string()))
 }
 
-/// The consent an operator declares (`--basis`) for `source` (`cli`, `import`, `dashboard`).
-pub fn declared(source: &'static str, basis: Option<&str>) -> Result<Consent> {
-    Ok(Consent {
+/// The consent an operator declares (`--basis`) for `source` (`cli`, `import`, `dashboard`):
+/// none without a basis (an operator's add or import records a consent only when it says on
+/// what basis; a big import is not slowed by a record that would say nothing).
+pub fn declared(source: &'static str, basis: Option<&str>) -> Result<Option<Consent>> {
+    Ok(consent_text("the basis", basis)?.map(|basis| Consent {
         source,
-        basis: consent_text("the basis", basis)?,
+        basis: Some(basis),
         ..Consent::default()
-    })
+    }))
 }
 
 /// Everything held about subscriber `key` of `account`, as the JSON `subscriber export` and
