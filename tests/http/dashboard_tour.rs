@@ -1,7 +1,8 @@
 //! The dashboard's tour, end to end in headless Chromium at 1024 px (the README's screenshots
 //! come from here): log in, create a list, import a CSV through its preview, create a campaign
 //! on that list, preview it, approve it and watch it finish through `serve --worker` and the
-//! fake provider, unsubscribe an address; then a second campaign left in doubt by a provider
+//! fake provider, unsubscribe an address, open a subscriber's page and its erasure's
+//! confirmation (left unconfirmed); then a second campaign left in doubt by a provider
 //! that drops its answers, and that doubt resolved on the doubts page. The ledger is checked
 //! through the CLI after each part.
 
@@ -95,6 +96,14 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
             {"follow": "Unsubscribe bob@example.org"},
             {"click": "Unsubscribe", "keyboard": true},
             {"expect_text": "Unsubscribed from this list."},
+            {"follow": "ada@example.org"},
+            {"expect_text": "Consent records"},
+            {"screenshot": "tour-subscriber"},
+            {"follow": "Erase"},
+            {"expect_text": "cannot be undone"},
+            {"screenshot": "tour-subscriber-erase"},
+            {"follow": "Cancel"},
+            {"expect_text": "ada@example.org"},
             {"goto": "/admin/campaigns"},
             {"screenshot": "tour-campaigns"},
         ]),
@@ -177,7 +186,14 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
         1,
         "{after:?}"
     );
-    for shot in ["import-preview", "draft", "preview", "sent", "doubts"] {
+    for shot in [
+        "import-preview",
+        "draft",
+        "preview",
+        "sent",
+        "doubts",
+        "subscriber",
+    ] {
         crate::common::assert_png(&out.join(format!("tour-{shot}.png")), 5000, None);
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod dashboard_campaigns;
 pub(crate) mod dashboard_isolation;
 pub(crate) mod dashboard_messages;
 pub(crate) mod dashboard_ops;
+pub(crate) mod dashboard_privacy;
 #[cfg(feature = "tier1")]
 pub(crate) mod dashboard_tour;
 pub(crate) mod dashboard_webhooks;

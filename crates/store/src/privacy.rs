@@ -521,24 +521,53 @@ fn address_pairs(p: &PersonRow) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `UPDATE {table} SET {col} = replace({col}, plain, erased)` on the rows of `scope` (a
-/// condition on `?1`, the account) whose column holds a plain address.
+/// How a column names an address: as its whole value, or at its end after a `:` (an event's
+/// or a delivery's subject, `suppression:email:ADDRESS`; a notification's job id).
+#[derive(Clone, Copy)]
+enum Names {
+    Whole,
+    AtEnd,
+}
+
+/// `text` with LIKE's wildcards escaped (for `ESCAPE '\'`): an address's `_` matches itself
+/// only, never another address.
+fn like_escaped(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+/// The condition that `col` names the address bound at `?2` (escaped for LIKE at `?4`).
+fn naming(col: &str, how: Names) -> String {
+    match how {
+        Names::Whole => format!("lower({col}) = ?2"),
+        Names::AtEnd => format!("{col} LIKE ?4 ESCAPE '\\'"),
+    }
+}
+
+/// Each plain address in `col` of `table`'s rows in `scope` (a condition on `?1`, the account)
+/// replaced by its erased form, where the column names it as `how` says (a different address
+/// that merely contains this one is left alone).
 fn replace_in(
     tx: &mut dyn Tx,
     account: i64,
-    (table, col, scope): (&str, &str, &str),
+    (table, col, scope, how): (&str, &str, &str, Names),
     pairs: &[(String, String)],
 ) -> Result<u64> {
     let mut n = 0;
     for (plain, erased) in pairs {
-        let pattern = format!("%{plain}%");
-        n += tx.exec(
-            &format!(
-                "UPDATE {table} SET {col} = replace({col}, ?2, ?3)
-                 WHERE {scope} AND {col} LIKE ?4"
-            ),
-            &args![account, plain, erased, &pattern],
-        )?;
+        let pattern = format!("%:{}", like_escaped(plain));
+        let cond = naming(col, how);
+        let value = match how {
+            Names::Whole => "?3".to_string(),
+            Names::AtEnd => format!("replace({col}, ?2, ?3)"),
+        };
+        let sql = format!("UPDATE {table} SET {col} = {value} WHERE {scope} AND {cond}");
+        let all = args![account, plain, erased, &pattern];
+        n += match how {
+            Names::Whole => tx.exec(&sql, &all[..3])?,
+            Names::AtEnd => tx.exec(&sql, &all)?,
+        };
     }
     Ok(n)
 }
@@ -664,42 +693,40 @@ fn erase_records(
         &args![account, ERASED_DATA, p.id],
     )?;
     for (plain, _) in &pairs {
-        let pattern = format!("%{plain}%");
+        // Its subject ends with the address, or its data holds it as a JSON string.
+        let quoted = format!("%\"{}\"%", like_escaped(plain));
+        let ending = format!("%:{}", like_escaped(plain));
         e.events += tx.exec(
             "UPDATE events SET data = ?2
-             WHERE account_id = ?1 AND (subject LIKE ?3 OR data LIKE ?3) AND data <> ?2",
-            &args![account, ERASED_DATA, &pattern],
+             WHERE account_id = ?1 AND data <> ?2
+               AND (subject LIKE ?3 ESCAPE '\\' OR data LIKE ?4 ESCAPE '\\')",
+            &args![account, ERASED_DATA, &ending, &quoted],
         )?;
     }
     const ENDPOINTS: &str = "endpoint_id IN (SELECT id FROM hook_endpoints WHERE account_id = ?1)";
+    const ACCOUNT: &str = "account_id = ?1";
     replace_in(
         tx,
         account,
-        ("events", "subject", "account_id = ?1"),
+        ("events", "subject", ACCOUNT, Names::AtEnd),
         &pairs,
     )?;
     e.hook_deliveries += replace_in(
         tx,
         account,
-        ("hook_deliveries", "subject", ENDPOINTS),
-        &pairs,
-    )?;
-    replace_in(
-        tx,
-        account,
-        ("hook_deliveries", "last_error", ENDPOINTS),
+        ("hook_deliveries", "subject", ENDPOINTS, Names::AtEnd),
         &pairs,
     )?;
     e.webhook_events += replace_in(
         tx,
         account,
-        ("webhook_events", "address", "account_id = ?1"),
+        ("webhook_events", "address", ACCOUNT, Names::Whole),
         &pairs,
     )?;
     replace_in(
         tx,
         account,
-        ("webhook_events", "job_id", "account_id = ?1"),
+        ("webhook_events", "job_id", ACCOUNT, Names::AtEnd),
         &pairs,
     )?;
     for (plain, _) in &pairs {

@@ -1,6 +1,7 @@
 //! `/admin/lists`: the account's lists, one list's members (searched by address prefix, paged
 //! by keyset), adding a subscriber, unsubscribing one from the list (with a confirmation page),
-//! and a CSV import previewed by the import's own parser before anything is written.
+//! and a CSV import previewed by the import's own parser before anything is written. Each member
+//! links to its subscriber page (`subscribers.rs`).
 
 use super::{fail, page, same_origin, see_other, Posted, Signed};
 use crate::{blocking, AppState};
@@ -249,7 +250,7 @@ async fn add(
             None,
             &attrs,
         )?;
-        new.consent = Some(privacy::declared("dashboard", None)?);
+        new.consent = privacy::declared("dashboard", None)?;
         subscribers::add(s, &acct, &new, &[list.to_string()], links.as_deref())?;
         Ok(list)
     })
@@ -464,7 +465,7 @@ async fn import_commit(
                 format,
                 lists: &lists,
                 links: links.as_deref(),
-                consent: Some(privacy::declared("dashboard", None)?),
+                consent: privacy::declared("dashboard", None)?,
             },
         )?;
         Ok((list.id, done))

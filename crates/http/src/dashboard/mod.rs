@@ -23,6 +23,7 @@ mod messages;
 mod overview;
 pub mod sandbox;
 mod settings;
+mod subscribers;
 mod suppressions;
 mod tokens;
 mod webhooks;
@@ -57,6 +58,7 @@ pub fn route_list() -> Vec<(&'static str, &'static str)> {
         tokens::ROUTES,
         settings::ROUTES,
         lists::ROUTES,
+        subscribers::ROUTES,
         suppressions::ROUTES,
         messages::ROUTES,
         webhooks::ROUTES,
@@ -73,6 +75,7 @@ pub fn routes() -> axum::Router<AppState> {
         .merge(tokens::routes())
         .merge(settings::routes())
         .merge(lists::routes())
+        .merge(subscribers::routes())
         .merge(suppressions::routes())
         .merge(messages::routes())
         .merge(webhooks::routes())
@@ -134,6 +137,14 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "admin/list_unsubscribe.html",
         include_str!("templates/list_unsubscribe.html"),
+    ),
+    (
+        "admin/subscriber.html",
+        include_str!("templates/subscriber.html"),
+    ),
+    (
+        "admin/subscriber_erase.html",
+        include_str!("templates/subscriber_erase.html"),
     ),
     ("admin/import.html", include_str!("templates/import.html")),
     (
