@@ -664,4 +664,48 @@ fn form_signups_confirmations_and_api_opt_ins_are_recorded_as_consent() {
     assert_eq!(x["consents"][0]["user_agent"], "B/3", "{x}");
     let r = env.run(&["subscriber", "show", "--account", "acme", "gus@example.org"]);
     assert_ne!(r.code, 0, "a refused consent writes nothing");
+    // An import records its declared basis on every row, and nothing without one.
+    let csv = env.write("in.csv", "email\nhal@example.org\nivy@example.org\n");
+    let file = csv.to_str().unwrap();
+    env.ok(&[
+        "subscriber",
+        "import",
+        "--account",
+        "acme",
+        file,
+        "--basis",
+        "trade fair",
+    ]);
+    let csv = env.write("in2.csv", "email\njoe@example.org\n");
+    env.ok(&[
+        "subscriber",
+        "import",
+        "--account",
+        "acme",
+        csv.to_str().unwrap(),
+    ]);
+    for (who, want) in [
+        ("hal", json!(["import"])),
+        ("ivy", json!(["import"])),
+        ("joe", json!([])),
+    ] {
+        let x: Value = serde_json::from_str(&env.ok(&[
+            "subscriber",
+            "export",
+            "--account",
+            "acme",
+            &format!("{who}@example.org"),
+        ]))
+        .unwrap();
+        let sources: Vec<&Value> = x["consents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| &c["source"])
+            .collect();
+        assert_eq!(json!(sources), want, "{who}: {x}");
+        if who != "joe" {
+            assert_eq!(x["consents"][0]["basis"], "trade fair", "{who}: {x}");
+        }
+    }
 }

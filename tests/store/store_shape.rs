@@ -20,10 +20,10 @@ const MAX_TWINS: usize = 25;
 /// messages/s alone; 14,519 with a route's slots shared by its claims in the turn and a
 /// review's fixes; 14,560 with a webhook request's several events applied in one transaction,
 /// issue 45's bounce sources; 15,530 with events out, issue 42: the feed, webhook endpoints
-/// and their deliveries, 800 lines written once for both stores; 16,410 with consent records,
-/// a subscriber's export and its erasure, issue 43, 880 lines written once for both stores);
+/// and their deliveries, 800 lines written once for both stores; 16,420 with consent records,
+/// a subscriber's export and its erasure, issue 43, 890 lines written once for both stores);
 /// issue 39's target, 9,000, is not met yet.
-const MAX_STORE_LINES: usize = 16_410;
+const MAX_STORE_LINES: usize = 16_420;
 
 fn store() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src")

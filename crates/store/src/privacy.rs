@@ -652,24 +652,8 @@ fn erase_suppressions(
     Ok(())
 }
 
-/// The ids of the events about the person (as [`events_of`] finds them), read before the
-/// erasure changes the addresses they are found by.
-fn event_ids(tx: &mut dyn Tx, account: i64, p: &PersonRow) -> Result<Vec<i64>> {
-    let [s1, s2, s3, s4] = address_subjects(p);
-    tx.query(
-        &format!(
-            "SELECT id FROM events
-             WHERE account_id = ?1
-               AND (subscriber_id = ?4 OR subject IN (?5, ?6, ?7, ?8)
-                    OR send_id IN (SELECT s.id {PERSON_SENDS}))"
-        ),
-        &args![account, &p.email_norm, &p.phone, p.id, &s1, &s2, &s3, &s4],
-        |r| r.get(0),
-    )
-}
-
-/// Every other table that may name the person: events (`before`: their ids read before the
-/// erasure began; the changes since made more), webhook deliveries, provider reports,
+/// Every other table that may name the person: events (`before`: the ids [`events_of`] read
+/// before the erasure changed the addresses it finds them by; the changes since made more), webhook deliveries, provider reports,
 /// address collisions, consent records.
 fn erase_records(
     tx: &mut dyn Tx,
@@ -763,7 +747,7 @@ fn erase(tx: &mut dyn Tx, account: i64, key: &str, now: i64) -> Result<Erased> {
         ..Erased::default()
     };
     // The events and sends first: they are found through the plain addresses.
-    let before = event_ids(tx, account, &p)?;
+    let before: Vec<i64> = events_of(tx, account, &p)?.iter().map(|e| e.id).collect();
     erase_sends(tx, account, &p, &mut e)?;
     erase_suppressions(tx, account, &p, now, &mut e)?;
     tx.exec(
