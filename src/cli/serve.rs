@@ -23,7 +23,6 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
     let body_timeout = pick(&a.body_timeout, &file.body_timeout, "10s");
     let max_connections = max_connections(a, &file)?;
     let events = app::events::settings(loaded.as_ref())?;
-    let consent_ip = app::privacy::settings(loaded.as_ref())?;
     let settings = sendonce_http::Settings {
         listen: pick(&a.listen, &file.listen, "127.0.0.1:8025"),
         drain,
@@ -35,6 +34,7 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
         hooks: app::webhooks::Hooks::load(a.config.as_deref(), a.public_url.as_deref())?,
         keys: app::run::keys_if_set()?,
         links: app::run::links(a.config.as_deref(), a.public_url.as_deref())?,
+        consent_ip: app::privacy::settings(loaded.as_ref())?,
         ops: sendonce_http::Ops {
             db: cli.db.clone(),
             db_from: cli.db_from.clone(),
@@ -45,7 +45,6 @@ pub(super) fn serve(cli: &Cli, a: &ServeArgs, rt: &tokio::runtime::Runtime) -> R
             doctor_running: Default::default(),
         },
         events,
-        consent_ip,
     };
     let with_worker = a.worker || file.worker == Some(true);
     if !with_worker && a.provider.is_some() {

@@ -121,6 +121,22 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
     assert!(server.sigterm().success());
 
     // Part two: a campaign to the same list, its calls answered by nobody: in doubt.
+    in_doubt_then_resolved(&env, &out);
+    for shot in [
+        "import-preview",
+        "draft",
+        "preview",
+        "sent",
+        "doubts",
+        "subscriber",
+    ] {
+        crate::common::assert_png(&out.join(format!("tour-{shot}.png")), 5000, None);
+    }
+}
+
+/// The tour's part two: a second campaign to the tour's list whose calls nobody answers is in
+/// doubt; one row resolved as sent on the doubts page, then the settings page.
+fn in_doubt_then_resolved(env: &Env, out: &std::path::Path) {
     let body = env.write("body.txt", "Second {{ name }}\n");
     let second = env.ok(&[
         "campaign",
@@ -147,7 +163,7 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
     );
     let spec = format!("webhook:{}/send#timeout=5s", dropping.base());
     env.run(&["run", "--once", "--provider", &spec, "--tick", "20ms"]);
-    let parked = report(&env, &second);
+    let parked = report(env, &second);
     assert_eq!(
         parked,
         vec![
@@ -156,10 +172,10 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
         ],
         "bob unsubscribed from the list is not in the second campaign"
     );
-    let server = Server::start(&env, &[]);
+    let server = Server::start(env, &[]);
     scenario(
         &server.base,
-        &out,
+        out,
         1024,
         json!([
             {"login": ["ana", PASSWORD]},
@@ -175,7 +191,7 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
             {"screenshot": "tour-settings"},
         ]),
     );
-    let after = report(&env, &second);
+    let after = report(env, &second);
     assert_eq!(
         after.iter().filter(|(_, s)| s == "sent").count(),
         1,
@@ -186,14 +202,4 @@ fn the_tour_from_a_csv_to_a_sent_campaign_and_a_resolved_doubt() {
         1,
         "{after:?}"
     );
-    for shot in [
-        "import-preview",
-        "draft",
-        "preview",
-        "sent",
-        "doubts",
-        "subscriber",
-    ] {
-        crate::common::assert_png(&out.join(format!("tour-{shot}.png")), 5000, None);
-    }
 }
