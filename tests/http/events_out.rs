@@ -238,6 +238,92 @@ fn endpoints_inside_the_network_are_refused_when_saved_and_again_at_each_call() 
     });
 }
 
+/// A failed call's error names "the endpoint", never its URL: a token in the query string
+/// stays out of the delivery's error, the attempt log and `endpoint show`.
+#[test]
+fn a_failed_calls_error_never_shows_the_endpoints_url() {
+    let env = Env::new();
+    env.setup_account();
+    let port = refused_port();
+    let (_fake, server) = serve(&env, &[("SENDONCE_EVENTS_ALLOW", "127.0.0.1")]);
+    let tok = token(&env, "acme", "admin");
+    let id = rt().block_on(async {
+        let c = client();
+        let url = format!("http://127.0.0.1:{port}/h?token=s3cret-in-the-query");
+        let (status, body) = create(&c, &server, &tok, &json!({"url": url})).await;
+        assert_eq!(status, 201, "{body}");
+        let id = body["id"].as_i64().unwrap();
+        let res = c
+            .post(server.url("/v1/suppressions"))
+            .bearer_auth(&tok)
+            .json(&json!({"channel": "email", "address": "q@x.com"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success());
+        let d = wait_for_error(&c, &server, &tok, id, "the endpoint").await;
+        assert!(!d.to_string().contains("s3cret"), "{d}");
+        id
+    });
+    let shown = env.ok(&["endpoint", "show", "--account", "acme", &id.to_string()]);
+    assert!(shown.contains("the endpoint"), "{shown}");
+    // The URL on the endpoint's own line (the operator's setting), and nowhere else.
+    assert_eq!(shown.matches("s3cret").count(), 1, "{shown}");
+}
+
+/// `doctor` warns of the endpoints the circuit breaker turned off, names them and how to turn
+/// them back on; after `endpoint update --enable` it has nothing to say.
+#[test]
+fn doctor_names_the_endpoints_the_breaker_turned_off() {
+    let env = Env::new();
+    env.setup_account();
+    env.ok(&[
+        "endpoint",
+        "add",
+        "--account",
+        "acme",
+        "--url",
+        "https://93.184.216.34/hooks",
+    ]);
+    let finding = |env: &Env| -> (i32, Value) {
+        let r = env.run(&["--json", "doctor"]);
+        let doc: Value = serde_json::from_str(&r.stdout).expect("doctor --json");
+        let f = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "webhook_endpoints")
+            .cloned()
+            .unwrap_or_else(|| panic!("no webhook_endpoints finding: {doc}"));
+        (r.code, f)
+    };
+    assert_eq!(finding(&env).1["level"], "ok");
+    // Five days of failures, as the breaker leaves an endpoint.
+    env.sqlite()
+        .execute(
+            "UPDATE hook_endpoints SET status = 'broken', failing_since = 1",
+            [],
+        )
+        .unwrap();
+    let (code, f) = finding(&env);
+    assert_ne!(code, 0, "{f}");
+    assert_eq!(f["level"], "warn", "{f}");
+    assert!(
+        f["detail"]
+            .as_str()
+            .unwrap()
+            .contains("endpoint 1 (account 1)"),
+        "{f}"
+    );
+    let hint = f["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("endpoint update --account 1 1 --enable"),
+        "{f}"
+    );
+    env.ok(&["endpoint", "update", "--account", "1", "1", "--enable"]);
+    assert_eq!(finding(&env).1["level"], "ok");
+}
+
 /// tests/support/hook_receiver.py on `port`, verifying with `secrets`, logging to `log`.
 #[cfg(feature = "tier1")]
 pub(crate) struct Receiver {
