@@ -431,3 +431,63 @@ fn a_missing_sender_is_a_usage_error_that_does_not_burn_the_key() {
     assert!(!sent.stdout.contains("FAILED"), "{sent:?}");
     assert_eq!(fake.lines().len(), 1, "one delivery");
 }
+
+/// A notification to an address erased from the notify account (`subscriber erase`) is
+/// recorded under the address's erased form and suppressed at claim: the provider never gets
+/// it, and the state file holds the address nowhere in clear (docs/privacy.md).
+#[test]
+fn a_notification_to_an_erased_address_is_recorded_suppressed_and_never_sent() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("state.db");
+    let outbox = d.path().join("o.jsonl");
+    let spec = format!("outbox:{}", outbox.display());
+    let send = |key: &str| {
+        let args = [
+            "--to",
+            "ann@example.org",
+            "--key",
+            key,
+            "--message",
+            "deploy ok",
+        ];
+        let mut all = args.to_vec();
+        all.extend(["--state", s(&state), "--provider", &spec]);
+        notify(&[], &all)
+    };
+    let first = send("k1");
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let erase: common::Run = Command::new(BIN)
+        .arg("--db")
+        .arg(&state)
+        .args([
+            "subscriber",
+            "erase",
+            "--account",
+            "notify",
+            "ann@example.org",
+            "--yes",
+        ])
+        .env_remove("SENDONCE_DB")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(erase.code, 0, "{}", erase.stderr);
+    let second = send("k2");
+    assert!(second.stdout.contains("suppressed"), "{second:?}");
+    assert_eq!(
+        deliveries(&outbox).len(),
+        1,
+        "the erased address got a message"
+    );
+    let c = rusqlite::Connection::open(&state).unwrap();
+    let clear: i64 = c
+        .query_row(
+            "SELECT (SELECT count(*) FROM sends WHERE address LIKE '%ann@%' OR job_id LIKE '%ann@%')
+                  + (SELECT count(*) FROM subscribers WHERE email LIKE '%ann@%'
+                                                        OR email_norm LIKE '%ann@%')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(clear, 0, "the address in clear in the state file");
+}

@@ -126,6 +126,14 @@ fn campaign_from_row(r: Row<'_>) -> Result<CampaignRow> {
     })
 }
 
+/// A subscriber key (id, email or phone) as (id, normalised email, E.164), else as given.
+pub(crate) fn key_forms(key: &str) -> (Option<i64>, String, String) {
+    let by_id = key.parse::<i64>().ok();
+    let email = normalize_email(key).map_or_else(|_| key.to_lowercase(), |(_, n)| n);
+    let phone = normalize_phone(key).unwrap_or_else(|_| key.to_string());
+    (by_id, email, phone)
+}
+
 /// The usage error of an unknown account key, listing the accounts there are.
 fn unknown_account<S: Db>(store: &S, key: &str) -> Error {
     let names: Vec<String> = store
@@ -347,10 +355,7 @@ impl<S: Db> Directory for S {
     /// A subscriber by id, or by email address / phone number within an account.
     fn find_subscriber(&self, account: i64, key: &str) -> Result<SubscriberRow> {
         let key = key.trim();
-        let by_id = key.parse::<i64>().ok();
-        // The forms rows are stored in; a key that is neither is matched as given.
-        let email = normalize_email(key).map_or_else(|_| key.to_lowercase(), |(_, n)| n);
-        let phone = normalize_phone(key).unwrap_or_else(|_| key.to_string());
+        let (by_id, email, phone) = key_forms(key);
         let row = self.read(|tx| {
             tx.query_opt(
                 &format!(

@@ -186,11 +186,9 @@ impl<S: Db> Notifications for S {
         let nkey = notify_key(channel, key);
         self.read(|tx| {
             let mut out = Vec::new();
+            let account =
+                tx.scalar_opt::<i64>("SELECT id FROM accounts WHERE name = ?1", &args![ACCOUNT])?;
             for addr in addresses {
-                let account = tx.scalar_opt::<i64>(
-                    "SELECT id FROM accounts WHERE name = ?1",
-                    &args![ACCOUNT],
-                )?;
                 let recorded = match account {
                     Some(a) => crate::privacy::recorded_address(tx, a, channel.as_str(), addr)?,
                     None => addr.clone(),

@@ -7,7 +7,7 @@
 use crate::shared::require_account;
 use crate::sql::{args, Db, Row, Tx};
 use crate::Suppression;
-use sendonce_domain::address::{erased_form, is_erased_form, normalize_email, normalize_phone};
+use sendonce_domain::address::{erased_form, is_erased_form};
 use sendonce_domain::error::{Error, Result};
 use serde::Serialize;
 use sha2::Digest as _;
@@ -281,9 +281,7 @@ pub(crate) fn withheld<'a>(m: &crate::NewMessage<'a>) -> crate::NewMessage<'a> {
 /// The subscriber `key` names, removed and erased ones included: its row.
 fn find_person(tx: &mut dyn Tx, account: i64, key: &str, lock: bool) -> Result<PersonRow> {
     let key = key.trim();
-    let by_id = key.parse::<i64>().ok();
-    let email = normalize_email(key).map_or_else(|_| key.to_lowercase(), |(_, n)| n);
-    let phone = normalize_phone(key).unwrap_or_else(|_| key.to_string());
+    let (by_id, email, phone) = crate::directory::key_forms(key);
     let lock = if lock { tx.dialect().for_update } else { "" };
     let row = tx.query_opt(
         &format!(

@@ -78,7 +78,8 @@ pub fn settings(file: Option<&crate::config::Config>) -> Result<IpPolicy> {
 /// Longest declared basis, user agent or shown text kept, in bytes.
 pub const MAX_CONSENT_TEXT: usize = 2048;
 
-fn clip(text: &str, max: usize) -> &str {
+/// At most the first `max` bytes of `text`, cut at a character boundary.
+pub fn clip(text: &str, max: usize) -> &str {
     let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;

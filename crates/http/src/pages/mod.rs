@@ -33,7 +33,7 @@ pub fn routes() -> axum::Router<AppState> {
 /// as `[privacy] consent_ip` keeps it; a forwarded-for header is anyone's to write) and its
 /// user agent (at most `privacy::MAX_CONSENT_TEXT` bytes).
 pub(crate) fn seen(st: &AppState, req: &axum::extract::Request) -> sendonce_store::Seen {
-    use sendonce_core::app::privacy::{consent_text, MAX_CONSENT_TEXT};
+    use sendonce_core::app::privacy::{clip, consent_text, MAX_CONSENT_TEXT};
     let peer = req
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
@@ -42,13 +42,7 @@ pub(crate) fn seen(st: &AppState, req: &axum::extract::Request) -> sendonce_stor
         .headers()
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
-        .map(|a| {
-            let mut end = a.len().min(MAX_CONSENT_TEXT);
-            while !a.is_char_boundary(end) {
-                end -= 1;
-            }
-            &a[..end]
-        });
+        .map(|a| clip(a, MAX_CONSENT_TEXT));
     sendonce_store::Seen {
         ip: peer.and_then(|ip| st.consent_ip.keep(ip)),
         user_agent: consent_text("the user agent", agent).ok().flatten(),
