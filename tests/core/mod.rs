@@ -18,3 +18,4 @@ pub(crate) mod secrets;
 pub(crate) mod segments;
 pub(crate) mod smtp;
 pub(crate) mod tokens;
+pub(crate) mod windows;

@@ -35,3 +35,4 @@ pub mod template;
 pub mod token;
 pub mod verp;
 pub mod webhook;
+pub mod window;
