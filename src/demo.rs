@@ -156,6 +156,7 @@ fn seed(store: &Store, csv: &Path) -> Result<(i64, ImportReport, String)> {
         sms_footer: None,
         lists: &[],
         transactional: false,
+        windows: &Default::default(),
     })?;
     store.approve_campaign(cid, sendonce_domain::clock::now_ms())?;
     Ok((cid, report, suppressed_address))

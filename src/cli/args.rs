@@ -394,6 +394,19 @@ pub enum AccountCmd {
         /// ("Reply STOP to opt out"); counted in the segments at create. "" removes it.
         #[arg(long, value_name = "TEXT")]
         sms_footer: Option<String>,
+        /// The account's time zone (IANA name, e.g. Europe/Lisbon; UTC until set): windows
+        /// are read in it for a recipient whose own zone is unknown.
+        #[arg(long, value_name = "ZONE")]
+        tz: Option<String>,
+        /// Default send window of new campaigns, local time HH:MM-HH:MM (e.g. 09:00-20:00),
+        /// honoured in each recipient's zone; "any" removes it.
+        #[arg(long, value_name = "HH:MM-HH:MM")]
+        send_window: Option<String>,
+        /// SMS quiet hours of new campaigns: SMS go out only between these local times where
+        /// the recipient's zone is known (tz attribute or the number's country). Default
+        /// 08:00-21:00 (the US TCPA's hours); "off" turns them off.
+        #[arg(long, value_name = "HH:MM-HH:MM")]
+        sms_hours: Option<String>,
     },
 }
 
@@ -956,6 +969,16 @@ pub struct CampaignCreate {
     /// List-Unsubscribe header, and approvable without a public URL. Frozen at approval.
     #[arg(long)]
     pub transactional: bool,
+    /// Send only between these local times (HH:MM-HH:MM, e.g. 09:00-18:00) in each
+    /// recipient's zone (tz attribute, else the number's country, else the account's zone);
+    /// "any": none. Default: the account's (`account update --send-window`); none when
+    /// --transactional. A recipient outside it waits for it to open.
+    #[arg(long, value_name = "HH:MM-HH:MM")]
+    pub send_window: Option<String>,
+    /// SMS quiet hours (HH:MM-HH:MM) where the recipient's zone is known; "off": none.
+    /// Default: the account's (08:00-21:00 unless changed); none when --transactional.
+    #[arg(long, value_name = "HH:MM-HH:MM")]
+    pub sms_hours: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

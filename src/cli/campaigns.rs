@@ -139,6 +139,8 @@ fn create(cli: &Cli, a: &CampaignCreate) -> Result<Output> {
         reply_to: a.reply_to.clone(),
         filter: a.filter.clone(),
         transactional: a.transactional,
+        send_window: a.send_window.clone(),
+        sms_hours: a.sms_hours.clone(),
     }
     .checked()?;
     if a.dry_run {

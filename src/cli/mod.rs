@@ -183,12 +183,29 @@ fn account(cli: &Cli, cmd: &AccountCmd) -> Result<Output> {
         AccountCmd::Update {
             account,
             sms_footer,
+            tz,
+            send_window,
+            sms_hours,
         } => {
-            let u = accounts::update(&*open(cli)?, account, sms_footer.as_deref())?;
-            let text = match &u.sms_footer {
-                Some(f) => format!("account {}: SMS footer {f:?}", u.id),
-                None => format!("account {}: no SMS footer", u.id),
+            let changes = accounts::Changes {
+                sms_footer: sms_footer.clone(),
+                tz: tz.clone(),
+                send_window: send_window.clone(),
+                sms_hours: sms_hours.clone(),
             };
+            let u = accounts::update(&*open(cli)?, account, &changes)?;
+            let footer = match &u.sms_footer {
+                Some(f) => format!("SMS footer {f:?}"),
+                None => "no SMS footer".to_string(),
+            };
+            let w = &u.windows;
+            let text = format!(
+                "account {}: {footer}; zone {}; send window {}; SMS quiet hours {}",
+                u.id,
+                w.tz,
+                w.send_window.as_deref().unwrap_or("any"),
+                w.sms_hours.as_deref().unwrap_or("off")
+            );
             Ok(Output::ok(to_json(&u), text))
         }
     }

@@ -55,6 +55,14 @@ fn told(f: &app::run::Finished, peak_rss: bool) -> Output {
         "claimed {}, sent {}, failed {}, retried {}, suppressed at claim {}",
         s.claimed, s.sent, s.failed, s.retried, s.suppressed
     );
+    if let Some(at) = s.window_opens {
+        text.push_str(&format!(
+            "\nsends wait for their send window ({} held by this run; the next is due at \
+             {}): a `sendonce run` then sends them",
+            s.held_for_window,
+            sendonce_domain::clock::format_ms(at),
+        ));
+    }
     for id in &f.paused {
         text.push_str(&format!(
             "\ncampaign {id} is paused and waiting: `sendonce campaign resume {id}`, then run \

@@ -197,6 +197,7 @@ pub fn started_campaign(
             sms_footer: None,
             lists: &[],
             transactional: false,
+            windows: &Default::default(),
         })
         .unwrap();
     s.approve_campaign(cid, 0).unwrap();

@@ -50,6 +50,7 @@ fn unchecked_draft(env: &Env, body: &str) -> i64 {
             sms_footer: None,
             lists: &[],
             transactional: true,
+            windows: &Default::default(),
         })
         .unwrap()
 }

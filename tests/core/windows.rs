@@ -152,3 +152,129 @@ mod zoneinfo {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 }
+
+use crate::common::Env;
+use serde_json::Value;
+
+/// The current UTC time as (Unix ms, hour), after waiting out the last seconds of an hour
+/// so the windows built from it hold while the test runs.
+fn this_hour() -> (i64, i64) {
+    loop {
+        let now = sendonce::domain::clock::now_ms();
+        let into_hour = now % 3_600_000;
+        if into_hour < 3_600_000 - 60_000 {
+            return (now - into_hour, (now / 3_600_000) % 24);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(5));
+    }
+}
+
+/// `HH:00-HH:00` from hour `a` to hour `b` (mod 24).
+fn hours(a: i64, b: i64) -> String {
+    format!("{:02}:00-{:02}:00", a.rem_euclid(24), b.rem_euclid(24))
+}
+
+/// (address, status, visible_at) of every send of a campaign.
+fn sends(env: &Env, cid: &str) -> Vec<(String, String, i64)> {
+    let c = env.sqlite();
+    let mut st = c
+        .prepare("SELECT address, status, visible_at FROM sends WHERE campaign_id = ?1 ORDER BY id")
+        .unwrap();
+    st.query_map([cid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn outbox_addresses(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["to"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+/// SMS quiet hours, read in each recipient's zone: a `tz` attribute, else the number's
+/// country. A recipient inside them is sent to; one outside is not leased and waits, queued,
+/// until the hour its quiet hours end, whatever the campaign's (UTC) zone says; a recipient
+/// whose zone is unknown is not held. `run --once` leaves the held rows and says when.
+#[test]
+fn sms_quiet_hours_hold_rows_in_the_recipients_zone_until_they_open() {
+    let env = Env::new();
+    let acct = env.setup_account();
+    let (hour_start, h) = this_hour();
+    let add = |phone: &str, tz: Option<&str>| {
+        let mut a = vec!["subscriber", "add", "--account", &acct, "--phone", phone];
+        let attr = tz.map(|z| format!("tz={z}"));
+        if let Some(t) = &attr {
+            a.extend(["--attr", t]);
+        }
+        env.ok(&a);
+    };
+    // Open from h+3 to h+5 local: closed in UTC, open at UTC+4, closed in Tokyo (UTC+9).
+    add("+351912345001", Some("UTC"));
+    add("+351912345002", Some("Etc/GMT-4"));
+    add("+81312345678", None);
+    // Sao Tome (+239, one zone: Africa/Sao_Tome, UTC+0) without tz: closed too.
+    add("+2399812345", None);
+    let body = env.write("sms.txt", "Your code is ready\n");
+    let quiet = hours(h + 3, h + 5);
+    let created = env.ok(&[
+        "--json",
+        "campaign",
+        "create",
+        "--account",
+        &acct,
+        "--name",
+        "q",
+        "--channel",
+        "sms",
+        "--body-file",
+        body.to_str().unwrap(),
+        "--sms-hours",
+        &quiet,
+    ]);
+    let created: Value = serde_json::from_str(&created).unwrap();
+    assert_eq!(created["sms_hours"], quiet.as_str());
+    assert_eq!(created["tz"], "UTC");
+    let cid = created["id"].to_string();
+    env.ok(&["campaign", "approve", &cid]);
+    let outbox = env.path("o.jsonl");
+    let provider = format!("outbox:{}", outbox.display());
+    let run = env.ok(&["run", "--once", "--provider", &provider]);
+    assert!(
+        run.contains("wait for their send window (3 held by this run"),
+        "{run}"
+    );
+    assert_eq!(outbox_addresses(&outbox), vec!["+351912345002".to_string()]);
+    let utc_open = hour_start + 3 * 3_600_000;
+    let tokyo_open = hour_start + 18 * 3_600_000; // (h+3) JST is h-6 UTC: 18 hours on
+    let want = vec![
+        ("+351912345001".to_string(), "queued".to_string(), utc_open),
+        ("+351912345002".to_string(), "sent".to_string(), 0),
+        ("+81312345678".to_string(), "queued".to_string(), tokyo_open),
+        ("+2399812345".to_string(), "queued".to_string(), utc_open),
+    ];
+    let got: Vec<_> = sends(&env, &cid)
+        .into_iter()
+        .map(|(a, s, v)| {
+            let v = if s == "queued" { v } else { 0 };
+            (a, s, v)
+        })
+        .collect();
+    assert_eq!(got, want);
+    // A second run leaves them where they are, sends nothing more, and says until when.
+    let again = env.ok(&["run", "--once", "--provider", &provider]);
+    let first = sendonce::domain::clock::format_ms(utc_open);
+    assert!(
+        again.contains(&format!("0 held by this run; the next is due at {first}")),
+        "{again}"
+    );
+    assert_eq!(outbox_addresses(&outbox).len(), 1);
+    env.assert_counters();
+}

@@ -756,6 +756,7 @@ fn a_list_campaign_builds_one_row_per_address_and_a_recipient_knows_why() {
                 sms_footer: None,
                 lists: &[la, lb],
                 transactional: false,
+                windows: &Default::default(),
             })
             .unwrap();
         assert_eq!(s.campaign_lists(cid).unwrap(), vec![la, lb], "{}", b.name);
@@ -1006,6 +1007,7 @@ fn a_list_unsubscribe_withdraws_rows_still_queued() {
                 sms_footer: None,
                 lists: &lists,
                 transactional: false,
+                windows: &Default::default(),
             })
             .unwrap();
         s.approve_campaign(cid, 0).unwrap();
@@ -2563,6 +2565,7 @@ fn filter_script(s: &Store) -> Vec<String> {
                 sms_footer: None,
                 lists: &[],
                 transactional: false,
+                windows: &Default::default(),
             })
             .unwrap();
         let matching: Vec<&str> = subs
@@ -2750,6 +2753,7 @@ fn audience_script(s: &Store) -> Vec<String> {
             sms_footer: None,
             lists,
             transactional: false,
+            windows: &Default::default(),
         })
     };
     out.push(format!(

@@ -467,6 +467,7 @@ pub(crate) fn setup_campaign_in_lists(
         lists: &ids,
         // The bench measures the send path; it seals no unsubscribe links.
         transactional: true,
+        windows: &Default::default(),
     })?;
     store.approve_campaign(cid, sendonce_domain::clock::now_ms())?;
     Ok((cid, memberships))

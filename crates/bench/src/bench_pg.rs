@@ -92,6 +92,7 @@ fn ready_campaign(store: &PgStore, account: i64) -> Result<i64> {
         lists: &[],
         // The bench measures the send path; it seals no unsubscribe links.
         transactional: true,
+        windows: &Default::default(),
     })?;
     store.approve_campaign(cid, sendonce_domain::clock::now_ms())?;
     store.start_due_campaigns(sendonce_domain::clock::now_ms())?;

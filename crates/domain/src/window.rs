@@ -360,7 +360,9 @@ pub fn tz_of_vars(vars: &str) -> Option<String> {
 pub fn check_tz_attribute(attrs: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
     match attrs.get("tz") {
         None | Some(serde_json::Value::Null) => Ok(()),
-        Some(serde_json::Value::String(s)) => zone(s).map(|_| ()).map_err(|e| e.context("tz")),
+        Some(serde_json::Value::String(s)) => zone(s)
+            .map(|_| ())
+            .map_err(|e| e.context("attribute \"tz\"")),
         Some(_) => Err(Error::invalid(
             "attribute tz must be a time zone name like Europe/Lisbon",
         )),

@@ -42,6 +42,18 @@ pub struct Campaign {
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
     pub list_complete: bool,
+    pub windows: SendWindows,
+}
+
+/// Send windows (schema 26): local-time windows `HH:MM-HH:MM` honoured at claim in each
+/// recipient's zone, and the zone used when a recipient's is unknown (`domain::window`). An
+/// account's are the defaults its campaigns copy at create; all None on a campaign without.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SendWindows {
+    pub tz: Option<String>,
+    pub window: Option<String>,
+    /// SMS only: quiet hours, applied where a recipient's zone is known.
+    pub sms_hours: Option<String>,
 }
 
 /// A campaign to create (validated by the caller: templates checked, body not empty).
@@ -62,6 +74,7 @@ pub struct NewCampaign<'a> {
     pub lists: &'a [i64],
     /// Receipts and the like: no List-Unsubscribe, no public URL needed to approve.
     pub transactional: bool,
+    pub windows: &'a SendWindows,
 }
 
 /// Sends per state, every state present (zero when none).
@@ -194,7 +207,7 @@ pub trait Campaigns: Send + Sync {
 
 const CAMPAIGN_BY_ID: &str = "SELECT id, account_id, name, channel, sender, subject, body, status,
     scheduled_for, started_at, finished_at, list_complete, body_format, html, reply_to, filter,
-    sms_footer, kind, transactional FROM campaigns WHERE id = ?1";
+    sms_footer, kind, transactional, tz, send_window, sms_hours FROM campaigns WHERE id = ?1";
 
 fn campaign_from_row(r: Row<'_>) -> Result<Campaign> {
     let format: BodyFormat = get_at(r, 12, "campaigns.body_format")?;
@@ -219,6 +232,11 @@ fn campaign_from_row(r: Row<'_>) -> Result<Campaign> {
         started_at: r.get(9)?,
         finished_at: r.get(10)?,
         list_complete: r.get(11)?,
+        windows: SendWindows {
+            tz: r.get(19)?,
+            window: r.get(20)?,
+            sms_hours: r.get(21)?,
+        },
     })
 }
 
@@ -425,8 +443,9 @@ impl<S: Db> Campaigns for S {
             let id: i64 = tx.scalar(
                 "INSERT INTO campaigns (account_id, name, channel, sender, subject, body,
                                         body_format, html, reply_to, filter, sms_footer,
-                                        transactional, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING id",
+                                        transactional, created_at, tz, send_window, sms_hours)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                 RETURNING id",
                 &args![
                     c.account_id,
                     c.name,
@@ -440,7 +459,10 @@ impl<S: Db> Campaigns for S {
                     c.filter,
                     c.sms_footer,
                     c.transactional,
-                    now
+                    now,
+                    c.windows.tz.as_deref(),
+                    c.windows.window.as_deref(),
+                    c.windows.sms_hours.as_deref()
                 ],
             )?;
             target_lists(tx, id, c.lists)?;

@@ -2,6 +2,7 @@
 //! subscribers of an account, and the few edits a subscriber needs (update, remove). Written
 //! once for both stores over `sql::Tx`.
 
+use crate::campaigns::SendWindows;
 use crate::shared::{get_at, require_account};
 use crate::sql::{args, Db, Row, Tx};
 use sendonce_domain::address::{normalize_email, normalize_phone, Channel};
@@ -17,6 +18,8 @@ pub struct AccountRow {
     pub campaigns: i64,
     /// Appended to the account's new SMS campaigns.
     pub sms_footer: Option<String>,
+    /// The zone, send window and SMS quiet hours its new campaigns copy.
+    pub windows: SendWindows,
     pub created_at: i64,
 }
 
@@ -71,6 +74,10 @@ pub trait Directory: Send + Sync {
     fn sms_footer(&self, account: i64) -> Result<Option<String>>;
     /// Set (or, with None, clear) the footer the account's new SMS campaigns get.
     fn set_sms_footer(&self, account: i64, footer: Option<&str>) -> Result<()>;
+    /// The account's zone, default send window and SMS quiet hours (its tz is always set).
+    fn send_defaults(&self, account: i64) -> Result<SendWindows>;
+    /// Replace them (validated by the caller; a None tz leaves the zone as it is).
+    fn set_send_defaults(&self, account: i64, w: &SendWindows) -> Result<()>;
     fn list_campaigns(
         &self,
         account: Option<i64>,
@@ -267,7 +274,7 @@ impl<S: Db> Directory for S {
                         (SELECT count(*) FROM campaigns k
                          WHERE k.account_id = a.id AND k.kind = 'campaign'
                            AND k.name NOT {} 'notify:%'),
-                        a.sms_footer
+                        a.sms_footer, a.tz, a.send_window, a.sms_hours
                  FROM accounts a ORDER BY a.id",
                 tx.dialect().like_ci
             );
@@ -279,6 +286,11 @@ impl<S: Db> Directory for S {
                     subscribers: r.get(3)?,
                     campaigns: r.get(4)?,
                     sms_footer: r.get(5)?,
+                    windows: SendWindows {
+                        tz: r.get(6)?,
+                        window: r.get(7)?,
+                        sms_hours: r.get(8)?,
+                    },
                 })
             })
         })
@@ -301,6 +313,40 @@ impl<S: Db> Directory for S {
             tx.exec(
                 "UPDATE accounts SET sms_footer = ?2 WHERE id = ?1",
                 &args![account, footer],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn send_defaults(&self, account: i64) -> Result<SendWindows> {
+        let found = self.read(|tx| {
+            tx.query_opt(
+                "SELECT tz, send_window, sms_hours FROM accounts WHERE id = ?1",
+                &args![account],
+                |r| {
+                    Ok(SendWindows {
+                        tz: r.get(0)?,
+                        window: r.get(1)?,
+                        sms_hours: r.get(2)?,
+                    })
+                },
+            )
+        })?;
+        found.ok_or_else(|| Error::not_found(format!("unknown account id {account}")))
+    }
+
+    fn set_send_defaults(&self, account: i64, w: &SendWindows) -> Result<()> {
+        self.write(|tx| {
+            require_account(tx, account)?;
+            tx.exec(
+                "UPDATE accounts SET tz = coalesce(?2, tz), send_window = ?3, sms_hours = ?4
+                 WHERE id = ?1",
+                &args![
+                    account,
+                    w.tz.as_deref(),
+                    w.window.as_deref(),
+                    w.sms_hours.as_deref()
+                ],
             )?;
             Ok(())
         })

@@ -20,6 +20,7 @@ use sendonce_domain::model::{
     INSTALLATION_SCOPE_LEN,
 };
 use sendonce_domain::segment::Filter;
+use sendonce_domain::window::{Planner, Policy};
 use std::sync::OnceLock;
 
 /// A campaign the worker may claim from (status `sending`), with its frozen content.
@@ -180,6 +181,11 @@ pub struct Claimed {
     /// Rows that may already have been delivered, settled (sent or failed) by a delivery
     /// report a provider webhook had sent while they were still leased.
     pub settled_by_webhook: u64,
+    /// Rows left for later because their recipient's send window (or SMS quiet hours) is
+    /// closed: made visible again when it opens (`domain::window`).
+    pub held: u64,
+    /// The earliest time a window of a held row opens.
+    pub held_until: Option<i64>,
 }
 
 /// How one provider call ended, as the ledger records it. The worker decides (backoff, key
@@ -799,14 +805,72 @@ fn claim_candidates(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<Vec<Candidate
     Ok(cands)
 }
 
-/// Whether the campaign (this account's) is a stream, when it is still `sending`.
-fn sending_stream(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<Option<bool>> {
+/// What a claim needs of its campaign (this account's) when it is still `sending`: whether
+/// it is a stream, and its send windows (a stream has none).
+fn sending_campaign(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<Option<(bool, Option<Policy>)>> {
     let sql = CLAIM_CAMPAIGN_STATUS.get(tx.dialect());
-    let found: Option<(CampaignStatus, bool)> =
-        tx.query_opt(sql, &args![req.campaign_id, req.account_id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+    type Found = (
+        CampaignStatus,
+        bool,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let found: Option<Found> = tx.query_opt(sql, &args![req.campaign_id, req.account_id], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })?;
+    let Some((CampaignStatus::Sending, stream, tz, window, sms_hours)) = found else {
+        return Ok(None);
+    };
+    let sms = req.channel == Channel::Sms;
+    let policy = Policy::from_columns(window.as_deref(), sms_hours.as_deref(), tz.as_deref(), sms)
+        .map_err(|e| {
+            Error::damaged(format!(
+                "campaign {}'s send window no longer reads: {}",
+                req.campaign_id, e.message
+            ))
         })?;
-    Ok(found.and_then(|(status, stream)| (status == CampaignStatus::Sending).then_some(stream)))
+    Ok(Some((stream, policy)))
+}
+
+/// The rows a claim settles without leasing them: settled by a delivery report that came
+/// while they were leased, parked in doubt, or suppressed. True when `c` was one of them.
+fn settle_or_park(
+    tx: &mut dyn Tx,
+    c: &Candidate,
+    decision: &Decision,
+    req: &ClaimRequest,
+    out: &mut Claimed,
+) -> Result<bool> {
+    match *decision {
+        Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
+            if settled_by_callback(tx, c, req)? =>
+        {
+            out.settled_by_webhook += 1;
+        }
+        Decision::InDoubt { since } => {
+            let n = tx.exec(CLAIM_PARK_IN_DOUBT, &args![c.id, since, req.now])?;
+            expect_one(n, c.id, "park in doubt")?;
+            out.in_doubt += 1;
+        }
+        Decision::Suppress => {
+            let n = tx.exec(CLAIM_SUPPRESS, &args![c.id, req.now])?;
+            expect_one(n, c.id, "suppress")?;
+            out.suppressed += 1;
+        }
+        Decision::SameKeyRetry { .. } | Decision::Lease => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// Leave a due row for when its send window opens: visible again at `at`, nothing else
+/// changed (a lease that expired keeps its token, so a late confirmation still lands).
+fn hold(tx: &mut dyn Tx, c: &Candidate, at: i64, out: &mut Claimed) -> Result<()> {
+    let n = tx.exec(CLAIM_HOLD, &args![c.id, at])?;
+    expect_one(n, c.id, "hold for its send window")?;
+    out.held += 1;
+    out.held_until = Some(out.held_until.map_or(at, |h| h.min(at)));
+    Ok(())
 }
 
 /// A stream's rows carry their content and a campaign's rows do not: a row that breaks this
@@ -929,9 +993,10 @@ fn claim_rows(
     dispatch: bool,
 ) -> Result<(Claimed, Option<i64>)> {
     let mut out = Claimed::default();
-    let Some(stream) = sending_stream(tx, req)? else {
+    let Some((stream, policy)) = sending_campaign(tx, req)? else {
         return Ok((out, None));
     };
+    let mut windows = policy.as_ref().map(|p| Planner::new(p, req.now));
     let cands = claim_candidates(tx, req)?;
     // Taken after the rows are read (and locked): the lease runs from now, not from `req.now`.
     let terms = LeaseTerms::now(req, dispatch);
@@ -940,27 +1005,20 @@ fn claim_rows(
     let mut contents = Vec::new();
     for c in cands {
         check_content(&c, stream, req)?;
-        match decide(c.maybe_since, c.suppressed, req) {
-            Decision::InDoubt { .. } | Decision::SameKeyRetry { .. }
-                if settled_by_callback(tx, &c, req)? =>
-            {
-                out.settled_by_webhook += 1;
+        let decision = decide(c.maybe_since, c.suppressed, req);
+        if settle_or_park(tx, &c, &decision, req, &mut out)? {
+            continue;
+        }
+        if let Some(w) = windows.as_mut() {
+            let at = w.open_at(&c.vars, &c.address);
+            if at > req.now {
+                hold(tx, &c, at, &mut out)?;
                 continue;
             }
-            Decision::InDoubt { since } => {
-                let n = tx.exec(CLAIM_PARK_IN_DOUBT, &args![c.id, since, req.now])?;
-                expect_one(n, c.id, "park in doubt")?;
-                out.in_doubt += 1;
-                continue;
-            }
-            Decision::Suppress => {
-                let n = tx.exec(CLAIM_SUPPRESS, &args![c.id, req.now])?;
-                expect_one(n, c.id, "suppress")?;
-                out.suppressed += 1;
-                continue;
-            }
+        }
+        match decision {
             Decision::SameKeyRetry { since } => lease_one(tx, c.id, since, req, &terms)?,
-            Decision::Lease => plain.push(c.id),
+            _ => plain.push(c.id),
         }
         out.rows.push(ClaimedRow {
             id: c.id,
@@ -1416,7 +1474,8 @@ pub(crate) static SWEEP_CANCELLED: PerDialect = PerDialect::new(|d| {
 /// The campaign's status, kept from changing until the claim commits (PostgreSQL).
 pub(crate) static CLAIM_CAMPAIGN_STATUS: PerDialect = PerDialect::new(|d| {
     format!(
-        "SELECT status, stream FROM campaigns WHERE id = ?1 AND account_id = ?2{}",
+        "SELECT status, stream, tz, send_window, sms_hours FROM campaigns
+         WHERE id = ?1 AND account_id = ?2{}",
         d.for_share
     )
 });
@@ -1496,6 +1555,10 @@ pub(crate) const CLAIM_SETTLE_BY_CALLBACK: &str =
      lease_token = NULL, dispatched_at = NULL, doubt_since = NULL, updated_at = ?3,
      last_error = CASE WHEN ?2 THEN 'delivery reported by a provider webhook'
      ELSE 'failure reported by a provider webhook' END
+     WHERE id = ?1 AND status IN ('queued', 'leased')";
+
+/// A due row held for its send window: visible again when it opens (`?2`).
+pub(crate) const CLAIM_HOLD: &str = "UPDATE sends SET visible_at = ?2
      WHERE id = ?1 AND status IN ('queued', 'leased')";
 
 pub(crate) const CLAIM_SUPPRESS: &str =

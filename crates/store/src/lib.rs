@@ -45,7 +45,7 @@ pub use audience::{Audience, ImportReport, NewSubscriber, SkippedRow};
 pub use audit::{Audit, AuditRow, AuditSnapshot};
 pub use campaigns::{
     AccountDoubtRow, Campaign, Campaigns, DoubtRow, NewCampaign, RecipientRow, ReportRow,
-    ReportSearch, StatusCounts,
+    ReportSearch, SendWindows, StatusCounts,
 };
 pub use directory::{AccountRow, CampaignRow, Directory, SubscriberChanges, SubscriberRow};
 pub use endpoints::{

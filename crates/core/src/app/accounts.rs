@@ -51,8 +51,29 @@ pub struct Account {
     pub campaigns: i64,
     /// Appended to every SMS of the account's new campaigns.
     pub sms_footer: Option<String>,
+    #[serde(flatten)]
+    pub windows: Windows,
     #[serde(serialize_with = "sendonce_domain::clock::ser_ms")]
     pub created_at: i64,
+}
+
+/// An account's zone, default send window and SMS quiet hours: what its new campaigns copy
+/// (`domain::window`; docs/campaigns.md, "Send windows").
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Windows {
+    pub tz: String,
+    pub send_window: Option<String>,
+    pub sms_hours: Option<String>,
+}
+
+impl From<sendonce_store::SendWindows> for Windows {
+    fn from(w: sendonce_store::SendWindows) -> Self {
+        Windows {
+            tz: w.tz.unwrap_or_else(|| "UTC".into()),
+            send_window: w.window,
+            sms_hours: w.sms_hours,
+        }
+    }
 }
 
 /// Every account.
@@ -72,6 +93,7 @@ pub fn list(store: &Store) -> Result<Accounts> {
             subscribers: a.subscribers,
             campaigns: a.campaigns,
             sms_footer: a.sms_footer,
+            windows: a.windows.into(),
             created_at: a.created_at,
         })
         .collect();
@@ -88,18 +110,66 @@ pub fn count(store: &Store) -> Result<u64> {
 pub struct Updated {
     pub id: i64,
     pub sms_footer: Option<String>,
+    #[serde(flatten)]
+    pub windows: Windows,
 }
 
-/// Change an account's settings: `sms_footer` (None: unchanged; blank: removed). Campaigns
-/// already created keep the footer they were created with.
-pub fn update(store: &Store, account: &str, sms_footer: Option<&str>) -> Result<Updated> {
+/// What `update` changes; None leaves a setting as it is.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    /// Blank: removed.
+    pub sms_footer: Option<String>,
+    /// An IANA zone name.
+    pub tz: Option<String>,
+    /// `HH:MM-HH:MM`, or `any`: no default window.
+    pub send_window: Option<String>,
+    /// `HH:MM-HH:MM`, or `off`: no quiet hours.
+    pub sms_hours: Option<String>,
+}
+
+/// Change an account's settings. Campaigns already created keep the footer, zone, window and
+/// quiet hours they were created with. Every value is checked before anything is written.
+pub fn update(store: &Store, account: &str, ch: &Changes) -> Result<Updated> {
     let id = store.resolve_account(account)?;
-    if let Some(f) = sms_footer {
-        let f = sendonce_domain::content::check_sms_footer(f)?;
+    let footer = ch
+        .sms_footer
+        .as_deref()
+        .map(sendonce_domain::content::check_sms_footer)
+        .transpose()?;
+    let mut w = store.send_defaults(id)?;
+    if let Some(tz) = &ch.tz {
+        w.tz = Some(
+            sendonce_domain::window::zone(tz)?
+                .iana_name()
+                .unwrap_or(tz)
+                .to_string(),
+        );
+    }
+    if let Some(v) = &ch.send_window {
+        w.window = window_choice(v, "any", "--send-window")?;
+    }
+    if let Some(v) = &ch.sms_hours {
+        w.sms_hours = window_choice(v, "off", "--sms-hours")?;
+    }
+    if let Some(f) = footer {
         store.set_sms_footer(id, f.as_deref())?;
+    }
+    if ch.tz.is_some() || ch.send_window.is_some() || ch.sms_hours.is_some() {
+        store.set_send_defaults(id, &w)?;
     }
     Ok(Updated {
         id,
         sms_footer: store.sms_footer(id)?,
+        windows: store.send_defaults(id)?.into(),
     })
+}
+
+/// A window as given to `flag`: `HH:MM-HH:MM` (printed back in one form), or the word that
+/// means none (`any`, `off`).
+pub fn window_choice(v: &str, none: &str, flag: &str) -> Result<Option<String>> {
+    if v.trim().eq_ignore_ascii_case(none) {
+        return Ok(None);
+    }
+    let w = sendonce_domain::window::Window::parse(v).map_err(|e| e.context(flag))?;
+    Ok(Some(w.to_string()))
 }

@@ -2,6 +2,7 @@
 //! (checked once more: its content is frozen from then on), pause, resume, cancel, list, the
 //! counts per send state, and the per-recipient report. Outputs are this module's structs.
 
+use super::accounts::window_choice;
 use super::lists::Audience;
 use sendonce_domain::address::Channel;
 use sendonce_domain::content::{self, Content};
@@ -9,9 +10,10 @@ use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::CampaignStatus;
 use sendonce_domain::segment::Filter;
 use sendonce_domain::template::Sources;
+use sendonce_domain::window::Window;
 use sendonce_domain::{sms, template};
 use sendonce_store::prelude::*;
-use sendonce_store::{AudienceQuery, NewCampaign, Store};
+use sendonce_store::{AudienceQuery, NewCampaign, SendWindows, Store};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,6 +37,11 @@ pub struct Draft {
     /// Receipts, password resets and the like: no List-Unsubscribe, and approvable without a
     /// public unsubscribe URL.
     pub transactional: bool,
+    /// `HH:MM-HH:MM`, or `any`: none; None: the account's default (none when transactional).
+    pub send_window: Option<String>,
+    /// SMS quiet hours `HH:MM-HH:MM`, or `off`; None: the account's (none when
+    /// transactional).
+    pub sms_hours: Option<String>,
 }
 
 impl Draft {
@@ -66,7 +73,44 @@ impl Draft {
         self.name = self.name.trim().to_string();
         self.filter = self.filter.filter(|f| !f.trim().is_empty());
         content::check(&self.content(None))?;
+        if let Some(w) = &self.send_window {
+            window_choice(w, "any", "--send-window")?;
+        }
+        if let Some(w) = &self.sms_hours {
+            window_choice(w, "off", "--sms-hours")?;
+        }
         Ok(self)
+    }
+
+    /// The windows this draft gets: its own, else the account's defaults (`acct`; none for a
+    /// transactional campaign), with the account's zone. Both windows must share some hours,
+    /// or no SMS could ever go out.
+    fn windows(&self, acct: SendWindows) -> Result<SendWindows> {
+        let inherit = |own: &Option<String>, none: &str, flag: &str, dflt: Option<String>| match own
+        {
+            Some(v) => window_choice(v, none, flag),
+            None if self.transactional => Ok(None),
+            None => Ok(dflt),
+        };
+        let window = inherit(&self.send_window, "any", "--send-window", acct.window)?;
+        let sms_hours = match self.channel {
+            Channel::Sms => inherit(&self.sms_hours, "off", "--sms-hours", acct.sms_hours)?,
+            Channel::Email => None,
+        };
+        if let (Some(a), Some(b)) = (&window, &sms_hours) {
+            let (wa, wb) = (Window::parse(a)?, Window::parse(b)?);
+            if !wa.overlaps(&wb) {
+                return Err(Error::invalid(format!(
+                    "send window {a} and SMS quiet hours {b} share no time: no SMS could go out"
+                )));
+            }
+        }
+        let any = window.is_some() || sms_hours.is_some();
+        Ok(SendWindows {
+            tz: any.then(|| acct.tz.unwrap_or_else(|| "UTC".into())),
+            window,
+            sms_hours,
+        })
     }
 
     fn content<'a>(&'a self, sms_footer: Option<&'a str>) -> Content<'a> {
@@ -90,12 +134,16 @@ impl Draft {
     }
 }
 
-/// A new draft's id; for SMS, what the body costs before variables.
+/// A new draft's id; for SMS, what the body costs before variables; its send windows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Created {
     pub id: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sms: Option<sms::Segments>,
+    /// The zone windows are read in when a recipient's own is unknown (None: no window).
+    pub tz: Option<String>,
+    pub send_window: Option<String>,
+    pub sms_hours: Option<String>,
 }
 
 /// What create checked of a draft against the store, before anything is written.
@@ -104,6 +152,7 @@ struct Checked {
     lists: Vec<i64>,
     footer: Option<String>,
     filter: Option<Filter>,
+    windows: SendWindows,
 }
 
 /// The checks of [`create`] (read-only): the account and lists exist, the content with the
@@ -130,11 +179,13 @@ fn check(store: &Store, account: &str, draft: &Draft, lists: &[String]) -> Resul
         filter: filter.as_ref(),
     })?;
     template::check_all(&draft.sources(), &attrs, &counts)?;
+    let windows = draft.windows(store.send_defaults(account)?)?;
     Ok(Checked {
         account,
         lists,
         footer,
         filter,
+        windows,
     })
 }
 
@@ -147,6 +198,7 @@ pub fn create(store: &Store, account: &str, draft: &Draft, lists: &[String]) -> 
         account,
         lists,
         footer,
+        windows,
         ..
     } = check(store, account, draft, lists)?;
     let id = store.create_campaign(&NewCampaign {
@@ -162,11 +214,18 @@ pub fn create(store: &Store, account: &str, draft: &Draft, lists: &[String]) -> 
         sms_footer: footer.as_deref(),
         lists: &lists,
         transactional: draft.transactional,
+        windows: &windows,
     })?;
     // The template before rendering: variables change the length per recipient.
     let sms = (draft.channel == Channel::Sms)
         .then(|| sms::segments(&content::sms_with_footer(&draft.body, footer.as_deref())));
-    Ok(Created { id, sms })
+    Ok(Created {
+        id,
+        sms,
+        tz: windows.tz,
+        send_window: windows.window,
+        sms_hours: windows.sms_hours,
+    })
 }
 
 /// `campaign create --dry-run`: the checks of [`create`], then the audience counts the

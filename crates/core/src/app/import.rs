@@ -222,6 +222,8 @@ fn attrs_json(attrs: &[(String, String)], empty_as_null: bool) -> Result<String>
             map.insert(k.to_string(), serde_json::Value::Null);
         }
     }
+    // A `tz` that names no zone could never place a send window.
+    sendonce_domain::window::check_tz_attribute(&map)?;
     Ok(serde_json::Value::Object(map).to_string())
 }
 

@@ -149,8 +149,18 @@ impl Worker {
         self.summary.suppressed += got.suppressed;
         crate::metrics::sends("suppressed", got.suppressed);
         self.summary.moved_in_doubt += got.in_doubt;
+        if let Some(at) = got.held_until {
+            let campaign_id = self.campaigns[ask.i].id;
+            tracing::info!(target: TARGET, campaign_id, rows = got.held,
+                opens = %sendonce_domain::clock::format_ms(at),
+                "rows wait for their send window");
+            self.summary.held_for_window += got.held;
+            let opens = self.summary.window_opens.map_or(at, |o| o.min(at));
+            self.summary.window_opens = Some(opens);
+        }
         if got.rows.is_empty() {
-            return false;
+            // Rows held for their window leave others due behind them: claim again now.
+            return got.held > 0;
         }
         if self.summary.claimed == 0 {
             // `sendonce bench` times a restart up to this line.

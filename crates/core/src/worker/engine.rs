@@ -172,7 +172,12 @@ impl Worker {
             return Ok(Idle::Next);
         }
         let now = sendonce_domain::clock::now_ms();
-        let next = self.complete_or_next(now).await?;
+        let mut next = self.complete_or_next(now).await?;
+        if let Some(n) = next.filter(|&n| self.cfg.once && self.left_for_later(n, now)) {
+            // What is left waits for a send window: not due, left for a later run.
+            self.summary.window_opens = Some(self.summary.window_opens.map_or(n, |w| w.min(n)));
+            next = None;
+        }
         if self.cfg.once && next.is_none() {
             // Maintenance may have found nothing new either: done.
             let now2 = sendonce_domain::clock::now_ms();
@@ -219,6 +224,15 @@ impl Worker {
             }
         }
         Ok(next)
+    }
+
+    /// Whether the next row due (at `next`) waits for a send window, which `--once` leaves
+    /// for a later run: it is no earlier than a window this run saw closed, or later than
+    /// any retry backoff or lease could have put it.
+    fn left_for_later(&self, next: i64, now: i64) -> bool {
+        let longest = self.cfg.lease.max(self.cfg.retry_max) + self.cfg.tick;
+        self.summary.window_opens.is_some_and(|w| next >= w)
+            || next > now.saturating_add(longest.as_millis() as i64)
     }
 
     /// Until the next row is due, and no sooner than the next rate-limit token; at most a tick.

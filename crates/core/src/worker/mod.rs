@@ -131,6 +131,12 @@ pub struct Summary {
     pub reconciled: u64,
     /// Outcomes refused by the fence (the lease was lost: the row's new holder decides).
     pub fenced_out: u64,
+    /// Rows a claim left for later because their send window (or SMS quiet hours) was closed.
+    pub held_for_window: u64,
+    /// The earliest a window of those rows opens (Unix ms); with `--once`, also when the rows
+    /// it left for a later run are due.
+    #[serde(serialize_with = "sendonce_domain::clock::ser_opt_ms")]
+    pub window_opens: Option<i64>,
     pub campaigns_started: Vec<i64>,
     pub campaigns_completed: Vec<i64>,
     /// Campaigns this run worked on.

@@ -74,6 +74,10 @@ pub struct NewCampaign {
     /// Receipts and the like: no List-Unsubscribe, approvable without a public URL.
     #[serde(default)]
     transactional: bool,
+    /// `HH:MM-HH:MM` in each recipient's zone, or `any`; absent: the account's default.
+    send_window: Option<String>,
+    /// SMS quiet hours `HH:MM-HH:MM`, or `off`; absent: the account's.
+    sms_hours: Option<String>,
 }
 
 async fn create(
@@ -95,6 +99,8 @@ async fn create(
             reply_to: n.reply_to,
             filter: n.filter,
             transactional: n.transactional,
+            send_window: n.send_window,
+            sms_hours: n.sms_hours,
         }
         .checked()?;
         campaigns::create(s, &acct, &draft, &n.lists)

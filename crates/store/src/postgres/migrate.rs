@@ -67,6 +67,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "0012_privacy",
         include_str!("../../../../schema/postgres/0012_privacy.sql"),
     ),
+    (
+        13,
+        "0013_windows",
+        include_str!("../../../../schema/postgres/0013_windows.sql"),
+    ),
 ];
 
 /// The schema version this binary writes: the last migration's (a database's version is the

@@ -129,6 +129,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0025_privacy",
         include_str!("../../../../schema/0025_privacy.sql"),
     ),
+    (
+        "0026_windows",
+        include_str!("../../../../schema/0026_windows.sql"),
+    ),
 ];
 
 /// `PRAGMA application_id` of every sendonce database ("SNDO"): how a file says it is ours.

@@ -134,6 +134,9 @@ impl Form {
             reply_to: None,
             filter: opt(&self.filter),
             transactional: self.transactional,
+            // The account's defaults (`account update`).
+            send_window: None,
+            sms_hours: None,
         }
         .checked()
     }
