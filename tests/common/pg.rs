@@ -300,6 +300,12 @@ extern "C" fn stop_shared() {
     }
 }
 
+/// What `schema/postgres/0013_windows.sql` made, undone: how a test takes a database back to
+/// schema 12 (put it before the older `UNDO_*`).
+pub const UNDO_0013: &str = "ALTER TABLE accounts DROP COLUMN tz, DROP COLUMN send_window,
+     DROP COLUMN sms_hours; ALTER TABLE campaigns DROP COLUMN tz, DROP COLUMN send_window,
+     DROP COLUMN sms_hours;";
+
 /// What `schema/postgres/0012_privacy.sql` made, undone: how a test takes a database back to
 /// schema 11 (put it before the older `UNDO_*`).
 pub const UNDO_0012: &str = "DROP TABLE consents;";

@@ -721,7 +721,11 @@ fn read_only_commands_on_an_older_schema_say_to_run_init() {
     env.setup_account();
     env.sqlite()
         .execute_batch(
-            "DROP TABLE consents;
+            "ALTER TABLE accounts DROP COLUMN tz; ALTER TABLE accounts DROP COLUMN send_window;
+             ALTER TABLE accounts DROP COLUMN sms_hours; ALTER TABLE campaigns DROP COLUMN tz;
+             ALTER TABLE campaigns DROP COLUMN send_window;
+             ALTER TABLE campaigns DROP COLUMN sms_hours;
+             DROP TABLE consents;
              DROP TRIGGER sends_event; DROP TRIGGER sends_event_insert; DROP TRIGGER campaigns_event;
              DROP TRIGGER subscribers_event_insert; DROP TRIGGER subscribers_event_update;
              DROP TRIGGER list_members_event_insert; DROP TRIGGER list_members_event_update;

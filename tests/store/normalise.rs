@@ -432,9 +432,10 @@ fn the_postgres_upgrade_normalises_stored_rows_the_same_way() {
     c.psql(
         &db,
         &format!(
-            "{} {} {} DROP TABLE address_collisions; ALTER TABLE admins DROP COLUMN role;
+            "{} {} {} {} DROP TABLE address_collisions; ALTER TABLE admins DROP COLUMN role;
              ALTER TABLE webhook_events DROP COLUMN provider_message_id;
              DELETE FROM sendonce_schema WHERE version >= 4",
+            pg::UNDO_0013,
             pg::UNDO_0012,
             pg::UNDO_0011,
             pg::UNDO_0007

@@ -3386,3 +3386,187 @@ fn dashboard_pages_are_exact_under_a_linguistic_collation() {
     }
     assert_eq!(want.len(), got.len());
 }
+
+/// Send windows at claim, on every backend, with the clock the caller gives the claim: a row
+/// whose recipient is outside the campaign's window (in its `tz` attribute's zone, else the
+/// campaign's) is not leased and becomes due exactly when the window opens there; a row that
+/// may already have been delivered is held the same way, and when its window opens past the
+/// key window it goes in doubt instead of being called again.
+#[test]
+fn a_claim_holds_rows_outside_their_send_window_until_it_opens() {
+    use sendonce::store::SendWindows;
+    let at = |s: &str| sendonce::domain::clock::parse_rfc3339_ms(s).unwrap();
+    for b in ledger_backends() {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let acct = s.add_account("t").unwrap();
+        let people = [
+            ("utc@x.com", None),
+            ("tokyo@x.com", Some("Asia/Tokyo")),
+            ("la@x.com", Some("America/Los_Angeles")),
+        ];
+        let rows = people
+            .iter()
+            .enumerate()
+            .map(|(i, (email, tz))| {
+                let attrs: Vec<(String, String)> = tz
+                    .iter()
+                    .map(|z| ("tz".to_string(), z.to_string()))
+                    .collect();
+                let sub = sendonce::app::import::subscriber(Some(email), None, None, None, &attrs);
+                (i as u64 + 2, sub)
+            })
+            .collect();
+        s.import_subscribers(acct, rows, false, &[]).unwrap();
+        let windows = SendWindows {
+            tz: Some("UTC".into()),
+            window: Some("09:00-17:00".into()),
+            sms_hours: None,
+        };
+        let cid = s
+            .create_campaign(&sendonce::store::NewCampaign {
+                account_id: acct,
+                name: "w",
+                channel: Channel::Email,
+                sender: None,
+                subject: Some("s"),
+                body: "b",
+                html: None,
+                reply_to: None,
+                filter: None,
+                sms_footer: None,
+                lists: &[],
+                transactional: false,
+                windows: &windows,
+            })
+            .unwrap();
+        assert_eq!(s.campaign(cid).unwrap().windows, windows, "{}", b.name);
+        s.approve_campaign(cid, 0).unwrap();
+        s.start_due_campaigns(now_ms()).unwrap();
+        while !s.build_list_chunk(cid, 10).unwrap() {}
+        let req = |now: i64, token: i64, key_window: Option<i64>| ClaimRequest {
+            campaign_id: cid,
+            account_id: acct,
+            channel: Channel::Email,
+            batch: 10,
+            lease_ms: 1000,
+            token,
+            owner: format!("w{token}"),
+            key_window_ms: key_window,
+            now,
+        };
+        let addresses = |c: &Claimed| c.rows.iter().map(|r| r.address.clone()).collect::<Vec<_>>();
+        // 20:00 UTC: 12:00 in Los Angeles (open), 05:00 in Tokyo, 20:00 for the one without tz.
+        let c = s.claim(&req(at("2027-01-10T20:00:00Z"), 1, None)).unwrap();
+        assert_eq!(addresses(&c), vec!["la@x.com"], "{}", b.name);
+        assert_eq!(
+            (c.held, c.held_until),
+            (2, Some(at("2027-01-11T00:00:00Z"))),
+            "{}",
+            b.name
+        );
+        // Los Angeles' row is dispatched, then its worker dies: its lease expires.
+        let la = c.rows[0].id;
+        s.mark_dispatched(&[(la, 1)], at("2027-01-10T20:00:00Z"), 1000)
+            .unwrap();
+        // 23:59 UTC: nothing is due (Tokyo opens at 00:00 UTC), and LA's row, possibly
+        // delivered, is 15:59 there: inside, retried under the same key.
+        let year = Some(365 * 24 * 3_600_000);
+        let c = s.claim(&req(at("2027-01-10T23:59:00Z"), 2, year)).unwrap();
+        assert_eq!(addresses(&c), vec!["la@x.com"], "{}", b.name);
+        assert!(c.rows[0].maybe_delivered, "{}", b.name);
+        s.mark_dispatched(&[(la, 2)], at("2027-01-10T23:59:00Z"), 1000)
+            .unwrap();
+        // 00:00 UTC: 09:00 in Tokyo. LA's retry expired again, at 16:00 there: still open.
+        let c = s.claim(&req(at("2027-01-11T00:00:00Z"), 3, None)).unwrap();
+        assert_eq!(c.in_doubt, 1, "{}: LA's row, no key window now", b.name);
+        assert_eq!(addresses(&c), vec!["tokyo@x.com"], "{}", b.name);
+        assert_eq!(c.held, 0, "{}", b.name);
+        // 08:59 UTC: the one without tz is still not due; Tokyo's row, leased at 00:00 and
+        // never dispatched (its worker died), is 17:59 there: held until tomorrow 09:00.
+        let c = s.claim(&req(at("2027-01-11T08:59:59Z"), 4, None)).unwrap();
+        assert!(c.rows.is_empty(), "{}", b.name);
+        assert_eq!(
+            (c.held, c.held_until),
+            (1, Some(at("2027-01-12T00:00:00Z"))),
+            "{}",
+            b.name
+        );
+        let c = s.claim(&req(at("2027-01-11T09:00:00Z"), 5, None)).unwrap();
+        assert_eq!(addresses(&c), vec!["utc@x.com"], "{}", b.name);
+    }
+}
+
+/// A possibly delivered row whose window is closed when its lease expires is held, not
+/// retried; when the window opens after the provider's key window it goes in doubt.
+#[test]
+fn a_possibly_delivered_row_outside_its_window_waits_and_then_goes_in_doubt() {
+    use sendonce::store::SendWindows;
+    let at = |s: &str| sendonce::domain::clock::parse_rfc3339_ms(s).unwrap();
+    for b in ledger_backends() {
+        let env = common::Env::new();
+        let s = (b.fresh)(&env);
+        let (acct, cid) = {
+            let acct = s.add_account("t").unwrap();
+            let sub = sendonce::app::import::subscriber(Some("u@x.com"), None, None, None, &[]);
+            s.import_subscribers(acct, vec![(2, sub)], false, &[])
+                .unwrap();
+            let cid = s
+                .create_campaign(&sendonce::store::NewCampaign {
+                    account_id: acct,
+                    name: "w",
+                    channel: Channel::Email,
+                    sender: None,
+                    subject: Some("s"),
+                    body: "b",
+                    html: None,
+                    reply_to: None,
+                    filter: None,
+                    sms_footer: None,
+                    lists: &[],
+                    transactional: false,
+                    windows: &SendWindows {
+                        tz: Some("Europe/Lisbon".into()),
+                        window: Some("09:00-17:00".into()),
+                        sms_hours: None,
+                    },
+                })
+                .unwrap();
+            s.approve_campaign(cid, 0).unwrap();
+            s.start_due_campaigns(now_ms()).unwrap();
+            while !s.build_list_chunk(cid, 10).unwrap() {}
+            (acct, cid)
+        };
+        let req = |now: i64, token: i64| ClaimRequest {
+            campaign_id: cid,
+            account_id: acct,
+            channel: Channel::Email,
+            batch: 10,
+            lease_ms: 1000,
+            token,
+            owner: format!("w{token}"),
+            key_window_ms: Some(3 * 3_600_000),
+            now,
+        };
+        // 16:59 in Lisbon (winter: UTC): leased and dispatched; the lease expires.
+        let c = s.claim(&req(at("2027-01-11T16:59:00Z"), 1)).unwrap();
+        assert_eq!(c.rows.len(), 1, "{}", b.name);
+        let id = c.rows[0].id;
+        s.mark_dispatched(&[(id, 1)], at("2027-01-11T16:59:00Z"), 1000)
+            .unwrap();
+        // 17:30: inside the key window but outside the send window: held, not retried.
+        let c = s.claim(&req(at("2027-01-11T17:30:00Z"), 2)).unwrap();
+        assert!(c.rows.is_empty(), "{}", b.name);
+        assert_eq!((c.held, c.in_doubt), (1, 0), "{}", b.name);
+        assert_eq!(
+            s.next_visible(cid).unwrap(),
+            Some(at("2027-01-12T09:00:00Z")),
+            "{}",
+            b.name
+        );
+        // 09:00 next day: the key window (3 h) has passed: in doubt, never called again.
+        let c = s.claim(&req(at("2027-01-12T09:00:00Z"), 3)).unwrap();
+        assert!(c.rows.is_empty(), "{}", b.name);
+        assert_eq!(c.in_doubt, 1, "{}", b.name);
+    }
+}

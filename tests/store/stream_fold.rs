@@ -212,7 +212,8 @@ fn the_postgres_upgrade_folds_confirmations_and_notifications_the_same_way() {
     c.psql(
         &db,
         &format!(
-            "{} {} {} {}",
+            "{} {} {} {} {}",
+            crate::common::pg::UNDO_0013,
             crate::common::pg::UNDO_0012,
             crate::common::pg::UNDO_0011,
             crate::common::pg::UNDO_0009,

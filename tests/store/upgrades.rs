@@ -8,7 +8,7 @@ use crate::common::{deliveries, Env};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const RELEASED: i64 = 25;
+const RELEASED: i64 = 26;
 
 fn fixture(n: i64) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/schema-{n:02}.db"))

@@ -332,7 +332,11 @@ impl<'a> Planner<'a> {
     /// (its `tz` attribute is read from them), `address` its address.
     pub fn open_at(&mut self, vars: &str, address: &str) -> i64 {
         let tz = tz_of_vars(vars);
-        let country = self.policy.sms.then(|| phone_country(address)).flatten();
+        // The number's country only matters without a zone of its own (parsing costs µs).
+        let own_zone = tz.as_deref().is_some_and(|z| zone(z).is_ok());
+        let country = (self.policy.sms && !own_zone)
+            .then(|| phone_country(address))
+            .flatten();
         let key = (tz.clone(), country);
         if let Some(&at) = self.seen.get(&key) {
             return at;
