@@ -266,6 +266,7 @@ fn shown(s: &Store, c: sendonce_store::Campaign) -> Result<Shown> {
         "id": c.id, "name": c.name, "channel": c.channel.to_string(),
         "status": c.status.to_string(), "from": c.sender, "subject": c.subject,
         "filter": c.filter, "transactional": c.transactional,
+        "tz": c.windows.tz, "send_window": c.windows.window, "sms_hours": c.windows.sms_hours,
     });
     Ok(Shown {
         campaign,
