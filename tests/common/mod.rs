@@ -82,10 +82,14 @@ impl Env {
         ])
     }
 
-    /// init + an account; returns the account id.
+    /// init + an account; returns the account id. Its SMS quiet hours are off: the tests run
+    /// at any hour, and a test SMS campaign would otherwise wait for its recipients' morning
+    /// (`core::windows` tests the quiet hours, giving them explicitly).
     pub fn setup_account(&self) -> String {
         self.ok(&["init"]);
-        self.ok(&["account", "add", "acme"])
+        let id = self.ok(&["account", "add", "acme"]);
+        self.ok(&["account", "update", &id, "--sms-hours", "off"]);
+        id
     }
 
     /// An account with `n` confirmed email subscribers imported from CSV, and an approved-ready

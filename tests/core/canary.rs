@@ -383,6 +383,8 @@ fn setup(env: &Env, cases: &[Case]) {
         .chain([("outbox-ok", "email")]);
     for (name, channel) in names {
         ok(env, &["account", "add", name]);
+        // Any hour: no SMS quiet hours (`core::windows` tests them).
+        ok(env, &["account", "update", name, "--sms-hours", "off"]);
         let (flag, to) = match channel {
             "sms" => ("--phone", "+14155550100"),
             _ => ("--email", "ana@example.com"),
