@@ -126,7 +126,10 @@ mod zoneinfo {
         json!(next_open(now, &rules))
     }
 
-    fn python(cases: &[(i64, Vec<(String, Vec<String>)>)]) -> Vec<Value> {
+    /// A case: now, and each rule's window with its zones.
+    type Case = (i64, Vec<(String, Vec<String>)>);
+
+    fn python(cases: &[Case]) -> Vec<Value> {
         let input: Vec<Value> = cases
             .iter()
             .map(|(now, rules)| {

@@ -3387,24 +3387,20 @@ fn dashboard_pages_are_exact_under_a_linguistic_collation() {
     assert_eq!(want.len(), got.len());
 }
 
-/// Send windows at claim, on every backend, with the clock the caller gives the claim: a row
-/// whose recipient is outside the campaign's window (in its `tz` attribute's zone, else the
-/// campaign's) is not leased and becomes due exactly when the window opens there; a row that
-/// may already have been delivered is held the same way, and when its window opens past the
-/// key window it goes in doubt instead of being called again.
-#[test]
-fn a_claim_holds_rows_outside_their_send_window_until_it_opens() {
-    use sendonce::store::SendWindows;
-    let at = |s: &str| sendonce::domain::clock::parse_rfc3339_ms(s).unwrap();
-    for b in ledger_backends() {
-        let env = common::Env::new();
-        let s = (b.fresh)(&env);
+/// A started email campaign with its list built, to `people` (address, `tz` attribute), sent
+/// only between 09:00 and 17:00 in each one's zone (else `zone`); and how to ask it for a
+/// claim at `now` with fence `token` and the provider's key window.
+struct Windowed {
+    s: Arc<Store>,
+    acct: i64,
+    cid: i64,
+}
+
+impl Windowed {
+    fn new(b: &Backend, env: &common::Env, people: &[(&str, Option<&str>)], zone: &str) -> Self {
+        use sendonce::store::SendWindows;
+        let s = (b.fresh)(env);
         let acct = s.add_account("t").unwrap();
-        let people = [
-            ("utc@x.com", None),
-            ("tokyo@x.com", Some("Asia/Tokyo")),
-            ("la@x.com", Some("America/Los_Angeles")),
-        ];
         let rows = people
             .iter()
             .enumerate()
@@ -3419,7 +3415,7 @@ fn a_claim_holds_rows_outside_their_send_window_until_it_opens() {
             .collect();
         s.import_subscribers(acct, rows, false, &[]).unwrap();
         let windows = SendWindows {
-            tz: Some("UTC".into()),
+            tz: Some(zone.into()),
             window: Some("09:00-17:00".into()),
             sms_hours: None,
         };
@@ -3444,128 +3440,107 @@ fn a_claim_holds_rows_outside_their_send_window_until_it_opens() {
         s.approve_campaign(cid, 0).unwrap();
         s.start_due_campaigns(now_ms()).unwrap();
         while !s.build_list_chunk(cid, 10).unwrap() {}
-        let req = |now: i64, token: i64, key_window: Option<i64>| ClaimRequest {
-            campaign_id: cid,
-            account_id: acct,
+        Windowed { s, acct, cid }
+    }
+
+    fn claim(&self, now: &str, token: i64, key_window_ms: Option<i64>) -> Claimed {
+        let req = ClaimRequest {
+            campaign_id: self.cid,
+            account_id: self.acct,
             channel: Channel::Email,
             batch: 10,
             lease_ms: 1000,
             token,
             owner: format!("w{token}"),
-            key_window_ms: key_window,
-            now,
+            key_window_ms,
+            now: at(now),
         };
-        let addresses = |c: &Claimed| c.rows.iter().map(|r| r.address.clone()).collect::<Vec<_>>();
+        self.s.claim(&req).unwrap()
+    }
+
+    /// Dispatch (call) row `id` under `token` at `now`, with a one-second lease.
+    fn dispatch(&self, id: i64, token: i64, now: &str) {
+        self.s
+            .mark_dispatched(&[(id, token)], at(now), 1000)
+            .unwrap();
+    }
+}
+
+/// Unix ms of an RFC 3339 instant.
+fn at(s: &str) -> i64 {
+    sendonce::domain::clock::parse_rfc3339_ms(s).unwrap()
+}
+
+fn addresses(c: &Claimed) -> Vec<&str> {
+    c.rows.iter().map(|r| r.address.as_str()).collect()
+}
+
+/// Send windows at claim, on every backend, with the clock the caller gives the claim: a row
+/// whose recipient is outside the campaign's window (in its `tz` attribute's zone, else the
+/// campaign's) is not leased and becomes due exactly when the window opens there; a lease that
+/// expired undispatched is held the same way.
+#[test]
+fn a_claim_holds_rows_outside_their_send_window_until_it_opens() {
+    for b in ledger_backends() {
+        let env = common::Env::new();
+        let people = [
+            ("utc@x.com", None),
+            ("tokyo@x.com", Some("Asia/Tokyo")),
+            ("la@x.com", Some("America/Los_Angeles")),
+        ];
+        let w = Windowed::new(&b, &env, &people, "UTC");
         // 20:00 UTC: 12:00 in Los Angeles (open), 05:00 in Tokyo, 20:00 for the one without tz.
-        let c = s.claim(&req(at("2027-01-10T20:00:00Z"), 1, None)).unwrap();
-        assert_eq!(addresses(&c), vec!["la@x.com"], "{}", b.name);
-        assert_eq!(
-            (c.held, c.held_until),
-            (2, Some(at("2027-01-11T00:00:00Z"))),
-            "{}",
-            b.name
-        );
+        let c = w.claim("2027-01-10T20:00:00Z", 1, None);
+        assert_eq!(addresses(&c), ["la@x.com"], "{}", b.name);
+        let first_open = Some(at("2027-01-11T00:00:00Z"));
+        assert_eq!((c.held, c.held_until), (2, first_open), "{}", b.name);
         // Los Angeles' row is dispatched, then its worker dies: its lease expires.
         let la = c.rows[0].id;
-        s.mark_dispatched(&[(la, 1)], at("2027-01-10T20:00:00Z"), 1000)
-            .unwrap();
-        // 23:59 UTC: nothing is due (Tokyo opens at 00:00 UTC), and LA's row, possibly
-        // delivered, is 15:59 there: inside, retried under the same key.
+        w.dispatch(la, 1, "2027-01-10T20:00:00Z");
+        // 23:59 UTC: Tokyo is not due yet; LA's row, possibly delivered, is 15:59 there:
+        // inside, retried under the same key.
         let year = Some(365 * 24 * 3_600_000);
-        let c = s.claim(&req(at("2027-01-10T23:59:00Z"), 2, year)).unwrap();
-        assert_eq!(addresses(&c), vec!["la@x.com"], "{}", b.name);
+        let c = w.claim("2027-01-10T23:59:00Z", 2, year);
+        assert_eq!(addresses(&c), ["la@x.com"], "{}", b.name);
         assert!(c.rows[0].maybe_delivered, "{}", b.name);
-        s.mark_dispatched(&[(la, 2)], at("2027-01-10T23:59:00Z"), 1000)
-            .unwrap();
-        // 00:00 UTC: 09:00 in Tokyo. LA's retry expired again, at 16:00 there: still open.
-        let c = s.claim(&req(at("2027-01-11T00:00:00Z"), 3, None)).unwrap();
-        assert_eq!(c.in_doubt, 1, "{}: LA's row, no key window now", b.name);
-        assert_eq!(addresses(&c), vec!["tokyo@x.com"], "{}", b.name);
+        w.dispatch(la, 2, "2027-01-10T23:59:00Z");
+        // 00:00 UTC: 09:00 in Tokyo. LA's retry expired again, without a key window now.
+        let c = w.claim("2027-01-11T00:00:00Z", 3, None);
+        assert_eq!(c.in_doubt, 1, "{}: LA's row", b.name);
+        assert_eq!(addresses(&c), ["tokyo@x.com"], "{}", b.name);
         assert_eq!(c.held, 0, "{}", b.name);
         // 08:59 UTC: the one without tz is still not due; Tokyo's row, leased at 00:00 and
         // never dispatched (its worker died), is 17:59 there: held until tomorrow 09:00.
-        let c = s.claim(&req(at("2027-01-11T08:59:59Z"), 4, None)).unwrap();
+        let c = w.claim("2027-01-11T08:59:59Z", 4, None);
         assert!(c.rows.is_empty(), "{}", b.name);
-        assert_eq!(
-            (c.held, c.held_until),
-            (1, Some(at("2027-01-12T00:00:00Z"))),
-            "{}",
-            b.name
-        );
-        let c = s.claim(&req(at("2027-01-11T09:00:00Z"), 5, None)).unwrap();
-        assert_eq!(addresses(&c), vec!["utc@x.com"], "{}", b.name);
+        let tomorrow = Some(at("2027-01-12T00:00:00Z"));
+        assert_eq!((c.held, c.held_until), (1, tomorrow), "{}", b.name);
+        let c = w.claim("2027-01-11T09:00:00Z", 5, None);
+        assert_eq!(addresses(&c), ["utc@x.com"], "{}", b.name);
     }
 }
 
 /// A possibly delivered row whose window is closed when its lease expires is held, not
-/// retried; when the window opens after the provider's key window it goes in doubt.
+/// retried, even inside the key window; when the window opens after the provider's key window
+/// it goes in doubt instead of being called again.
 #[test]
 fn a_possibly_delivered_row_outside_its_window_waits_and_then_goes_in_doubt() {
-    use sendonce::store::SendWindows;
-    let at = |s: &str| sendonce::domain::clock::parse_rfc3339_ms(s).unwrap();
     for b in ledger_backends() {
         let env = common::Env::new();
-        let s = (b.fresh)(&env);
-        let (acct, cid) = {
-            let acct = s.add_account("t").unwrap();
-            let sub = sendonce::app::import::subscriber(Some("u@x.com"), None, None, None, &[]);
-            s.import_subscribers(acct, vec![(2, sub)], false, &[])
-                .unwrap();
-            let cid = s
-                .create_campaign(&sendonce::store::NewCampaign {
-                    account_id: acct,
-                    name: "w",
-                    channel: Channel::Email,
-                    sender: None,
-                    subject: Some("s"),
-                    body: "b",
-                    html: None,
-                    reply_to: None,
-                    filter: None,
-                    sms_footer: None,
-                    lists: &[],
-                    transactional: false,
-                    windows: &SendWindows {
-                        tz: Some("Europe/Lisbon".into()),
-                        window: Some("09:00-17:00".into()),
-                        sms_hours: None,
-                    },
-                })
-                .unwrap();
-            s.approve_campaign(cid, 0).unwrap();
-            s.start_due_campaigns(now_ms()).unwrap();
-            while !s.build_list_chunk(cid, 10).unwrap() {}
-            (acct, cid)
-        };
-        let req = |now: i64, token: i64| ClaimRequest {
-            campaign_id: cid,
-            account_id: acct,
-            channel: Channel::Email,
-            batch: 10,
-            lease_ms: 1000,
-            token,
-            owner: format!("w{token}"),
-            key_window_ms: Some(3 * 3_600_000),
-            now,
-        };
+        let w = Windowed::new(&b, &env, &[("u@x.com", None)], "Europe/Lisbon");
+        let three_hours = Some(3 * 3_600_000);
         // 16:59 in Lisbon (winter: UTC): leased and dispatched; the lease expires.
-        let c = s.claim(&req(at("2027-01-11T16:59:00Z"), 1)).unwrap();
+        let c = w.claim("2027-01-11T16:59:00Z", 1, three_hours);
         assert_eq!(c.rows.len(), 1, "{}", b.name);
-        let id = c.rows[0].id;
-        s.mark_dispatched(&[(id, 1)], at("2027-01-11T16:59:00Z"), 1000)
-            .unwrap();
+        w.dispatch(c.rows[0].id, 1, "2027-01-11T16:59:00Z");
         // 17:30: inside the key window but outside the send window: held, not retried.
-        let c = s.claim(&req(at("2027-01-11T17:30:00Z"), 2)).unwrap();
+        let c = w.claim("2027-01-11T17:30:00Z", 2, three_hours);
         assert!(c.rows.is_empty(), "{}", b.name);
         assert_eq!((c.held, c.in_doubt), (1, 0), "{}", b.name);
-        assert_eq!(
-            s.next_visible(cid).unwrap(),
-            Some(at("2027-01-12T09:00:00Z")),
-            "{}",
-            b.name
-        );
+        let opens = Some(at("2027-01-12T09:00:00Z"));
+        assert_eq!(w.s.next_visible(w.cid).unwrap(), opens, "{}", b.name);
         // 09:00 next day: the key window (3 h) has passed: in doubt, never called again.
-        let c = s.claim(&req(at("2027-01-12T09:00:00Z"), 3)).unwrap();
+        let c = w.claim("2027-01-12T09:00:00Z", 3, three_hours);
         assert!(c.rows.is_empty(), "{}", b.name);
         assert_eq!(c.in_doubt, 1, "{}", b.name);
     }
