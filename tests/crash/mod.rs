@@ -7,4 +7,5 @@ pub(crate) mod events;
 pub(crate) mod pg_crash;
 pub(crate) mod powerloss;
 pub(crate) mod stream;
+pub(crate) mod windows;
 pub(crate) mod workers;

@@ -9,6 +9,27 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+        .saturating_add(test_offset_ms())
+}
+
+/// The crash suite's injectable clock: with the `crash-points` feature (test builds only),
+/// `SENDONCE_TEST_CLOCK_OFFSET_MS` moves this process's "now" by that many milliseconds, so a
+/// test can start each worker at the simulated time it chooses (send windows across days and
+/// DST changes). Always 0 in a normal build.
+#[cfg(feature = "crash-points")]
+fn test_offset_ms() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *OFFSET.get_or_init(|| {
+        std::env::var("SENDONCE_TEST_CLOCK_OFFSET_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+#[cfg(not(feature = "crash-points"))]
+fn test_offset_ms() -> i64 {
+    0
 }
 
 /// The longest duration anything in sendonce accepts: past it, time arithmetic could overflow.

@@ -231,8 +231,9 @@ impl Worker {
     /// any retry backoff or lease could have put it.
     fn left_for_later(&self, next: i64, now: i64) -> bool {
         let longest = self.cfg.lease.max(self.cfg.retry_max) + self.cfg.tick;
-        self.summary.window_opens.is_some_and(|w| next >= w)
-            || next > now.saturating_add(longest.as_millis() as i64)
+        next > now
+            && (self.summary.window_opens.is_some_and(|w| next >= w)
+                || next > now.saturating_add(longest.as_millis() as i64))
     }
 
     /// Until the next row is due, and no sooner than the next rate-limit token; at most a tick.
