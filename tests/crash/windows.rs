@@ -94,7 +94,7 @@ fn killed_workers_send_each_recipient_once_inside_its_window() {
                 (sim - real_now()).to_string(),
             );
             let point = POINTS[next(&mut seed) as usize % POINTS.len()];
-            if next(&mut seed) % 2 == 0 {
+            if next(&mut seed).is_multiple_of(2) {
                 cmd.env(
                     "SENDONCE_CRASH_AT",
                     format!("{point}:{}", 1 + next(&mut seed) % 4),
