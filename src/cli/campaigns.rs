@@ -176,6 +176,12 @@ fn status(cli: &Cli, id: i64, watch: bool) -> Result<Output> {
     for (k, v) in &s.counts {
         text.push_str(&format!("\n  {k:<11} {v}"));
     }
+    if let Some(at) = s.next_due {
+        text.push_str(&format!(
+            "\nnothing is due until {} (a send window, a retry's backoff or a lease)",
+            clock::format_ms(at)
+        ));
+    }
     Ok(Output::ok(to_json(&s), text))
 }
 

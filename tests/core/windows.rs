@@ -271,9 +271,14 @@ fn sms_quiet_hours_hold_rows_in_the_recipients_zone_until_they_open() {
         })
         .collect();
     assert_eq!(got, want);
+    let status = env.ok(&["campaign", "status", &cid]);
+    let first = sendonce::domain::clock::format_ms(utc_open);
+    assert!(
+        status.contains(&format!("nothing is due until {first}")),
+        "{status}"
+    );
     // A second run leaves them where they are, sends nothing more, and says until when.
     let again = env.ok(&["run", "--once", "--provider", &provider]);
-    let first = sendonce::domain::clock::format_ms(utc_open);
     assert!(
         again.contains(&format!("0 held by this run; the next is due at {first}")),
         "{again}"

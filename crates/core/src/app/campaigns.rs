@@ -462,6 +462,13 @@ pub struct Status {
     pub list_complete: bool,
     #[serde(flatten)]
     pub counts: BTreeMap<&'static str, u64>,
+    /// When a sending campaign's open rows are all waiting (a send window, a retry's backoff,
+    /// a lease): the earliest one is due then.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sendonce_domain::clock::ser_opt_ms"
+    )]
+    pub next_due: Option<i64>,
 }
 
 impl Status {
@@ -485,13 +492,19 @@ impl Status {
 /// The counts of campaign `id`.
 pub fn status(store: &Store, id: i64) -> Result<Status> {
     let s = store.status_counts(id)?;
-    Ok(Status {
+    let mut st = Status {
         id,
         status: s.status,
         total: s.total,
         list_complete: s.list_complete,
         counts: s.counts,
-    })
+        next_due: None,
+    };
+    if st.status == CampaignStatus::Sending && st.open() > 0 {
+        let now = sendonce_domain::clock::now_ms();
+        st.next_due = store.next_visible(id)?.filter(|&at| at > now);
+    }
+    Ok(st)
 }
 
 /// Campaign `id` if it belongs to `account_id`; a campaign of another account is `NotFound`,
@@ -714,6 +727,7 @@ mod tests {
             total: 2,
             list_complete: true,
             counts: BTreeMap::from([("queued", 1), ("leased", 0), ("sent", 1)]),
+            next_due: None,
         };
         let doc = serde_json::to_value(&s).unwrap();
         assert_eq!(
