@@ -3509,12 +3509,17 @@ fn a_claim_holds_rows_outside_their_send_window_until_it_opens() {
         assert_eq!(c.in_doubt, 1, "{}: LA's row", b.name);
         assert_eq!(addresses(&c), ["tokyo@x.com"], "{}", b.name);
         assert_eq!(c.held, 0, "{}", b.name);
+        let tokyo = c.rows[0].id;
         // 08:59 UTC: the one without tz is still not due; Tokyo's row, leased at 00:00 and
         // never dispatched (its worker died), is 17:59 there: held until tomorrow 09:00.
         let c = w.claim("2027-01-11T08:59:59Z", 4, None);
         assert!(c.rows.is_empty(), "{}", b.name);
         let tomorrow = Some(at("2027-01-12T00:00:00Z"));
         assert_eq!((c.held, c.held_until), (1, tomorrow), "{}", b.name);
+        // The hold gave that lease up: its old holder can no longer dispatch it.
+        let late =
+            w.s.mark_dispatched(&[(tokyo, 3)], at("2027-01-11T09:00:00Z"), 1000);
+        assert_eq!(late.unwrap(), Vec::<i64>::new(), "{}", b.name);
         let c = w.claim("2027-01-11T09:00:00Z", 5, None);
         assert_eq!(addresses(&c), ["utc@x.com"], "{}", b.name);
     }

@@ -22,9 +22,10 @@ const MAX_TWINS: usize = 25;
 /// issue 45's bounce sources; 15,530 with events out, issue 42: the feed, webhook endpoints
 /// and their deliveries, 800 lines written once for both stores; 16,420 with consent records,
 /// a subscriber's export and its erasure, issue 43, 890 lines written once for both stores;
-/// 16,560 with send windows held at claim and the accounts' and campaigns' window columns,
-/// issue 43, 140 lines); issue 39's target, 9,000, is not met yet.
-const MAX_STORE_LINES: usize = 16_560;
+/// 16,585 with send windows held at claim (a held row requeued), the accounts' and
+/// campaigns' window columns and doctor's patience with them, issue 43, 165 lines); issue 39's
+/// target, 9,000, is not met yet.
+const MAX_STORE_LINES: usize = 16_585;
 
 fn store() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/store/src")

@@ -17,7 +17,7 @@ pub const DEFAULT_SMS_HOURS: &str = "08:00-21:00";
 
 /// How far ahead an opening is looked for. A daily window opens within a day in any one zone;
 /// the rest covers DST changes and windows that must hold in several zones at once.
-const HORIZON_MS: i64 = 8 * 24 * 3600 * 1000;
+pub const HORIZON_MS: i64 = 8 * 24 * 3600 * 1000;
 
 /// A daily window of local time, `start` included, `end` excluded, in minutes after midnight.
 /// `end < start` crosses midnight (`22:00-06:00`).
@@ -76,7 +76,8 @@ impl Window {
 /// `HH:MM` as minutes after midnight (at most 24:00).
 fn minutes(s: &str) -> Option<u16> {
     let (h, m) = s.trim().split_once(':')?;
-    if h.is_empty() || h.len() > 2 || m.len() != 2 {
+    let digits = |x: &str| x.bytes().all(|b| b.is_ascii_digit());
+    if h.is_empty() || h.len() > 2 || m.len() != 2 || !digits(h) || !digits(m) {
         return None;
     }
     let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
@@ -97,13 +98,21 @@ impl fmt::Display for Window {
     }
 }
 
+/// The tz database every zone is read from: the copy built into the binary (jiff's bundled
+/// tzdb), so every host that runs this binary, and every worker of a shared PostgreSQL store,
+/// reads the same zones and names whatever its system has installed.
+fn tzdb() -> &'static jiff::tz::TimeZoneDatabase {
+    static DB: OnceLock<jiff::tz::TimeZoneDatabase> = OnceLock::new();
+    DB.get_or_init(jiff::tz::TimeZoneDatabase::bundled)
+}
+
 /// A time zone by its IANA name (`Europe/Lisbon`, `UTC`); the error names the value.
 pub fn zone(name: &str) -> Result<TimeZone> {
     let name = name.trim();
     if name.is_empty() {
         return Err(Error::invalid("empty time zone name"));
     }
-    TimeZone::get(name).map_err(|_| {
+    tzdb().get(name).map_err(|_| {
         Error::invalid(format!(
             "unknown time zone {name:?} (write an IANA name like Europe/Lisbon or America/New_York)"
         ))
@@ -162,7 +171,7 @@ pub fn recipient_zones(
         .map(|cc| {
             country_zones(&cc)
                 .iter()
-                .filter_map(|n| TimeZone::get(n).ok())
+                .filter_map(|n| tzdb().get(n).ok())
                 .collect()
         })
         .unwrap_or_default();
@@ -288,23 +297,35 @@ impl Policy {
     }
 
     /// When a recipient may be sent to (`now` when it may now): `tz_attr` is its `tz`
-    /// attribute, `phone` its number for SMS. When the windows never meet across every zone
-    /// of its country, the campaign's zone decides; past the horizon, the caller looks again.
+    /// attribute, `phone` its number for SMS. Quiet hours hold only in the recipient's own
+    /// zones (attribute or country), never in a guess. A send window that is never open in
+    /// every zone of the number's country at once is read in the campaign's zone instead;
+    /// quiet hours never are: when nothing satisfies them, the row waits a horizon and is
+    /// looked at again.
     pub fn open_at(&self, now: i64, tz_attr: Option<&str>, phone: Option<&str>) -> i64 {
         let phone = phone.filter(|_| self.sms);
         let (zones, source) = recipient_zones(tz_attr, phone, &self.zone);
-        let own = [self.zone.clone()];
-        let known = source != ZoneSource::Campaign;
-        let attempt = |zones: &[TimeZone]| {
+        let hours_zones: &[TimeZone] = match source {
+            ZoneSource::Campaign => &[],
+            _ => &zones,
+        };
+        let attempt = |window_zones: &[TimeZone]| {
             let mut rules = Vec::with_capacity(2);
             if let Some(w) = self.window {
-                rules.push(Rule { window: w, zones });
+                rules.push(Rule {
+                    window: w,
+                    zones: window_zones,
+                });
             }
-            if let (Some(w), true) = (self.sms_hours, known) {
-                rules.push(Rule { window: w, zones });
+            if let Some(w) = self.sms_hours.filter(|_| !hours_zones.is_empty()) {
+                rules.push(Rule {
+                    window: w,
+                    zones: hours_zones,
+                });
             }
             next_open(now, &rules)
         };
+        let own = [self.zone.clone()];
         attempt(&zones)
             .or_else(|| attempt(&own))
             .unwrap_or(now.saturating_add(HORIZON_MS))
@@ -506,9 +527,34 @@ mod tests {
     fn every_zone_the_table_names_is_known() {
         for cc in ["US", "BR", "RU", "AU", "PT", "NP", "KI"] {
             for z in country_zones(cc) {
-                assert!(TimeZone::get(z).is_ok(), "{cc}: {z} is not in the database");
+                assert!(zone(z).is_ok(), "{cc}: {z} is not in the database");
             }
         }
+    }
+
+    #[test]
+    fn a_send_window_falls_back_to_the_campaigns_zone_but_quiet_hours_never_do() {
+        let p = Policy::from_columns(
+            Some("09:00-12:00"),
+            Some("08:00-21:00"),
+            Some("America/New_York"),
+            true,
+        );
+        let Some(p) = p.ok().flatten() else {
+            panic!("no policy")
+        };
+        let at = ms("2026-01-12T14:00:00Z"); // 09:00 in New York, 06:00 in Los Angeles
+                                             // 09:00-12:00 never holds across the US at once; in New York it is open now, but the
+                                             // quiet hours over every US zone (08:00 Honolulu is 18:00Z) are not: never before them.
+        let open = p.open_at(at, None, Some("+14155550100"));
+        assert!(open >= ms("2026-01-12T18:00:00Z"), "{open}");
+        // Without quiet hours, the campaign's zone decides the window.
+        let p = Policy::from_columns(Some("09:00-12:00"), None, Some("America/New_York"), true);
+        let Some(p) = p.ok().flatten() else {
+            panic!("no policy")
+        };
+        assert_eq!(p.open_at(at, None, Some("+14155550100")), at);
+        assert!(Window::parse("+9:00-18:00").is_err());
     }
 
     #[test]

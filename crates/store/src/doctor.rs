@@ -26,6 +26,9 @@ pub struct Stuck {
     /// When the earliest queued or leased row becomes visible (None: none is left).
     pub next_visible_at: Option<i64>,
     pub list_complete: bool,
+    /// It has a send window or SMS quiet hours (its rows may wait for them, up to
+    /// `domain::window::HORIZON_MS`).
+    pub windowed: bool,
 }
 
 /// What the database says about itself, read without writing anything.
@@ -120,7 +123,8 @@ fn stuck(tx: &mut dyn Tx, far: i64) -> Result<Vec<Stuck>> {
                 (SELECT min(visible_at) FROM sends s
                   WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
                 (SELECT count(*) FROM sends s
-                  WHERE s.campaign_id = c.id AND s.status = 'in_doubt')
+                  WHERE s.campaign_id = c.id AND s.status = 'in_doubt'),
+                c.send_window IS NOT NULL OR c.sms_hours IS NOT NULL
          FROM campaigns c WHERE c.status = 'sending' AND c.stream = FALSE ORDER BY c.id",
         &[],
         |r| {
@@ -130,12 +134,18 @@ fn stuck(tx: &mut dyn Tx, far: i64) -> Result<Vec<Stuck>> {
                 due_rows: r.get::<i64>(2)?.max(0) as u64,
                 next_visible_at: r.get(3)?,
                 in_doubt: r.get::<i64>(4)?.max(0) as u64,
+                windowed: r.get(5)?,
             })
         },
     )?;
+    // A row held for its send window is due when the window opens, up to the horizon away.
+    let limit = |s: &Stuck| match s.windowed {
+        true => far.saturating_add(sendonce_domain::window::HORIZON_MS),
+        false => far,
+    };
     Ok(all
         .into_iter()
-        .filter(|s| s.next_visible_at.map_or(s.list_complete, |t| t > far))
+        .filter(|s| s.next_visible_at.map_or(s.list_complete, |t| t > limit(s)))
         .collect())
 }
 

@@ -53,6 +53,8 @@ pub struct ActiveCampaign {
     /// An account's stream of transactional messages (`schema/0020_stream.sql`): each row
     /// carries its own content ([`ClaimedRow::content`]), and it never completes.
     pub stream: bool,
+    /// It has a send window or SMS quiet hours: rows may wait hours for them.
+    pub windowed: bool,
 }
 
 /// What one claim asks for.
@@ -573,6 +575,7 @@ fn active_campaign(r: Row<'_>) -> Result<ActiveCampaign> {
         account_name: r.get(8)?,
         list_complete: r.get(6)?,
         stream: r.get(17)?,
+        windowed: r.get(18)?,
     })
 }
 
@@ -863,10 +866,10 @@ fn settle_or_park(
     Ok(true)
 }
 
-/// Leave a due row for when its send window opens: visible again at `at`, nothing else
-/// changed (a lease that expired keeps its token, so a late confirmation still lands).
-fn hold(tx: &mut dyn Tx, c: &Candidate, at: i64, out: &mut Claimed) -> Result<()> {
-    let n = tx.exec(CLAIM_HOLD, &args![c.id, at])?;
+/// Leave a due row for when its send window opens: queued, visible again at `at`
+/// ([`CLAIM_HOLD`]).
+fn hold(tx: &mut dyn Tx, c: &Candidate, at: i64, now: i64, out: &mut Claimed) -> Result<()> {
+    let n = tx.exec(CLAIM_HOLD, &args![c.id, at, now])?;
     expect_one(n, c.id, "hold for its send window")?;
     out.held += 1;
     out.held_until = Some(out.held_until.map_or(at, |h| h.min(at)));
@@ -996,10 +999,13 @@ fn claim_rows(
     let Some((stream, policy)) = sending_campaign(tx, req)? else {
         return Ok((out, None));
     };
-    let mut windows = policy.as_ref().map(|p| Planner::new(p, req.now));
     let cands = claim_candidates(tx, req)?;
-    // Taken after the rows are read (and locked): the lease runs from now, not from `req.now`.
+    // Taken after the rows are read (and locked): the lease runs from now, not from `req.now`,
+    // and a window is judged at the later of the two (waiting for the lock must not carry a
+    // row past its window's end).
     let terms = LeaseTerms::now(req, dispatch);
+    let judged_at = terms.claimed_at.max(req.now);
+    let mut windows = policy.as_ref().map(|p| Planner::new(p, judged_at));
     let mut plain = Vec::with_capacity(cands.len());
     // Leased stream rows: (index in `out.rows`, message id).
     let mut contents = Vec::new();
@@ -1011,8 +1017,8 @@ fn claim_rows(
         }
         if let Some(w) = windows.as_mut() {
             let at = w.open_at(&c.vars, &c.address);
-            if at > req.now {
-                hold(tx, &c, at, &mut out)?;
+            if at > judged_at {
+                hold(tx, &c, at, req.now, &mut out)?;
                 continue;
             }
         }
@@ -1414,7 +1420,8 @@ pub(crate) static ACTIVE_CAMPAIGNS: PerDialect = PerDialect::new(|d| {
       WHERE cl.campaign_id = c.id),
      (SELECT {agg}(o.list_id) FROM (SELECT cl.list_id FROM campaign_lists cl
       WHERE cl.campaign_id = c.id ORDER BY cl.list_id) o),
-     c.transactional OR c.kind <> 'campaign', c.stream
+     c.transactional OR c.kind <> 'campaign', c.stream,
+     c.send_window IS NOT NULL OR c.sms_hours IS NOT NULL
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id"
     )
@@ -1557,8 +1564,16 @@ pub(crate) const CLAIM_SETTLE_BY_CALLBACK: &str =
      ELSE 'failure reported by a provider webhook' END
      WHERE id = ?1 AND status IN ('queued', 'leased')";
 
-/// A due row held for its send window: visible again when it opens (`?2`).
-pub(crate) const CLAIM_HOLD: &str = "UPDATE sends SET visible_at = ?2
+/// A due row held for its send window: queued again, visible when it opens (`?2`). An expired
+/// lease is given up; if it was dispatched, its dispatch becomes the row's `doubt_since` (the
+/// same "may have been delivered since" the claim reads), so the next claim decides as this
+/// one would have, and a late acceptance still lands (`RECORD_LATE`).
+pub(crate) const CLAIM_HOLD: &str = "UPDATE sends SET status = 'queued', lease_token = NULL,
+     lease_owner = NULL,
+     doubt_since = CASE WHEN status = 'leased' AND dispatched_at IS NOT NULL
+       THEN CASE WHEN doubt_since < dispatched_at THEN doubt_since ELSE dispatched_at END
+       ELSE doubt_since END,
+     dispatched_at = NULL, visible_at = ?2, updated_at = ?3
      WHERE id = ?1 AND status IN ('queued', 'leased')";
 
 pub(crate) const CLAIM_SUPPRESS: &str =

@@ -151,6 +151,7 @@ pub fn update(store: &Store, account: &str, ch: &Changes) -> Result<Updated> {
     if let Some(v) = &ch.sms_hours {
         w.sms_hours = window_choice(v, "off", "--sms-hours")?;
     }
+    check_overlap(w.window.as_deref(), w.sms_hours.as_deref())?;
     if let Some(f) = footer {
         store.set_sms_footer(id, f.as_deref())?;
     }
@@ -164,8 +165,22 @@ pub fn update(store: &Store, account: &str, ch: &Changes) -> Result<Updated> {
     })
 }
 
-/// A window as given to `flag`: `HH:MM-HH:MM` (printed back in one form), or the word that
-/// means none (`any`, `off`).
+/// A send window and SMS quiet hours must share some time, or no SMS could ever go out.
+pub fn check_overlap(window: Option<&str>, sms_hours: Option<&str>) -> Result<()> {
+    use sendonce_domain::window::Window;
+    let (Some(a), Some(b)) = (window, sms_hours) else {
+        return Ok(());
+    };
+    if Window::parse(a)?.overlaps(&Window::parse(b)?) {
+        return Ok(());
+    }
+    Err(sendonce_domain::error::Error::invalid(format!(
+        "send window {a} and SMS quiet hours {b} share no time: no SMS could go out"
+    )))
+}
+
+/// A window as given to `flag` (`--send-window`, or the API's `send_window`): `HH:MM-HH:MM`
+/// (printed back in one form), or the word that means none (`any`, `off`).
 pub fn window_choice(v: &str, none: &str, flag: &str) -> Result<Option<String>> {
     if v.trim().eq_ignore_ascii_case(none) {
         return Ok(None);

@@ -2,7 +2,7 @@
 //! (checked once more: its content is frozen from then on), pause, resume, cancel, list, the
 //! counts per send state, and the per-recipient report. Outputs are this module's structs.
 
-use super::accounts::window_choice;
+use super::accounts::{check_overlap, window_choice};
 use super::lists::Audience;
 use sendonce_domain::address::Channel;
 use sendonce_domain::content::{self, Content};
@@ -10,7 +10,6 @@ use sendonce_domain::error::{Error, Result};
 use sendonce_domain::model::CampaignStatus;
 use sendonce_domain::segment::Filter;
 use sendonce_domain::template::Sources;
-use sendonce_domain::window::Window;
 use sendonce_domain::{sms, template};
 use sendonce_store::prelude::*;
 use sendonce_store::{AudienceQuery, NewCampaign, SendWindows, Store};
@@ -74,10 +73,15 @@ impl Draft {
         self.filter = self.filter.filter(|f| !f.trim().is_empty());
         content::check(&self.content(None))?;
         if let Some(w) = &self.send_window {
-            window_choice(w, "any", "--send-window")?;
+            window_choice(w, "any", "--send-window (send_window)")?;
         }
         if let Some(w) = &self.sms_hours {
-            window_choice(w, "off", "--sms-hours")?;
+            if self.channel == Channel::Email {
+                return Err(Error::invalid(
+                    "SMS quiet hours (--sms-hours, sms_hours) apply to SMS campaigns only",
+                ));
+            }
+            window_choice(w, "off", "--sms-hours (sms_hours)")?;
         }
         Ok(self)
     }
@@ -97,14 +101,7 @@ impl Draft {
             Channel::Sms => inherit(&self.sms_hours, "off", "--sms-hours", acct.sms_hours)?,
             Channel::Email => None,
         };
-        if let (Some(a), Some(b)) = (&window, &sms_hours) {
-            let (wa, wb) = (Window::parse(a)?, Window::parse(b)?);
-            if !wa.overlaps(&wb) {
-                return Err(Error::invalid(format!(
-                    "send window {a} and SMS quiet hours {b} share no time: no SMS could go out"
-                )));
-            }
-        }
+        check_overlap(window.as_deref(), sms_hours.as_deref())?;
         let any = window.is_some() || sms_hours.is_some();
         Ok(SendWindows {
             tz: any.then(|| acct.tz.unwrap_or_else(|| "UTC".into())),

@@ -517,8 +517,12 @@ fn stuck(ins: &Inspection, db: &str) -> Finding {
                     s.due_rows,
                     clock::format_ms(t)
                 ));
+                let what = match s.windowed {
+                    true => "its send window, or a retry's backoff",
+                    false => "its retry backoff",
+                };
                 hints.push(format!(
-                    "campaign {id} waits for its retry backoff; `sendonce campaign status {id}`"
+                    "campaign {id} waits for {what}; `sendonce campaign status {id}`"
                 ));
             }
             None if s.in_doubt > 0 => {

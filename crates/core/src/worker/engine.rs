@@ -172,12 +172,7 @@ impl Worker {
             return Ok(Idle::Next);
         }
         let now = sendonce_domain::clock::now_ms();
-        let mut next = self.complete_or_next(now).await?;
-        if let Some(n) = next.filter(|&n| self.cfg.once && self.left_for_later(n, now)) {
-            // What is left waits for a send window: not due, left for a later run.
-            self.summary.window_opens = Some(self.summary.window_opens.map_or(n, |w| w.min(n)));
-            next = None;
-        }
+        let next = self.complete_or_next(now).await?;
         if self.cfg.once && next.is_none() {
             // Maintenance may have found nothing new either: done.
             let now2 = sendonce_domain::clock::now_ms();
@@ -205,8 +200,9 @@ impl Worker {
     /// Mark finished campaigns sent; of the others, the earliest time a row becomes due.
     async fn complete_or_next(&mut self, now: i64) -> Result<Option<i64>> {
         let mut next: Option<i64> = None;
+        let mut left: Option<i64> = None;
         for c in self.campaigns.iter().filter(|c| c.list_complete) {
-            let (id, one_off) = (c.id, !c.templated);
+            let (id, one_off, windowed) = (c.id, !c.templated, c.windowed);
             // A stream never completes.
             if !c.stream && blocking(&self.ledger, move |l| l.try_complete(id, now)).await? {
                 // A campaign that is no template (before schema 22 a notification had one of
@@ -220,20 +216,27 @@ impl Worker {
                 continue;
             }
             if let Some(v) = blocking(&self.ledger, move |l| l.next_visible(id)).await? {
-                next = Some(next.map_or(v, |n: i64| n.min(v)));
+                let slot = match self.left_for_later(windowed, v, now) {
+                    true => &mut left,
+                    false => &mut next,
+                };
+                *slot = Some(slot.map_or(v, |n: i64| n.min(v)));
             }
+        }
+        if let Some(v) = left {
+            // Left for a later run: said in the summary.
+            let opens = self.summary.window_opens.map_or(v, |w| w.min(v));
+            self.summary.window_opens = Some(opens);
         }
         Ok(next)
     }
 
-    /// Whether the next row due (at `next`) waits for a send window, which `--once` leaves
-    /// for a later run: it is no earlier than a window this run saw closed, or later than
-    /// any retry backoff or lease could have put it.
-    fn left_for_later(&self, next: i64, now: i64) -> bool {
+    /// Whether `--once` leaves a campaign whose next row is due at `next` for a later run: it
+    /// has a send window, and the row is due later than any lease or retry backoff could have
+    /// put it (so it waits for its window). Rows of other campaigns are waited for.
+    fn left_for_later(&self, windowed: bool, next: i64, now: i64) -> bool {
         let longest = self.cfg.lease.max(self.cfg.retry_max) + self.cfg.tick;
-        next > now
-            && (self.summary.window_opens.is_some_and(|w| next >= w)
-                || next > now.saturating_add(longest.as_millis() as i64))
+        self.cfg.once && windowed && next > now.saturating_add(longest.as_millis() as i64)
     }
 
     /// Until the next row is due, and no sooner than the next rate-limit token; at most a tick.
