@@ -5,6 +5,7 @@
 
 use super::workers::{killed, worker_cmd};
 use crate::common::{deliveries, Env};
+use sendonce::domain::clock::now_ms;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -81,7 +82,7 @@ fn killed_workers_send_each_recipient_once_inside_its_window() {
     // window's edge in any of these zones. Each step runs up to three workers, each killed at
     // a random crash point (the provider accepted, nothing recorded yet; …) or a random time.
     let t0 = sendonce::domain::clock::parse_rfc3339_ms("2027-03-27T12:02:00Z").unwrap();
-    let seed0 = sendonce::domain::clock::now_ms() as u64 | 1;
+    let seed0 = now_ms() as u64 | 1;
     let mut seed = seed0;
     let (mut kills, mut workers) = (0, 0);
     let steps = 22 * 12;
@@ -91,7 +92,7 @@ fn killed_workers_send_each_recipient_once_inside_its_window() {
             let mut cmd = worker_cmd(&env.db, &spec, &format!("w{step}-{k}"), &[]);
             cmd.env(
                 "SENDONCE_TEST_CLOCK_OFFSET_MS",
-                (sim - real_now()).to_string(),
+                (sim - now_ms()).to_string(),
             );
             let point = POINTS[next(&mut seed) as usize % POINTS.len()];
             if next(&mut seed).is_multiple_of(2) {
@@ -133,21 +134,11 @@ fn killed_workers_send_each_recipient_once_inside_its_window() {
     );
 }
 
-fn real_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Run workers with the clock at simulated time `at` until one exits by itself; its code.
 fn run_to_completion_at(env: &Env, spec: &str, at: i64) -> i32 {
     for attempt in 0..20 {
         let st = worker_cmd(&env.db, spec, &format!("finisher-{attempt}"), &[])
-            .env(
-                "SENDONCE_TEST_CLOCK_OFFSET_MS",
-                (at - real_now()).to_string(),
-            )
+            .env("SENDONCE_TEST_CLOCK_OFFSET_MS", (at - now_ms()).to_string())
             .status()
             .unwrap();
         if !killed(st) {

@@ -1,7 +1,7 @@
 //! Send windows and SMS quiet hours: daily local-time windows (`09:00-18:00`), the zones a
 //! recipient may be in (a `tz` attribute, else the phone number's country, else the campaign's
-//! zone), and the first instant at which every window is open. Local times come from jiff's
-//! time-zone database (the system's, else the copy jiff bundles); no offset is computed here.
+//! zone), and the first instant at which every window is open. Local times come from the
+//! tz database jiff bundles (the same on every host); no offset is computed here.
 
 use crate::error::{Error, Result};
 use jiff::civil::{DateTime, Time};
@@ -10,10 +10,6 @@ use jiff::Timestamp;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
-
-/// The SMS quiet hours an account starts with: the hours the US TCPA allows (08:00–21:00 in the
-/// recipient's local time).
-pub const DEFAULT_SMS_HOURS: &str = "08:00-21:00";
 
 /// How far ahead an opening is looked for. A daily window opens within a day in any one zone;
 /// the rest covers DST changes and windows that must hold in several zones at once.
@@ -140,14 +136,14 @@ pub fn country_zones(country: &str) -> &'static [&'static str] {
 }
 
 /// The country (ISO 3166 alpha-2) of an E.164 number, by libphonenumber's metadata.
-pub fn phone_country(e164: &str) -> Option<String> {
+fn phone_country(e164: &str) -> Option<String> {
     let n = phonenumber::parse(None, e164).ok()?;
     n.country().id().map(|id| id.as_ref().to_string())
 }
 
 /// Where a recipient's zones came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ZoneSource {
+enum ZoneSource {
     /// The subscriber's `tz` attribute.
     Attribute,
     /// The phone number's country (every zone of it, when it has several).
@@ -156,20 +152,20 @@ pub enum ZoneSource {
     Campaign,
 }
 
-/// The zones a recipient may be in: its `tz` attribute when it names a zone; else, for a phone
-/// number, every zone of its country; else the campaign's zone. The source says which.
-pub fn recipient_zones(
+/// The zones a recipient may be in: its `tz` attribute when it names a zone; else, for an SMS
+/// recipient, every zone of its number's `country`; else the campaign's zone. The source says
+/// which.
+fn recipient_zones(
     tz_attr: Option<&str>,
-    phone: Option<&str>,
+    country: Option<&str>,
     campaign: &TimeZone,
 ) -> (Vec<TimeZone>, ZoneSource) {
     if let Some(tz) = tz_attr.and_then(|n| zone(n).ok()) {
         return (vec![tz], ZoneSource::Attribute);
     }
-    let zones: Vec<TimeZone> = phone
-        .and_then(phone_country)
+    let zones: Vec<TimeZone> = country
         .map(|cc| {
-            country_zones(&cc)
+            country_zones(cc)
                 .iter()
                 .filter_map(|n| tzdb().get(n).ok())
                 .collect()
@@ -297,14 +293,14 @@ impl Policy {
     }
 
     /// When a recipient may be sent to (`now` when it may now): `tz_attr` is its `tz`
-    /// attribute, `phone` its number for SMS. Quiet hours hold only in the recipient's own
+    /// attribute, `country` its number's country (SMS). Quiet hours hold only in the recipient's own
     /// zones (attribute or country), never in a guess. A send window that is never open in
     /// every zone of the number's country at once is read in the campaign's zone instead;
     /// quiet hours never are: when nothing satisfies them, the row waits a horizon and is
     /// looked at again.
-    pub fn open_at(&self, now: i64, tz_attr: Option<&str>, phone: Option<&str>) -> i64 {
-        let phone = phone.filter(|_| self.sms);
-        let (zones, source) = recipient_zones(tz_attr, phone, &self.zone);
+    pub fn open_at(&self, now: i64, tz_attr: Option<&str>, country: Option<&str>) -> i64 {
+        let country = country.filter(|_| self.sms);
+        let (zones, source) = recipient_zones(tz_attr, country, &self.zone);
         let hours_zones: &[TimeZone] = match source {
             ZoneSource::Campaign => &[],
             _ => &zones,
@@ -358,18 +354,20 @@ impl<'a> Planner<'a> {
         let country = (self.policy.sms && !own_zone)
             .then(|| phone_country(address))
             .flatten();
-        let key = (tz.clone(), country);
+        let key = (tz, country);
         if let Some(&at) = self.seen.get(&key) {
             return at;
         }
-        let at = self.policy.open_at(self.now, tz.as_deref(), Some(address));
+        let at = self
+            .policy
+            .open_at(self.now, key.0.as_deref(), key.1.as_deref());
         self.seen.insert(key, at);
         at
     }
 }
 
 /// The `tz` attribute among a row's captured variables (a JSON object), if it is a string.
-pub fn tz_of_vars(vars: &str) -> Option<String> {
+fn tz_of_vars(vars: &str) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Vars {
         tz: Option<serde_json::Value>,
@@ -508,11 +506,11 @@ mod tests {
         assert_eq!(phone_country("+12125550123").as_deref(), Some("US"));
         let utc = TimeZone::UTC;
         assert_eq!(
-            recipient_zones(Some("Europe/Lisbon"), Some("+81312345678"), &utc).1,
+            recipient_zones(Some("Europe/Lisbon"), Some("JP"), &utc).1,
             ZoneSource::Attribute
         );
         assert_eq!(
-            recipient_zones(Some("Mars/Base"), Some("+81312345678"), &utc).1,
+            recipient_zones(Some("Mars/Base"), Some("JP"), &utc).1,
             ZoneSource::Country
         );
         assert_eq!(recipient_zones(None, None, &utc).1, ZoneSource::Campaign);
@@ -546,14 +544,17 @@ mod tests {
         let at = ms("2026-01-12T14:00:00Z"); // 09:00 in New York, 06:00 in Los Angeles
                                              // 09:00-12:00 never holds across the US at once; in New York it is open now, but the
                                              // quiet hours over every US zone (08:00 Honolulu is 18:00Z) are not: never before them.
-        let open = p.open_at(at, None, Some("+14155550100"));
+        let open = p.open_at(at, None, phone_country("+14155550100").as_deref());
         assert!(open >= ms("2026-01-12T18:00:00Z"), "{open}");
         // Without quiet hours, the campaign's zone decides the window.
         let p = Policy::from_columns(Some("09:00-12:00"), None, Some("America/New_York"), true);
         let Some(p) = p.ok().flatten() else {
             panic!("no policy")
         };
-        assert_eq!(p.open_at(at, None, Some("+14155550100")), at);
+        assert_eq!(
+            p.open_at(at, None, phone_country("+14155550100").as_deref()),
+            at
+        );
         assert!(Window::parse("+9:00-18:00").is_err());
     }
 
@@ -565,9 +566,15 @@ mod tests {
         let Some(p) = p else { panic!("no policy") };
         let night = ms("2026-01-10T02:00:00Z");
         // No attribute, no known country: the campaign's zone is no recipient's zone.
-        assert_eq!(p.open_at(night, None, Some("+99912345")), night);
+        assert_eq!(
+            p.open_at(night, None, phone_country("+99912345").as_deref()),
+            night
+        );
         // Tokyo at 11:00 local: open; New York at 21:00 local: closed until 08:00 local.
-        assert_eq!(p.open_at(night, None, Some("+81312345678")), night);
+        assert_eq!(
+            p.open_at(night, None, phone_country("+81312345678").as_deref()),
+            night
+        );
         assert_eq!(
             p.open_at(night, Some("America/New_York"), None),
             ms("2026-01-10T13:00:00Z")

@@ -116,7 +116,7 @@ pub(crate) fn ask_ledger(tx: &mut dyn Tx, out: &mut Inspection, opts: &InspectOp
 /// Sending campaigns with nothing due before `far`: no row left to send on a complete list, or
 /// the next one not visible until after `far`. A stream is idle between messages by design.
 fn stuck(tx: &mut dyn Tx, far: i64) -> Result<Vec<Stuck>> {
-    let all = tx.query(
+    let sql = format!(
         "SELECT c.id, c.list_complete,
                 (SELECT count(*) FROM sends s
                   WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
@@ -124,20 +124,20 @@ fn stuck(tx: &mut dyn Tx, far: i64) -> Result<Vec<Stuck>> {
                   WHERE s.campaign_id = c.id AND s.status IN ('queued', 'leased')),
                 (SELECT count(*) FROM sends s
                   WHERE s.campaign_id = c.id AND s.status = 'in_doubt'),
-                c.send_window IS NOT NULL OR c.sms_hours IS NOT NULL
+                {}
          FROM campaigns c WHERE c.status = 'sending' AND c.stream = FALSE ORDER BY c.id",
-        &[],
-        |r| {
-            Ok(Stuck {
-                campaign_id: r.get(0)?,
-                list_complete: r.get(1)?,
-                due_rows: r.get::<i64>(2)?.max(0) as u64,
-                next_visible_at: r.get(3)?,
-                in_doubt: r.get::<i64>(4)?.max(0) as u64,
-                windowed: r.get(5)?,
-            })
-        },
-    )?;
+        crate::ledger::WINDOWED
+    );
+    let all = tx.query(&sql, &[], |r| {
+        Ok(Stuck {
+            campaign_id: r.get(0)?,
+            list_complete: r.get(1)?,
+            due_rows: r.get::<i64>(2)?.max(0) as u64,
+            next_visible_at: r.get(3)?,
+            in_doubt: r.get::<i64>(4)?.max(0) as u64,
+            windowed: r.get(5)?,
+        })
+    })?;
     // A row held for its send window is due when the window opens, up to the horizon away.
     let limit = |s: &Stuck| match s.windowed {
         true => far.saturating_add(sendonce_domain::window::HORIZON_MS),

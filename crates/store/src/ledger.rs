@@ -812,17 +812,11 @@ fn claim_candidates(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<Vec<Candidate
 /// it is a stream, and its send windows (a stream has none).
 fn sending_campaign(tx: &mut dyn Tx, req: &ClaimRequest) -> Result<Option<(bool, Option<Policy>)>> {
     let sql = CLAIM_CAMPAIGN_STATUS.get(tx.dialect());
-    type Found = (
-        CampaignStatus,
-        bool,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    );
-    let found: Option<Found> = tx.query_opt(sql, &args![req.campaign_id, req.account_id], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    let found = tx.query_opt(sql, &args![req.campaign_id, req.account_id], |r| {
+        let columns: [Option<String>; 3] = [r.get(2)?, r.get(3)?, r.get(4)?];
+        Ok((r.get::<CampaignStatus>(0)?, r.get::<bool>(1)?, columns))
     })?;
-    let Some((CampaignStatus::Sending, stream, tz, window, sms_hours)) = found else {
+    let Some((CampaignStatus::Sending, stream, [tz, window, sms_hours])) = found else {
         return Ok(None);
     };
     let sms = req.channel == Channel::Sms;
@@ -1409,6 +1403,9 @@ pub(crate) const START_DUE_CAMPAIGNS: &str =
     "UPDATE campaigns SET status = 'sending', started_at = coalesce(started_at, ?1)
      WHERE status = 'approved' AND scheduled_for <= ?1 RETURNING id";
 
+/// Whether campaign `c` has a send window or SMS quiet hours (its rows may wait for them).
+pub(crate) const WINDOWED: &str = "(c.send_window IS NOT NULL OR c.sms_hours IS NOT NULL)";
+
 /// The campaigns in `sending`, with the names and the ids (in id order) of the lists they
 /// target as JSON arrays.
 pub(crate) static ACTIVE_CAMPAIGNS: PerDialect = PerDialect::new(|d| {
@@ -1421,7 +1418,7 @@ pub(crate) static ACTIVE_CAMPAIGNS: PerDialect = PerDialect::new(|d| {
      (SELECT {agg}(o.list_id) FROM (SELECT cl.list_id FROM campaign_lists cl
       WHERE cl.campaign_id = c.id ORDER BY cl.list_id) o),
      c.transactional OR c.kind <> 'campaign', c.stream,
-     c.send_window IS NOT NULL OR c.sms_hours IS NOT NULL
+     {WINDOWED}
      FROM campaigns c JOIN accounts a ON a.id = c.account_id
      WHERE c.status = 'sending' ORDER BY c.id"
     )
